@@ -1,0 +1,36 @@
+"""Shared test set-up: float64 by default, explicit seeds, a clean Pyro parameter store."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import pyro
+import pytest
+import torch
+
+# Tests exercise the checkout's models/ (installed as pyrolik_models), whatever is installed.
+sys.modules.setdefault("pyrolik_models", importlib.import_module("models"))
+
+SEED = int(os.environ.get("PYROLIK_TEST_SEED", "0"))
+
+
+def pytest_report_header(config):
+    return f"pyrolik test seed: {SEED} (set PYROLIK_TEST_SEED to sweep)"
+
+
+@pytest.fixture(autouse=True)
+def _float64_and_clean_state():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    pyro.clear_param_store()
+    torch.manual_seed(SEED)
+    yield
+    torch.set_default_dtype(old)
+    pyro.clear_param_store()
+
+
+@pytest.fixture
+def seed() -> int:
+    return SEED
