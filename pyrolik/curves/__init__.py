@@ -1,0 +1,59 @@
+r"""Loss-data curves for representations: VA, MI, MDL, SDL and epsilon sample complexity.
+
+Is the latent representation a generative model learned any good for a downstream task? Train
+probes (linear or a small MLP) on growing subsets of a labelled task, all at once as one batched
+model, and read the representation-quality measures of Whitney et al. (2020) off the resulting
+loss-data curve. See ``docs/curves.md``.
+
+>>> from pyrolik import curves                                    # doctest: +SKIP
+>>> (tr, va) = curves.train_valid_split(x, y, valid_size=0.2)     # doctest: +SKIP
+>>> reps = {"raw": curves.raw(), "pca8": curves.pca(tr[0], 8)}    # doctest: +SKIP
+>>> lc = curves.evaluate_representations(reps, tr, va)            # doctest: +SKIP
+>>> eps = curves.epsilon_from_baseline(lc["raw"], slack=0.1)      # doctest: +SKIP
+>>> curves.measures_table(lc, eps)                                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pyrolik.curves.curve import (
+    LossDataCurve,
+    default_sizes,
+    evaluate_representations,
+    loss_data_curve,
+    train_valid_split,
+)
+from pyrolik.curves.measures import (
+    epsilon_from_baseline,
+    epsilon_sample_complexity,
+    mdl,
+    measures_table,
+    mi_proxy,
+    rank_table,
+    sdl,
+    validation_accuracy,
+    validation_loss,
+)
+from pyrolik.curves.plots import plot_curves, plot_loss_data
+from pyrolik.curves.representations import pca, random_projection, raw
+
+__all__ = [
+    "LossDataCurve",
+    "default_sizes",
+    "evaluate_representations",
+    "loss_data_curve",
+    "train_valid_split",
+    "epsilon_from_baseline",
+    "epsilon_sample_complexity",
+    "mdl",
+    "measures_table",
+    "mi_proxy",
+    "rank_table",
+    "sdl",
+    "validation_accuracy",
+    "validation_loss",
+    "plot_curves",
+    "plot_loss_data",
+    "pca",
+    "random_projection",
+    "raw",
+]

@@ -1,0 +1,358 @@
+r"""Loss-data curves: validation loss of a probe as a function of the training-set size.
+
+For a representation :math:`\phi`, a learning algorithm :math:`\mathcal{A}` (here a linear or MLP
+probe trained with Adam) and a training-set size :math:`n`, the loss-data curve is the expected
+validation loss :math:`L(\mathcal{A}_\phi, n)` (cross-entropy in nats) of the probe trained on
+:math:`n` points drawn from the task's distribution (Whitney et al. 2020, section 2). It is
+estimated on a log-spaced grid of sizes, averaging over seeds (each seed draws the training subset
+and the initialisation); all (n, seed) probes are trained at once (:mod:`pyrolik.curves.probes`).
+
+References
+----------
+.. [1] W. F. Whitney, M. J. Song, D. Brandfonbrener, J. Altosaar, K. Cho. Evaluating
+   representations by the complexity of learning low-loss predictors. arXiv:2009.07368, 2020.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from pyrolik.curves.probes import (
+    PROBES,
+    evaluate_probes,
+    init_probes,
+    make_probe_set,
+    train_probes,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "LossDataCurve",
+    "default_sizes",
+    "train_valid_split",
+    "loss_data_curve",
+    "evaluate_representations",
+]
+
+
+@dataclass(frozen=True)
+class LossDataCurve:
+    """A loss-data curve: validation loss (nats) and accuracy at each training-set size.
+
+    Build one with :func:`loss_data_curve`, or directly from arrays (e.g. a curve measured
+    elsewhere, or a synthetic one).
+
+    Attributes
+    ----------
+    sizes : numpy.ndarray of int, shape (m,)
+        Training-set sizes, strictly increasing, >= 1.
+    loss : numpy.ndarray, shape (num_seeds, m)
+        Validation cross-entropy (nats) of each seed's probe at each size (a 1-D array is
+        taken as one seed).
+    accuracy : numpy.ndarray, shape (num_seeds, m), optional
+        Validation accuracy of the same probes.
+    name : str
+        The representation's name (legend and table label).
+    num_classes : int, optional
+        Number of classes K; ``log K`` is the loss of the uniform prediction (no data).
+    """
+
+    sizes: np.ndarray
+    loss: np.ndarray
+    accuracy: np.ndarray | None = None
+    name: str = ""
+    num_classes: int | None = None
+    info: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        sizes = np.asarray(self.sizes)
+        if sizes.ndim != 1 or len(sizes) == 0 or not np.issubdtype(sizes.dtype, np.number):
+            raise ValueError("sizes must be a non-empty 1-D array of training-set sizes")
+        if np.any(sizes != np.round(sizes)) or np.any(sizes < 1) or np.any(np.diff(sizes) <= 0):
+            raise ValueError(
+                f"sizes must be integers >= 1, strictly increasing; got {sizes.tolist()}"
+            )
+        loss = np.atleast_2d(np.asarray(self.loss, dtype=np.float64))
+        if loss.ndim != 2 or loss.shape[1] != len(sizes):
+            raise ValueError(
+                f"loss must have shape (num_seeds, {len(sizes)}) to match sizes; got "
+                f"{np.shape(self.loss)}"
+            )
+        if not np.all(np.isfinite(loss)) or np.any(loss < 0):
+            raise ValueError("loss must be finite and >= 0 (a cross-entropy in nats)")
+        object.__setattr__(self, "sizes", sizes.astype(np.int64))
+        object.__setattr__(self, "loss", loss)
+        if self.accuracy is not None:
+            acc = np.atleast_2d(np.asarray(self.accuracy, dtype=np.float64))
+            if acc.shape != loss.shape:
+                raise ValueError(f"accuracy has shape {acc.shape}; it must match loss {loss.shape}")
+            object.__setattr__(self, "accuracy", acc)
+        if self.num_classes is not None and int(self.num_classes) < 2:
+            raise ValueError(f"num_classes must be >= 2; got {self.num_classes}")
+
+    @property
+    def num_seeds(self) -> int:
+        """Number of seeds (rows of ``loss``)."""
+        return self.loss.shape[0]
+
+    @property
+    def mean_loss(self) -> np.ndarray:
+        """The curve :math:`\\hat L(n_j)`: loss averaged over seeds, shape (m,)."""
+        return self.loss.mean(0)
+
+    @property
+    def stderr_loss(self) -> np.ndarray:
+        """Standard error of :attr:`mean_loss` across seeds (zeros for one seed)."""
+        if self.num_seeds < 2:
+            return np.zeros(len(self.sizes))
+        return self.loss.std(0, ddof=1) / np.sqrt(self.num_seeds)
+
+    @property
+    def mean_accuracy(self) -> np.ndarray | None:
+        """Accuracy averaged over seeds, shape (m,), or None."""
+        return None if self.accuracy is None else self.accuracy.mean(0)
+
+    def truncate(self, n: int) -> LossDataCurve:
+        """The curve restricted to sizes <= ``n``: what an evaluation with ``n`` points sees."""
+        keep = self.sizes <= n
+        if not keep.any():
+            raise ValueError(f"n={n} is below the smallest size {self.sizes[0]} of the curve")
+        acc = None if self.accuracy is None else self.accuracy[:, keep]
+        return LossDataCurve(
+            self.sizes[keep], self.loss[:, keep], acc, self.name, self.num_classes, self.info
+        )
+
+    def to_frame(self) -> pd.DataFrame:
+        """Long table: one row per (seed, n) with columns representation, n, seed, loss, accuracy."""
+        import pandas as pd
+
+        seeds, idx = np.meshgrid(np.arange(self.num_seeds), np.arange(len(self.sizes)),
+                                 indexing="ij")
+        data = {
+            "representation": self.name,
+            "n": self.sizes[idx.ravel()],
+            "seed": seeds.ravel(),
+            "loss": self.loss.ravel(),
+        }
+        if self.accuracy is not None:
+            data["accuracy"] = self.accuracy.ravel()
+        return pd.DataFrame(data)
+
+
+def default_sizes(num_pool: int, num: int = 8, smallest: int = 10) -> np.ndarray:
+    """Log-spaced training-set sizes from ``smallest`` to ``num_pool`` (Reprieve's default grid)."""
+    if num_pool < 1 or num < 1 or smallest < 1:
+        raise ValueError("num_pool, num and smallest must be >= 1")
+    grid = np.ceil(np.geomspace(min(smallest, num_pool), num_pool, num)).astype(np.int64)
+    return np.unique(np.minimum(grid, num_pool))
+
+
+def _as_tensor(a, name: str, dtype: torch.dtype | None = None) -> Tensor:
+    if not isinstance(a, Tensor | np.ndarray):
+        raise TypeError(f"{name} must be a torch.Tensor or numpy array; got {type(a).__name__}")
+    t = torch.as_tensor(a)
+    return t if dtype is None else t.to(dtype)
+
+
+def _check_task(features, labels, what: str) -> tuple[Tensor, Tensor]:
+    x = _as_tensor(features, f"{what} features")
+    if not x.is_floating_point():
+        x = x.to(torch.get_default_dtype())
+    if x.ndim != 2:
+        raise ValueError(
+            f"{what} features must be 2-D (examples, features); got shape {tuple(x.shape)}: "
+            "flatten them in the representation"
+        )
+    if not torch.isfinite(x).all():
+        raise ValueError(f"{what} features contain NaN or inf; fix the representation or data")
+    y = _as_tensor(labels, f"{what} labels")
+    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+        raise TypeError(f"{what} labels must be integer class indices; got dtype {y.dtype}")
+    y = y.long()
+    if y.ndim != 1 or len(y) != len(x):
+        raise ValueError(
+            f"{what} labels must be 1-D with one label per example ({len(x)}); got shape "
+            f"{tuple(y.shape)}"
+        )
+    if len(y) and y.min() < 0:
+        raise ValueError(f"{what} labels must be >= 0 (class indices 0..K-1)")
+    return x, y
+
+
+def train_valid_split(
+    x, y, *, valid_size: float | int = 0.2, seed: int = 0
+) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+    """Split ``(x, y)`` at random into a training pool and a validation set.
+
+    ``valid_size`` is a fraction in (0, 1) or a number of examples. Returns
+    ``((x_train, y_train), (x_valid, y_valid))`` as tensors; ``x`` keeps its shape.
+    """
+    x = _as_tensor(x, "x")
+    y = _as_tensor(y, "y")
+    if len(x) != len(y):
+        raise ValueError(f"x has {len(x)} examples but y has {len(y)}; pass one label per example")
+    num_valid = int(round(valid_size * len(x))) if 0 < valid_size < 1 else int(valid_size)
+    if not 1 <= num_valid < len(x):
+        raise ValueError(
+            f"valid_size={valid_size} leaves no training or no validation examples out of {len(x)}"
+        )
+    perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
+    va, tr = perm[:num_valid], perm[num_valid:]
+    return (x[tr], y[tr]), (x[va], y[va])
+
+
+def loss_data_curve(
+    features,
+    labels,
+    valid_features,
+    valid_labels,
+    *,
+    sizes=None,
+    num_seeds: int = 5,
+    probe: str = "linear",
+    hidden: int = 64,
+    num_steps: int = 500,
+    batch_size: int = 128,
+    lr: float = 1e-2,
+    weight_decay: float = 1e-3,
+    standardize: bool = True,
+    num_classes: int | None = None,
+    seed: int = 0,
+    name: str = "",
+) -> LossDataCurve:
+    r"""Estimate the loss-data curve of one representation by training all probes at once.
+
+    For each size :math:`n_j` in ``sizes`` and each of ``num_seeds`` seeds, a probe is trained
+    on the first :math:`n_j` points of the seed's permutation of the training pool for
+    ``num_steps`` Adam steps (mini-batches of ``batch_size``; full batch when
+    :math:`n_j \le` ``batch_size``), then its mean cross-entropy (nats) and accuracy on the whole
+    validation set are recorded. The mean over seeds estimates :math:`L(\mathcal{A}_\phi, n_j)`
+    without bias; at small :math:`n` the seed-to-seed spread is large, see
+    :attr:`LossDataCurve.stderr_loss`.
+
+    Parameters
+    ----------
+    features, labels : Tensor or ndarray, shapes (N, d) and (N,)
+        The training pool: the representation's features and integer class labels.
+    valid_features, valid_labels : Tensor or ndarray, shapes (V, d) and (V,)
+        Held-out data on which each probe's loss is measured.
+    sizes : sequence of int, optional
+        Training-set sizes, increasing, at most N; default :func:`default_sizes` (8 log-spaced).
+    num_seeds : int
+        Probes per size; each seed fixes a data order and an initialisation shared across sizes.
+    probe : {"linear", "mlp"}
+        Multinomial logistic regression, or one hidden ReLU layer of ``hidden`` units.
+    num_steps, batch_size, lr, weight_decay : training settings, the same for every probe
+        (Adam with L2 ``weight_decay``; a fixed step budget, no early stopping).
+    standardize : bool
+        Centre each feature on the training pool's mean and divide all features by one scale,
+        the root of their average variance. One global scale keeps the representation's
+        geometry (e.g. the ordering of PCA variances) while removing its arbitrary units, as
+        Reprieve's scalar ``whiten``; the statistics use the pool's features but no labels.
+    num_classes : int, optional
+        K; default ``max(label) + 1`` over both sets.
+    seed : int
+        Seeds the permutations and initialisations.
+    name : str
+        Label of the returned curve.
+
+    Returns
+    -------
+    LossDataCurve
+        ``loss`` and ``accuracy`` of shape (num_seeds, len(sizes)).
+    """
+    x, y = _check_task(features, labels, "training")
+    xv, yv = _check_task(valid_features, valid_labels, "validation")
+    if xv.shape[1] != x.shape[1]:
+        raise ValueError(
+            f"validation features have {xv.shape[1]} columns but training features {x.shape[1]}"
+        )
+    if len(xv) == 0:
+        raise ValueError("the validation set is empty; pass held-out examples")
+    xv = xv.to(x.dtype)
+    if probe not in PROBES:
+        raise ValueError(f"probe must be one of {PROBES}; got {probe!r}")
+    for key, value in {"num_seeds": num_seeds, "hidden": hidden, "num_steps": num_steps,
+                       "batch_size": batch_size}.items():
+        if not isinstance(value, int | np.integer) or value < 1:
+            raise ValueError(f"{key} must be a positive integer; got {value!r}")
+    if not lr > 0 or not weight_decay >= 0:
+        raise ValueError(f"need lr > 0 and weight_decay >= 0; got lr={lr}, weight_decay={weight_decay}")
+    k = int(max(y.max(), yv.max())) + 1 if num_classes is None else int(num_classes)
+    if k < 2 or y.max() >= k or yv.max() >= k:
+        raise ValueError(f"labels must lie in 0..num_classes-1 with num_classes >= 2; got K={k}")
+    sizes = default_sizes(len(x)) if sizes is None else np.asarray(sizes)
+    if (sizes.ndim != 1 or len(sizes) == 0 or np.any(sizes != np.round(sizes))
+            or np.any(np.diff(sizes) <= 0) or sizes[0] < 1 or sizes[-1] > len(x)):
+        raise ValueError(
+            f"sizes must be increasing integers in 1..{len(x)} (the training pool); got "
+            f"{np.asarray(sizes).tolist()}"
+        )
+    if standardize:
+        mean, scale = x.mean(0), x.var(0).mean().sqrt().clamp(min=1e-12)
+        x, xv = (x - mean) / scale, (xv - mean) / scale
+
+    g = torch.Generator().manual_seed(seed)
+    probe_set = make_probe_set(len(x), torch.as_tensor(sizes), num_seeds, g)
+    init = init_probes(probe, probe_set.seeds, x.shape[1], k, hidden=hidden, generator=g,
+                       dtype=x.dtype)
+    params = train_probes(x, y, probe_set, init, num_steps=num_steps, batch_size=batch_size,
+                          lr=lr, weight_decay=weight_decay)
+    loss, acc = evaluate_probes(params, xv, yv)
+    shape = (len(sizes), num_seeds)  # probes are size-major
+    info = {"probe": probe, "hidden": hidden if probe == "mlp" else None, "num_steps": num_steps,
+            "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "seed": seed,
+            "num_valid": len(xv), "in_dim": x.shape[1]}
+    return LossDataCurve(
+        sizes=np.asarray(sizes, dtype=np.int64),
+        loss=loss.view(shape).T.double().numpy(),
+        accuracy=acc.view(shape).T.double().numpy(),
+        name=name,
+        num_classes=k,
+        info=info,
+    )
+
+
+def evaluate_representations(
+    representations: Mapping[str, Callable],
+    train: tuple,
+    valid: tuple,
+    **kwargs,
+) -> dict[str, LossDataCurve]:
+    """Loss-data curves of several representations of the same task.
+
+    Parameters
+    ----------
+    representations : mapping of name -> callable
+        Each callable maps a batch of data ``x`` to features ``(N, d)`` (e.g.
+        :func:`~pyrolik.curves.raw`, :func:`~pyrolik.curves.pca`, a VAE encoder's mean).
+    train, valid : (x, y) pairs
+        Raw data and labels; the same split is used for every representation.
+    **kwargs
+        Passed to :func:`loss_data_curve` (sizes, num_seeds, probe, num_steps, seed, ...); the
+        same ``seed`` gives every representation the same data subsets.
+
+    Returns
+    -------
+    dict of name -> LossDataCurve
+    """
+    if not isinstance(representations, Mapping) or not representations:
+        raise TypeError("representations must be a non-empty dict of name -> callable")
+    for key, fn in representations.items():
+        if not callable(fn):
+            raise TypeError(f"representation {key!r} is not callable; pass a function x -> features")
+    (x, y), (xv, yv) = train, valid
+    curves = {}
+    with torch.no_grad():
+        feats = {key: (fn(x), fn(xv)) for key, fn in representations.items()}
+    for key, (f, fv) in feats.items():  # one batched training per representation
+        curves[key] = loss_data_curve(f, y, fv, yv, name=key, **kwargs)
+    return curves

@@ -1,0 +1,323 @@
+r"""Representation-quality measures read off a loss-data curve (Whitney et al. 2020).
+
+Notation: the curve is measured at sizes :math:`n_1 < \dots < n_m` with seed-averaged validation
+losses :math:`\hat L_j \approx L(\mathcal{A}_\phi, n_j)` (nats); :math:`n_0 = 0`. An evaluation
+"with :math:`n` points" uses the grid points :math:`n_j \le n` only (:meth:`LossDataCurve.truncate`).
+
+=============  ==============================================================  ===============
+measure        formula on the grid                                             better
+=============  ==============================================================  ===============
+VA             :math:`\hat L(n)` (and the accuracy) at one size :math:`n`     lower (higher)
+MI proxy       :math:`\hat L(n_m)`, the loss at the largest size               lower
+MDL            :math:`\sum_{j:\,n_j \le n} (n_j - n_{j-1})\,\hat L_j`          lower
+SDL            :math:`\sum_{j} (n_j - n_{j-1})\,[\hat L_j - \varepsilon]_+`    lower
+eps-SC         :math:`\min\{n_j : \hat L_j \le \varepsilon\}`                  lower
+=============  ==============================================================  ===============
+
+MDL and SDL are Riemann sums for the paper's sums over every size,
+:math:`m_\mathrm{MDL} = \sum_{i=1}^{n} L(i)` (the prequential/online code length of the labels,
+Voita & Titov 2020) and :math:`m_\mathrm{SDL} = \sum_{i=1}^{\infty} [L(i) - \varepsilon]_+`.
+The default ``rule="right"`` (Reprieve's) charges the points in :math:`(n_{j-1}, n_j]` at
+:math:`\hat L_j`; ``rule="left"`` charges them at :math:`\hat L_{j-1}`, with
+:math:`\hat L_0 = \log K` (the uniform code for the first block, as in Voita & Titov's block
+code). For a non-increasing curve, right <= exact sum <= left: the two rules bracket the area.
+
+SDL and eps-SC need the curve to have reached :math:`\varepsilon` within the data: when
+:math:`\hat L` at the largest available size is above :math:`\varepsilon` they are *not
+determined* and are returned as ``inf`` (SDL is then only known to exceed the partial sum, and
+is infinite if the algorithm never reaches :math:`\varepsilon`). Once determined they no longer
+change with :math:`n` (for a non-increasing curve), whereas the rankings given by VA and MDL can
+switch as :math:`n` grows: the point of the source.
+
+References
+----------
+.. [1] W. F. Whitney, M. J. Song, D. Brandfonbrener, J. Altosaar, K. Cho. Evaluating
+   representations by the complexity of learning low-loss predictors. arXiv:2009.07368, 2020.
+.. [2] E. Voita, I. Titov. Information-theoretic probing with minimum description length.
+   EMNLP, 2020.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pyrolik.curves.curve import LossDataCurve
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "validation_loss",
+    "validation_accuracy",
+    "mi_proxy",
+    "mdl",
+    "sdl",
+    "epsilon_sample_complexity",
+    "epsilon_from_baseline",
+    "measures_table",
+    "rank_table",
+]
+
+RULES = ("right", "left")
+
+
+def _check_curve(curve) -> LossDataCurve:
+    if not isinstance(curve, LossDataCurve):
+        raise TypeError(
+            f"expected a LossDataCurve (from loss_data_curve or built from arrays); got "
+            f"{type(curve).__name__}"
+        )
+    return curve
+
+
+def _upto(curve: LossDataCurve, n: int | None) -> LossDataCurve:
+    """The curve seen by an evaluation with ``n`` points; ``n`` must be a grid size."""
+    curve = _check_curve(curve)
+    if n is None:
+        return curve
+    if int(n) not in curve.sizes:
+        raise ValueError(
+            f"n={n} is not a size of the curve {curve.name!r}; use one of {curve.sizes.tolist()}"
+        )
+    return curve.truncate(int(n))
+
+
+def _check_epsilon(epsilon) -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float | np.floating):
+        raise TypeError(f"epsilon must be a number (nats); got {type(epsilon).__name__}")
+    if not math.isfinite(epsilon) or epsilon < 0:
+        raise ValueError(f"epsilon must be finite and >= 0 (a loss in nats); got {epsilon}")
+    return float(epsilon)
+
+
+def validation_loss(curve: LossDataCurve, n: int) -> float:
+    r"""VA: the seed-averaged validation loss :math:`\hat L(n)` (nats) at grid size ``n``."""
+    c = _upto(curve, n)
+    return float(c.mean_loss[-1])
+
+
+def validation_accuracy(curve: LossDataCurve, n: int) -> float:
+    """VA: the seed-averaged validation accuracy at grid size ``n``."""
+    c = _upto(curve, n)
+    if c.accuracy is None:
+        raise ValueError(f"curve {c.name!r} has no accuracy; build it with accuracy=")
+    return float(c.mean_accuracy[-1])
+
+
+def mi_proxy(curve: LossDataCurve) -> float:
+    r"""MI proxy: the loss at the largest size, :math:`\hat L(n_m)`.
+
+    The mutual-information measure of representation quality is the loss with infinite data,
+    :math:`\lim_{n\to\infty} L(\mathcal{A}_\phi, n)`; the curve's last point estimates it from
+    above (for a non-increasing curve). :math:`H(Y) - \hat L(n_m)` is then a lower bound on
+    :math:`I(\phi(X); Y)` up to validation noise, since any predictor's cross-entropy is at
+    least :math:`H(Y \mid \phi(X))`.
+    """
+    return float(_check_curve(curve).mean_loss[-1])
+
+
+def _area(curve: LossDataCurve, epsilon: float, rule: str, loss_at_zero: float | None) -> float:
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}; got {rule!r}")
+    loss = curve.mean_loss
+    widths = np.diff(curve.sizes, prepend=0)
+    if rule == "left":
+        if loss_at_zero is None:
+            if curve.num_classes is None:
+                raise ValueError(
+                    "rule='left' needs the loss with no data: pass loss_at_zero= or build the "
+                    "curve with num_classes= (then log K is used)"
+                )
+            loss_at_zero = math.log(curve.num_classes)
+        loss = np.concatenate([[float(loss_at_zero)], loss[:-1]])
+    return float(np.sum(widths * np.clip(loss - epsilon, 0.0, None)))
+
+
+def mdl(
+    curve: LossDataCurve, n: int | None = None, *, rule: str = "right",
+    loss_at_zero: float | None = None,
+) -> float:
+    r"""MDL: the prequential (online) code length of ``n`` labels, in nats.
+
+    .. math:: \mathrm{MDL}(n) = \sum_{j:\, n_j \le n} (n_j - n_{j-1})\,\hat L_{j}
+       \quad(\text{rule="right"}),
+
+    the area under the loss-data curve up to ``n`` (default: the largest size), estimating
+    :math:`\sum_{i=1}^{n} L(\mathcal{A}_\phi, i)` (Whitney et al. 2020, eq. 4; Voita & Titov
+    2020). With ``rule="left"`` each block is charged the loss of the probe trained on the
+    previous blocks, :math:`\sum_j (n_j - n_{j-1}) \hat L_{j-1}` with :math:`\hat L_0 =`
+    ``loss_at_zero`` (default :math:`\log K`): Voita & Titov's block code. For a non-increasing
+    curve the right rule is a lower and the left rule an upper Riemann sum. MDL grows without
+    bound with ``n`` (it is SDL with :math:`\varepsilon = 0`), so its values, and the rankings
+    of representations, depend on the evaluation size.
+    """
+    return _area(_upto(curve, n), 0.0, rule, loss_at_zero)
+
+
+def sdl(
+    curve: LossDataCurve, epsilon: float, n: int | None = None, *, rule: str = "right",
+    loss_at_zero: float | None = None,
+) -> float:
+    r"""epsilon-SDL: the surplus description length above the loss threshold ``epsilon`` (nats).
+
+    .. math:: \mathrm{SDL}_\varepsilon = \sum_{j} (n_j - n_{j-1})\,
+       [\hat L_j - \varepsilon]_+ \quad(\text{rule="right"}),
+
+    estimating :math:`\sum_{i=1}^{\infty} [L(\mathcal{A}_\phi, i) - \varepsilon]_+` (Whitney
+    et al. 2020, section 4). Determined only when the loss at the largest size used (``n``, by
+    default the curve's last) is :math:`\le \varepsilon`: the remaining terms are then zero for
+    a non-increasing curve, and the value stays the same for every larger ``n``. Otherwise
+    returns ``inf`` (not determined by the data). With :math:`\varepsilon \ge H(Y \mid X)` this is
+    the paper's SDL, the excess code length of learning over the true conditional; the
+    ``rule`` and ``loss_at_zero`` arguments are as in :func:`mdl`.
+    """
+    c = _upto(curve, n)
+    epsilon = _check_epsilon(epsilon)
+    if c.mean_loss[-1] > epsilon:
+        return math.inf
+    return _area(c, epsilon, rule, loss_at_zero)
+
+
+def epsilon_sample_complexity(
+    curve: LossDataCurve, epsilon: float, n: int | None = None, *, interpolate: bool = False
+) -> float:
+    r"""epsilon sample complexity: the smallest size whose expected loss is at most ``epsilon``.
+
+    .. math:: \varepsilon\mathrm{SC} = \min\{n_j \le n : \hat L_j \le \varepsilon\},
+
+    ``inf`` if no size up to ``n`` reaches :math:`\varepsilon` (not determined). On a grid the
+    true crossing lies in :math:`(n_{j-1}, n_j]`, so the grid value is an upper bound;
+    ``interpolate=True`` returns the crossing of the straight line between
+    :math:`(\log n_{j-1}, \hat L_{j-1})` and :math:`(\log n_j, \hat L_j)` instead (exact for a
+    curve linear in :math:`\log n`). Whitney et al. 2020, section 4.
+    """
+    c = _upto(curve, n)
+    epsilon = _check_epsilon(epsilon)
+    loss = c.mean_loss
+    below = np.flatnonzero(loss <= epsilon)
+    if len(below) == 0:
+        return math.inf
+    j = int(below[0])
+    if not interpolate or j == 0:
+        return float(c.sizes[j])
+    a, b = math.log(c.sizes[j - 1]), math.log(c.sizes[j])
+    t = (loss[j - 1] - epsilon) / (loss[j - 1] - loss[j])
+    return float(math.exp(a + t * (b - a)))
+
+
+def epsilon_from_baseline(baseline: LossDataCurve | float, slack: float = 0.1) -> float:
+    r"""Set :math:`\varepsilon` from a baseline: the raw representation's loss plus a slack.
+
+    .. math:: \varepsilon = \hat L_\text{raw}(n_m) + \text{slack},
+
+    as the source suggests: run the algorithm on much data with the raw representation and add a
+    small slack (nats) for estimation error, so that :math:`\varepsilon > H(Y \mid X)` and
+    a good representation can reach it. ``baseline`` is the raw representation's curve (its
+    last point is used) or a loss in nats.
+    """
+    if isinstance(baseline, LossDataCurve):
+        base = mi_proxy(baseline)
+    elif isinstance(baseline, int | float | np.floating) and not isinstance(baseline, bool):
+        base = _check_epsilon(baseline)
+    else:
+        raise TypeError(
+            f"baseline must be a LossDataCurve or a loss in nats; got {type(baseline).__name__}"
+        )
+    if not isinstance(slack, int | float | np.floating) or not 0 <= slack < math.inf:
+        raise ValueError(f"slack must be a finite number >= 0 (nats); got {slack!r}")
+    return base + float(slack)
+
+
+def _as_mapping(curves) -> dict[str, LossDataCurve]:
+    if isinstance(curves, LossDataCurve):
+        curves = [curves]
+    if isinstance(curves, Mapping):
+        out = {str(k): _check_curve(v) for k, v in curves.items()}
+    elif isinstance(curves, Sequence):
+        out = {}
+        for i, c in enumerate(curves):
+            out[_check_curve(c).name or f"curve {i}"] = c
+    else:
+        raise TypeError("curves must be a dict of name -> LossDataCurve or a list of curves")
+    if not out:
+        raise ValueError("no curves given")
+    return out
+
+
+def measures_table(
+    curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve],
+    epsilon: float,
+    ns: Sequence[int] | None = None,
+    *,
+    rule: str = "right",
+) -> pd.DataFrame:
+    """The measures of several representations, as evaluated with ``n`` points, for each ``n``.
+
+    Parameters
+    ----------
+    curves : dict of name -> LossDataCurve, or a list of curves (named by ``.name``)
+    epsilon : float
+        Loss threshold (nats) of SDL and eps-SC, e.g. from :func:`epsilon_from_baseline`.
+    ns : sequence of int, optional
+        Evaluation sizes, each a size of every curve; default: all sizes the curves share.
+    rule : {"right", "left"}
+        Riemann rule of MDL and SDL (:func:`mdl`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``(n, representation)``; columns ``va_loss``, ``va_accuracy`` (NaN without
+        accuracies), ``mdl``, ``sdl``, ``eps_sc``. ``inf`` marks SDL / eps-SC not determined
+        with ``n`` points. At the largest ``n``, ``va_loss`` is the MI proxy. ``attrs`` holds
+        ``epsilon`` and ``rule``.
+    """
+    import pandas as pd
+
+    curves = _as_mapping(curves)
+    epsilon = _check_epsilon(epsilon)
+    shared = sorted(set.intersection(*(set(c.sizes.tolist()) for c in curves.values())))
+    if ns is None:
+        ns = shared
+    ns = [int(n) for n in ns]
+    missing = [n for n in ns if n not in shared]
+    if missing or not ns:
+        raise ValueError(f"ns {missing or ns} are not sizes of every curve; shared sizes: {shared}")
+    rows = []
+    for n in ns:
+        for name, c in curves.items():
+            rows.append({
+                "n": n,
+                "representation": name,
+                "va_loss": validation_loss(c, n),
+                "va_accuracy": math.nan if c.accuracy is None else validation_accuracy(c, n),
+                "mdl": mdl(c, n, rule=rule),
+                "sdl": sdl(c, epsilon, n, rule=rule),
+                "eps_sc": epsilon_sample_complexity(c, epsilon, n),
+            })
+    table = pd.DataFrame(rows).set_index(["n", "representation"])
+    table.attrs.update(epsilon=epsilon, rule=rule)
+    return table
+
+
+def rank_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Rank the representations at each ``n`` by each measure (1 = best).
+
+    Lower is better for every column except ``va_accuracy``. Undetermined values (``inf``) get
+    no rank (NaN); ties share the lowest rank. Reading a column down the ``n`` index shows
+    whether a measure's verdict changes with the evaluation size.
+    """
+    import pandas as pd
+
+    if not isinstance(table, pd.DataFrame) or table.index.names != ["n", "representation"]:
+        raise TypeError("rank_table expects the DataFrame returned by measures_table")
+    finite = table.replace([math.inf, -math.inf], math.nan)
+    ranks = {}
+    for col in table.columns:
+        ranks[col] = finite[col].groupby(level="n").rank(
+            method="min", ascending=(col != "va_accuracy")
+        )
+    return pd.DataFrame(ranks)

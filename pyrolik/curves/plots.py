@@ -1,0 +1,92 @@
+"""Plots of loss-data curves and of the measures read off them (matplotlib)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pyrolik.curves.curve import LossDataCurve
+from pyrolik.curves.measures import _as_mapping, measures_table
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["plot_loss_data", "plot_curves"]
+
+_PANELS = (
+    ("va_loss", "VA: validation loss (nats)"),
+    ("mdl", "MDL (nats)"),
+    ("sdl", "SDL (nats)"),
+    ("eps_sc", "eps sample complexity"),
+)
+
+
+def plot_loss_data(
+    curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve],
+    *,
+    epsilon: float | None = None,
+    ns: Sequence[int] | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Loss-data curves of several representations on one axis (log-log).
+
+    Each curve is the seed mean with a band of one standard error; ``epsilon`` draws the
+    threshold of SDL / eps-SC, ``ns`` marks evaluation sizes.
+    """
+    import matplotlib.pyplot as plt
+
+    curves = _as_mapping(curves)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 4))
+    for name, c in curves.items():
+        m, s = c.mean_loss, c.stderr_loss
+        (line,) = ax.plot(c.sizes, m, "o-", ms=4, label=name)
+        ax.fill_between(c.sizes, np.maximum(m - s, 1e-12), m + s, color=line.get_color(),
+                        alpha=0.2, lw=0)
+    if epsilon is not None:
+        ax.axhline(epsilon, color="0.4", ls="--", lw=1, label=f"epsilon = {epsilon:.3g}")
+    for n in () if ns is None else ns:
+        ax.axvline(n, color="0.7", ls=":", lw=1)
+    ax.set(xscale="log", yscale="log", xlabel="training-set size n",
+           ylabel="validation loss (nats)", title="Loss-data curves")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_curves(
+    curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve],
+    epsilon: float,
+    ns: Sequence[int] | None = None,
+    *,
+    rule: str = "right",
+) -> Figure:
+    """The curves on one axis, and the measures side by side as functions of the evaluation size.
+
+    Panel 1: :func:`plot_loss_data`. Panels 2-5: VA loss, MDL, SDL and eps-SC of each
+    representation when evaluated with ``n`` points (:func:`measures_table`), so that a change of
+    ranking with ``n`` shows as crossing lines. Points where SDL or eps-SC are not determined
+    (the curve has not reached ``epsilon``) are left out.
+    """
+    import matplotlib.pyplot as plt
+
+    curves = _as_mapping(curves)
+    table = measures_table(curves, epsilon, ns, rule=rule)
+    fig, axes = plt.subplots(1, 5, figsize=(22, 4.2), constrained_layout=True)
+    plot_loss_data(curves, epsilon=epsilon, ns=table.index.get_level_values("n").unique(),
+                   ax=axes[0])
+    for ax, (col, title) in zip(axes[1:], _PANELS, strict=True):
+        for i, name in enumerate(curves):
+            sub = table.xs(name, level="representation")[col]
+            ok = np.isfinite(sub.to_numpy())
+            ax.plot(sub.index[ok], sub.to_numpy()[ok], "o-", ms=4, color=f"C{i}", label=name)
+        ax.set(xscale="log", xlabel="evaluation size n", title=title, xlim=axes[0].get_xlim())
+        if col in ("mdl", "eps_sc"):
+            ax.set_yscale("log")
+    axes[3].set_title(f"SDL, epsilon = {epsilon:.3g} (nats)")
+    axes[4].set_title(f"eps-SC, epsilon = {epsilon:.3g}")
+    for ax in axes[3:]:
+        ax.set_xlabel("evaluation size n (no point: not yet determined)")
+    return fig

@@ -1,0 +1,207 @@
+r"""Batched training of classification probes: every (n, seed) probe is one slice of a stacked model.
+
+A loss-data curve needs one probe per training-set size :math:`n` and seed. Instead of a Python
+loop over probes, the parameters of all ``P`` probes are stacked along a leading dimension (as
+Reprieve stacks them with ``jax.vmap``) and trained at once with batched matrix products:
+
+.. math:: \text{logits}_{p} = X_{p} W_{p} + b_{p}, \qquad X_p \in \mathbb{R}^{B \times d},\;
+    W_p \in \mathbb{R}^{d \times K},
+
+(for the MLP, :math:`\mathrm{relu}(X_p W^{(1)}_p + b^{(1)}_p) W^{(2)}_p + b^{(2)}_p`). Probe ``p``
+owns the first ``n_p`` points of its seed's permutation of the training pool. At step ``t`` it
+sees the positions
+
+.. math:: \{0, \dots, n_p - 1\} \text{ (full batch) if } n_p \le B, \qquad
+    \{(tB + j) \bmod n_p\}_{j < B} \text{ otherwise},
+
+and a mask removes the padding rows of the full-batch probes. The objective is the *sum* over
+probes of each probe's mean cross-entropy, so the gradient with respect to probe ``p``'s slice is
+exactly that probe's own gradient; Adam acts elementwise, so the batched run equals training the
+probes one by one (:func:`train_probes_loop`, the reference and benchmark baseline) up to
+floating-point summation order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = [
+    "PROBES",
+    "ProbeSet",
+    "make_probe_set",
+    "init_probes",
+    "probe_logits",
+    "train_probes",
+    "train_probes_loop",
+    "evaluate_probes",
+]
+
+PROBES = ("linear", "mlp")
+
+
+class ProbeSet(NamedTuple):
+    """Which training points each probe owns.
+
+    Probe ``p`` trains on ``order[p, :sizes[p]]`` (indices into the training pool); probes are
+    enumerated size-major: ``p = size_index * num_seeds + seed_index``.
+    """
+
+    sizes: Tensor  # (P,) long, the training-set size n_p
+    seeds: Tensor  # (P,) long, the seed index s_p (shared init and data order across sizes)
+    order: Tensor  # (P, N) long, seed s_p's permutation of the pool
+
+
+def make_probe_set(
+    num_pool: int, sizes: Tensor, num_seeds: int, generator: torch.Generator | None = None
+) -> ProbeSet:
+    """One random permutation of the pool per seed; the subsets are nested across sizes.
+
+    Nested subsets and a shared initialisation per seed (common random numbers) make the
+    differences along one curve less noisy, as in Reprieve, where each seed fixes both.
+    """
+    perms = torch.argsort(torch.rand(num_seeds, num_pool, generator=generator), dim=1)
+    sizes = torch.as_tensor(sizes, dtype=torch.long)
+    size_of = sizes.repeat_interleave(num_seeds)
+    seed_of = torch.arange(num_seeds).repeat(len(sizes))
+    return ProbeSet(size_of, seed_of, perms[seed_of])
+
+
+def init_probes(
+    probe: str,
+    seeds: Tensor,
+    in_dim: int,
+    num_classes: int,
+    *,
+    hidden: int = 64,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype | None = None,
+) -> dict[str, Tensor]:
+    r"""Stacked initial parameters, one set per distinct seed, gathered per probe.
+
+    Weights and biases are :math:`U(-1/\sqrt{\text{fan\_in}}, 1/\sqrt{\text{fan\_in}})`,
+    the bound of ``torch.nn.Linear``'s default initialisation.
+    """
+    dtype = dtype or torch.get_default_dtype()
+    num_seeds = int(seeds.max()) + 1
+    shapes = (
+        {"w": (in_dim, num_classes), "b": (num_classes,)}
+        if probe == "linear"
+        else {"w1": (in_dim, hidden), "b1": (hidden,), "w2": (hidden, num_classes),
+              "b2": (num_classes,)}
+    )
+    fan_in = {"w": in_dim, "b": in_dim, "w1": in_dim, "b1": in_dim, "w2": hidden, "b2": hidden}
+    params = {}
+    for key, shape in shapes.items():  # a loop over the 2 or 4 tensors, not over probes
+        bound = 1.0 / math.sqrt(fan_in[key])
+        u = torch.rand((num_seeds, *shape), generator=generator, dtype=dtype)
+        params[key] = ((2 * u - 1) * bound)[seeds]
+    return params
+
+
+def probe_logits(params: dict[str, Tensor], x: Tensor) -> Tensor:
+    """Logits ``(P, B, K)`` of all probes; ``x`` is ``(P, B, d)`` or shared ``(B, d)``."""
+    if "w" in params:
+        return torch.matmul(x, params["w"]) + params["b"].unsqueeze(-2)
+    h = torch.relu(torch.matmul(x, params["w1"]) + params["b1"].unsqueeze(-2))
+    return torch.matmul(h, params["w2"]) + params["b2"].unsqueeze(-2)
+
+
+def train_probes(
+    x: Tensor,
+    y: Tensor,
+    probe_set: ProbeSet,
+    init: dict[str, Tensor],
+    *,
+    num_steps: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float = 0.0,
+) -> dict[str, Tensor]:
+    r"""Train all probes at once with Adam; returns the trained stacked parameters.
+
+    Each step minimises :math:`\sum_p \frac{1}{|S_p|}\sum_{i \in S_p} -\log
+    \mathrm{softmax}(f_p(x_i))_{y_i}` over the probes' batches :math:`S_p` (module docstring),
+    with Adam's L2 ``weight_decay``. Internal: arguments are assumed valid.
+    """
+    params = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
+    opt = torch.optim.Adam(list(params.values()), lr=lr, weight_decay=weight_decay)
+    n = probe_set.sizes.unsqueeze(1)  # (P, 1)
+    b = min(batch_size, int(n.max()))
+    j = torch.arange(b)
+    is_full = n <= b
+    mask = (j < n).to(x.dtype)  # (P, b): padding rows of the full-batch probes are 0
+    denom = n.clamp(max=b).squeeze(1).to(x.dtype)
+    for step in range(num_steps):
+        pos = torch.where(is_full, j, (step * b + j) % n)
+        idx = probe_set.order.gather(1, pos)
+        logits = probe_logits(params, x[idx])
+        ce = F.cross_entropy(logits.flatten(0, 1), y[idx].flatten(), reduction="none")
+        loss = ((ce.view_as(mask) * mask).sum(1) / denom).sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return {k: v.detach() for k, v in params.items()}
+
+
+def train_probes_loop(
+    x: Tensor,
+    y: Tensor,
+    probe_set: ProbeSet,
+    init: dict[str, Tensor],
+    *,
+    num_steps: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float = 0.0,
+) -> dict[str, Tensor]:
+    """Reference: train the probes one by one (same init, data order, optimiser and steps).
+
+    Each probe gets its own Adam and plain 2-D matrix products on its own un-padded batches: the
+    way one would write a single probe. Used as the oracle of :func:`train_probes` in the tests
+    and as the baseline of the benchmark; do not use it for real work.
+    """
+    out: dict[str, list[Tensor]] = {k: [] for k in init}
+    for p in range(len(probe_set.sizes)):
+        n = int(probe_set.sizes[p])
+        own = probe_set.order[p, :n]
+        xp, yp = x[own], y[own]
+        prm = {k: v[p].detach().clone().requires_grad_(True) for k, v in init.items()}
+        opt = torch.optim.Adam(list(prm.values()), lr=lr, weight_decay=weight_decay)
+        full = torch.arange(n)
+        for step in range(num_steps):
+            pos = full if n <= batch_size else (step * batch_size + torch.arange(batch_size)) % n
+            loss = F.cross_entropy(probe_logits(prm, xp[pos]), yp[pos])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        for k, v in prm.items():
+            out[k].append(v.detach())
+    return {k: torch.stack(v) for k, v in out.items()}
+
+
+def evaluate_probes(
+    params: dict[str, Tensor], x: Tensor, y: Tensor, *, max_elements: int = 2**22
+) -> tuple[Tensor, Tensor]:
+    """Mean validation cross-entropy (nats) and accuracy of every probe, each ``(P,)``.
+
+    The validation rows are shared by all probes and processed in chunks so that the
+    ``(P, chunk, width)`` activations stay below ``max_elements`` numbers.
+    """
+    num_probes = next(iter(params.values())).shape[0]
+    width = max(v.shape[-1] for v in params.values())
+    chunk = max(1, max_elements // (num_probes * width))
+    total = torch.zeros(num_probes, dtype=x.dtype)
+    correct = torch.zeros(num_probes, dtype=x.dtype)
+    with torch.no_grad():
+        for start in range(0, len(x), chunk):  # a loop over validation chunks, not probes
+            xb, yb = x[start : start + chunk], y[start : start + chunk]
+            logits = probe_logits(params, xb)  # (P, c, K)
+            logp = torch.log_softmax(logits, dim=-1)
+            total -= logp.gather(2, yb.expand(num_probes, -1).unsqueeze(2)).squeeze(2).sum(1)
+            correct += (logits.argmax(-1) == yb).to(x.dtype).sum(1)
+    return total / len(x), correct / len(x)
