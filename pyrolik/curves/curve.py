@@ -131,7 +131,7 @@ class LossDataCurve:
         )
 
     def to_frame(self) -> pd.DataFrame:
-        """Long table: one row per (seed, n) with columns representation, n, seed, loss, accuracy."""
+        """Long table, one row per (seed, n): representation, n, seed, loss, accuracy."""
         import pandas as pd
 
         seeds, idx = np.meshgrid(np.arange(self.num_seeds), np.arange(len(self.sizes)),
@@ -285,7 +285,9 @@ def loss_data_curve(
         if not isinstance(value, int | np.integer) or value < 1:
             raise ValueError(f"{key} must be a positive integer; got {value!r}")
     if not lr > 0 or not weight_decay >= 0:
-        raise ValueError(f"need lr > 0 and weight_decay >= 0; got lr={lr}, weight_decay={weight_decay}")
+        raise ValueError(
+            f"need lr > 0 and weight_decay >= 0; got lr={lr}, weight_decay={weight_decay}"
+        )
     k = int(max(y.max(), yv.max())) + 1 if num_classes is None else int(num_classes)
     if k < 2 or y.max() >= k or yv.max() >= k:
         raise ValueError(f"labels must lie in 0..num_classes-1 with num_classes >= 2; got K={k}")
@@ -348,7 +350,9 @@ def evaluate_representations(
         raise TypeError("representations must be a non-empty dict of name -> callable")
     for key, fn in representations.items():
         if not callable(fn):
-            raise TypeError(f"representation {key!r} is not callable; pass a function x -> features")
+            raise TypeError(
+                f"representation {key!r} is not callable; pass a function x -> features"
+            )
     (x, y), (xv, yv) = train, valid
     curves = {}
     with torch.no_grad():

@@ -1,8 +1,9 @@
 r"""Representation-quality measures read off a loss-data curve (Whitney et al. 2020).
 
 Notation: the curve is measured at sizes :math:`n_1 < \dots < n_m` with seed-averaged validation
-losses :math:`\hat L_j \approx L(\mathcal{A}_\phi, n_j)` (nats); :math:`n_0 = 0`. An evaluation
-"with :math:`n` points" uses the grid points :math:`n_j \le n` only (:meth:`LossDataCurve.truncate`).
+losses :math:`\hat L_j \approx L(\mathcal{A}_\phi, n_j)` (nats); :math:`n_0 = 0`. An
+evaluation "with :math:`n` points" uses the grid points :math:`n_j \le n` only
+(:meth:`LossDataCurve.truncate`).
 
 =============  ==============================================================  ===============
 measure        formula on the grid                                             better
@@ -237,7 +238,7 @@ def _as_mapping(curves) -> dict[str, LossDataCurve]:
         curves = [curves]
     if isinstance(curves, Mapping):
         out = {str(k): _check_curve(v) for k, v in curves.items()}
-    elif isinstance(curves, Sequence):
+    elif isinstance(curves, Sequence) and not isinstance(curves, str):
         out = {}
         for i, c in enumerate(curves):
             out[_check_curve(c).name or f"curve {i}"] = c

@@ -1,4 +1,4 @@
-r"""Batched training of classification probes: every (n, seed) probe is one slice of a stacked model.
+r"""Batched training of classification probes: each (n, seed) probe is a slice of one model.
 
 A loss-data curve needs one probe per training-set size :math:`n` and seed. Instead of a Python
 loop over probes, the parameters of all ``P`` probes are stacked along a leading dimension (as
