@@ -34,9 +34,9 @@ def test_batched_training_equals_one_by_one_loop(probe, weight_decay, seed):
     x, y = toy_task(seed)
     g = torch.Generator().manual_seed(seed)
     # sizes below, at and above the batch size: full batches with padding, and cyclic windows
-    probe_set = make_probe_set(len(x), torch.tensor([3, 8, 16, 50, 80]), 3, g)
+    probe_set = make_probe_set(len(x), torch.tensor([3, 16, 50]), 2, g)
     init = init_probes(probe, probe_set.seeds, x.shape[1], 3, hidden=7, generator=g)
-    kw = dict(num_steps=40, batch_size=16, lr=0.05, weight_decay=weight_decay)
+    kw = dict(num_steps=30, batch_size=16, lr=0.05, weight_decay=weight_decay)
     batched = train_probes(x, y, probe_set, init, **kw)
     looped = train_probes_loop(x, y, probe_set, init, **kw)
     for key in init:
@@ -56,7 +56,7 @@ def test_probe_set_nests_subsets_and_shares_init_across_sizes(seed):
         assert (rows == rows[0]).all()  # one permutation per seed, whatever the size
         assert sorted(rows[0].tolist()) == list(range(30))
     init = init_probes("mlp", ps.seeds, 6, 3, hidden=4, generator=g)
-    assert init["w1"].shape == (12, 6, 4) and init["b2"].shape == (12, 3)
+    assert init["w1"].shape == (12, 4, 6) and init["b2"].shape == (12, 3)
     torch.testing.assert_close(init["w1"][0], init["w1"][8])  # same seed, other size
     assert not torch.equal(init["w1"][0], init["w1"][1])
     assert init["w1"].abs().max() <= 1 / math.sqrt(6) and init["w2"].abs().max() <= 1 / 2
@@ -68,9 +68,16 @@ def test_evaluate_probes_matches_per_probe_cross_entropy_in_chunks(seed):
     params = init_probes("mlp", torch.arange(4), 5, 3, hidden=6, generator=g)
     loss, acc = evaluate_probes(params, x, y, max_elements=4 * 6 * 10)  # chunks of 10 rows
     for p in range(4):
-        logits = probe_logits({k: v[p] for k, v in params.items()}, x)
+        logits = probe_logits({k: v[p] for k, v in params.items()}, x.T).T  # (57, K)
         assert loss[p] == pytest.approx(F.cross_entropy(logits, y).item(), rel=1e-12)
         assert acc[p] == pytest.approx((logits.argmax(1) == y).double().mean().item())
+        # the same probe as a plain torch.nn MLP
+        mlp = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
+        with torch.no_grad():
+            for layer, key in ((mlp[0], "1"), (mlp[2], "2")):
+                layer.weight.copy_(params["w" + key][p])
+                layer.bias.copy_(params["b" + key][p])
+            torch.testing.assert_close(mlp(x), logits)
 
 
 def bayes_conditional_entropy(mu: float) -> float:

@@ -277,7 +277,7 @@ def loss_data_curve(
         )
     if len(xv) == 0:
         raise ValueError("the validation set is empty; pass held-out examples")
-    xv = xv.to(x.dtype)
+    xv = xv.to(device=x.device, dtype=x.dtype)
     if probe not in PROBES:
         raise ValueError(f"probe must be one of {PROBES}; got {probe!r}")
     for key, value in {"num_seeds": num_seeds, "hidden": hidden, "num_steps": num_steps,
@@ -306,6 +306,8 @@ def loss_data_curve(
     probe_set = make_probe_set(len(x), torch.as_tensor(sizes), num_seeds, g)
     init = init_probes(probe, probe_set.seeds, x.shape[1], k, hidden=hidden, generator=g,
                        dtype=x.dtype)
+    init = {key: v.to(x.device) for key, v in init.items()}
+    y, yv = y.to(x.device), yv.to(x.device)
     params = train_probes(x, y, probe_set, init, num_steps=num_steps, batch_size=batch_size,
                           lr=lr, weight_decay=weight_decay)
     loss, acc = evaluate_probes(params, xv, yv)
@@ -315,8 +317,8 @@ def loss_data_curve(
             "num_valid": len(xv), "in_dim": x.shape[1]}
     return LossDataCurve(
         sizes=np.asarray(sizes, dtype=np.int64),
-        loss=loss.view(shape).T.double().numpy(),
-        accuracy=acc.view(shape).T.double().numpy(),
+        loss=loss.view(shape).T.double().cpu().numpy(),
+        accuracy=acc.view(shape).T.double().cpu().numpy(),
         name=name,
         num_classes=k,
         info=info,

@@ -83,15 +83,18 @@ def init_probes(
 ) -> dict[str, Tensor]:
     r"""Stacked initial parameters, one set per distinct seed, gathered per probe.
 
+    Weights have ``torch.nn.Linear``'s (out, in) layout: ``w`` is ``(P, K, d)`` for the linear
+    probe; ``w1`` ``(P, hidden, d)`` and ``w2`` ``(P, K, hidden)`` for the MLP.
+
     Weights and biases are :math:`U(-1/\sqrt{\text{fan\_in}}, 1/\sqrt{\text{fan\_in}})`,
     the bound of ``torch.nn.Linear``'s default initialisation.
     """
     dtype = dtype or torch.get_default_dtype()
     num_seeds = int(seeds.max()) + 1
     shapes = (
-        {"w": (in_dim, num_classes), "b": (num_classes,)}
+        {"w": (num_classes, in_dim), "b": (num_classes,)}
         if probe == "linear"
-        else {"w1": (in_dim, hidden), "b1": (hidden,), "w2": (hidden, num_classes),
+        else {"w1": (hidden, in_dim), "b1": (hidden,), "w2": (num_classes, hidden),
               "b2": (num_classes,)}
     )
     fan_in = {"w": in_dim, "b": in_dim, "w1": in_dim, "b1": in_dim, "w2": hidden, "b2": hidden}
@@ -103,12 +106,17 @@ def init_probes(
     return params
 
 
-def probe_logits(params: dict[str, Tensor], x: Tensor) -> Tensor:
-    """Logits ``(P, B, K)`` of all probes; ``x`` is ``(P, B, d)`` or shared ``(B, d)``."""
+def probe_logits(params: dict[str, Tensor], xt: Tensor) -> Tensor:
+    """Class-major logits ``(P, K, B)`` of all probes from transposed inputs.
+
+    ``xt`` is ``(P, d, B)`` (each probe its own batch) or ``(d, B)`` (shared). The class-major
+    layout is the one ``F.cross_entropy`` handles fastest on CPU, and ``W @ x.T`` with
+    ``K << B`` multiplies faster than ``x @ W.T`` (measured 3-10x on 2 cores).
+    """
     if "w" in params:
-        return torch.matmul(x, params["w"]) + params["b"].unsqueeze(-2)
-    h = torch.relu(torch.matmul(x, params["w1"]) + params["b1"].unsqueeze(-2))
-    return torch.matmul(h, params["w2"]) + params["b2"].unsqueeze(-2)
+        return torch.matmul(params["w"], xt) + params["b"].unsqueeze(-1)
+    h = torch.relu(torch.matmul(params["w1"], xt) + params["b1"].unsqueeze(-1))
+    return torch.matmul(params["w2"], h) + params["b2"].unsqueeze(-1)
 
 
 def train_probes(
@@ -130,18 +138,20 @@ def train_probes(
     """
     params = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
     opt = torch.optim.Adam(list(params.values()), lr=lr, weight_decay=weight_decay)
-    n = probe_set.sizes.unsqueeze(1)  # (P, 1)
+    n = probe_set.sizes.unsqueeze(1).to(x.device)  # (P, 1)
+    order = probe_set.order.to(x.device)
     b = min(batch_size, int(n.max()))
-    j = torch.arange(b)
+    j = torch.arange(b, device=x.device)
     is_full = n <= b
     mask = (j < n).to(x.dtype)  # (P, b): padding rows of the full-batch probes are 0
     denom = n.clamp(max=b).squeeze(1).to(x.dtype)
     for step in range(num_steps):
         pos = torch.where(is_full, j, (step * b + j) % n)
-        idx = probe_set.order.gather(1, pos)
-        logits = probe_logits(params, x[idx])
-        ce = F.cross_entropy(logits.flatten(0, 1), y[idx].flatten(), reduction="none")
-        loss = ((ce.view_as(mask) * mask).sum(1) / denom).sum()
+        idx = order.gather(1, pos).flatten()
+        xt = x.index_select(0, idx).view(*pos.shape, -1).transpose(1, 2)  # (P, d, b)
+        logits = probe_logits(params, xt)  # (P, K, b)
+        ce = F.cross_entropy(logits, y.index_select(0, idx).view_as(pos), reduction="none")
+        loss = ((ce * mask).sum(1) / denom).sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -168,20 +178,28 @@ def train_probes_loop(
     out: dict[str, list[Tensor]] = {k: [] for k in init}
     for p in range(len(probe_set.sizes)):
         n = int(probe_set.sizes[p])
-        own = probe_set.order[p, :n]
+        own = probe_set.order[p, :n].to(x.device)
         xp, yp = x[own], y[own]
         prm = {k: v[p].detach().clone().requires_grad_(True) for k, v in init.items()}
         opt = torch.optim.Adam(list(prm.values()), lr=lr, weight_decay=weight_decay)
-        full = torch.arange(n)
+        full = torch.arange(n, device=x.device)
+        window = torch.arange(min(batch_size, n), device=x.device)
         for step in range(num_steps):
-            pos = full if n <= batch_size else (step * batch_size + torch.arange(batch_size)) % n
-            loss = F.cross_entropy(probe_logits(prm, xp[pos]), yp[pos])
+            pos = full if n <= batch_size else (step * batch_size + window) % n
+            logits = F.linear(_hidden(prm, xp[pos]), prm.get("w", prm.get("w2")),
+                              prm.get("b", prm.get("b2")))
+            loss = F.cross_entropy(logits, yp[pos])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
         for k, v in prm.items():
             out[k].append(v.detach())
     return {k: torch.stack(v) for k, v in out.items()}
+
+
+def _hidden(prm: dict[str, Tensor], x: Tensor) -> Tensor:
+    """The single probe's input to its output layer (``x`` itself for the linear probe)."""
+    return F.relu(F.linear(x, prm["w1"], prm["b1"])) if "w1" in prm else x
 
 
 def evaluate_probes(
@@ -195,13 +213,13 @@ def evaluate_probes(
     num_probes = next(iter(params.values())).shape[0]
     width = max(v.shape[-1] for v in params.values())
     chunk = max(1, max_elements // (num_probes * width))
-    total = torch.zeros(num_probes, dtype=x.dtype)
-    correct = torch.zeros(num_probes, dtype=x.dtype)
+    total = torch.zeros(num_probes, dtype=x.dtype, device=x.device)
+    correct = torch.zeros(num_probes, dtype=x.dtype, device=x.device)
     with torch.no_grad():
         for start in range(0, len(x), chunk):  # a loop over validation chunks, not probes
             xb, yb = x[start : start + chunk], y[start : start + chunk]
-            logits = probe_logits(params, xb)  # (P, c, K)
-            logp = torch.log_softmax(logits, dim=-1)
-            total -= logp.gather(2, yb.expand(num_probes, -1).unsqueeze(2)).squeeze(2).sum(1)
-            correct += (logits.argmax(-1) == yb).to(x.dtype).sum(1)
+            logits = probe_logits(params, xb.T)  # (P, K, c)
+            yp = yb.expand(num_probes, -1)
+            total += F.cross_entropy(logits, yp, reduction="none").sum(1)
+            correct += (logits.argmax(1) == yp).to(x.dtype).sum(1)
     return total / len(x), correct / len(x)
