@@ -60,7 +60,8 @@ def test_three_representations_of_digits(digits_split):
     assert lc["raw"].mean_accuracy[-1] > 0.9  # a linear probe on pixels reads digits
     eps = curves.epsilon_from_baseline(lc["raw"], slack=0.1)
     table = curves.measures_table(lc, eps)
-    assert table.shape == (9, 5)
+    assert table.shape == (9, 6)
+    assert curves.best_representation(table).shape == (3, 5)
     df = lc["raw"].to_frame()
     assert len(df) == 6 and set(df.columns) == {"representation", "n", "seed", "loss", "accuracy"}
     fig = curves.plot_curves(lc, eps)

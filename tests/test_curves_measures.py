@@ -10,12 +10,12 @@ import pytest
 
 from pyrolik.curves import (
     LossDataCurve,
+    best_representation,
     epsilon_from_baseline,
     epsilon_sample_complexity,
     mdl,
     measures_table,
     mi_proxy,
-    rank_table,
     sdl,
     validation_accuracy,
     validation_loss,
@@ -123,14 +123,12 @@ def test_va_and_mdl_rankings_change_with_n_but_sdl_and_eps_sc_do_not():
     n, curves = two_representations()
     eps = 0.31  # between the floors; B first reaches it at n = 256 (4/sqrt(n) <= 0.26)
     table = measures_table(curves, eps)
-    ranks = rank_table(table)
-    best = {col: ranks[col].unstack().idxmin(axis=1) for col in ("va_loss", "mdl")}
+    best = best_representation(table)
+    assert best.index.tolist() == n.tolist()
     # VA: A better while 1/sqrt(n) + 0.5 < 4/sqrt(n) + 0.05, i.e. n < (3/0.45)^2 ~ 44
-    assert best["va_loss"].loc[2] == "A" and best["va_loss"].loc[n[-1]] == "B"
-    assert (best["va_loss"].loc[n[n < 44]] == "A").all()
-    assert (best["va_loss"].loc[n[n > 44]] == "B").all()
+    assert (best["va_loss"][n < 44] == "A").all() and (best["va_loss"][n > 44] == "B").all()
     # MDL: the area under A is smaller early, under B later
-    assert best["mdl"].loc[2] == "A" and best["mdl"].loc[n[-1]] == "B"
+    assert best["mdl"].iloc[0] == "A" and best["mdl"].iloc[-1] == "B"
     # SDL / eps-SC: undetermined for both before 256, then always B, with constant values
     sdl_b = table["sdl"].xs("B", level="representation")
     sc_b = table["eps_sc"].xs("B", level="representation")
@@ -139,14 +137,34 @@ def test_va_and_mdl_rankings_change_with_n_but_sdl_and_eps_sc_do_not():
     decided = n >= 256
     assert (sc_b[decided] == 256).all()
     assert np.allclose(sdl_b[decided], sdl_b[decided].iloc[0], rtol=0, atol=1e-12)
-    assert (ranks["sdl"].xs("B", level="representation")[decided] == 1).all()
-    assert ranks["sdl"].xs("A", level="representation").isna().all()
+    for m in ("sdl", "eps_sc"):
+        assert best[m][~decided].isna().all() and (best[m][decided] == "B").all()
+
+
+def test_sdl_verdict_waits_for_the_partial_area_and_then_sticks():
+    """A reaches eps first (n = 8) with a large area; B reaches it late (n = 512) with a small one.
+
+    eps-SC decides for A at n = 8. SDL cannot decide while B's partial area (0.05 n) is below
+    A's SDL (4 x 9.75 = 39), and at n = 512 B is determined at 256 x 0.05 = 12.8 < 39.
+    """
+    n = 2 ** np.arange(11)
+    a = LossDataCurve(n, np.where(n < 8, 10.0, 0.2), name="A")
+    b = LossDataCurve(n, np.where(n < 512, 0.3, 0.2), name="B")
+    table = measures_table([a, b], 0.25)
+    assert table.loc[(8, "A"), "sdl"] == pytest.approx(39.0)
+    assert table.loc[(1024, "B"), "sdl"] == pytest.approx(12.8)
+    partial_b = table["sdl_partial"].xs("B", level="representation")
+    np.testing.assert_allclose(partial_b[n < 512], 0.05 * n[n < 512])
+    assert (table["sdl_partial"] <= table["sdl"]).all()  # a lower bound, equal once determined
+    best = best_representation(table)
+    assert best["sdl"][n < 512].isna().all() and (best["sdl"][n >= 512] == "B").all()
+    assert best["eps_sc"][n < 8].isna().all() and (best["eps_sc"][n >= 8] == "A").all()
 
 
 def test_measures_table_layout():
     _, curves = two_representations()
     table = measures_table(curves, 0.31, ns=[16, 1024])
-    assert list(table.columns) == ["va_loss", "va_accuracy", "mdl", "sdl", "eps_sc"]
+    assert list(table.columns) == ["va_loss", "va_accuracy", "mdl", "sdl", "sdl_partial", "eps_sc"]
     assert table.index.names == ["n", "representation"]
     assert table.index.tolist() == [(16, "A"), (16, "B"), (1024, "A"), (1024, "B")]
     assert table["va_accuracy"].isna().all()  # synthetic curves carry no accuracy
@@ -173,7 +191,7 @@ def test_measures_table_layout():
         (lambda c: measures_table({"a": c}, 0.1, ns=[3]), ValueError, "shared sizes"),
         (lambda c: measures_table({}, 0.1), ValueError, "no curves"),
         (lambda c: measures_table("c", 0.1), TypeError, "dict"),
-        (lambda c: rank_table(pd.DataFrame({"x": [1]})), TypeError, "measures_table"),
+        (lambda c: best_representation(pd.DataFrame({"x": [1]})), TypeError, "measures_table"),
     ],
 )
 def test_bad_input_errors(call, exc, match):

@@ -60,7 +60,7 @@ __all__ = [
     "epsilon_sample_complexity",
     "epsilon_from_baseline",
     "measures_table",
-    "rank_table",
+    "best_representation",
 ]
 
 RULES = ("right", "left")
@@ -272,9 +272,11 @@ def measures_table(
     -------
     pandas.DataFrame
         Index ``(n, representation)``; columns ``va_loss``, ``va_accuracy`` (NaN without
-        accuracies), ``mdl``, ``sdl``, ``eps_sc``. ``inf`` marks SDL / eps-SC not determined
-        with ``n`` points. At the largest ``n``, ``va_loss`` is the MI proxy. ``attrs`` holds
-        ``epsilon`` and ``rule``.
+        accuracies), ``mdl``, ``sdl``, ``sdl_partial``, ``eps_sc``. ``inf`` marks SDL / eps-SC
+        not determined with ``n`` points; ``sdl_partial`` is the area above ``epsilon`` up to
+        ``n``, equal to ``sdl`` when determined and a lower bound on it otherwise (an
+        undetermined eps-SC is known to exceed ``n``). At the largest ``n``, ``va_loss`` is the
+        MI proxy. ``attrs`` holds ``epsilon`` and ``rule``.
     """
     import pandas as pd
 
@@ -297,6 +299,7 @@ def measures_table(
                 "va_accuracy": math.nan if c.accuracy is None else validation_accuracy(c, n),
                 "mdl": mdl(c, n, rule=rule),
                 "sdl": sdl(c, epsilon, n, rule=rule),
+                "sdl_partial": _area(c.truncate(n), epsilon, rule, None),
                 "eps_sc": epsilon_sample_complexity(c, epsilon, n),
             })
     table = pd.DataFrame(rows).set_index(["n", "representation"])
@@ -304,21 +307,51 @@ def measures_table(
     return table
 
 
-def rank_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Rank the representations at each ``n`` by each measure (1 = best).
+def best_representation(table: pd.DataFrame) -> pd.DataFrame:
+    """The verdict of each measure at each evaluation size: the best representation, if decided.
 
-    Lower is better for every column except ``va_accuracy``. Undetermined values (``inf``) get
-    no rank (NaN); ties share the lowest rank. Reading a column down the ``n`` index shows
-    whether a measure's verdict changes with the evaluation size.
+    For VA and MDL the best value always names a winner (lower loss, MDL; higher accuracy). For
+    eps-SC and SDL a representation whose value is not determined (``inf``) may still turn out
+    best, so the verdict is given only when the data decide it:
+
+    - eps-SC: the smallest determined value wins; an undetermined one is known to exceed ``n``,
+      hence every determined value, so the verdict is decided as soon as one is determined.
+    - SDL: the smallest determined value :math:`v^*` wins if every undetermined representation
+      already has ``sdl_partial`` :math:`> v^*` (its SDL is at least that partial area);
+      otherwise the verdict is ``None`` (undecided).
+
+    Once decided, these verdicts do not change with more data (for non-increasing curves): the
+    determined values stay fixed and the partial areas only grow. The VA and MDL verdicts can
+    change: the point of Whitney et al. (2020).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``n``; columns ``va_loss``, ``va_accuracy``, ``mdl``, ``sdl``, ``eps_sc``; values
+        are representation names, or ``None`` where undecided (or, for accuracy, unavailable).
     """
     import pandas as pd
 
     if not isinstance(table, pd.DataFrame) or table.index.names != ["n", "representation"]:
-        raise TypeError("rank_table expects the DataFrame returned by measures_table")
-    finite = table.replace([math.inf, -math.inf], math.nan)
-    ranks = {}
-    for col in table.columns:
-        ranks[col] = finite[col].groupby(level="n").rank(
-            method="min", ascending=(col != "va_accuracy")
-        )
-    return pd.DataFrame(ranks)
+        raise TypeError("best_representation expects the DataFrame returned by measures_table")
+    out = {}
+    for n, rows in table.groupby(level="n", sort=False):
+        rows = rows.droplevel("n")
+        verdict: dict[str, str | None] = {
+            "va_loss": rows["va_loss"].idxmin(),
+            "va_accuracy": None if rows["va_accuracy"].isna().all()
+            else rows["va_accuracy"].idxmax(),
+            "mdl": rows["mdl"].idxmin(),
+        }
+        sc = rows["eps_sc"][np.isfinite(rows["eps_sc"])]
+        verdict["eps_sc"] = sc.idxmin() if len(sc) else None
+        done = np.isfinite(rows["sdl"])
+        verdict["sdl"] = None
+        if done.any():
+            best = rows["sdl"][done].min()
+            if (rows["sdl_partial"][~done] > best).all():
+                verdict["sdl"] = rows["sdl"][done].idxmin()
+        out[n] = verdict
+    result = pd.DataFrame.from_dict(out, orient="index")
+    result.index.name = "n"
+    return result

@@ -67,8 +67,9 @@ def plot_curves(
 
     Panel 1: :func:`plot_loss_data`. Panels 2-5: VA loss, MDL, SDL and eps-SC of each
     representation when evaluated with ``n`` points (:func:`measures_table`), so that a change of
-    ranking with ``n`` shows as crossing lines. Points where SDL or eps-SC are not determined
-    (the curve has not reached ``epsilon``) are left out.
+    ranking with ``n`` shows as crossing lines. Where SDL or eps-SC are not determined (the curve
+    has not reached ``epsilon``), hollow markers show their lower bounds: the partial area for SDL,
+    ``n`` itself for eps-SC.
     """
     import matplotlib.pyplot as plt
 
@@ -79,14 +80,20 @@ def plot_curves(
                    ax=axes[0])
     for ax, (col, title) in zip(axes[1:], _PANELS, strict=True):
         for i, name in enumerate(curves):
-            sub = table.xs(name, level="representation")[col]
-            ok = np.isfinite(sub.to_numpy())
-            ax.plot(sub.index[ok], sub.to_numpy()[ok], "o-", ms=4, color=f"C{i}", label=name)
+            rows = table.xs(name, level="representation")
+            n, value = rows.index.to_numpy(), rows[col].to_numpy()
+            ok = np.isfinite(value)
+            ax.plot(n[ok], value[ok], "o-", ms=4, color=f"C{i}", label=name)
+            if col in ("sdl", "eps_sc"):  # not determined: hollow markers at the lower bound
+                bound = rows["sdl_partial"].to_numpy() if col == "sdl" else n.astype(float)
+                ax.plot(n[~ok], bound[~ok], "o:", ms=5, mfc="none", color=f"C{i}", lw=0.8)
         ax.set(xscale="log", xlabel="evaluation size n", title=title, xlim=axes[0].get_xlim())
         if col in ("mdl", "eps_sc"):
             ax.set_yscale("log")
+        elif col == "sdl":
+            ax.set_yscale("symlog", linthresh=1.0)  # SDL can be exactly 0
     axes[3].set_title(f"SDL, epsilon = {epsilon:.3g} (nats)")
     axes[4].set_title(f"eps-SC, epsilon = {epsilon:.3g}")
     for ax in axes[3:]:
-        ax.set_xlabel("evaluation size n (no point: not yet determined)")
+        ax.set_xlabel("evaluation size n (hollow: not determined, lower bound)")
     return fig
