@@ -352,6 +352,6 @@ def best_representation(table: pd.DataFrame) -> pd.DataFrame:
             if (rows["sdl_partial"][~done] > best).all():
                 verdict["sdl"] = rows["sdl"][done].idxmin()
         out[n] = verdict
-    result = pd.DataFrame.from_dict(out, orient="index")
+    result = pd.DataFrame.from_dict(out, orient="index", dtype=object)
     result.index.name = "n"
-    return result
+    return result[["va_loss", "va_accuracy", "mdl", "sdl", "eps_sc"]]

@@ -68,8 +68,8 @@ def plot_curves(
     Panel 1: :func:`plot_loss_data`. Panels 2-5: VA loss, MDL, SDL and eps-SC of each
     representation when evaluated with ``n`` points (:func:`measures_table`), so that a change of
     ranking with ``n`` shows as crossing lines. Where SDL or eps-SC are not determined (the curve
-    has not reached ``epsilon``), hollow markers show their lower bounds: the partial area for SDL,
-    ``n`` itself for eps-SC.
+    has not reached ``epsilon``), their lower bounds are drawn instead: hollow markers at the
+    partial area for SDL, and the dotted line ``eps-SC = n`` (an undetermined eps-SC exceeds ``n``).
     """
     import matplotlib.pyplot as plt
 
@@ -84,16 +84,19 @@ def plot_curves(
             n, value = rows.index.to_numpy(), rows[col].to_numpy()
             ok = np.isfinite(value)
             ax.plot(n[ok], value[ok], "o-", ms=4, color=f"C{i}", label=name)
-            if col in ("sdl", "eps_sc"):  # not determined: hollow markers at the lower bound
-                bound = rows["sdl_partial"].to_numpy() if col == "sdl" else n.astype(float)
+            if col == "sdl":  # not determined: hollow markers at the lower bound
+                bound = rows["sdl_partial"].to_numpy()
                 ax.plot(n[~ok], bound[~ok], "o:", ms=5, mfc="none", color=f"C{i}", lw=0.8)
         ax.set(xscale="log", xlabel="evaluation size n", title=title, xlim=axes[0].get_xlim())
         if col in ("mdl", "eps_sc"):
             ax.set_yscale("log")
         elif col == "sdl":
             ax.set_yscale("symlog", linthresh=1.0)  # SDL can be exactly 0
+            ax.set_ylim(bottom=0.0)
+    ns_all = table.index.get_level_values("n").unique().to_numpy()
+    axes[4].plot(ns_all, ns_all, ":", color="0.6", lw=1, label="not determined: > n")
+    axes[4].legend(fontsize="small", loc="upper left")
     axes[3].set_title(f"SDL, epsilon = {epsilon:.3g} (nats)")
     axes[4].set_title(f"eps-SC, epsilon = {epsilon:.3g}")
-    for ax in axes[3:]:
-        ax.set_xlabel("evaluation size n (hollow: not determined, lower bound)")
+    axes[3].set_xlabel("evaluation size n (hollow: not determined, lower bound)")
     return fig
