@@ -110,7 +110,7 @@ def main() -> None:
         dloss = (loss_b - loss_l).abs().max().item()
         print(f"  {probe:6s} batched {best_b:7.2f} s | loop {best_l:7.2f} s | "
               f"loop / batched = {best_l / best_b:5.2f}x | max |param diff| {diff:.1e}, "
-              f"max |val loss diff| {dloss:.1e} nats (float32)")
+              f"max |val loss diff| {dloss:.1e} nats (float32)", flush=True)
 
 
 if __name__ == "__main__":

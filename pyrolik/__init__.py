@@ -4,4 +4,6 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+from pyrolik import curves  # loss-data curves for representations (issue 9)
+
+__all__ = ["__version__", "curves"]
