@@ -22,7 +22,7 @@ import time
 import numpy as np
 import torch
 
-from pyrolik.curves import default_sizes, train_valid_split
+from pyrolik.curves import default_lr, default_sizes, train_valid_split
 from pyrolik.curves.probes import (
     evaluate_probes,
     init_probes,
@@ -97,8 +97,8 @@ def main() -> None:
         init = init_probes(probe, probe_set.seeds, x.shape[1], 10, hidden=args.hidden,
                            generator=g, dtype=torch.float32)
         init = {k: v.to(dev) for k, v in init.items()}
-        kw = dict(num_steps=args.num_steps, batch_size=args.batch_size, lr=1e-2,
-                  weight_decay=1e-3)
+        kw = dict(num_steps=args.num_steps, batch_size=args.batch_size,
+                  lr=default_lr(probe, x.shape[1]), weight_decay=1e-3)
         best_b = best_l = float("inf")
         for _ in range(args.repeats):  # interleaved, so both see the same machine load
             tb, pb = timed(train_probes, x, y, probe_set, init, sync=sync, **kw)

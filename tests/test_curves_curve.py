@@ -79,6 +79,15 @@ def test_same_seed_same_curve_and_mlp_probe(digits_split):
     np.testing.assert_array_equal(a.loss, b.loss)
     assert not np.array_equal(a.loss, c.loss)
     assert a.info["probe"] == "mlp" and a.info["hidden"] == 16
+    assert a.info["lr"] == curves.default_lr("mlp", 64)
+
+
+def test_default_lr_keeps_lr_times_dimension_fixed():
+    assert curves.default_lr("linear", 64) == pytest.approx(0.5 / 64)
+    assert curves.default_lr("mlp", 784) == pytest.approx(0.5 / 784)
+    assert curves.default_lr("linear", 2) == 0.03 and curves.default_lr("mlp", 8) == 0.01
+    with pytest.raises(ValueError, match="probe"):
+        curves.default_lr("svm", 3)
 
 
 def test_truncate_and_default_sizes():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pyrolik.curves.curve import (
     LossDataCurve,
+    default_lr,
     default_sizes,
     evaluate_representations,
     loss_data_curve,
@@ -38,6 +39,7 @@ from pyrolik.curves.representations import pca, random_projection, raw
 
 __all__ = [
     "LossDataCurve",
+    "default_lr",
     "default_sizes",
     "evaluate_representations",
     "loss_data_curve",
