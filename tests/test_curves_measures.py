@@ -161,6 +161,16 @@ def test_sdl_verdict_waits_for_the_partial_area_and_then_sticks():
     assert best["eps_sc"][n < 8].isna().all() and (best["eps_sc"][n >= 8] == "A").all()
 
 
+def test_exact_ties_are_reported_as_ties():
+    n = np.array([10, 100, 1000])
+    a = LossDataCurve(n, [1.0, 0.2, 0.1], [[0.5, 0.9, 0.95]], name="a")
+    b = LossDataCurve(n, [2.0, 0.25, 0.05], [[0.4, 0.9, 0.97]], name="b")
+    best = best_representation(measures_table([a, b], 0.3))
+    assert best.loc[100, "eps_sc"] == "a = b"  # both first reach 0.3 at n = 100
+    assert best.loc[100, "va_accuracy"] == "a = b"
+    assert best.loc[1000, "va_accuracy"] == "b" and best.loc[10, "va_loss"] == "a"
+
+
 def test_measures_table_layout():
     _, curves = two_representations()
     table = measures_table(curves, 0.31, ns=[16, 1024])

@@ -307,6 +307,12 @@ def measures_table(
     return table
 
 
+def _best(values: pd.Series) -> str:
+    """Name of the smallest value; exact ties (common for eps-SC on a grid) joined by ' = '."""
+    best = values.min()
+    return " = ".join(str(k) for k in values.index[values == best])
+
+
 def best_representation(table: pd.DataFrame) -> pd.DataFrame:
     """The verdict of each measure at each evaluation size: the best representation, if decided.
 
@@ -328,7 +334,10 @@ def best_representation(table: pd.DataFrame) -> pd.DataFrame:
     -------
     pandas.DataFrame
         Index ``n``; columns ``va_loss``, ``va_accuracy``, ``mdl``, ``sdl``, ``eps_sc``; values
-        are representation names, or ``None`` where undecided (or, for accuracy, unavailable).
+        are representation names (exact ties joined by ``" = "``, e.g. two representations
+        reaching ``epsilon`` at the same grid size), or ``None`` where undecided (or, for
+        accuracy, unavailable). Verdicts compare seed-averaged estimates: check
+        :attr:`LossDataCurve.stderr_loss` before reading much into a narrow margin.
     """
     import pandas as pd
 
@@ -338,19 +347,19 @@ def best_representation(table: pd.DataFrame) -> pd.DataFrame:
     for n, rows in table.groupby(level="n", sort=False):
         rows = rows.droplevel("n")
         verdict: dict[str, str | None] = {
-            "va_loss": rows["va_loss"].idxmin(),
+            "va_loss": _best(rows["va_loss"]),
             "va_accuracy": None if rows["va_accuracy"].isna().all()
-            else rows["va_accuracy"].idxmax(),
-            "mdl": rows["mdl"].idxmin(),
+            else _best(-rows["va_accuracy"]),
+            "mdl": _best(rows["mdl"]),
         }
         sc = rows["eps_sc"][np.isfinite(rows["eps_sc"])]
-        verdict["eps_sc"] = sc.idxmin() if len(sc) else None
+        verdict["eps_sc"] = _best(sc) if len(sc) else None
         done = np.isfinite(rows["sdl"])
         verdict["sdl"] = None
         if done.any():
             best = rows["sdl"][done].min()
             if (rows["sdl_partial"][~done] > best).all():
-                verdict["sdl"] = rows["sdl"][done].idxmin()
+                verdict["sdl"] = _best(rows["sdl"][done])
         out[n] = verdict
     result = pd.DataFrame.from_dict(out, orient="index", dtype=object)
     result.index.name = "n"
