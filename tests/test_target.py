@@ -112,7 +112,7 @@ def test_errors_name_the_fix(lg):
     def discrete(x):
         with pyro.plate("data", x.shape[0]):
             c = pyro.sample("c", dist.Bernoulli(0.5))
-            pyro.sample("x", dist.Normal(c.unsqueeze(-1), 1.0).to_event(1), obs=x)
+            pyro.sample("x", dist.Normal(c.unsqueeze(-1).expand(x.shape), 1.0).to_event(1), obs=x)
 
     with pytest.raises(TypeError, match="discrete"):
         make_target(discrete, x)
