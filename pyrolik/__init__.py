@@ -4,6 +4,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from pyrolik import schedules
+from pyrolik.annealing import ais, reverse_ais
+from pyrolik.hmc import HMC
 from pyrolik.importance import iwae, likelihood_weighting
 from pyrolik.parzen import kde
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
@@ -13,6 +16,10 @@ __all__ = [
     "AISResult",
     "BDMCResult",
     "EstimateResult",
+    "HMC",
+    "ais",
+    "reverse_ais",
+    "schedules",
     "iwae",
     "kde",
     "likelihood_weighting",
