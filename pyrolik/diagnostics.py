@@ -105,7 +105,7 @@ def running_log_normalizer(result: AISResult) -> torch.Tensor:
 
 
 def bdmc_gap(result: BDMCResult) -> pd.DataFrame:
-    """Per example: the lower (forward AIS) and upper (reverse AIS) bounds, the gap and their MCSEs."""
+    """Per example: lower (forward AIS) and upper (reverse AIS) bounds, gap, MCSE, ESS, k-hat."""
     if not isinstance(result, BDMCResult):
         raise TypeError(f"bdmc_gap needs a BDMCResult, got {type(result).__name__}")
     cols = {"lower": result.lower.log_likelihood, "upper": result.upper.log_likelihood,

@@ -13,8 +13,8 @@ group                       variables (dims)
 ``unconstrained_posterior`` the flat unconstrained final state ``u`` ``(chain, draw, example,
                             latent_dim)`` (``unconstrained_prior`` for reverse AIS)
 ``sample_stats``            ``acceptance_rate``, ``step_size``, ``diverging``, the running
-                            ``log_weight`` ``(chain, draw, example)``; ``draw`` is the annealing step,
-                            ``beta`` a coordinate along it
+                            ``log_weight`` ``(chain, draw, example)``; ``draw`` is the annealing
+                            step, ``beta`` a coordinate along it
 ``log_weights``             ``log_weight`` ``(chain | sample, example)``; per example
                             ``log_likelihood``, ``ess``, ``mcse``, ``khat``; for AIS the run-mean
                             ``mean_acceptance_rate`` and ``num_divergent`` ``(chain, example)``
@@ -25,10 +25,10 @@ group                       variables (dims)
                             KDE: ``bandwidth_grid``, ``validation_log_likelihood``
 ==========================  ====================================================================
 
-Root attrs: ``inference_library="pyrolik"`` and the pyrolik, torch, pyro, arviz and xarray versions,
+Root attrs: ``inference_library="pyrolik"``, the pyrolik, torch, pyro, arviz and xarray versions,
 ``pyrolik_result`` (the class), ``method``, ``bound``, ``direction``, ``path``, ``settings`` and
-``kernel`` (JSON), ``seed``, ``wall_time``, ``created_at``. A BDMC result is a tree with ``lower`` and
-``upper`` subtrees (each the export of its AIS run), a ``bdmc`` group (per-example ``lower``,
+``kernel`` (JSON), ``seed``, ``wall_time``, ``created_at``. A BDMC result is a tree with ``lower``
+and ``upper`` subtrees (each the export of its AIS run), a ``bdmc`` group (per-example ``lower``,
 ``upper``, ``gap``) and a ``simulated`` group (the exact latents).
 """
 
@@ -129,9 +129,8 @@ def _estimate_groups(result: EstimateResult, sample_dim: str) -> dict[str, xr.Da
                 data[name], dims[name] = value, ["chain", "example"]
     groups = {"log_weights": _dataset(data, dims, coords, [])}
     if result.x is not None:
-        groups["observed_data"] = _dataset({"x": result.x},
-                                           {"x": ["example", *_event_dims("x", result.x.dim() - 1)]},
-                                           coords, [])
+        x_dims = {"x": ["example", *_event_dims("x", result.x.dim() - 1)]}
+        groups["observed_data"] = _dataset({"x": result.x}, x_dims, coords, [])
     constant = {}
     if result.method == "kde" and result.settings.get("validation_log_likelihood") is not None:
         constant["bandwidth_grid"] = np.asarray(result.settings["bandwidth_grid"])
@@ -213,7 +212,7 @@ def _bdmc_tree(result: BDMCResult) -> xr.DataTree:
     groups: dict[str, Any] = {"bdmc": _dataset(gap, dict.fromkeys(gap, ["example"]), coords, [])}
     if result.latents:
         lat = result.latents  # (N, *site), or (K, N, *site) with one draw per chain
-        dims = {s: (["example"] if v.shape[0] == n else ["chain", "example"]) for s, v in lat.items()}
+        dims = {s: ["example"] if v.shape[0] == n else ["chain", "example"] for s, v in lat.items()}
         dims = {s: [*d, *_event_dims(s, lat[s].dim() - len(d))] for s, d in dims.items()}
         groups["simulated"] = _dataset(lat, dims, coords, [])
     for name, part in (("lower", result.lower), ("upper", result.upper)):
@@ -269,7 +268,8 @@ def _unflatten(tree: xr.DataTree) -> xr.DataTree:
     groups: dict[str, Any] = {}
     for name, node in tree.children.items():
         head, _, rest = name.partition("_")
-        groups[f"{head}/{rest}" if head in ("lower", "upper") and rest else name] = node.to_dataset()
+        path = f"{head}/{rest}" if head in ("lower", "upper") and rest else name
+        groups[path] = node.to_dataset()
     out = xr.DataTree.from_dict(groups)
     out.attrs = dict(tree.attrs)
     for name in ("lower", "upper"):

@@ -59,8 +59,9 @@ def _examples(n: int, examples, max_examples: int) -> np.ndarray:
 
 def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_examples: int = 30,
                      ax=None):
-    """Centred log-weights :math:`\\log w_k - \\log\\frac1K\\sum_j w_j` per example (one dot per chain
-    or sample, a box for the spread); examples with k-hat > 0.7 are drawn in red.
+    """Centred log-weights :math:`\\log w_k - \\log\\frac1K\\sum_j w_j` per example.
+
+    One dot per chain or sample, a box for the spread; examples with k-hat > 0.7 are drawn in red.
     """
     if isinstance(result, BDMCResult):
         axes = _axes(ax, 2)
@@ -171,7 +172,8 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
         acc = tr["acceptance_rate"].double().mean(1).numpy()  # (R, N)
         eps = tr["step_size"].double().mean(1).numpy()
         label = _label(run)
-        for ax, band, mean in ((axes[0], acc, df["acceptance_rate"]), (axes[1], eps, df["step_size"])):
+        for ax, band, mean in ((axes[0], acc, df["acceptance_rate"]),
+                               (axes[1], eps, df["step_size"])):
             ax.fill_between(beta, band.min(-1), band.max(-1), color=color, alpha=0.2, lw=0)
             ax.plot(beta, mean.to_numpy(), color=color, label=label)
         axes[2].plot(beta, df["log_normalizer"].to_numpy(), color=color, label=label)
