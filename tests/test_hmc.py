@@ -32,7 +32,7 @@ def test_leapfrog_tracks_the_harmonic_oscillator_with_second_order_error():
     exact = q0 * math.cos(1.0) + p0 * math.sin(1.0)
     errs = [(run_leapfrog(q0, p0, eps, 1.0)[0] - exact).abs().max() for eps in (0.1, 0.05, 0.025)]
     assert errs[0] < 1e-2
-    for a, b in zip(errs, errs[1:]):
+    for a, b in zip(errs, errs[1:], strict=False):
         assert 3.5 < a / b < 4.5  # O(eps^2)
 
 
