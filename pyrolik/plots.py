@@ -10,14 +10,13 @@ Diagnostics come from :mod:`pyrolik.diagnostics`; what the panels mean:
 - acceptance rate and step size against :math:`\beta` (a collapse of acceptance at some temperature
   is the trap of a stale density cache, ``PEERS.md``), and the running estimate of
   :math:`\log Z_\beta`;
-- BDMC: per example the lower and upper bounds with the gap between them, or the mean bounds
-  against the number of annealing steps for several runs (Grosse et al. 2015, fig. 2).
+- BDMC: per example the lower and upper bounds with the gap between them (Grosse et al. 2015); the
+  bounds against the number of steps are :func:`pyrolik.plot_bdmc_convergence`.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -193,42 +192,27 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     return axes
 
 
-def plot_bdmc(result: BDMCResult | Sequence[BDMCResult], *, ax=None):
-    """BDMC bounds: per example (one result), or the mean bounds against ``num_steps`` (several).
+def plot_bdmc(result: BDMCResult, *, ax=None):
+    """BDMC bounds per example: a segment from the lower (forward AIS) to the upper (reverse AIS)
+    bound, examples sorted by gap (tick labels are the example indices).
 
-    One result: for each example, a segment from the lower (forward AIS) to the upper (reverse AIS)
-    bound, sorted by gap. Several results (e.g. ``num_steps`` = 10, 100, 1000): the mean lower and
-    upper bounds with their standard errors against the number of annealing steps; the gap closes
-    as AIS converges.
+    For the bounds against the number of annealing steps over several runs, use
+    :func:`pyrolik.bdmc_convergence` and :func:`pyrolik.plot_bdmc_convergence`.
     """
+    if not isinstance(result, BDMCResult):
+        raise TypeError(f"plot_bdmc needs a BDMCResult, got {type(result).__name__}")
     ax = _axes(ax)
-    if isinstance(result, BDMCResult):
-        lo = result.lower.log_likelihood.double().numpy()
-        hi = result.upper.log_likelihood.double().numpy()
-        order = np.argsort(hi - lo)
-        pos = np.arange(len(lo))
-        ax.vlines(pos, lo[order], hi[order], color="0.6", lw=2)
-        ax.set_xticks(pos, [str(i) for i in order], rotation=90 if len(pos) > 15 else 0)
-        ax.plot(pos, lo[order], "^", color=FORWARD, label="lower (forward AIS)")
-        ax.plot(pos, hi[order], "v", color=REVERSE, label="upper (reverse AIS)")
-        ax.set_xlabel("example (sorted by gap)")
-        ax.set_title(f"BDMC sandwich: mean gap {result.gap:.3f} +- {result.gap_stderr:.3f} nats")
-    else:
-        runs = sorted(result, key=lambda r: r.lower.settings["num_steps"])
-        if not runs or not all(isinstance(r, BDMCResult) for r in runs):
-            raise TypeError("plot_bdmc needs a BDMCResult or a sequence of BDMCResults")
-        steps = np.array([r.lower.settings["num_steps"] for r in runs])
-        for attr, color, label in (("lower", FORWARD, "lower (forward AIS)"),
-                                   ("upper", REVERSE, "upper (reverse AIS)")):
-            means = np.array([getattr(r, attr).mean for r in runs])
-            se = np.array([getattr(r, attr).stderr for r in runs])
-            ax.errorbar(steps, means, yerr=se, color=color, marker="o", capsize=3, label=label)
-        ax.fill_between(steps, [r.lower.mean for r in runs], [r.upper.mean for r in runs],
-                        color="0.85")
-        ax.set_xscale("log")
-        ax.set_xlabel("annealing steps")
-        ax.set_title(f"BDMC bounds against steps (final gap {runs[-1].gap:.3f} nats)")
+    lo = result.lower.log_likelihood.double().numpy()
+    hi = result.upper.log_likelihood.double().numpy()
+    order = np.argsort(hi - lo)
+    pos = np.arange(len(lo))
+    ax.vlines(pos, lo[order], hi[order], color="0.6", lw=2)
+    ax.set_xticks(pos, [str(i) for i in order], rotation=90 if len(pos) > 15 else 0)
+    ax.plot(pos, lo[order], "^", color=FORWARD, label="lower (forward AIS)")
+    ax.plot(pos, hi[order], "v", color=REVERSE, label="upper (reverse AIS)")
+    ax.set_xlabel("example (sorted by gap)")
     ax.set_ylabel("log p(x) [nats]")
+    ax.set_title(f"BDMC sandwich: mean gap {result.gap:.3f} +- {result.gap_stderr:.3f} nats")
     ax.legend(loc="best", fontsize="small")
     return ax
 
