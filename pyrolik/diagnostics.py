@@ -131,8 +131,10 @@ def _temperature_warnings(result: AISResult) -> list[str]:
     betas = result.trace["beta"][:, 0][low.any(1)]
     return [f"HMC acceptance fell below {ACCEPTANCE_COLLAPSE} at {int(low.any(1).sum())} of "
             f"{per_step.shape[0]} recorded temperatures (beta {float(betas.min()):.3g} to "
-            f"{float(betas.max()):.3g}) for {int(low.any(0).sum())} examples: the chains stopped "
-            "moving there, so the weights are unreliable; use adapt='pilot' or smaller step sizes"]
+            f"{float(betas.max()):.3g}) for {int(low.any(0).sum())} examples: the chains barely moved "
+            "there, so those steps were wasted and the estimate is noisier (AIS stays unbiased "
+            "with frozen step sizes); the step size is too large at those temperatures: use "
+            "adapt='pilot', a smaller step_size, or more num_leapfrog with smaller steps"]
 
 
 def _nan_khat(result: EstimateResult) -> list[str]:
