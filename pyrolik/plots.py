@@ -235,17 +235,28 @@ def plot_bandwidth(result: EstimateResult, *, ax=None):
 
 
 def plot_diagnostics(result: EstimateResult | BDMCResult):
-    """A one-figure overview: log-weights, ESS and k-hat (plus annealing traces for AIS/BDMC)."""
+    """A one-figure overview: log-weights (or BDMC bounds), ESS and k-hat per example, plus the
+    annealing traces for AIS and BDMC results. A KDE result shows its bandwidth choice.
+    """
     import matplotlib.pyplot as plt
 
-    is_ais = isinstance(result, AISResult | BDMCResult) and (
-        isinstance(result, BDMCResult) or bool(result.trace))
+    if not isinstance(result, EstimateResult | BDMCResult):
+        raise TypeError(f"expected a pyrolik result, got {type(result).__name__}")
+    if isinstance(result, EstimateResult) and result.ess is None:  # KDE: no weights
+        fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
+        plot_bandwidth(result, ax=ax)
+        return fig
+    is_ais = isinstance(result, BDMCResult) or (isinstance(result, AISResult) and bool(result.trace))
     fig = plt.figure(figsize=(14, 7 if is_ais else 3.5), layout="constrained")
     grid = fig.add_gridspec(2 if is_ais else 1, 3)
+    first = fig.add_subplot(grid[0, 0])
     if isinstance(result, BDMCResult):
-        plot_bdmc(result, ax=fig.add_subplot(grid[0, 0]))
+        plot_bdmc(result, ax=first)
+    elif result.log_weights is not None:
+        plot_log_weights(result, ax=first)
     else:
-        plot_log_weights(result, ax=fig.add_subplot(grid[0, 0]))
+        first.text(0.5, 0.5, "log-weights not kept\n(keep_weights=False)", ha="center",
+                   va="center", transform=first.transAxes)
     plot_ess(result, ax=fig.add_subplot(grid[0, 1]))
     plot_khat(result, ax=fig.add_subplot(grid[0, 2]))
     if is_ais:
