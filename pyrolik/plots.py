@@ -40,6 +40,12 @@ def _axes(ax, ncols: int = 1, width: float = 6.0, height: float = 3.5):
     return axes[0, 0] if ncols == 1 else axes[0]
 
 
+def _integer_ticks(ax) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _weights_of(result: EstimateResult):
     if result.log_weights is None:
         raise ValueError(f"the {result.method} result kept no log-weights (KDE has none; IWAE and "
@@ -108,6 +114,7 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
         ax.plot(np.arange(len(frac)), frac, "o", ms=4, color=color,
                 label=f"{_label(part)} (of {k})")
     ax.set_ylim(0, 1.05)
+    _integer_ticks(ax)
     ax.set_xlabel("example")
     ax.set_ylabel("ESS / number of weights")
     ax.legend(loc="best", fontsize="small")
@@ -145,6 +152,7 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
                 ha="center", va="center", transform=ax.transAxes)
     else:
         ax.legend(loc="best", fontsize="small")
+        _integer_ticks(ax)
     ax.set_xlabel("example")
     ax.set_title(f"Pareto k-hat (unreliable above {KHAT_WARN})")
     return ax
@@ -227,6 +235,8 @@ def plot_bandwidth(result: EstimateResult, *, ax=None):
     ax.plot(grid, scores, "o-", color=FORWARD)
     ax.axvline(result.settings["bandwidth"], color="0.5", ls=":", label="chosen")
     ax.set_xscale("log")
+    ax.set_xticks(grid, [f"{h:g}" for h in grid], minor=False)
+    ax.set_xticks([], minor=True)
     ax.set_xlabel("bandwidth h")
     ax.set_ylabel("mean validation log-likelihood")
     ax.legend(loc="best", fontsize="small")
