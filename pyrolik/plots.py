@@ -123,13 +123,14 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
 
 
 def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
-    """Pareto k-hat per example through ``arviz.plot_khat`` (lines at 0, 0.5, 0.7 and 1).
+    """Pareto k-hat per example through ``arviz.plot_khat`` (lines at 0, 0.5, 0.7 and 1; drawn with
+    matplotlib directly under ArviZ 1.x, which has no ``plot_khat``).
 
     A BDMC result draws its forward (blue) and reverse (red) runs on the same axes.
     """
-    import arviz as az
     from matplotlib import MatplotlibDeprecationWarning
 
+    az_plot_khat = getattr(__import__("arviz"), "plot_khat", None)  # ArviZ 0.x
     ax = _axes(ax)
     parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
     shown = False
@@ -139,11 +140,17 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
         khat = part.khat.double().numpy()
         if not np.isfinite(khat).any():
             continue
-        with warnings.catch_warnings():
-            # ArviZ 0.23 calls a matplotlib API deprecated in 3.11; harmless for this plot
-            warnings.simplefilter("ignore", MatplotlibDeprecationWarning)
-            az.plot_khat(np.where(np.isfinite(khat), khat, np.nan), ax=ax, show_bins=False,
-                         color=color, show_hlines=not shown, textsize=10)
+        khat = np.where(np.isfinite(khat), khat, np.nan)
+        if az_plot_khat is None:  # ArviZ 1.x: the same panel in plain matplotlib
+            ax.plot(np.arange(len(khat)), khat, "+", color=color)
+            for level, style in ((0.5, ":"), (KHAT_WARN, "-."), (1.0, "--")):
+                ax.axhline(level, color="C1", ls=style, lw=1)
+        else:
+            with warnings.catch_warnings():
+                # ArviZ 0.23 calls a matplotlib API deprecated in 3.11; harmless for this plot
+                warnings.simplefilter("ignore", MatplotlibDeprecationWarning)
+                az_plot_khat(khat, ax=ax, show_bins=False, color=color, show_hlines=not shown,
+                             textsize=10)
         ax.plot([], [], "+", color=color, label=_label(part))
         shown = True
     if not shown:

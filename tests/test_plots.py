@@ -80,6 +80,16 @@ def test_khat_goes_through_arviz(results):
     assert "unavailable" in few.texts[0].get_text()
 
 
+def test_khat_without_arviz_plot_khat(results, monkeypatch):
+    """ArviZ 1.x has no plot_khat: the same panel is drawn with matplotlib."""
+    import arviz
+
+    monkeypatch.delattr(arviz, "plot_khat")
+    r = results["likelihood_weighting"]
+    ax = plots.plot_khat(r)
+    assert_allclose(ax.lines[0].get_ydata(), n(r.khat))
+
+
 @pytest.mark.parametrize("name", ["ais", "reverse_ais"])
 def test_annealing_traces_against_beta(results, name):
     r = results[name]
