@@ -129,12 +129,14 @@ def _temperature_warnings(result: AISResult) -> list[str]:
     if not bool(low.any()):
         return []
     betas = result.trace["beta"][:, 0][low.any(1)]
+    pilot = result.kernel is not None and result.kernel.adapt == "pilot"
+    fix = ("raise the kernel's target_accept (e.g. 0.8) so that the pilot run picks smaller steps"
+           if pilot else "use adapt='pilot' or a smaller step_size")
     return [f"HMC acceptance fell below {ACCEPTANCE_COLLAPSE} at {int(low.any(1).sum())} of "
             f"{per_step.shape[0]} recorded temperatures (beta {float(betas.min()):.3g} to "
-            f"{float(betas.max()):.3g}) for {int(low.any(0).sum())} examples: the chains barely moved "
-            "there, so those steps were wasted and the estimate is noisier (AIS stays unbiased "
-            "with frozen step sizes); the step size is too large at those temperatures: use "
-            "adapt='pilot', a smaller step_size, or more num_leapfrog with smaller steps"]
+            f"{float(betas.max()):.3g}) for {int(low.any(0).sum())} examples: the chains barely "
+            "moved there, so those steps were wasted and the estimate is noisier than it should "
+            f"be; the step size is too large at those temperatures: {fix}"]
 
 
 def _nan_khat(result: EstimateResult) -> list[str]:
