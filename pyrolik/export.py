@@ -36,9 +36,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib.util
 import json
 import os
 import platform
+import shutil
 import uuid
 import warnings
 from pathlib import Path
@@ -183,7 +185,12 @@ def _ais_groups(result: AISResult) -> dict[str, xr.Dataset]:
     return groups
 
 
+ORDER = ["posterior", "prior", "unconstrained_posterior", "unconstrained_prior", "sample_stats",
+         "log_weights", "trajectory", "observed_data", "constant_data"]
+
+
 def _tree(groups: dict[str, xr.Dataset], attrs: dict[str, Any]) -> xr.DataTree:
+    groups = dict(sorted(groups.items(), key=lambda kv: ORDER.index(kv[0])))
     tree = xr.DataTree.from_dict(groups)
     tree.attrs = attrs
     return tree
@@ -316,10 +323,8 @@ def from_datatree(tree: Any) -> Result:
         seed=int(attrs["seed"]) if "seed" in attrs else None,
         wall_time=float(attrs.get("wall_time", np.nan)),
     )
-    if kind == "EstimateResult":
+    if kind != "AISResult":  # EstimateResult, or a newer estimator's subclass: the common fields
         return EstimateResult(**common)
-    if kind != "AISResult":
-        raise ValueError(f"unknown pyrolik_result {kind!r}; was this written by a newer pyrolik?")
     site_group, flat_group = SITE_GROUPS[attrs["direction"]]
     sites, flat = get(site_group), get(flat_group)
     latents = None if sites is None else {
@@ -357,11 +362,8 @@ def _engine(path: Path, engine: str | None) -> str:
     if path.suffix == ".zarr":
         return "zarr"
     for name, module in (("netcdf4", "netCDF4"), ("h5netcdf", "h5netcdf")):
-        try:
-            __import__(module)
+        if importlib.util.find_spec(module) is not None:
             return name
-        except ImportError:
-            continue
     raise ImportError("saving a result needs netCDF4 or h5netcdf (netCDF groups): "
                       "pip install netCDF4, or save to a path ending in .zarr with zarr installed")
 
@@ -376,29 +378,24 @@ def save(result: Result | xr.DataTree, path: str | os.PathLike, *, engine: str |
     path = Path(path)
     tree = result if isinstance(result, xr.DataTree) else to_datatree(result)
     engine = _engine(path, engine)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp, old = (path.with_name(f".{path.name}.{uuid.uuid4().hex}.{s}") for s in ("tmp", "old"))
     try:
         if engine == "zarr":
-            tree.to_zarr(tmp)
-            if path.exists():  # os.replace cannot replace a non-empty directory
-                old = path.with_name(f".{path.name}.{uuid.uuid4().hex}.old")
+            tree.to_zarr(tmp, consolidated=False)  # consolidated metadata is not zarr v3
+            if path.is_dir():  # os.replace cannot replace a non-empty directory: swap it out
                 os.replace(path, old)
-                os.replace(tmp, path)
-                _remove(old)
-                return path
         else:
             tree.to_netcdf(tmp, engine=engine)
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
-            _remove(tmp)
+        if old.exists() and not path.exists():  # the swap failed: put the old store back
+            os.replace(old, path)
+        for leftover in (tmp, old):
+            if leftover.is_dir():
+                shutil.rmtree(leftover)
+            elif leftover.exists():
+                leftover.unlink()
     return path
-
-
-def _remove(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def load(path: str | os.PathLike, *, engine: str | None = None) -> Result:
@@ -406,9 +403,8 @@ def load(path: str | os.PathLike, *, engine: str | None = None) -> Result:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no saved result at {path}")
-    tree = xr.open_datatree(path, engine=_engine(path, engine))
-    try:
+    engine = _engine(path, engine)
+    kwargs = {"consolidated": False} if engine == "zarr" else {}
+    with xr.open_datatree(path, engine=engine, **kwargs) as tree:
         tree.load()
-    finally:
-        tree.close()
     return from_datatree(tree)
