@@ -22,7 +22,7 @@ import pyro.distributions as dist
 import torch
 from torch import Tensor, nn
 
-from models.decoders import check_sizes, mlp
+from .decoders import check_sizes, mlp
 
 __all__ = ["DecoderModel", "GaussianDecoderModel", "BernoulliDecoderModel", "check_sigma"]
 

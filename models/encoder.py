@@ -17,7 +17,7 @@ import pyro.distributions as dist
 import torch
 from torch import Tensor, nn
 
-from models.decoders import check_sizes, mlp
+from .decoders import check_sizes, mlp
 
 __all__ = ["GaussianEncoder", "EncoderMixin"]
 

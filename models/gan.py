@@ -17,8 +17,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from models.base import GaussianDecoderModel
-from models.decoders import check_sizes, mlp
+from .base import GaussianDecoderModel
+from .decoders import check_sizes, mlp
 
 __all__ = ["GAN"]
 

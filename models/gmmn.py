@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from models.base import GaussianDecoderModel
+from .base import GaussianDecoderModel
 
 __all__ = ["GMMN"]
 

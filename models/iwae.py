@@ -18,8 +18,8 @@ from typing import Any
 
 from torch import Tensor
 
-from models.base import BernoulliDecoderModel
-from models.encoder import EncoderMixin
+from .base import BernoulliDecoderModel
+from .encoder import EncoderMixin
 
 __all__ = ["IWAE"]
 

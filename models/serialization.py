@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from models.base import DecoderModel
-from models.zoo import KINDS
+from .base import DecoderModel
+from .zoo import KINDS
 
 __all__ = ["FORMAT", "CHECKPOINT_DIR", "save", "load", "shipped_checkpoint"]
 

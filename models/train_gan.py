@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from models.gan import GAN
-from models.training import (
+from .gan import GAN
+from .training import (
     Timer,
     TrainHistory,
     _positive_int,

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from models.gmmn import GMMN
-from models.mmd import default_bandwidths, mmd2
-from models.training import (
+from .gmmn import GMMN
+from .mmd import default_bandwidths, mmd2
+from .training import (
     Timer,
     TrainHistory,
     check_training_args,

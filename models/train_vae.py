@@ -24,8 +24,8 @@ import torch
 from pyro.infer import SVI, RenyiELBO, Trace_ELBO
 from torch import Tensor
 
-from models.iwae import IWAE
-from models.training import (
+from .iwae import IWAE
+from .training import (
     Timer,
     TrainHistory,
     _positive_int,
@@ -34,7 +34,7 @@ from models.training import (
     minibatches,
     training_mode,
 )
-from models.vae import VAE
+from .vae import VAE
 
 __all__ = ["train_vae", "make_elbo"]
 

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from models.base import DecoderModel
+from .base import DecoderModel
 
 __all__ = ["TrainHistory", "check_training_args", "training_mode", "minibatches", "epochs"]
 

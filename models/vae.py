@@ -17,8 +17,8 @@ from typing import Any
 
 from torch import Tensor
 
-from models.base import GaussianDecoderModel
-from models.encoder import EncoderMixin
+from .base import GaussianDecoderModel
+from .encoder import EncoderMixin
 
 __all__ = ["VAE"]
 

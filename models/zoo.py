@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.base import DecoderModel
-from models.decoders import PAPER_SIZES
-from models.gan import GAN
-from models.gmmn import GMMN
-from models.iwae import IWAE
-from models.vae import VAE
+from .base import DecoderModel
+from .decoders import PAPER_SIZES
+from .gan import GAN
+from .gmmn import GMMN
+from .iwae import IWAE
+from .vae import VAE
 
 __all__ = ["KINDS", "PRESETS", "DIGITS_SIZES", "DIGITS_BERNOULLI_SIZES", "build"]
 
