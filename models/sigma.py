@@ -38,7 +38,7 @@ def choose_sigma(
     sigmas: Sequence[float] | Tensor,
     log_likelihood_fn: LogLikelihoodFn,
 ) -> SigmaChoice:
-    """Evaluate ``log_likelihood_fn(model, x_valid, sigma)`` on a grid and keep the best mean.
+    r"""Evaluate ``log_likelihood_fn(model, x_valid, sigma)`` on a grid and keep the best mean.
 
     Parameters
     ----------

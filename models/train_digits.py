@@ -29,14 +29,15 @@ import pyro
 import torch
 
 from .base import DecoderModel
-from .serialization import CHECKPOINT_DIR, save
+from .serialization import CHECKPOINT_DIR, load, save
 from .sigma import choose_sigma
 from .train_gan import train_gan
 from .train_gmmn import train_gmmn
 from .train_vae import train_vae
 from .zoo import build
 
-__all__ = ["SPLIT_SIZES", "SETTINGS", "SIGMA_GRID", "digits_split", "train_digits_model", "main"]
+__all__ = ["SPLIT_SIZES", "SETTINGS", "SIGMA_GRID", "digits_split", "train_digits_model",
+           "choose_digits_sigma", "main"]
 
 SEED = 0
 #: train / valid / test sizes of the 1,797 digits.
@@ -125,20 +126,26 @@ def train_digits_model(kind: str, *, epochs_scale: float = 1.0, choose: bool = T
         "script": "PYTHONPATH=. python -m models.train_digits",
     }
     if choose and kind != "iwae":
-        fn, how = _log_likelihood_fn(kind)
-        start = time.perf_counter()
-        x_valid = data.valid[:NUM_SIGMA_EXAMPLES].double()
-        choice = choose_sigma(model.double(), x_valid, SIGMA_GRID, fn)
-        model.float()
-        model.sigma = choice.sigma
-        meta["sigma_choice"] = {
-            "estimator": how, "num_valid_examples": x_valid.shape[0],
-            "sigmas": choice.sigmas.tolist(),
-            "mean_log_likelihood": choice.mean_log_likelihood.tolist(),
-            "stderr": choice.stderr.tolist(), "chosen": choice.sigma,
-            "seconds": time.perf_counter() - start,
-        }
+        meta["sigma_choice"] = choose_digits_sigma(model, data.valid)
     return model, meta
+
+
+def choose_digits_sigma(model: DecoderModel, valid: torch.Tensor) -> dict[str, Any]:
+    """Set ``model.sigma`` to the best of :data:`SIGMA_GRID` on validation data; returns notes."""
+    fn, how = _log_likelihood_fn(model.kind)
+    start = time.perf_counter()
+    x_valid = valid[:NUM_SIGMA_EXAMPLES].double()
+    dtype = model.param_dtype
+    choice = choose_sigma(model.double(), x_valid, SIGMA_GRID, fn)
+    model.to(dtype)
+    model.sigma = choice.sigma
+    return {
+        "estimator": how, "num_valid_examples": x_valid.shape[0],
+        "sigmas": choice.sigmas.tolist(),
+        "mean_log_likelihood": choice.mean_log_likelihood.tolist(),
+        "stderr": choice.stderr.tolist(), "chosen": choice.sigma,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def _describe(kind: str, meta: dict[str, Any]) -> str:
@@ -160,6 +167,8 @@ def main(argv: list[str] | None = None) -> dict[str, Path]:
     parser.add_argument("--only", default="vae,gan,gmmn,iwae")
     parser.add_argument("--epochs-scale", type=float, default=1.0)
     parser.add_argument("--no-sigma", action="store_true", help="keep the preset sigma")
+    parser.add_argument("--resigma", action="store_true",
+                        help="only choose sigma again for the checkpoints already in --out")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (1 is fastest for these small networks)")
     args = parser.parse_args(argv)
@@ -168,8 +177,15 @@ def main(argv: list[str] | None = None) -> dict[str, Path]:
     for kind in args.only.split(","):
         if kind not in SETTINGS:
             parser.error(f"unknown kind {kind!r}; choose from {sorted(SETTINGS)}")
-        model, meta = train_digits_model(kind, epochs_scale=args.epochs_scale,
-                                         choose=not args.no_sigma)
+        if args.resigma:
+            if kind == "iwae":
+                continue
+            model = load(kind, args.out / f"digits_{kind}.pt", dtype=torch.float32)
+            meta = dict(model.meta)
+            meta["sigma_choice"] = choose_digits_sigma(model, digits_split().valid)
+        else:
+            model, meta = train_digits_model(kind, epochs_scale=args.epochs_scale,
+                                             choose=not args.no_sigma)
         paths[kind] = save(model, args.out / f"digits_{kind}.pt", meta=meta)
         print(_describe(kind, meta), "->", paths[kind])  # noqa: T201 (a script's report)
     return paths

@@ -47,7 +47,7 @@ def train_gan(
     seed: int | None = None,
     progress: bool = False,
 ) -> TrainHistory:
-    """Fit a :class:`~models.gan.GAN` in place by alternating Adam steps.
+    r"""Fit a :class:`~models.gan.GAN` in place by alternating Adam steps.
 
     Parameters
     ----------
