@@ -23,6 +23,23 @@ FORMAT = "pyrolik-models/1"
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 
 
+def _plain(value: Any, where: str = "meta") -> Any:
+    """``value`` as plain Python data (what ``weights_only`` loading accepts), or TypeError."""
+    if value is None or isinstance(value, bool):
+        return value
+    for kind in (int, float, str):  # also turns str subclasses (torch.__version__) into str
+        if isinstance(value, kind):
+            return kind(value)
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone()
+    if isinstance(value, dict):
+        return {str(k): _plain(v, f"{where}[{k!r}]") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise TypeError(f"{where} holds a {type(value).__name__}; checkpoints store only numbers, "
+                    "strings, lists, dicts and tensors")
+
+
 def shipped_checkpoint(kind: str) -> Path:
     """Path of the pretrained scikit-learn-digits checkpoint of ``kind``."""
     if kind not in KINDS:
@@ -48,7 +65,7 @@ def save(model: DecoderModel, path: str | os.PathLike, *, meta: dict[str, Any] |
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"format": FORMAT, "kind": model.kind, "config": model.config(),
-                "state_dict": state, "meta": dict(meta or {})}, path)
+                "state_dict": state, "meta": _plain(dict(meta or {}))}, path)
     return path
 
 

@@ -43,7 +43,7 @@ PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     # scikit-learn digits (64 pixels): the shipped checkpoints, models/train_digits.py
     "digits-vae": ("vae", {"sizes": DIGITS_SIZES, "encoder_hidden": (128, 64), "sigma": 0.1}),
     "digits-gan": ("gan", {"sizes": DIGITS_SIZES, "discriminator_hidden": (128, 64),
-                           "discriminator_dropout": 0.2, "sigma": 0.1}),
+                           "discriminator_dropout": 0.0, "sigma": 0.1}),
     "digits-gmmn": ("gmmn", {"sizes": DIGITS_SIZES, "sigma": 0.1}),
     "digits-iwae": ("iwae", {"sizes": DIGITS_BERNOULLI_SIZES, "encoder_hidden": (100, 100)}),
 }

@@ -426,6 +426,11 @@ def test_checkpoint_errors(tmp_path):
         pm.load("gan", tmp_path / "missing.pt")
     with pytest.raises(ValueError, match="unknown kind"):
         pm.load("flow", tmp_path / "g.pt")
+    with pytest.raises(TypeError, match="checkpoints store only"):
+        pm.save(gan, tmp_path / "g2.pt", meta={"when": object()})
+    meta = {"torch": torch.__version__, "curve": (1.0, 2), "t": torch.ones(2)}
+    back = pm.load("gan", pm.save(gan, tmp_path / "g3.pt", meta=meta))
+    assert back.meta["torch"] == str(torch.__version__) and back.meta["curve"] == [1.0, 2]
     with pytest.raises(TypeError, match="save expects"):
         pm.save(pm.LinearGaussian.random(), tmp_path / "lg.pt")
 
@@ -501,3 +506,32 @@ def test_importance_estimators_run(name):
     if hasattr(model, "guide"):
         r = pyrolik.iwae(model, model.guide, x, num_samples=4, seed=0, progress=False)
         assert r.log_likelihood.shape == (2,) and torch.isfinite(r.log_likelihood).all()
+
+
+@pytest.mark.parametrize("name", PAPER + DIGITS)
+def test_tiny_ais_runs(name):
+    """STYLE.md section 9: a tiny AIS on every model (prior path, and the encoder path)."""
+    model = build(name)
+    x = data_for(model, 2)
+    # a fixed step size keeps the paper-sized models fast; the digits ones use the pilot tuning
+    kernel = pyrolik.HMC(num_leapfrog=2, step_size=0.01,
+                         adapt="pilot" if name.startswith("digits") else None)
+    r = pyrolik.ais(model, x, num_steps=3, num_chains=2, kernel=kernel, seed=0, progress=False)
+    assert r.bound == "lower"
+    assert r.log_likelihood.shape == (2,) and torch.isfinite(r.log_likelihood).all()
+    assert r.log_weights.shape == (2, 2)
+    if hasattr(model, "guide"):
+        r = pyrolik.ais(model, x, num_steps=3, num_chains=2, kernel=kernel, init=model.guide,
+                        seed=0, progress=False)
+        assert torch.isfinite(r.log_likelihood).all()
+
+
+def test_train_mnist_cli(tmp_path):
+    """The paper-scale command line trains a reduced run and writes a loadable checkpoint."""
+    if pyrolik.datasets.find_data_dir() is None:
+        pytest.skip("MNIST not found: set PYROLIK_DATA to the folder holding mnist_test.npz")
+    out = submodule("train_mnist").main(["gmmn-10", "--epochs", "1", "--max-train", "200",
+                                          "--batch-size", "100", "--out", str(tmp_path / "g.pt")])
+    model = pm.load("gmmn", out)
+    assert model.data_dim == 784 and model.meta["history"]["num_steps"] == 2
+    assert "8000/1000/1000" in model.meta["data"]
