@@ -50,7 +50,7 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--leapfrog", type=int, default=10)
     p.add_argument("--conv-examples", type=int, default=20)
-    p.add_argument("--conv-steps", default="25,100,400")
+    p.add_argument("--conv-steps", default="20,60,200")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--quick", action="store_true", help="tiny settings for the slow test")
     args = p.parse_args(argv)
