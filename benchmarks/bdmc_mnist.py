@@ -24,7 +24,14 @@ from pathlib import Path
 import torch
 
 import pyrolik
-from benchmarks._mnist import CHECKPOINTS, FIGURES, Claims, data_dir_or_exit, load_avg, load_or_train
+from benchmarks._mnist import (
+    CHECKPOINTS,
+    FIGURES,
+    Claims,
+    data_dir_or_exit,
+    load_avg,
+    load_or_train,
+)
 
 
 def report(name: str, r, claims: Claims, limit: float | None, peer: str) -> float:
@@ -52,6 +59,7 @@ def main(argv=None):
     p.add_argument("--conv-examples", type=int, default=20)
     p.add_argument("--conv-steps", default="20,60,200")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--plot", default=str(FIGURES / "bdmc_mnist_convergence.png"))
     p.add_argument("--quick", action="store_true", help="tiny settings for the slow test")
     args = p.parse_args(argv)
     if args.quick:
@@ -98,7 +106,7 @@ def convergence(model, data, args, hmc, claims: Claims) -> None:
     sub = (data.x[:n], {k: v[:n] for k, v in data.latents.items()})
     steps = [int(s) for s in args.conv_steps.split(",")]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, (name, init) in zip(axes, [("prior path", None), ("encoder path", model.guide)]):
+    for ax, (name, init) in zip(axes, [("prior path", None), ("encoder path", model.guide)], strict=True):
         table = pyrolik.bdmc_convergence(model, steps, data=sub, num_chains=args.chains,
                                          kernel=hmc, init=init, progress=False)
         print(f"\n{name}, {n} simulated examples x {args.chains} chains (sigmoid schedule):")
@@ -111,7 +119,7 @@ def convergence(model, data, args, hmc, claims: Claims) -> None:
                          row.gap >= -2 * row.gap_se)
         pyrolik.plot_bdmc_convergence(table, ax=ax, title=f"BDMC on simulated MNIST, {name}")
     fig.tight_layout()
-    out = FIGURES / "bdmc_mnist_convergence.png"
+    out = Path(args.plot)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=80)
     print(f"plot: {out}")

@@ -23,8 +23,14 @@ from pathlib import Path
 import torch
 
 import pyrolik
-from benchmarks._mnist import (CHECKPOINTS, Claims, data_dir_or_exit, load_avg, load_or_train,
-                               mean_se)
+from benchmarks._mnist import (
+    CHECKPOINTS,
+    Claims,
+    data_dir_or_exit,
+    load_avg,
+    load_or_train,
+    mean_se,
+)
 from benchmarks.sigma_curve import sigma_curve
 
 PAPER = {"vae-10": (705.4, 791.0, 408.7, 486.5), "gan-10": (328.8, 346.6, 259.7, None),
@@ -35,7 +41,8 @@ def evaluate(name: str, data_dir: Path, args) -> dict:
     from pyrolik.datasets import split_mnist_test
 
     split = split_mnist_test(data_dir, dtype=torch.float32)[0]
-    model = load_or_train(name, CHECKPOINTS / f"{name}_mnist.pt", data_dir, ["--threads", "1"])
+    model = load_or_train(name, Path(args.checkpoint_dir) / f"{name}_mnist.pt", data_dir,
+                          args.train_args.split())
     hist = model.meta.get("history", {})
     n = args.examples
     sigmas = [float(s) for s in args.sigmas.split(",")]
@@ -112,6 +119,9 @@ def main(argv=None):
     p.add_argument("--kde-samples", type=int, default=10000)
     p.add_argument("--iwae-k", type=int, default=1000)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--checkpoint-dir", default=str(CHECKPOINTS))
+    p.add_argument("--train-args", default="--threads 1",
+                   help="models.train_mnist arguments used when a checkpoint is absent")
     p.add_argument("--out-dir", default=str(Path(__file__).parent / "logs"))
     p.add_argument("--report", action="store_true", help="merge the saved per-model results")
     p.add_argument("--quick", action="store_true")

@@ -20,8 +20,17 @@ from pathlib import Path
 import torch
 
 import pyrolik
-from benchmarks._mnist import (CHECKPOINTS, FIGURES, Claims, data_dir_or_exit, load_avg,
-                               load_or_train, mean_se, paired, peak_rss_mb)
+from benchmarks._mnist import (
+    CHECKPOINTS,
+    FIGURES,
+    Claims,
+    data_dir_or_exit,
+    load_avg,
+    load_or_train,
+    mean_se,
+    paired,
+    peak_rss_mb,
+)
 
 
 def ints(s: str) -> list[int]:
@@ -96,7 +105,7 @@ def main(argv=None):
             rows.append((name, t, *mean_se(r.log_likelihood), r.wall_time, r.log_likelihood))
             acc = float(r.acceptance_rate.mean())
             print(f"  {name} {t} steps: acceptance {acc:.2f}", flush=True)
-    print(f"\n| estimator | budget | mean log p(x) (nats) | s.e. over examples | seconds |")
+    print("\n| estimator | budget | mean log p(x) (nats) | s.e. over examples | seconds |")
     print("|---|---|---|---|---|")
     for name, b, m, se, s, _ in rows:
         unit = "samples" if name == "IWAE bound" else "steps"
@@ -142,7 +151,7 @@ def plot(rows, path: str, n: int) -> None:
         m = [r[2] for r in rr]
         ax.errorbar(s, m, yerr=[2 * r[3] for r in rr], fmt="o-", color=color, label=name,
                     capsize=2)
-        for r, si, mi in zip(rr, s, m):
+        for r, si, mi in zip(rr, s, m, strict=True):
             ax.annotate(str(r[1]), (si, mi), fontsize=7, xytext=(3, -9), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_xlabel("wall time [s] (2 shared CPU cores)")

@@ -18,7 +18,14 @@ from pathlib import Path
 import torch
 
 import pyrolik
-from benchmarks._mnist import CHECKPOINTS, FIGURES, Claims, data_dir_or_exit, load_avg, load_or_train
+from benchmarks._mnist import (
+    CHECKPOINTS,
+    FIGURES,
+    Claims,
+    data_dir_or_exit,
+    load_avg,
+    load_or_train,
+)
 from pyrolik.parzen import kde_log_density
 
 
@@ -76,6 +83,9 @@ def main(argv=None):
     p.add_argument("--chains", type=int, default=1)
     p.add_argument("--kde-samples", type=int, default=10000)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--train-args", default="--threads 1",
+                   help="models.train_mnist arguments used when the checkpoint is absent")
+    p.add_argument("--plot", default=None)
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
@@ -83,7 +93,7 @@ def main(argv=None):
     data_dir = data_dir_or_exit(args.data_dir, "mnist_test.npz")
     torch.set_num_threads(args.threads)
     ckpt = Path(args.checkpoint or CHECKPOINTS / f"{args.model}_mnist.pt")
-    model = load_or_train(args.model, ckpt, data_dir, ["--threads", str(args.threads)])
+    model = load_or_train(args.model, ckpt, data_dir, args.train_args.split())
     from pyrolik.datasets import split_mnist_test
 
     x = split_mnist_test(data_dir, dtype=torch.float32)[0].valid[: args.examples]
@@ -101,7 +111,7 @@ def main(argv=None):
                  best_kde >= best_ais)
     claims.check(f"KDE below AIS at the smallest sigma ({curve['kde'][0]:.0f} < {curve['ais'][0]:.0f})",
                  curve["kde"][0] < curve["ais"][0])
-    plot_curve(curve, FIGURES / f"sigma_curve_{args.model}.png",
+    plot_curve(curve, Path(args.plot or FIGURES / f"sigma_curve_{args.model}.png"),
                f"{args.model}, {len(x)} validation images (fig. 2a)")
     claims.finish()
 
