@@ -87,7 +87,7 @@ def report(results: list[dict]) -> None:
         print(f"| {o['model']} | {o['sigma']} | {o['ais_test']:.1f} ± {o['ais_test_se']:.1f} | "
               f"{o['ais_train']:.1f} ± {o['ais_train_se']:.1f} | "
               f"{o['ais_train'] - o['ais_test']:.1f} | {o['kde_test']:.1f} ± {o['kde_test_se']:.1f} "
-              f"({o['kde_bandwidth']}) | {o['kde_train']:.1f} | {iw} | "
+              f"({o['kde_bandwidth']:.2f}) | {o['kde_train']:.1f} | {iw} | "
               f"{p[0]} / {p[1]} / {p[2]} / {p[3] or '/'} |")
     for o in results:
         claims.check(f"{o['model']}: AIS test ({o['ais_test']:.1f}) above KDE test "
