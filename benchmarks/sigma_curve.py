@@ -62,6 +62,10 @@ def plot_curve(curve, path: Path, title: str) -> None:
         ax.errorbar(curve["sigma"], curve[key], yerr=[2 * v for v in curve[f"{key}_se"]], fmt="o-",
                     color=color, label=key.upper(), capsize=2)
     ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=300)  # the curves span 1e4 nats below their peak
+    ax.set_xticks(curve["sigma"], [f"{s:g}" for s in curve["sigma"]])
+    ax.minorticks_off()
+    ax.grid(alpha=0.3)
     ax.set_xlabel("observation sigma")
     ax.set_ylabel("mean log p(x) [nats]")
     ax.set_title(title, fontsize=9)
