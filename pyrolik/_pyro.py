@@ -14,6 +14,7 @@ from typing import Any
 
 import pyro.poutine as poutine
 import torch
+from pyro.poutine.util import site_is_subsample
 from torch import Tensor
 
 __all__ = ["model_log_obs", "guide_sampler", "obs_sampler", "prior_sampler"]
@@ -22,7 +23,7 @@ __all__ = ["model_log_obs", "guide_sampler", "obs_sampler", "prior_sampler"]
 def _sample_sites(trace: poutine.Trace) -> tuple[list[str], list[str]]:
     latent, observed = [], []
     for name, site in trace.nodes.items():
-        if site["type"] != "sample":
+        if site["type"] != "sample" or site_is_subsample(site):
             continue
         (observed if site["is_observed"] else latent).append(name)
     return latent, observed
@@ -57,8 +58,8 @@ def model_log_obs(
             }
         x_rep = x.unsqueeze(0).expand(s, *x.shape).reshape(s * n, *x.shape[1:])
         trace = _trace(model, x_rep, data, model_args, kwargs)
-        latent, observed = _sample_sites(trace)
-        missing = [name for name in latent if name not in latents]
+        missing, observed = _sample_sites(trace)  # conditioned latents count as observed here
+        observed = [name for name in observed if name not in latents]
         if missing:
             raise ValueError(
                 f"latents miss the model's latent site(s) {missing}; give a value for every latent "
@@ -107,6 +108,7 @@ def obs_sampler(
     def sample(latents: Mapping[str, Tensor], x: Tensor) -> Tensor:
         trace = _trace(model, x, latents, model_args, kwargs)
         _, observed = _sample_sites(trace)
+        observed = [name for name in observed if name not in latents]
         if len(observed) != 1 or trace.nodes[observed[0]]["value"].shape != x.shape:
             raise ValueError(
                 f"the alternating chain needs exactly one observed site whose value is x; found "

@@ -213,7 +213,13 @@ def csl(
                         f"per_example latents must have shape (S, N={n}, ...); got "
                         f"{tuple(first.shape)}"
                     )
-            log_w = fn(x, h)
+            try:
+                log_w = fn(x, h)
+            except TypeError as e:
+                raise TypeError(
+                    f"calling log_obs(x, h) failed ({e}); a Pyro model needs latents as "
+                    "{site: tensor} dicts, a function must take (x, h)"
+                ) from e
             if not torch.is_tensor(log_w) or tuple(log_w.shape) != (s, n):
                 got = tuple(log_w.shape) if torch.is_tensor(log_w) else type(log_w).__name__
                 raise ValueError(
