@@ -5,3 +5,19 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 __all__ = ["__version__"]
+
+# issue 8: CSL, units, paired comparison (helper `csl`)
+from pyrolik import chains, scoring, units  # noqa: E402
+from pyrolik.comparison import Comparison, compare  # noqa: E402
+from pyrolik.conservative import CSLResult, biased_csl, csl  # noqa: E402
+
+__all__ += [
+    "csl",
+    "biased_csl",
+    "CSLResult",
+    "chains",
+    "units",
+    "scoring",
+    "compare",
+    "Comparison",
+]

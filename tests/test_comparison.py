@@ -110,6 +110,7 @@ def test_notes_on_bounds_of_different_kinds_and_bdmc_gaps(seed):
     assert any("different estimators" in n for n in c.notes)
     assert any("different kinds" in n for n in compare(ais, rev).notes)
     assert compare(ais, _result(x + 0.1, "lower", "ais", name="ais2")).notes == []
+    assert compare(ais, x - 1.0).notes == []  # plain arrays: nothing known, nothing claimed
     biased = CSLResult(torch.as_tensor(x + 1), None, "biased_csl", 10, torch.ones(100),
                        torch.zeros(100), name="bcsl")
     assert any("bcsl (biased_csl) is not a bound" in n for n in compare(ais, biased).notes)
