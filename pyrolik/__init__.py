@@ -4,7 +4,19 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+from pyrolik.importance import iwae, likelihood_weighting
+from pyrolik.parzen import kde
+from pyrolik.results import AISResult, BDMCResult, EstimateResult
+
+__all__ = [
+    "__version__",
+    "AISResult",
+    "BDMCResult",
+    "EstimateResult",
+    "iwae",
+    "kde",
+    "likelihood_weighting",
+]
 
 # issue 8: CSL, units, paired comparison (helper `csl`)
 from pyrolik import chains, scoring, units  # noqa: E402
