@@ -21,12 +21,11 @@ __all__ = [
 # issue 8: CSL, units, paired comparison (helper `csl`)
 from pyrolik import chains, scoring, units  # noqa: E402
 from pyrolik.comparison import Comparison, compare  # noqa: E402
-from pyrolik.conservative import CSLResult, biased_csl, csl  # noqa: E402
+from pyrolik.conservative import biased_csl, csl  # noqa: E402
 
 __all__ += [
     "csl",
     "biased_csl",
-    "CSLResult",
     "chains",
     "units",
     "scoring",

@@ -23,6 +23,8 @@ import torch
 from torch import Tensor
 
 from pyrolik import _pyro
+from pyrolik._batching import resolve_seed
+from pyrolik.target import validate_data
 
 __all__ = [
     "AlternatingChain",
@@ -42,8 +44,8 @@ class AlternatingChain(NamedTuple):
 
     ``sample_latent_fn(x, generator) -> h`` draws the latents given observations ``(C, ...)``;
     ``sample_obs_fn(h, x, generator) -> x'`` draws new observations given latents (``x`` is the
-    previous state, for its shape). Pyro-based samplers ignore ``generator`` and use torch's global
-    RNG, which :func:`sample_chain` seeds inside ``torch.random.fork_rng``.
+    previous state, for its shape). Pyro-based samplers run their draws inside ``fork_rng`` seeded
+    from ``generator``.
     """
 
     sample_latent_fn: Callable[[Tensor, torch.Generator | None], Latents]
@@ -72,9 +74,8 @@ def encoder_decoder(
     """
     if not callable(model) or not callable(guide):
         raise TypeError("encoder_decoder needs a Pyro model and a Pyro guide (callables)")
-    sample_z = _pyro.guide_sampler(guide, model_args, model_kwargs)
-    sample_x = _pyro.obs_sampler(model, model_args, model_kwargs)
-    return AlternatingChain(lambda x, g: sample_z(x), lambda z, x, g: sample_x(z, x))
+    return AlternatingChain(_pyro.guide_sampler(guide, model_args, model_kwargs),
+                            _pyro.obs_sampler(model, model_args, model_kwargs))
 
 
 def as_chain(chain: Any) -> AlternatingChain:
@@ -118,17 +119,16 @@ def iterate_chain(
     :math:`h_t` is kept when :math:`t > \text{burn\_in}` and :math:`(t - \text{burn\_in})` is a
     multiple of ``thin``, until ``num_samples`` states per chain are kept. Each chunk holds ``k``
     kept steps of all ``C`` chains flattened sample-major, ready for :func:`pyrolik.csl` without
-    storing the whole run. ``seed`` seeds both a ``torch.Generator`` and the global RNG, whose
-    stream is swapped in only while the chain runs, leaving the user's own stream alone.
+    storing the whole run. All randomness comes from one ``torch.Generator`` seeded by ``seed``
+    (Pyro draws run inside ``fork_rng`` seeded from it): the user's global RNG is left alone.
     """
     _check_counts(num_samples=num_samples, burn_in=burn_in)
     if not isinstance(thin, int) or thin < 1 or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"thin and chunk_size must be positive ints; got {thin!r}, {chunk_size!r}")
     chain = as_chain(chain)
-    gen = torch.Generator(device=x0.device).manual_seed(seed) if seed is not None else None
-    rng = _GlobalRNG(seed)
+    gen = torch.Generator(device=x0.device).manual_seed(resolve_seed(seed))
     x, kept, buffer, t = x0, 0, [], 0
-    try:
+    with torch.no_grad():
         while kept < num_samples:
             t += 1
             h = chain.sample_latent_fn(x, gen)
@@ -137,40 +137,8 @@ def iterate_chain(
                 buffer.append(h)
                 kept += 1
                 if len(buffer) == chunk_size or kept == num_samples:
-                    chunk = _tree_map(lambda v: v.reshape(-1, *v.shape[2:]), _stack(buffer))
+                    yield _tree_map(lambda v: v.reshape(-1, *v.shape[2:]), _stack(buffer))
                     buffer = []
-                    rng.leave()  # the user's RNG is theirs while they work on the chunk
-                    yield chunk
-                    rng.enter()
-    finally:
-        rng.close()
-
-
-class _GlobalRNG:
-    """The chain's own seeded global-RNG stream, swapped in and out around each ``yield``."""
-
-    def __init__(self, seed: int | None):
-        self.active = seed is not None
-        if self.active:
-            self.outer = torch.random.get_rng_state()
-            torch.manual_seed(seed)
-            self.inside = True
-
-    def leave(self) -> None:
-        if self.active:
-            self.inner = torch.random.get_rng_state()
-            torch.random.set_rng_state(self.outer)
-            self.inside = False
-
-    def enter(self) -> None:
-        if self.active:
-            self.outer = torch.random.get_rng_state()
-            torch.random.set_rng_state(self.inner)
-            self.inside = True
-
-    def close(self) -> None:
-        if self.active and self.inside:
-            torch.random.set_rng_state(self.outer)
 
 
 def sample_chain(
@@ -187,13 +155,10 @@ def sample_chain(
 
     Shape ``(num_samples, C, ...)``, or ``(num_samples * C, ...)`` with ``flatten=True``.
     """
-    chunks = list(
-        iterate_chain(chain, x0, num_samples=num_samples, thin=thin, burn_in=burn_in,
-                      chunk_size=max(num_samples, 1), seed=seed)
-    )
-    if not chunks:
-        raise ValueError("num_samples must be positive")
-    out = chunks[0]
+    if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
+        raise ValueError(f"num_samples must be a positive int; got {num_samples!r}")
+    (out,) = iterate_chain(chain, x0, num_samples=num_samples, thin=thin, burn_in=burn_in,
+                           chunk_size=num_samples, seed=seed)
     if flatten:
         return out
     c = x0.shape[0]
@@ -211,15 +176,12 @@ def prior_samples(
 ) -> dict[str, Tensor]:
     r"""``num_samples`` i.i.d. draws of every latent site from a Pyro model's prior.
 
-    ``x`` only tells the model the shape of one observation. With these samples CSL is likelihood
-    weighting with the samples shared across examples: :math:`\log \frac1S \sum_s p(x \mid z_s)`,
-    :math:`z_s \sim p(z)`.
+    Returns ``{site: (num_samples, *site_shape)}`` (constrained values). ``x`` only tells the model
+    the shape of one observation. With these samples CSL is likelihood weighting with the samples
+    shared across examples: :math:`\log \frac1S \sum_s p(x \mid z_s)`, :math:`z_s \sim p(z)`.
     """
-    if not isinstance(num_samples, int) or num_samples < 1:
+    if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
         raise ValueError(f"num_samples must be a positive int; got {num_samples!r}")
-    sample = _pyro.prior_sampler(model, model_args, model_kwargs)
-    if seed is None:
-        return sample(x, num_samples)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return sample(x, num_samples)
+    x = validate_data(x)
+    gen = torch.Generator(device=x.device).manual_seed(resolve_seed(seed))
+    return _pyro.prior_draws(model, x, num_samples, gen, model_args, model_kwargs)

@@ -7,84 +7,23 @@ chain of the model; it never needs :math:`P(h)`. See ``docs/csl.md``.
 from __future__ import annotations
 
 import itertools
-import math
+import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
 import torch
 from torch import Tensor
 
 from pyrolik import _pyro
+from pyrolik._batching import progress_bar, resolve_seed
 from pyrolik.chains import Latents, as_chain, sample_chain
+from pyrolik.results import EstimateResult
+from pyrolik.stats import RunningLogWeights
+from pyrolik.target import check_count, validate_data
 
-__all__ = ["CSLResult", "csl", "biased_csl"]
+__all__ = ["csl", "biased_csl"]
 
-_LN2 = math.log(2.0)
 LogObsFn = Callable[[Tensor, Latents], Tensor]
-
-
-@dataclass
-class CSLResult:
-    r"""Per-example CSL estimates of :math:`\log p(x)` in nats.
-
-    Attributes
-    ----------
-    log_likelihood : Tensor, shape (N,)
-        :math:`\log \frac1S \sum_s P(x_n \mid h_s)`.
-    bound : {"lower", None}
-        ``"lower"`` for CSL, a stochastic lower bound
-        (:math:`\mathbb E[\text{estimate}] \le \log f(x)`); ``None`` for biased CSL, which tends
-        to over-estimate.
-    method : str
-        ``"csl"`` or ``"biased_csl"``.
-    num_samples : int
-        Latent samples per example (S).
-    ess : Tensor, shape (N,)
-        :math:`(\sum_s w_s)^2 / \sum_s w_s^2` with :math:`w_s = P(x_n \mid h_s)`.
-    mcse : Tensor, shape (N,)
-        :math:`\sqrt{1/\text{ESS} - 1/S}`, the delta-method standard error of ``log_likelihood``
-        for independent samples; correlated chain samples make the real error larger.
-    log_weights : Tensor or None, shape (S, N)
-        :math:`\log P(x_n \mid h_s)`, kept only with ``keep_log_weights=True``.
-    """
-
-    log_likelihood: Tensor
-    bound: str | None
-    method: str
-    num_samples: int
-    ess: Tensor
-    mcse: Tensor
-    log_weights: Tensor | None = None
-    name: str | None = None
-
-    @property
-    def mean(self) -> float:
-        """Average of ``log_likelihood`` over examples (nats)."""
-        return float(self.log_likelihood.mean())
-
-    @property
-    def stderr(self) -> float:
-        """Standard error of :attr:`mean` over examples (sample std / sqrt(N))."""
-        n = self.log_likelihood.numel()
-        return float(self.log_likelihood.std() / math.sqrt(n)) if n > 1 else float("nan")
-
-    def summary(self, num_dims: int | None = None) -> pd.DataFrame:
-        """One-row table: mean, stderr, counts, median ESS; NLL in bits/dim given ``num_dims``."""
-        row: dict[str, Any] = {
-            "method": self.method,
-            "bound": self.bound,
-            "mean_nats": self.mean,
-            "stderr_nats": self.stderr,
-            "num_examples": self.log_likelihood.numel(),
-            "num_samples": self.num_samples,
-            "median_ess": float(self.ess.median()),
-        }
-        if num_dims is not None:
-            # bits/dim of the negative log-likelihood, see pyrolik.units.nats_to_bits_per_dim
-            row["nll_bits_per_dim"] = -self.mean / (num_dims * _LN2)
-        return pd.DataFrame([row], index=[self.name or self.method])
 
 
 def _resolve(fn: Any, is_dict: bool, model_args: tuple, model_kwargs: dict | None,
@@ -119,11 +58,13 @@ def _num(h: Latents) -> int:
     return (next(iter(h.values())) if isinstance(h, Mapping) else h).shape[0]
 
 
-def _check_finite(name: str, t: Tensor) -> None:
-    if not torch.is_tensor(t):
-        raise TypeError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f"{name} contains NaN or inf; remove or impute those entries first")
+def _count(latents: Any) -> int | None:
+    """Number of samples when it is known before streaming (tensor, dict, list of chunks)."""
+    if isinstance(latents, (Tensor, Mapping)):
+        return _num(latents)
+    if isinstance(latents, (list, tuple)):
+        return sum(_num(h) for h in latents)
+    return None
 
 
 def csl(
@@ -137,8 +78,7 @@ def csl(
     model_kwargs: dict[str, Any] | None = None,
     keep_log_weights: bool = False,
     progress: bool = False,
-    name: str | None = None,
-) -> CSLResult:
+) -> EstimateResult:
     r"""Conservative sampling-based log-likelihood, Algorithm 1 of [1]_.
 
     .. math:: \log \hat f_S(x) = \log \frac{1}{|S|} \sum_{h \in S} P(x \mid h)
@@ -171,47 +111,49 @@ def csl(
     chunk_size : int
         Samples per pass when ``latents`` is a tensor or dict.
     keep_log_weights : bool
-        Keep the full ``(S, N)`` matrix as ``log_weights``.
+        Keep the full ``(S, N)`` matrix :math:`\log P(x_n \mid h_s)` as ``log_weights``.
+    progress : bool
+        A progress bar over chunks.
 
     Returns
     -------
-    CSLResult
-        ``log_likelihood`` (N,), ``bound="lower"``, ``ess``, ``mcse``.
+    EstimateResult
+        ``log_likelihood`` (N,), ``bound="lower"``, ``method="csl"``, and per example ``ess``
+        :math:`(\sum_s w_s)^2 / \sum_s w_s^2`, ``mcse`` :math:`\sqrt{1/\mathrm{ESS} - 1/S}` and
+        Pareto ``khat`` of the weights :math:`w_s = P(x_n \mid h_s)`. Both treat the samples as
+        independent: correlated chain states make the real error larger (thin the chain, or
+        compare independent chains). ``khat`` is NaN when a generator of chunks is streamed
+        without ``keep_log_weights`` (its tail size needs the sample count up front).
 
     References
     ----------
     .. [1] Y. Bengio, L. Yao, K. Cho. Bounding the test log-likelihood of generative models.
        arXiv:1311.6184, 2014.
     """
-    _check_finite("x", x)
-    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int; got {chunk_size!r}")
+    x = validate_data(x)
+    check_count("chunk_size", chunk_size)
+    start_time = time.perf_counter()
+    known = _count(latents)
     chunks = iter(_chunks(latents, chunk_size))
     first = next(chunks, None)
-    if first is None:
+    if first is None or known == 0:
         raise ValueError("latents hold no samples; pass at least one")
     chunks = itertools.chain([first], chunks)
     fn = _resolve(
         log_obs_fn_or_model, isinstance(first, Mapping), model_args, model_kwargs, per_example
     )
     n = x.shape[0]
-    lse = x.new_full((n,), -math.inf)
-    lse2 = x.new_full((n,), -math.inf)
-    total = 0
-    kept = []
-    if progress:
-        from tqdm.auto import tqdm
-
-        chunks = tqdm(chunks, desc="csl", unit="chunk")
+    running = RunningLogWeights(known or 1, keep_log_weights)
+    bar = progress_bar(-(-known // chunk_size) if known else 0, "csl", progress)
     with torch.no_grad():
         for h in chunks:
             s = _num(h)
             if per_example:
-                first = next(iter(h.values())) if isinstance(h, Mapping) else h
-                if first.dim() < 2 or first.shape[1] != n:
+                lead = next(iter(h.values())) if isinstance(h, Mapping) else h
+                if lead.dim() < 2 or lead.shape[1] != n:
                     raise ValueError(
                         f"per_example latents must have shape (S, N={n}, ...); got "
-                        f"{tuple(first.shape)}"
+                        f"{tuple(lead.shape)}"
                     )
             try:
                 log_w = fn(x, h)
@@ -228,25 +170,20 @@ def csl(
                 )
             if torch.isnan(log_w).any():
                 raise ValueError("log_obs returned NaN; check the latents and the model")
-            lse = torch.logaddexp(lse, torch.logsumexp(log_w, 0))
-            lse2 = torch.logaddexp(lse2, torch.logsumexp(2 * log_w, 0))
-            total += s
-            if keep_log_weights:
-                kept.append(log_w)
-    if total == 0:
-        raise ValueError("latents hold no samples; pass at least one")
-    log_likelihood = lse - math.log(total)
-    ess = torch.exp(2 * lse - lse2)
-    mcse = torch.sqrt((1 / ess - 1 / total).clamp(min=0))
-    return CSLResult(
-        log_likelihood=log_likelihood,
-        bound="lower",
-        method="csl",
-        num_samples=total,
-        ess=ess,
-        mcse=mcse,
-        log_weights=torch.cat(kept) if keep_log_weights else None,
-        name=name,
+            running.update(log_w.detach())
+            bar.update(1)
+    bar.close()
+    # k-hat needs the sample count up front (its tail size) or every weight
+    if known is not None or keep_log_weights:
+        khat = running.khat()
+    else:
+        khat = torch.full_like(running.lse, float("nan"))
+    return EstimateResult(
+        method="csl", log_likelihood=running.log_mean, bound="lower",
+        log_weights=running.log_weights, ess=running.ess, mcse=running.mcse, khat=khat, x=x,
+        settings={"num_samples": running.count, "chunk_size": chunk_size,
+                  "per_example": per_example},
+        wall_time=time.perf_counter() - start_time,
     )
 
 
@@ -261,8 +198,8 @@ def biased_csl(
     chunk_size: int = 1024,
     model_args: tuple = (),
     model_kwargs: dict[str, Any] | None = None,
-    name: str | None = None,
-) -> CSLResult:
+    keep_log_weights: bool = False,
+) -> EstimateResult:
     r"""Biased CSL for model comparison, section 6 of [1]_.
 
     For each test example :math:`x`, run ``num_chains`` short alternating chains **started at**
@@ -270,31 +207,40 @@ def biased_csl(
     :math:`h_1 \sim P(h \mid x)`); then :math:`\log \frac{1}{|S_x|} \sum_{h \in S_x} P(x \mid h)`.
 
     The samples are local to :math:`x`, so the estimate is reliable with few samples but is **not
-    a bound**: it tends to **over-estimate** :math:`\log p(x)` (``bound=None``). The paper finds
-    that it nonetheless orders models like the exact log-likelihood; use it to rank, not to report.
+    a bound**: it tends to **over-estimate** :math:`\log p(x)` (``bound=None``), since the
+    latents come from near the posterior of :math:`x` rather than from :math:`P(h)`. The paper
+    finds that it nonetheless orders models like the exact log-likelihood; use it to rank, not to
+    report.
 
     Parameters
     ----------
+    log_obs_fn_or_model : callable or object
+        As in :func:`csl`; a function receives per-example latents ``(S, N, *latent_shape)``.
+    x : Tensor, shape (N, *event_shape)
+        Test examples; every chain starts at one of them.
     chain : AlternatingChain or RBM-like
         :func:`pyrolik.chains.block_gibbs` (an RBM object is accepted directly) or
         :func:`pyrolik.chains.encoder_decoder`.
     num_chains, num_steps : int
         Chains per example and latent states kept per chain (``|S_x| = num_chains * num_steps``).
+    seed : int, optional
+        Seeds the chains; recorded in the result.
 
     Returns
     -------
-    CSLResult
-        ``bound=None``, ``method="biased_csl"``.
+    EstimateResult
+        ``log_likelihood`` (N,), ``bound=None``, ``method="biased_csl"``.
 
     References
     ----------
     .. [1] Y. Bengio, L. Yao, K. Cho. Bounding the test log-likelihood of generative models.
        arXiv:1311.6184, 2014.
     """
-    _check_finite("x", x)
-    for label, v in (("num_chains", num_chains), ("num_steps", num_steps)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{label} must be a positive int; got {v!r}")
+    x = validate_data(x)
+    check_count("num_chains", num_chains)
+    check_count("num_steps", num_steps)
+    seed = resolve_seed(seed)
+    start_time = time.perf_counter()
     n = x.shape[0]
     x0 = x.unsqueeze(0).expand(num_chains, *x.shape).reshape(num_chains * n, *x.shape[1:])
     h = sample_chain(as_chain(chain), x0, num_samples=num_steps, seed=seed)  # (T, C*N, ...)
@@ -305,9 +251,11 @@ def biased_csl(
     h = {k: per_example(v) for k, v in h.items()} if isinstance(h, Mapping) else per_example(h)
     result = csl(
         log_obs_fn_or_model, x, h, per_example=True, chunk_size=chunk_size,
-        model_args=model_args, model_kwargs=model_kwargs, name=name,
+        model_args=model_args, model_kwargs=model_kwargs, keep_log_weights=keep_log_weights,
     )
-    result.bound = None
     result.method = "biased_csl"
+    result.bound = None
+    result.seed = seed
+    result.settings.update(num_chains=num_chains, num_steps=num_steps)
+    result.wall_time = time.perf_counter() - start_time
     return result
-

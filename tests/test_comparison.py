@@ -12,7 +12,7 @@ from scipy import stats
 
 from pyrolik import scoring
 from pyrolik.comparison import compare, holm
-from pyrolik.conservative import CSLResult
+from pyrolik.results import EstimateResult
 
 # Darwin's Zea mays data: cross- minus self-fertilised heights (eighths of an inch), as analysed by
 # Fisher (1935): t = 2.148 on 14 df, p = 0.0497; the exact signed-rank test gives T = 24,
@@ -111,9 +111,9 @@ def test_notes_on_bounds_of_different_kinds_and_bdmc_gaps(seed):
     assert any("different kinds" in n for n in compare(ais, rev).notes)
     assert compare(ais, _result(x + 0.1, "lower", "ais", name="ais2")).notes == []
     assert compare(ais, x - 1.0).notes == []  # plain arrays: nothing known, nothing claimed
-    biased = CSLResult(torch.as_tensor(x + 1), None, "biased_csl", 10, torch.ones(100),
-                       torch.zeros(100), name="bcsl")
-    assert any("bcsl (biased_csl) is not a bound" in n for n in compare(ais, biased).notes)
+    biased = EstimateResult("biased_csl", torch.as_tensor(x + 1), None)
+    assert any("bcsl (biased_csl) is not a bound" in n
+               for n in compare(ais, biased, names=["ais", "bcsl"]).notes)
     # a BDMC gap beside the difference, from gaps= or from the result's .gap
     g = compare(ais, iwae, gaps={"ais": 0.5})
     assert g.pairs.iloc[0]["gap_a"] == 0.5

@@ -17,8 +17,11 @@ from pyrolik.chains import (
     prior_samples,
     sample_chain,
 )
-from pyrolik.conservative import CSLResult, biased_csl, csl
+from pyrolik import likelihood_weighting
+from pyrolik._batching import generator_for
+from pyrolik.conservative import biased_csl, csl
 from pyrolik.datasets import load_digits
+from pyrolik.target import make_target
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -66,9 +69,9 @@ def test_streaming_equals_one_pass_and_iterables(seed):
     torch.testing.assert_close(csl(rbm, x, list(h.split(10))).log_likelihood, direct,
                                rtol=0, atol=1e-12)
     # a plain function works like the object with a log_obs method
-    res = csl(rbm.log_obs, x, h, keep_log_weights=True, name="rbm")
+    res = csl(rbm.log_obs, x, h, keep_log_weights=True)
     torch.testing.assert_close(res.log_weights, rbm.log_obs(x, h))
-    assert res.bound == "lower" and res.num_samples == 53 and res.name == "rbm"
+    assert res.bound == "lower" and res.method == "csl" and res.settings["num_samples"] == 53
     w = res.log_weights.exp()
     torch.testing.assert_close(res.ess, w.sum(0) ** 2 / (w**2).sum(0))
 
@@ -95,6 +98,23 @@ def test_prior_samples_make_csl_likelihood_weighting(seed):
     res_pe = csl(lg, x, zpe, per_example=True, keep_log_weights=True)
     by_hand_pe = dist.Normal(zpe["z"] @ lg.W.T + lg.b, lg.s).log_prob(x).sum(-1)
     torch.testing.assert_close(res_pe.log_weights, by_hand_pe, rtol=0, atol=1e-10)
+
+
+def test_csl_with_per_example_prior_draws_is_likelihood_weighting(seed):
+    # likelihood_weighting draws z ~ p(z) per example through make_target from the batch's
+    # generator; CSL on those same draws must give its estimate to rounding.
+    lg = LinearGaussian.random(data_dim=4, latent_dim=2, s=0.7, seed=seed)
+    x = lg.sample(6, torch.Generator().manual_seed(seed))
+    lw = likelihood_weighting(lg, x, num_samples=200, seed=seed, progress=False,
+                              keep_weights=True)
+    target = make_target(lg, x, 200)
+    draw = target.sample_prior(generator_for(seed, 0))
+    z = target.unravel(draw.u)  # {site: (K, N, d)}
+    res = csl(lg, x, z, per_example=True, keep_log_weights=True)
+    torch.testing.assert_close(res.log_weights, lw.log_weights, rtol=0, atol=1e-10)
+    torch.testing.assert_close(res.log_likelihood, lw.log_likelihood, rtol=0, atol=1e-10)
+    torch.testing.assert_close(res.ess, lw.ess)
+    torch.testing.assert_close(res.khat, lw.khat, equal_nan=True)
 
 
 # ---- statistical tests against exact answers -----------------------------------------------
@@ -180,14 +200,15 @@ def test_biased_csl_result_and_seeding(rbms, digits):
     assert torch.equal(before, torch.random.get_rng_state())  # the user's RNG is left alone
     b = biased_csl(rbm, test, rbm, num_chains=4, num_steps=3, seed=5)
     assert torch.equal(a.log_likelihood, b.log_likelihood)
-    assert a.bound is None and a.method == "biased_csl" and a.num_samples == 12
+    assert a.bound is None and a.method == "biased_csl" and a.settings["num_samples"] == 12
+    assert a.seed == 5
     assert a.log_likelihood.shape == (9,)
     # one step, one chain: exactly log P(x | h), h ~ P(h | x) drawn from the same generator
     one = biased_csl(rbm, test, rbm, num_chains=1, num_steps=1, seed=7)
     h = rbm.sample_hidden(test, torch.Generator().manual_seed(7))
     torch.testing.assert_close(one.log_likelihood, rbm.log_obs(test, h[None]).squeeze(0))
-    table = a.summary(num_dims=64)
-    assert table["nll_bits_per_dim"].iloc[0] == pytest.approx(-a.mean / (64 * math.log(2)))
+    table = a.summary()
+    assert table["NLL [bits/dim]"].iloc[0] == pytest.approx(-a.mean / (64 * math.log(2)))
 
 
 def test_biased_csl_with_a_pyro_model_and_encoder(seed):
@@ -222,7 +243,7 @@ def test_bad_input_raises_with_a_fix():
     with pytest.raises(TypeError, match="sample_hidden"):
         biased_csl(rbm, x, object())
     lg = LinearGaussian.random()
-    with pytest.raises(ValueError, match="miss the model's latent site"):
+    with pytest.raises(ValueError, match="exactly the model's latent sites"):
         csl(lg, torch.zeros(2, 5), {"w": torch.zeros(3, 2)})
     with pytest.raises(TypeError, match="latents as"):
         csl(lg, torch.zeros(2, 5), torch.zeros(3, 2))  # a Pyro model with a bare tensor
@@ -230,13 +251,3 @@ def test_bad_input_raises_with_a_fix():
         sample_chain(rbm, x, num_samples=2, thin=0)
     with pytest.raises(ValueError, match="num_samples"):
         prior_samples(lg, torch.zeros(2, 5), 0)
-
-
-def test_result_fields():
-    res = CSLResult(
-        log_likelihood=torch.tensor([-1.0, -3.0]), bound="lower", method="csl", num_samples=2,
-        ess=torch.ones(2), mcse=torch.zeros(2),
-    )
-    assert res.mean == -2.0
-    assert res.stderr == pytest.approx(math.sqrt(2.0) / math.sqrt(2))
-    assert AlternatingChain._fields == ("sample_latent_fn", "sample_obs_fn")
