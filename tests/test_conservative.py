@@ -10,6 +10,8 @@ import torch
 from pyrolik_models.linear_gaussian import LinearGaussian
 from pyrolik_models.rbm import RBM
 
+from pyrolik import likelihood_weighting
+from pyrolik._batching import generator_for
 from pyrolik.chains import (
     AlternatingChain,
     encoder_decoder,
@@ -17,8 +19,6 @@ from pyrolik.chains import (
     prior_samples,
     sample_chain,
 )
-from pyrolik import likelihood_weighting
-from pyrolik._batching import generator_for
 from pyrolik.conservative import biased_csl, csl
 from pyrolik.datasets import load_digits
 from pyrolik.target import make_target
@@ -251,3 +251,14 @@ def test_bad_input_raises_with_a_fix():
         sample_chain(rbm, x, num_samples=2, thin=0)
     with pytest.raises(ValueError, match="num_samples"):
         prior_samples(lg, torch.zeros(2, 5), 0)
+
+
+def test_chain_keeps_the_documented_steps():
+    # a counting chain: h_t = x_{t-1} + 1, x_t = h_t, so h_t = t from x_0 = 0
+    counter = AlternatingChain(lambda x, g: x + 1, lambda h, x, g: h)
+    h = sample_chain(counter, torch.zeros(2, 1), num_samples=4, thin=2, burn_in=3, seed=0)
+    assert h.shape == (4, 2, 1)
+    torch.testing.assert_close(h[:, 0, 0], torch.tensor([5.0, 7.0, 9.0, 11.0]))
+    chunks = list(iterate_chain(counter, torch.zeros(3, 1), num_samples=5, chunk_size=2, seed=0))
+    assert [c.shape[0] for c in chunks] == [6, 6, 3]  # k steps x 3 chains, sample-major
+    torch.testing.assert_close(chunks[0][:, 0], torch.tensor([1.0, 1, 1, 2, 2, 2]))
