@@ -77,6 +77,7 @@ def csl(
     model_args: tuple = (),
     model_kwargs: dict[str, Any] | None = None,
     keep_log_weights: bool = False,
+    khat: bool = True,
     progress: bool = False,
 ) -> EstimateResult:
     r"""Conservative sampling-based log-likelihood, Algorithm 1 of [1]_.
@@ -112,6 +113,9 @@ def csl(
         Samples per pass when ``latents`` is a tensor or dict.
     keep_log_weights : bool
         Keep the full ``(S, N)`` matrix :math:`\log P(x_n \mid h_s)` as ``log_weights``.
+    khat : bool
+        Compute the Pareto k-hat of the weights per example (ArviZ's PSIS: milliseconds per
+        example; turn it off for large test sets).
     progress : bool
         A progress bar over chunks.
 
@@ -122,8 +126,8 @@ def csl(
         :math:`(\sum_s w_s)^2 / \sum_s w_s^2`, ``mcse`` :math:`\sqrt{1/\mathrm{ESS} - 1/S}` and
         Pareto ``khat`` of the weights :math:`w_s = P(x_n \mid h_s)`. Both treat the samples as
         independent: correlated chain states make the real error larger (thin the chain, or
-        compare independent chains). ``khat`` is NaN when a generator of chunks is streamed
-        without ``keep_log_weights`` (its tail size needs the sample count up front).
+        compare independent chains). ``khat`` is NaN when turned off, or when a generator of
+        chunks is streamed without ``keep_log_weights`` (its tail size needs the count up front).
 
     References
     ----------
@@ -174,13 +178,13 @@ def csl(
             bar.update(1)
     bar.close()
     # k-hat needs the sample count up front (its tail size) or every weight
-    if known is not None or keep_log_weights:
-        khat = running.khat()
+    if khat and (known is not None or keep_log_weights):
+        khat_values = running.khat()
     else:
-        khat = torch.full_like(running.lse, float("nan"))
+        khat_values = torch.full_like(running.lse, float("nan"))
     return EstimateResult(
         method="csl", log_likelihood=running.log_mean, bound="lower",
-        log_weights=running.log_weights, ess=running.ess, mcse=running.mcse, khat=khat, x=x,
+        log_weights=running.log_weights, ess=running.ess, mcse=running.mcse, khat=khat_values, x=x,
         settings={"num_samples": running.count, "chunk_size": chunk_size,
                   "per_example": per_example},
         wall_time=time.perf_counter() - start_time,
@@ -252,6 +256,7 @@ def biased_csl(
     result = csl(
         log_obs_fn_or_model, x, h, per_example=True, chunk_size=chunk_size,
         model_args=model_args, model_kwargs=model_kwargs, keep_log_weights=keep_log_weights,
+        khat=False,  # a handful of local, correlated samples: no importance-sampling tail to fit
     )
     result.method = "biased_csl"
     result.bound = None
