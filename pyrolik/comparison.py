@@ -148,8 +148,6 @@ def _as_scores(obj: Any, y: Any, rules: Sequence[str]) -> dict[str, np.ndarray]:
     if y is not None:
         return {rule: SCORES[rule](obj, y) for rule in rules}
     values = getattr(obj, "log_likelihood", obj)
-    if hasattr(obj, "lower") and hasattr(obj, "gap") and not hasattr(obj, "log_likelihood"):
-        values = obj.lower.log_likelihood  # a BDMC result: compare its lower bound
     if hasattr(values, "detach"):
         values = values.detach().cpu().numpy()
     arr = np.asarray(values, dtype=np.float64)
@@ -188,8 +186,6 @@ def _entries(models: tuple, names: Sequence[str] | None, y: Any, rules: Sequence
         if gap is not None:
             gap = float(np.mean(gap.detach().cpu().numpy() if hasattr(gap, "detach") else gap))
         bound = getattr(obj, "bound", None)
-        if hasattr(obj, "lower") and hasattr(obj, "gap") and bound is None:
-            bound = "lower"
         out.append(_Entry(name, scores, bound, getattr(obj, "method", None), gap))
     lengths = {e.name: len(next(iter(e.scores.values()))) for e in out}
     if len(set(lengths.values())) != 1:
@@ -236,7 +232,7 @@ def _bound_notes(entries: list[_Entry], pairs: pd.DataFrame) -> list[str]:
     known = [e for e in entries if e.bound is not None or e.method is not None]
     kinds = {e.name: e.bound for e in known}
     label = {"lower": "a stochastic lower bound", "upper": "a stochastic upper bound",
-             None: "not a bound"}
+             "sandwich": "the midpoint of a BDMC sandwich", None: "not a bound"}
     described = ", ".join(
         f"{e.name}: {label.get(e.bound, e.bound)}" + (f" ({e.method})" if e.method else "")
         for e in known

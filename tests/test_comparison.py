@@ -12,7 +12,7 @@ from scipy import stats
 
 from pyrolik import scoring
 from pyrolik.comparison import compare, holm
-from pyrolik.results import EstimateResult
+from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
 # Darwin's Zea mays data: cross- minus self-fertilised heights (eighths of an inch), as analysed by
 # Fisher (1935): t = 2.148 on 14 df, p = 0.0497; the exact signed-rank test gives T = 24,
@@ -122,6 +122,14 @@ def test_notes_on_bounds_of_different_kinds_and_bdmc_gaps(seed):
     assert g2.pairs.iloc[0]["gap_a"] == pytest.approx(0.1)
     assert not any("within the BDMC gap" in n for n in g2.notes)  # 0.3 nats > 0.1
     assert "note: " in str(c)
+    # a BDMC result: its midpoint is compared, its gap shown, its kind named
+    lower = AISResult("ais", torch.as_tensor(x - 0.2), "lower")
+    upper = AISResult("reverse_ais", torch.as_tensor(x + 0.2), "upper")
+    bdmc = BDMCResult(lower, upper, torch.zeros(100, 1), {})
+    b = compare(bdmc, iwae, names=["vae", "gan"])
+    assert b.pairs.iloc[0]["gap_a"] == pytest.approx(0.4)
+    np.testing.assert_allclose(b.per_example["log"]["vae"], x)
+    assert any("midpoint of a BDMC sandwich" in n for n in b.notes)
 
 
 def test_categorical_predictions_under_three_scores(seed):
