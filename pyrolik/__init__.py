@@ -4,18 +4,35 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from pyrolik import schedules
+from pyrolik.annealing import ais, reverse_ais
+from pyrolik.convergence import bdmc_convergence, plot_bdmc_convergence
+from pyrolik.hmc import HMC
 from pyrolik.importance import iwae, likelihood_weighting
 from pyrolik.parzen import kde
+from pyrolik.posterior import plot_posterior_decodings, posterior_samples
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
+from pyrolik.sandwich import Simulated, bdmc, simulate
 
 __all__ = [
     "__version__",
     "AISResult",
     "BDMCResult",
     "EstimateResult",
+    "HMC",
+    "Simulated",
+    "ais",
+    "bdmc",
+    "bdmc_convergence",
+    "reverse_ais",
+    "schedules",
+    "simulate",
     "iwae",
     "kde",
     "likelihood_weighting",
+    "plot_bdmc_convergence",
+    "plot_posterior_decodings",
+    "posterior_samples",
 ]
 
 # issue 8: CSL, units, paired comparison (helper `csl`)

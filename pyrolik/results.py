@@ -136,7 +136,8 @@ class AISResult(EstimateResult):
     direction: str = "forward"
     path: str = "prior"
     schedule: Tensor | None = None  # (num_steps + 1,) betas in the order they were visited
-    step_size: Tensor | None = None  # (num_steps, N) or (num_steps, K, N): the sizes used per step
+    step_sizes: Any = None  # adaptation.StepSizes: the frozen pilot table (adapt="pilot")
+    kernel: Any = None  # the HMC kernel used
     final_state: Tensor | None = None  # (K, N, d) unconstrained latents at the end
     latents: dict[str, Tensor] | None = None  # constrained final states, each (K, N, *site)
     acceptance_rate: Tensor | None = None  # (K, N) mean over the run
