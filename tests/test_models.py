@@ -442,7 +442,9 @@ def test_shipped_digits_checkpoints(kind):
     model = pm.load(kind)
     assert model.data_dim == 64 and model.param_dtype == torch.float64
     hist = model.meta["history"]
-    assert hist["num_epochs"] >= 100 and hist["losses"][-1] < hist["losses"][0]
+    assert hist["num_epochs"] >= 100
+    if kind != "gan":  # a GAN's discriminator loss need not fall; the MMD check below covers it
+        assert hist["losses"][-1] < hist["losses"][0]
     g = torch.Generator().manual_seed(0)
     samples = model.sample(200, g)
     assert samples.shape == (200, 64) and samples.min() >= 0 and samples.max() <= 1
