@@ -128,17 +128,18 @@ def iterate_chain(
     chain = as_chain(chain)
     gen = torch.Generator(device=x0.device).manual_seed(resolve_seed(seed))
     x, kept, buffer, t = x0, 0, [], 0
-    with torch.no_grad():
-        while kept < num_samples:
-            t += 1
+    while kept < num_samples:
+        t += 1
+        # no_grad only around the draws: held across a yield it would leak into the consumer
+        with torch.no_grad():
             h = chain.sample_latent_fn(x, gen)
             x = chain.sample_obs_fn(h, x, gen)
-            if t > burn_in and (t - burn_in) % thin == 0:
-                buffer.append(h)
-                kept += 1
-                if len(buffer) == chunk_size or kept == num_samples:
-                    yield _tree_map(lambda v: v.reshape(-1, *v.shape[2:]), _stack(buffer))
-                    buffer = []
+        if t > burn_in and (t - burn_in) % thin == 0:
+            buffer.append(h)
+            kept += 1
+            if len(buffer) == chunk_size or kept == num_samples:
+                yield _tree_map(lambda v: v.reshape(-1, *v.shape[2:]), _stack(buffer))
+                buffer = []
 
 
 def sample_chain(

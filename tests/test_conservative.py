@@ -161,6 +161,11 @@ def test_streamed_chain_equals_stored_chain(rbms, digits, seed):
     streamed = csl(rbm, test, iterate_chain(rbm, train[:8], num_samples=30, thin=3, burn_in=5,
                                             chunk_size=7, seed=seed))
     torch.testing.assert_close(streamed.log_likelihood, csl(rbm, test, stored).log_likelihood)
+    assert torch.is_grad_enabled()  # streaming from a generator leaks no no_grad state
+    gen = iterate_chain(rbm, train[:8], num_samples=30, chunk_size=7, seed=seed)
+    next(gen)  # a half-consumed chain, too
+    assert torch.is_grad_enabled()
+    gen.close()
 
 
 @pytest.mark.statistical
