@@ -337,18 +337,41 @@ def _grad(out: Tensor, u: Tensor, retain: bool) -> Tensor:
 
 
 # -- discovery --------------------------------------------------------------------------------------
+def _get_trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, validate: bool):
+    with fork_rng_from(None), torch.no_grad(), pyro.validation_enabled(validate):
+        tr = pyro.poutine.trace(fn).get_trace(x, *args, **kwargs)
+        for s in _sample_sites(tr):
+            if s["is_observed"]:
+                _check_observed_shape(s)
+        tr.compute_log_prob()
+    return tr
+
+
+def _some_rows_not_finite(tr) -> bool:
+    """Whether some, but not all, entries of the trace's log-densities are NaN or inf."""
+    bad = total = 0
+    for s in _sample_sites(tr):
+        lp = s["log_prob"]
+        bad += int((~torch.isfinite(lp)).sum())
+        total += lp.numel()
+    return 0 < bad < total
+
+
 def _trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, what: str):
     try:
-        with fork_rng_from(None), torch.no_grad(), pyro.validation_enabled(True):
-            tr = pyro.poutine.trace(fn).get_trace(x, *args, **kwargs)
-            for s in _sample_sites(tr):
-                if s["is_observed"]:
-                    _check_observed_shape(s)
-            tr.compute_log_prob()
-        return tr
+        return _get_trace(fn, x, args, kwargs, validate=True)
     except (ValueError, RuntimeError, IndexError) as err:
+        # Parameters that are NaN for some examples only (a model that fails on a few inputs) fail
+        # Pyro's validation; let them through, so that those examples are flagged as failed.
+        try:
+            tr = _get_trace(fn, x, args, kwargs, validate=False)
+        except (ValueError, RuntimeError, IndexError):
+            tr = None
+        if tr is not None and _some_rows_not_finite(tr):
+            return tr
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(
-            f"running the {what} on x of shape {tuple(x.shape)} failed ({err}); check that x has "
+            f"running the {what} on x of shape {tuple(x.shape)} failed ({first}); check that x has "
             "shape (N, *event_shape) matching the observed site, and model_args/model_kwargs"
         ) from err
 
