@@ -122,7 +122,7 @@ def fingerprint(method: str, *, model: Any, x: torch.Tensor, seed: int, settings
     return {
         "method": method,
         "data": hash_tensors([("x", x), ("device", x.device.type)]),
-        "extra data": hash_tensors(sorted((extra or {}).items())),
+        "schedule/latents": hash_tensors(sorted((extra or {}).items())),
         "model": qualified_name(model),
         "model parameters": hash_tensors(params + _held_state(model)),
         "model_args/model_kwargs": hash_tensors([("args", a) for a in model_args]
@@ -132,7 +132,7 @@ def fingerprint(method: str, *, model: Any, x: torch.Tensor, seed: int, settings
         "settings": {k: repr(v) for k, v in settings.items()},
         "seed": seed,
         "processes": f"rank {shard[0]} of {shard[1]}",
-        "versions": {"torch": torch.__version__, "pyro": pyro.__version__},
+        "versions": {"torch": str(torch.__version__), "pyro": str(pyro.__version__)},
     }
 
 
@@ -173,7 +173,8 @@ def _read(path: Path, device: torch.device, expected_sha: str | None = None) -> 
     try:
         return torch.load(io.BytesIO(payload), map_location=device, weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unpickling failure means a bad file
-        raise ValueError(f"checkpoint file {path} cannot be read ({err}); {fix}") from err
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"checkpoint file {path} cannot be read ({first}); {fix}") from err
 
 
 def _batch_dir(path: Path) -> Path:
@@ -235,9 +236,9 @@ class Checkpoint:
         diffs = _describe(state["fingerprint"], self.fingerprint)
         if diffs:
             raise ValueError(
-                f"checkpoint {self.path} was written by a different run: {'; '.join(diffs)} differ. "
-                "Resume with the same model, parameters, data, settings and seed, or delete the "
-                "checkpoint (or pass another path) to start over"
+                f"checkpoint {self.path} was written by a different run (what differs: "
+                f"{'; '.join(diffs)}): resume with the same model, parameters, data, settings and "
+                "seed, or delete the checkpoint (or pass another path) to start over"
             )
         if state["fingerprint"].get("versions") != self.fingerprint["versions"]:
             warnings.warn(f"checkpoint {self.path} was written with {state['fingerprint']['versions']}"

@@ -348,13 +348,14 @@ def _get_trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, validate: bool
 
 
 def _some_rows_not_finite(tr) -> bool:
-    """Whether some, but not all, entries of the trace's log-densities are NaN or inf."""
-    bad = total = 0
+    """Whether some sites' log-densities are NaN or inf for some entries, and no site's for all."""
+    some = False
     for s in _sample_sites(tr):
-        lp = s["log_prob"]
-        bad += int((~torch.isfinite(lp)).sum())
-        total += lp.numel()
-    return 0 < bad < total
+        bad = ~torch.isfinite(s["log_prob"])
+        if bad.numel() and bool(bad.all()):
+            return False
+        some = some or bool(bad.any())
+    return some
 
 
 def _trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, what: str):
