@@ -28,6 +28,13 @@ def warn_failed(result, what: str | None = None, stacklevel: int = 3) -> None:
     num = int(failed.sum())
     if not num:
         return
+    if num == len(failed):
+        warnings.warn(
+            f"{what or result.method}: all {num} examples failed (their estimate is NaN or inf): the "
+            "model's log-density is not finite; check the model, e.g. run it once under "
+            "pyro.validation_enabled() on a few examples", FailedExamplesWarning,
+            stacklevel=stacklevel)
+        return
     idx = failed.nonzero().flatten().tolist()
     shown = ", ".join(map(str, idx[:10])) + (", ..." if num > 10 else "")
     warnings.warn(

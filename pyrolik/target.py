@@ -347,32 +347,37 @@ def _get_trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, validate: bool
     return tr
 
 
-def _some_rows_not_finite(tr) -> bool:
-    """Whether some sites' log-densities are NaN or inf for some entries, and no site's for all."""
-    some = False
-    for s in _sample_sites(tr):
-        bad = ~torch.isfinite(s["log_prob"])
-        if bad.numel() and bool(bad.all()):
-            return False
-        some = some or bool(bad.any())
-    return some
+def _any_not_finite(tr) -> bool:
+    """Whether some log-density of the trace is NaN or inf."""
+    return any(bool((~torch.isfinite(s["log_prob"])).any()) for s in _sample_sites(tr))
+
+
+def _short(err: BaseException) -> str:
+    """Pyro's error message without its tensor dumps and trace tables."""
+    keep = []
+    for line in str(err).strip().splitlines():
+        text = line.strip()
+        if text.startswith("Trace Shapes"):
+            break
+        if text and not text.startswith(("tensor(", "[", "(", "-")) and not text[0].isdigit():
+            keep.append(text)
+    return " ".join(keep)[:600] or type(err).__name__
 
 
 def _trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, what: str):
     try:
         return _get_trace(fn, x, args, kwargs, validate=True)
     except (ValueError, RuntimeError, IndexError) as err:
-        # Parameters that are NaN for some examples only (a model that fails on a few inputs) fail
-        # Pyro's validation; let them through, so that those examples are flagged as failed.
+        # A model whose density is NaN for some examples fails Pyro's validation; let it through
+        # (the structure is all discovery needs) so that the estimators flag those examples.
         try:
             tr = _get_trace(fn, x, args, kwargs, validate=False)
         except (ValueError, RuntimeError, IndexError):
             tr = None
-        if tr is not None and _some_rows_not_finite(tr):
+        if tr is not None and _any_not_finite(tr):
             return tr
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(
-            f"running the {what} on x of shape {tuple(x.shape)} failed ({first}); check that x has "
+            f"running the {what} on x of shape {tuple(x.shape)} failed ({_short(err)}); check that x has "
             "shape (N, *event_shape) matching the observed site, and model_args/model_kwargs"
         ) from err
 
