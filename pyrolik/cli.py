@@ -86,16 +86,16 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _ais_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("annealed importance sampling")
-    g.add_argument("--num-steps", type=_positive, default=1000, help="annealing steps (default 1000)")
-    g.add_argument("--num-chains", type=_positive, default=16, help="chains per example (default 16)")
+    g.add_argument("--num-steps", type=_positive, default=1000, metavar="N", help="annealing steps (default 1000)")
+    g.add_argument("--num-chains", type=_positive, default=16, metavar="K", help="chains per example (default 16)")
     g.add_argument("--schedule", choices=("sigmoid", "linear", "geometric"), default="sigmoid",
                    help="annealing schedule (default sigmoid)")
-    g.add_argument("--num-leapfrog", type=_positive, default=10, help="leapfrog steps per HMC move")
-    g.add_argument("--step-size", type=float, default=0.1, help="initial HMC step size")
+    g.add_argument("--num-leapfrog", type=_positive, default=10, metavar="L", help="leapfrog steps per HMC move")
+    g.add_argument("--step-size", type=float, default=0.1, metavar="EPS", help="initial HMC step size")
     g.add_argument("--adapt", choices=("pilot", "online", "none"), default="pilot",
                    help="step-size adaptation: a frozen pilot table (default, exact), online "
                         "(slightly biased) or none")
-    g.add_argument("--target-accept", type=float, default=0.65, help="target acceptance rate")
+    g.add_argument("--target-accept", type=float, default=0.65, metavar="A", help="target acceptance rate")
     g.add_argument("--mass-matrix", action="store_true",
                    help="diagonal mass matrix per example and temperature from the pilot")
     g.add_argument("--record-every", type=_positive, default=None, metavar="STEPS",
@@ -141,15 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a Pyro guide q(z|x): path/to/file.py:guide (for iwae and --ais-init guide)")
     e.add_argument("--ais-init", choices=("prior", "guide"), default="prior",
                    help="AIS path: from the prior (default) or from the guide (AIS+encoder)")
-    e.add_argument("--num-samples", type=_positive, default=1000,
+    e.add_argument("--num-samples", type=_positive, default=1000, metavar="K",
                    help="samples per example for iwae and lw (default 1000)")
-    e.add_argument("--chunk-size", type=_positive, default=None,
+    e.add_argument("--chunk-size", type=_positive, default=None, metavar="K",
                    help="samples per example per model pass for iwae and lw")
     e.add_argument("--bandwidth", type=_floats, default=None, metavar="H[,H...]",
                    help="kde bandwidth, or a grid chosen on --validation data")
     e.add_argument("--validation", metavar="PATH", default=None,
                    help="held-out data for choosing the kde bandwidth (never the evaluated data)")
-    e.add_argument("--kde-samples", type=_positive, default=10_000,
+    e.add_argument("--kde-samples", type=_positive, default=10_000, metavar="S",
                    help="model samples for kde (default 10000)")
     _ais_options(ev)
 
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the error of AIS with these settings.")
     _common(bd)
     s = bd.add_argument_group("simulation")
-    s.add_argument("--num-examples", type=_positive, required=True, help="examples to simulate")
+    s.add_argument("--num-examples", type=_positive, required=True, metavar="N", help="examples to simulate")
     s.add_argument("--data-shape", type=_shape, required=True, metavar="SHAPE",
                    help="event shape of one example, e.g. 784 or 1,28,28")
     s.add_argument("--dtype", choices=("float32", "float64"), default="float32",
@@ -201,14 +201,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     debug = getattr(args, "debug", False)
-    old_show = warnings.showwarning
-    if not debug:
-        warnings.showwarning = _show_warning
     try:
-        from pyrolik import _commands
+        with warnings.catch_warnings():
+            # the command line's own policy: our warnings once each, in one line; no library noise
+            warnings.simplefilter("default")
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            warnings.filterwarnings("ignore", category=FutureWarning)
+            if not debug:
+                warnings.showwarning = _show_warning
+            from pyrolik import _commands
 
-        return {"evaluate": _commands.evaluate, "bdmc": _commands.bdmc,
-                "summary": _commands.summary}[args.command](args)
+            return {"evaluate": _commands.evaluate, "bdmc": _commands.bdmc,
+                    "summary": _commands.summary}[args.command](args)
     except KeyboardInterrupt:
         print("pyrolik: interrupted" + (" (rerun the same command to resume from the checkpoint)"
                                         if getattr(args, "checkpoint", None) else ""),
@@ -219,8 +223,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"pyrolik: error: {_one_line(err)}", file=sys.stderr)
         return 1
-    finally:
-        warnings.showwarning = old_show
 
 
 def _demo(argv: list[str]) -> int:
