@@ -6,7 +6,9 @@ __version__ = "0.1.0"
 
 from pyrolik import schedules
 from pyrolik.annealing import ais, reverse_ais
+from pyrolik.checkpoint import remove_checkpoint
 from pyrolik.convergence import bdmc_convergence, plot_bdmc_convergence
+from pyrolik.faults import FailedExamplesWarning
 from pyrolik.hmc import HMC
 from pyrolik.importance import iwae, likelihood_weighting
 from pyrolik.parzen import kde
@@ -19,6 +21,7 @@ __all__ = [
     "AISResult",
     "BDMCResult",
     "EstimateResult",
+    "FailedExamplesWarning",
     "HMC",
     "Simulated",
     "ais",
@@ -33,4 +36,5 @@ __all__ = [
     "plot_bdmc_convergence",
     "plot_posterior_decodings",
     "posterior_samples",
+    "remove_checkpoint",
 ]

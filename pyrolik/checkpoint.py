@@ -226,8 +226,18 @@ class Checkpoint:
         self.partial: dict[str, Any] | None = None
         if not self.path.parent.is_dir():
             raise ValueError(f"the folder of checkpoint {self.path} does not exist; create it first")
+        self._remove_stale_temporaries()
         if self.path.exists():
             self._load()
+
+    def _remove_stale_temporaries(self) -> None:
+        """Temporary files of a run killed while writing (one run per checkpoint path)."""
+        folder = _batch_dir(self.path)
+        stale = list(self.path.parent.glob(f".{self.path.name}.*.tmp"))
+        if folder.is_dir():
+            stale += list(folder.glob(".*.tmp"))
+        for f in stale:
+            f.unlink(missing_ok=True)
 
     def _load(self) -> None:
         state = _read(self.path, self.device)

@@ -9,8 +9,9 @@ Model convention for ``pyrolik evaluate`` / ``pyrolik bdmc``:
 - ``--weights PATH`` loads trained parameters: if the model's module defines a function
   ``load(path)``, it is called (it loads ``path`` into the model's modules, e.g.
   ``DECODER.load_state_dict(torch.load(path))``). Otherwise, if the model is itself a
-  ``torch.nn.Module`` (a ``PyroModule``), ``model.load_state_dict(torch.load(path))``. Otherwise an
-  error says to add ``load(path)``.
+  ``torch.nn.Module`` (a ``PyroModule``, or a model of ``pyrolik_models``),
+  ``model.load_state_dict(...)`` with the file's state dict (or its ``"state_dict"`` entry).
+  Otherwise an error says to add ``load(path)``.
 - Every ``torch.nn.Module`` at the top level of the model's module (and the model itself, if it is
   one) is put in ``eval()`` mode (chains must not interact through batch statistics) and moved to
   ``--device``.
@@ -95,6 +96,8 @@ def load_weights(model: Any, module: ModuleType, path: str | os.PathLike) -> Non
         return
     if isinstance(model, nn.Module):
         state = torch.load(path, map_location="cpu", weights_only=True)
+        if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+            state = state["state_dict"]  # a checkpoint that wraps the state dict
         model.load_state_dict(state)
         return
     raise ValueError(f"cannot load {path} into the model: define a function load(path) in "

@@ -120,9 +120,10 @@ class EstimateResult:
         if self.num_dims:
             row["NLL [bits/dim]"] = float(bits_per_dim(self.mean, self.num_dims))
         if self.mcse is not None:
-            row["mean MCSE"] = float(self.mcse.mean())
+            row["mean MCSE"] = float(self.mcse[~self.failed].mean())
         if self.ess is not None:
-            row["min ESS"] = float(self.ess.min())
+            row["min ESS"] = float(self.ess[~self.failed].min()) if (~self.failed).any() \
+                else float("nan")
         if self.khat is not None and torch.isfinite(self.khat).any():
             row["max k-hat"] = float(self.khat[torch.isfinite(self.khat)].max())
         row["wall time [s]"] = self.wall_time
@@ -172,25 +173,25 @@ class AISResult(EstimateResult):
     def _summary_row(self) -> dict[str, Any]:
         row = super()._summary_row()
         if self.acceptance_rate is not None:
-            row["acceptance"] = float(self.acceptance_rate.mean())
+            row["acceptance"] = float(self.acceptance_rate[:, ~self.failed].mean())
         if self.num_divergent is not None:
-            row["divergences"] = int(self.num_divergent.sum())
+            row["divergences"] = int(self.num_divergent[:, ~self.failed].sum())
         return row
 
     def warnings(self) -> list[str]:
         out = super().warnings()
         if self.acceptance_rate is not None:
             per_example = self.acceptance_rate.mean(0)
-            low = int((per_example < 0.1).sum())
+            low = int(((per_example < 0.1) & ~self.failed).sum())  # failed ones are reported apart
             if low:
                 out.append(
                     f"HMC acceptance collapsed (< 0.1) for {low} of {self.num_examples} examples: "
                     "the chains barely moved, so the estimate is far from converged; lower the step "
                     "size or use adapt='pilot'"
                 )
-        if self.num_divergent is not None and int(self.num_divergent.sum()):
-            out.append(f"{int(self.num_divergent.sum())} HMC proposals were non-finite (divergent) "
-                       "and rejected")
+        num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
+        if num_div:
+            out.append(f"{num_div} HMC proposals were non-finite (divergent) and rejected")
         return out
 
 

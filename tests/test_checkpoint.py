@@ -140,7 +140,8 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, seed):
     resumed = pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=1, **kw)
     reference = pyrolik.ais(sm.model, x, **kw)
     assert_same_ais(resumed, reference)
-    assert not list(tmp_path.glob(".*.tmp"))  # no temporary file survives a finished run
+    # a kill in the middle of a write leaves a temporary file, which the resumed run removes
+    assert not list(tmp_path.glob(".*.tmp")) and not list(tmp_path.glob("*.batches/.*.tmp"))
 
 
 def test_mismatched_checkpoints_are_refused_naming_what_differs(tmp_path, seed):
@@ -195,6 +196,13 @@ def test_corrupt_checkpoints_are_refused(tmp_path, seed):
     batch.write_bytes(batch.read_bytes()[:-3])
     with pytest.raises(ValueError, match="corrupt"):
         pyrolik.ais(sm.model, x, **kw)
+    # a run killed while writing leaves a temporary file: ignored and removed on resume
+    remove_checkpoint(path)
+    pyrolik.ais(sm.model, x, **kw)
+    (tmp_path / ".c.ckpt.0123abcd.tmp").write_bytes(raw[:100])
+    (tmp_path / "c.ckpt.batches" / ".2.pt.0123abcd.tmp").write_bytes(b"half")
+    pyrolik.ais(sm.model, x, **kw)
+    assert not list(tmp_path.rglob("*.tmp"))
     remove_checkpoint(path)
     assert not path.exists() and not (tmp_path / "c.ckpt.batches").exists()
     with pytest.raises(ValueError, match="checkpoint_every must be a positive integer"):
