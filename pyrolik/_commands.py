@@ -139,6 +139,10 @@ def evaluate(args) -> int:
             raise ValueError("kde needs --bandwidth H, or a grid H1,H2,... with --validation data")
         x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit,
                       device=device)
+        validation = None
+        if "kde" in args.estimators and args.validation:  # read before hours of other work
+            validation = load_data(args.validation, key=args.data_key,
+                                   dtype=str(x.dtype).split(".")[-1], device=device)
         paths = _outputs(args.output, args.estimators, args.overwrite)
         batch_size = _batch_size(args.batch_size, x.shape[0], shard)
         progress = not args.quiet and shard.is_main
@@ -155,7 +159,8 @@ def evaluate(args) -> int:
                 result = (pyrolik.iwae(model, guide, x, **common) if name == "iwae"
                           else pyrolik.likelihood_weighting(model, x, **common))
             else:  # kde: cheap next to the others, run by the first process only
-                result = _kde(args, model, kwargs, x, device, progress) if shard.is_main else None
+                result = (_kde(args, model, kwargs, x, validation, device, progress)
+                          if shard.is_main else None)
             if shard.is_main:
                 save_result(result, paths[name])
                 results[name] = result
@@ -168,15 +173,11 @@ def evaluate(args) -> int:
         _teardown(shard)
 
 
-def _kde(args, model, kwargs, x, device, progress):
+def _kde(args, model, kwargs, x, validation, device, progress):
     import pyrolik
 
     samples = pyrolik.simulate(model, args.kde_samples, data_shape=tuple(x.shape[1:]),
                                model_kwargs=kwargs, seed=args.seed, dtype=x.dtype, device=device).x
-    validation = None
-    if args.validation:
-        validation = load_data(args.validation, key=args.data_key, dtype=str(x.dtype).split(".")[-1],
-                               device=device)
     return pyrolik.kde(samples, x, bandwidth=args.bandwidth, validation=validation,
                        progress=progress)
 
