@@ -4,10 +4,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from pyrolik import schedules
+from pyrolik import diagnostics, plots, schedules
 from pyrolik.annealing import ais, reverse_ais
 from pyrolik.checkpoint import remove_checkpoint
 from pyrolik.convergence import bdmc_convergence, plot_bdmc_convergence
+from pyrolik.export import load, save
 from pyrolik.faults import FailedExamplesWarning
 from pyrolik.hmc import HMC
 from pyrolik.importance import iwae, likelihood_weighting
@@ -35,6 +36,10 @@ __all__ = [
     "likelihood_weighting",
     "plot_bdmc_convergence",
     "plot_posterior_decodings",
+    "diagnostics",
+    "plots",
+    "load",
+    "save",
     "posterior_samples",
     "remove_checkpoint",
 ]

@@ -113,11 +113,15 @@ def pilot(
     logs, masses = [], []
     for j, beta in enumerate(betas):
         repeats = WARMUP_TRANSITIONS if j in (0, len(betas) - 1) else 1
+        history = []
         for _ in range(repeats):
             state, log_eps = transition(state, beta, log_eps, inv_mass)
+            history.append(log_eps)
             if kernel.mass_matrix:
                 inv_mass = _variance(state.z, k, n)
-        logs.append(log_eps)
+        # a warm-up's last value oscillates around the target (acceptance falls off a cliff just
+        # above the best step size in low dimensions): keep the mean of its second half
+        logs.append(torch.stack(history[len(history) // 2 :]).mean(0))
         if kernel.mass_matrix:
             masses.append(inv_mass)
     log_table = _smooth(torch.stack(logs))

@@ -60,21 +60,23 @@ def pareto_tail_size(num_samples: int) -> int:
 def pareto_khat(log_weights: Tensor, dim: int = 0) -> Tensor:
     r"""Pareto :math:`\hat k` of the importance weights per example, by ArviZ's ``psislw``.
 
-    Returns NaN for examples with fewer than 5 finite weights or too few samples to fit a tail.
+    Returns NaN where k-hat cannot be estimated: fewer than 5 weights in the Pareto tail (fewer
+    than 25 samples), fewer than 5 finite weights, or a degenerate tail (e.g. all weights equal).
     """
     import arviz as az
 
     lw = log_weights.movedim(dim, -1).detach().cpu().double().numpy()
     flat = lw.reshape(-1, lw.shape[-1])
     out = np.full(flat.shape[0], np.nan)
-    if flat.shape[-1] >= 5:
+    if pareto_tail_size(flat.shape[-1]) >= 5:
         finite = np.isfinite(flat).sum(-1) >= 5
         if finite.any():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # ArviZ warns when k-hat is large: we report it
                 _, khat = az.psislw(np.where(np.isfinite(flat[finite]), flat[finite], -1e300),
                                     reff=1.0)
-            out[finite] = np.asarray(khat, dtype=float)
+            khat = np.asarray(khat, dtype=float)
+            out[finite] = np.where(np.isfinite(khat), khat, np.nan)
     return torch.as_tensor(out.reshape(lw.shape[:-1]), dtype=log_weights.dtype)
 
 
