@@ -97,7 +97,8 @@ def test_data_outside_the_support_is_still_an_error():
 
 
 def test_out_of_memory_suggests_batch_size(monkeypatch):
-    x = sm.sample(8)
+    sim = pyrolik.simulate(sm.model, 8, data_shape=(5,), seed=0, dtype=torch.float64)
+    x = sim.x
     orig = Target.value_and_grad
 
     def oom_on_second_batch(self, *args, **kwargs):
@@ -110,8 +111,7 @@ def test_out_of_memory_suggests_batch_size(monkeypatch):
                        r"smaller batch_size \(e.g. batch_size=1\).*Tried to allocate"):
         pyrolik.ais(sm.model, x, num_steps=3, num_chains=2, batch_size=4, progress=False)
     with pytest.raises(MemoryError, match=r"examples \[4:8\] \(4 examples x 4 chains"):
-        pyrolik.bdmc(sm.model, data=(x, torch.zeros(8, 2)), num_steps=3, num_chains=2,
-                     batch_size=4, progress=False)
+        pyrolik.bdmc(sm.model, data=sim, num_steps=3, num_chains=2, batch_size=4, progress=False)
 
     def cpu_oom(self, *args, **kwargs):
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't "
