@@ -377,8 +377,8 @@ def _trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, what: str):
         if tr is not None and _any_not_finite(tr):
             return tr
         raise ValueError(
-            f"running the {what} on x of shape {tuple(x.shape)} failed ({_short(err)}); check that x has "
-            "shape (N, *event_shape) matching the observed site, and model_args/model_kwargs"
+            f"running the {what} on x of shape {tuple(x.shape)} failed ({_short(err)}); check that "
+            "x has shape (N, *event_shape) matching the observed site, and model_args/model_kwargs"
         ) from err
 
 
