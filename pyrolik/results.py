@@ -21,6 +21,16 @@ __all__ = ["EstimateResult", "AISResult", "BDMCResult", "KHAT_WARN", "bits_per_d
 KHAT_WARN = 0.7  # Pareto k-hat above this: the importance estimate is unreliable (Vehtari et al.)
 
 
+def _mean(values: Tensor, failed: Tensor) -> float:
+    ok = values[~failed]
+    return float(ok.mean()) if len(ok) else float("nan")
+
+
+def _stderr(values: Tensor, failed: Tensor) -> float:
+    ok = values[~failed]
+    return float(ok.std(unbiased=True) / math.sqrt(len(ok))) if len(ok) > 1 else float("nan")
+
+
 def bits_per_dim(log_likelihood: Tensor | float, num_dims: int) -> Tensor | float:
     r"""Negative log-likelihood in bits per dimension: :math:`-\log p(x) / (D \ln 2)`."""
     return -log_likelihood / (num_dims * math.log(2.0))
@@ -47,15 +57,22 @@ class EstimateResult:
         return self.log_likelihood.shape[0]
 
     @property
+    def failed(self) -> Tensor:
+        """``(N,)`` bool: examples whose estimate is NaN or inf (the model's density was not finite).
+
+        They are left out of :attr:`mean` and :attr:`stderr` (see :mod:`pyrolik.faults`).
+        """
+        return ~torch.isfinite(self.log_likelihood)
+
+    @property
     def mean(self) -> float:
-        """Average estimate over the examples (nats)."""
-        return float(self.log_likelihood.mean())
+        """Average estimate over the examples that did not fail (nats)."""
+        return _mean(self.log_likelihood, self.failed)
 
     @property
     def stderr(self) -> float:
         """Standard error of :attr:`mean` over examples (data variability), nats."""
-        n = self.num_examples
-        return float(self.log_likelihood.std(unbiased=True) / math.sqrt(n)) if n > 1 else float("nan")
+        return _stderr(self.log_likelihood, self.failed)
 
     @property
     def num_dims(self) -> int | None:
@@ -64,6 +81,11 @@ class EstimateResult:
     def warnings(self) -> list[str]:
         """Plain-words warnings about this estimate (empty when nothing looks wrong)."""
         out = []
+        num_failed = int(self.failed.sum())
+        if num_failed:
+            out.append(f"{num_failed} of {self.num_examples} examples failed (NaN or inf estimate: "
+                       "the model's density was not finite for them); they are left out of the mean "
+                       "(see result.failed)")
         if self.khat is not None:
             bad = int((self.khat > KHAT_WARN).sum())
             if bad:
@@ -93,12 +115,15 @@ class EstimateResult:
             "log p(x) [nats]": self.mean,
             "stderr": self.stderr,
         }
+        if self.failed.any():
+            row["failed"] = int(self.failed.sum())
         if self.num_dims:
             row["NLL [bits/dim]"] = float(bits_per_dim(self.mean, self.num_dims))
         if self.mcse is not None:
-            row["mean MCSE"] = float(self.mcse.mean())
+            row["mean MCSE"] = float(self.mcse[~self.failed].mean())
         if self.ess is not None:
-            row["min ESS"] = float(self.ess.min())
+            row["min ESS"] = float(self.ess[~self.failed].min()) if (~self.failed).any() \
+                else float("nan")
         if self.khat is not None and torch.isfinite(self.khat).any():
             row["max k-hat"] = float(self.khat[torch.isfinite(self.khat)].max())
         row["wall time [s]"] = self.wall_time
@@ -148,25 +173,25 @@ class AISResult(EstimateResult):
     def _summary_row(self) -> dict[str, Any]:
         row = super()._summary_row()
         if self.acceptance_rate is not None:
-            row["acceptance"] = float(self.acceptance_rate.mean())
+            row["acceptance"] = float(self.acceptance_rate[:, ~self.failed].mean())
         if self.num_divergent is not None:
-            row["divergences"] = int(self.num_divergent.sum())
+            row["divergences"] = int(self.num_divergent[:, ~self.failed].sum())
         return row
 
     def warnings(self) -> list[str]:
         out = super().warnings()
         if self.acceptance_rate is not None:
             per_example = self.acceptance_rate.mean(0)
-            low = int((per_example < 0.1).sum())
+            low = int(((per_example < 0.1) & ~self.failed).sum())  # failed ones are reported apart
             if low:
                 out.append(
                     f"HMC acceptance collapsed (< 0.1) for {low} of {self.num_examples} examples: "
                     "the chains barely moved, so the estimate is far from converged; lower the step "
                     "size or use adapt='pilot'"
                 )
-        if self.num_divergent is not None and int(self.num_divergent.sum()):
-            out.append(f"{int(self.num_divergent.sum())} HMC proposals were non-finite (divergent) "
-                       "and rejected")
+        num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
+        if num_div:
+            out.append(f"{num_div} HMC proposals were non-finite (divergent) and rejected")
         return out
 
 
@@ -185,19 +210,27 @@ class BDMCResult:
         return "sandwich"
 
     @property
+    def method(self) -> str:
+        return "bdmc"
+
+    @property
+    def failed(self) -> Tensor:
+        """``(N,)`` bool: examples where either bound failed (NaN or inf); left out of the means."""
+        return self.lower.failed | self.upper.failed
+
+    @property
     def per_example_gap(self) -> Tensor:
         """``upper - lower`` per example (nats); bounds the error of either estimate on average."""
         return self.upper.log_likelihood - self.lower.log_likelihood
 
     @property
     def gap(self) -> float:
-        """The BDMC gap: mean over examples of upper minus lower (nats)."""
-        return float(self.per_example_gap.mean())
+        """The BDMC gap: mean over the examples that did not fail of upper minus lower (nats)."""
+        return _mean(self.per_example_gap, self.failed)
 
     @property
     def gap_stderr(self) -> float:
-        g = self.per_example_gap
-        return float(g.std() / math.sqrt(len(g))) if len(g) > 1 else float("nan")
+        return _stderr(self.per_example_gap, self.failed)
 
     @property
     def log_likelihood(self) -> Tensor:
@@ -206,12 +239,11 @@ class BDMCResult:
 
     @property
     def mean(self) -> float:
-        return float(self.log_likelihood.mean())
+        return _mean(self.log_likelihood, self.failed)
 
     @property
     def stderr(self) -> float:
-        n = len(self.log_likelihood)
-        return float(self.log_likelihood.std() / math.sqrt(n)) if n > 1 else float("nan")
+        return _stderr(self.log_likelihood, self.failed)
 
     def summary(self) -> pd.DataFrame:
         """Lower and upper rows, plus the gap with its standard error."""
