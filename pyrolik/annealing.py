@@ -382,7 +382,8 @@ def reverse_ais(
                      step_sizes=table, record_every=record_every, progress=progress,
                      desc=f"reverse AIS [{batch.start}:{batch.stop}]", resume=loop,
                      checkpoint_fn=keep, checkpoint_every=checkpoint_every)
-        return payload(out, k, target.num_examples, table)
+        # final states of a reverse run are (approximate) draws of the initial distribution
+        return payload(out, k, target.num_examples, table, target.unravel(out.state.z))
 
     parts = run_batches(x.shape[0], batch_size, seed, x.device, work, shard=shard,
                         rows_per_example=k, checkpoint=ckpt)
