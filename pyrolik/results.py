@@ -36,8 +36,24 @@ def bits_per_dim(log_likelihood: Tensor | float, num_dims: int) -> Tensor | floa
     return -log_likelihood / (num_dims * math.log(2.0))
 
 
+class _Exports:
+    """Export methods shared by every result (the work is in :mod:`pyrolik.export`)."""
+
+    def to_datatree(self):
+        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.export`)."""
+        from pyrolik.export import to_datatree
+
+        return to_datatree(self)
+
+    def to_inference_data(self):
+        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.export`)."""
+        from pyrolik.export import to_inference_data
+
+        return to_inference_data(self)
+
+
 @dataclass
-class EstimateResult:
+class EstimateResult(_Exports):
     """Per-example estimates of log p(x) in nats from one estimator."""
 
     method: str
@@ -133,18 +149,6 @@ class EstimateResult:
         """A one-row table a person can read: the mean estimate, its errors and diagnostics."""
         return pd.DataFrame([self._summary_row()]).set_index("method")
 
-    def to_datatree(self):
-        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.export`)."""
-        from pyrolik.export import to_datatree
-
-        return to_datatree(self)
-
-    def to_inference_data(self):
-        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.export`)."""
-        from pyrolik.export import to_inference_data
-
-        return to_inference_data(self)
-
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(method={self.method!r}, bound={self.bound!r}, "
                 f"N={self.num_examples}, mean={self.mean:.4f}, stderr={self.stderr:.4f})")
@@ -196,7 +200,7 @@ class AISResult(EstimateResult):
 
 
 @dataclass
-class BDMCResult:
+class BDMCResult(_Exports):
     """Bidirectional Monte Carlo on simulated data: a sandwich ``lower <= log p(x) <= upper``."""
 
     lower: AISResult
@@ -262,16 +266,6 @@ class BDMCResult:
             out.append(f"the BDMC gap is {self.gap:.2f} nats: AIS has not converged on this model; "
                        "increase num_steps until the gap is small")
         return out
-
-    def to_datatree(self):
-        from pyrolik.export import to_datatree
-
-        return to_datatree(self)
-
-    def to_inference_data(self):
-        from pyrolik.export import to_inference_data
-
-        return to_inference_data(self)
 
     def __repr__(self) -> str:
         return (f"BDMCResult(N={len(self.x)}, lower={self.lower.mean:.4f}, "
