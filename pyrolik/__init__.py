@@ -6,8 +6,10 @@ __version__ = "0.1.0"
 
 from pyrolik import diagnostics, plots, schedules
 from pyrolik.annealing import ais, reverse_ais
+from pyrolik.checkpoint import remove_checkpoint
 from pyrolik.convergence import bdmc_convergence, plot_bdmc_convergence
 from pyrolik.export import load, save
+from pyrolik.faults import FailedExamplesWarning
 from pyrolik.hmc import HMC
 from pyrolik.importance import iwae, likelihood_weighting
 from pyrolik.parzen import kde
@@ -20,6 +22,7 @@ __all__ = [
     "AISResult",
     "BDMCResult",
     "EstimateResult",
+    "FailedExamplesWarning",
     "HMC",
     "Simulated",
     "ais",
@@ -38,4 +41,20 @@ __all__ = [
     "load",
     "save",
     "posterior_samples",
+    "remove_checkpoint",
+]
+
+# issue 8: CSL, units, paired comparison (helper `csl`)
+from pyrolik import chains, scoring, units  # noqa: E402
+from pyrolik.comparison import Comparison, compare  # noqa: E402
+from pyrolik.conservative import biased_csl, csl  # noqa: E402
+
+__all__ += [
+    "csl",
+    "biased_csl",
+    "chains",
+    "units",
+    "scoring",
+    "compare",
+    "Comparison",
 ]

@@ -22,6 +22,7 @@ Reverse AIS is the same loop on the reversed schedule, started from exact poster
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -29,13 +30,25 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from pyrolik import schedules as _schedules
-from pyrolik._batching import batches, progress_bar, resolve_seed
+from pyrolik._assembly import (
+    expand_latents,
+    finish,
+    initial_draw,
+    latents_to_flat,
+    open_checkpoint,
+    payload,
+    prepare,
+    settings_of,
+    table_of,
+)
+from pyrolik._batching import progress_bar, resolve_seed
+from pyrolik._runner import run_batches
 from pyrolik.adaptation import StepSizes, pilot
+from pyrolik.distributed import broadcast_seed, current_shard
+from pyrolik.faults import warn_failed
 from pyrolik.hmc import HMC, HMCState
 from pyrolik.results import AISResult
-from pyrolik.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp, pareto_khat
-from pyrolik.target import Target, check_count, make_target, validate_data
+from pyrolik.target import Target, make_target
 
 __all__ = ["ais", "reverse_ais", "anneal", "AnnealOutput", "expand_latents", "latents_to_flat"]
 
@@ -59,7 +72,7 @@ def _rows(per_chain: Tensor, k: int, n: int) -> Tensor:
 def anneal(
     target: Target,
     path: str,
-    z0: Tensor,
+    z0: Tensor | None,
     betas: Tensor,
     kernel: HMC,
     generator: torch.Generator | None,
@@ -69,32 +82,51 @@ def anneal(
     record_states: bool = False,
     progress: bool = False,
     desc: str = "AIS",
+    resume: dict[str, Any] | None = None,
+    checkpoint_fn: Callable[[dict[str, Any]], None] | None = None,
+    checkpoint_every: int | None = None,
 ) -> AnnealOutput:
     """Anneal every chain along its own column of ``betas`` ``(T + 1, C)``, C = 1 or num_chains.
 
-    ``step_sizes`` (a pilot table) is required when ``kernel.adapt == "pilot"``.
+    ``step_sizes`` (a pilot table) is required when ``kernel.adapt == "pilot"``. Every
+    ``checkpoint_every`` steps (not after the last) ``checkpoint_fn`` receives the loop's state: a dict
+    of tensors, lists and ints holding everything needed to continue, generator state included.
+    Passed back as ``resume`` (``z0`` is then ignored), the loop continues bit for bit.
     """
     k, n = target.num_chains, target.num_examples
     rows = k * n
     num_steps = betas.shape[0] - 1
     stride = record_every or max(1, num_steps // 100)
-    betas = betas.to(z0)
 
     def fn(z):
         return target.value_and_grad(z, path)
 
-    state = kernel.init(z0, fn)
-    log_w = torch.zeros(rows, dtype=torch.float64, device=z0.device)
-    acc_sum = torch.zeros(rows, dtype=z0.dtype, device=z0.device)
-    divergent = torch.zeros(rows, dtype=torch.long, device=z0.device)
-    log_eps = z0.new_full((rows,), math.log(kernel.step_size))
-    records: dict[str, list[Tensor]] = {"acceptance_rate": [], "step_size": [], "log_weight": [],
-                                        "beta": [], "diverging": []}
-    if record_states:
-        records["z"] = []
-    steps = []
+    if resume is None:
+        betas = betas.to(z0)
+        state = kernel.init(z0, fn)
+        log_w = torch.zeros(rows, dtype=torch.float64, device=z0.device)
+        acc_sum = torch.zeros(rows, dtype=z0.dtype, device=z0.device)
+        divergent = torch.zeros(rows, dtype=torch.long, device=z0.device)
+        log_eps = z0.new_full((rows,), math.log(kernel.step_size))
+        records: dict[str, list[Tensor]] = {"acceptance_rate": [], "step_size": [],
+                                            "log_weight": [], "beta": [], "diverging": []}
+        if record_states:
+            records["z"] = []
+        steps: list[int] = []
+        first = 1
+    else:
+        state = HMCState(*resume["state"])
+        betas = betas.to(state.z)
+        log_w, acc_sum = resume["log_weight"], resume["acceptance_sum"]
+        divergent, log_eps = resume["num_divergent"], resume["log_step_size"]
+        records = {name: list(v) for name, v in resume["records"].items()}
+        steps = list(resume["record_steps"])
+        first = resume["step"] + 1
+        if generator is not None:
+            generator.set_state(resume["generator"].cpu())
     bar = progress_bar(num_steps, desc, progress)
-    for t in range(1, num_steps + 1):
+    bar.update(first - 1)
+    for t in range(first, num_steps + 1):
         beta_prev, beta = _rows(betas[t - 1], k, n), _rows(betas[t], k, n)
         log_w = log_w + ((beta - beta_prev) * state.log_ratio).double()
         inv_mass = None
@@ -105,8 +137,8 @@ def anneal(
         else:
             eps = log_eps.exp()
         state, info = kernel.step(state, fn, beta, eps, generator, inv_mass)
-        acc_sum += info.acceptance_rate
-        divergent += info.is_divergent.long()
+        acc_sum = acc_sum + info.acceptance_rate
+        divergent = divergent + info.is_divergent.long()
         if kernel.adapt == "online":
             log_eps = log_eps + kernel.adapt_gain * (info.acceptance_rate - kernel.target_accept)
         if t % stride == 0 or t == num_steps:
@@ -118,6 +150,13 @@ def anneal(
             records["diverging"].append(info.is_divergent)
             if record_states:
                 records["z"].append(state.z)
+        if checkpoint_fn is not None and t % checkpoint_every == 0 and t < num_steps:
+            checkpoint_fn({
+                "step": t, "state": tuple(state), "log_weight": log_w, "acceptance_sum": acc_sum,
+                "num_divergent": divergent, "log_step_size": log_eps, "records": records,
+                "record_steps": steps,
+                "generator": None if generator is None else generator.get_state(),
+            })
         if t % max(1, num_steps // 200) == 0 or t == num_steps:
             bar.update(t - bar.n)
     bar.close()
@@ -126,105 +165,9 @@ def anneal(
                         torch.tensor(steps, dtype=torch.long))
 
 
-def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_examples: int
-                   ) -> dict[str, Tensor]:
-    """Exact posterior draws, one per example ``(N, *site)`` or per chain ``(K, N, *site)``, as a
-    dict of ``(K, N, *site)`` tensors. A tensor is accepted for single-site models; values must
-    lie in each site's support. ``target`` only supplies the site layout (any batch of the data).
-    """
-    k, n = target.num_chains, num_examples
-    if isinstance(latents, Tensor):
-        if len(target.sites) != 1:
-            raise TypeError(f"the model has latent sites {[s.name for s in target.sites]}: pass "
-                            "latents as a dict {site: tensor}")
-        latents = {target.sites[0].name: latents}
-    if not isinstance(latents, dict):
-        raise TypeError(f"latents must be a dict {{site: tensor}} or a tensor, got "
-                        f"{type(latents).__name__}")
-    missing = [s.name for s in target.sites if s.name not in latents]
-    if missing:
-        raise ValueError(f"latents miss the site(s) {missing}; pass one value per latent site")
-    probe = target.constrain(torch.zeros(target.rows, target.latent_dim, dtype=target.x.dtype))
-    out = {}
-    for s in target.sites:
-        per_example = tuple(probe[s.name].movedim(s.plate_index, 0).shape[1:])
-        v = torch.as_tensor(latents[s.name]).to(target.x)
-        if tuple(v.shape) == (n,) + per_example:
-            v = v.unsqueeze(0).expand(k, *v.shape)
-        if tuple(v.shape) != (k, n) + per_example:
-            raise ValueError(f"latents[{s.name!r}] has shape {tuple(v.shape)}; expected "
-                             f"{(n,) + per_example} or {(k, n) + per_example}")
-        ok = target.supports[s.name].check(v)
-        if not bool(ok.all()):
-            raise ValueError(f"latents[{s.name!r}] lie outside the site's support "
-                             f"{target.supports[s.name]}")
-        out[s.name] = v
-    return out
-
-
-def latents_to_flat(target: Target, latents: dict[str, Tensor]) -> Tensor:
-    """``{site: (K, N, *site)}`` constrained values -> flat unconstrained ``u`` ``(K * N, d)``."""
-    k, n = target.num_chains, target.num_examples
-    values = {s.name: latents[s.name].reshape(k * n, *latents[s.name].shape[2:])
-              .movedim(0, s.plate_index) for s in target.sites}
-    return target.ravel(values)
-
-
-def _prepare(model, x, num_steps, num_chains, schedule, kernel, init):
-    x = validate_data(x)
-    check_count("num_chains", num_chains)
-    betas = _schedules.resolve(schedule, num_steps)
-    kernel = HMC() if kernel is None else kernel
-    if not isinstance(kernel, HMC):
-        raise TypeError(f"kernel must be a pyrolik.HMC, got {type(kernel).__name__}")
-    if init is not None and not callable(init):
-        raise TypeError(f"init must be a Pyro guide (callable) or None, got {type(init).__name__}")
-    if not callable(model):
-        raise TypeError(f"model must be a callable Pyro model, got {type(model).__name__}")
-    return x, betas, kernel
-
-
-def _initial_draw(target: Target, path: str, generator) -> Tensor:
-    return (target.sample_guide(generator) if path == "guide" else target.sample_prior(generator)).u
-
-
-def _finish(method, direction, path, x, outs, betas, kernel, tables, seed, settings, start, k):
-    lw = torch.cat([o.log_weight.reshape(k, -1) for o in outs], dim=1)
-    sign = 1.0 if direction == "forward" else -1.0
-    ll = sign * log_mean_exp(lw)
-    z = torch.cat([o.state.z.reshape(k, -1, o.state.z.shape[-1]) for o in outs], dim=1)
-    trace = {name: torch.cat([_per_chain(o.trace[name], k) for o in outs], dim=-1)
-             for name in outs[0].trace if name != "beta"}
-    trace["beta"] = outs[0].trace["beta"]
-    table = None
-    if tables and tables[0] is not None:
-        table = StepSizes(tables[0].betas, torch.cat([t.log_step_size for t in tables], dim=1),
-                          None if tables[0].inv_mass is None
-                          else torch.cat([t.inv_mass for t in tables], dim=1))
-    return AISResult(
-        method=method, log_likelihood=ll.to(x.dtype if x.is_floating_point() else ll.dtype),
-        bound="lower" if direction == "forward" else "upper", log_weights=lw,
-        ess=effective_sample_size(lw), mcse=mcse_log_mean_exp(lw), khat=pareto_khat(lw), x=x,
-        settings=settings, seed=seed, wall_time=time.perf_counter() - start,
-        direction=direction, path=path, schedule=betas, step_sizes=table, final_state=z,
-        acceptance_rate=torch.cat([o.acceptance_rate.reshape(k, -1) for o in outs], dim=1),
-        num_divergent=torch.cat([o.num_divergent.reshape(k, -1) for o in outs], dim=1),
-        trace=trace, trace_steps=outs[0].trace_steps, kernel=kernel,
-    )
-
-
-def _per_chain(t: Tensor, k: int) -> Tensor:
-    """Recorded ``(R, rows[, d])`` -> ``(R, K, N[, d])``."""
-    return t.reshape(t.shape[0], k, -1, *t.shape[2:])
-
-
-def _settings(num_steps, num_chains, schedule, kernel, batch_size, init):
-    return {"num_steps": num_steps, "num_chains": num_chains,
-            "schedule": schedule if isinstance(schedule, str) else "custom",
-            "num_leapfrog": kernel.num_leapfrog, "adapt": str(kernel.adapt),
-            "target_accept": kernel.target_accept, "initial_step_size": kernel.step_size,
-            "mass_matrix": kernel.mass_matrix, "batch_size": batch_size,
-            "init": "prior" if init is None else getattr(init, "__name__", "guide")}
+def _fingerprint_settings(settings, kernel, path, record_every, record_states):
+    return {**settings, "kernel": kernel, "path": path, "record_every": record_every,
+            "record_states": record_states}
 
 
 def ais(
@@ -243,7 +186,10 @@ def ais(
     record_every: int | None = None,
     record_states: bool = False,
     progress: bool = True,
-) -> AISResult:
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 100,
+    distributed: bool = False,
+) -> AISResult | None:
     r"""Forward annealed importance sampling along the geometric path.
 
     .. math:: \log f_\beta(z) = \log p(z) + \beta \log p(x \mid z)
@@ -279,12 +225,23 @@ def ais(
         Also record the latent states at each recorded step (memory grows with the records).
     progress : bool
         Show a progress bar.
+    checkpoint : str or path, optional
+        Save the run's state to this file every ``checkpoint_every`` steps and after every batch
+        (atomically); if the file exists, resume from it. The result is bit-identical (on CPU) to
+        an uninterrupted run. A checkpoint of another run (model, parameters, data, settings or
+        seed) raises ``ValueError``. See :mod:`pyrolik.checkpoint`.
+    checkpoint_every : int
+        Annealing steps between checkpoints.
+    distributed : bool
+        Shard whole batches round-robin across the processes of the initialised
+        ``torch.distributed`` group; rank 0 returns the gathered result (bit-identical to one
+        process with the same ``batch_size`` and ``seed``), the other ranks ``None``.
 
     Returns
     -------
     AISResult
         ``log_likelihood`` (N,), ``log_weights`` (K, N), ``bound == "lower"``, final states
-        (``latents``: constrained, by site), recorded diagnostics in ``trace``.
+        (``latents``: constrained, by site), recorded diagnostics in ``trace``, ``failed`` (N,).
 
     References
     ----------
@@ -292,29 +249,45 @@ def ais(
     .. [2] Y. Wu, Y. Burda, R. Salakhutdinov, R. Grosse. On the quantitative analysis of
        decoder-based generative models. ICLR, 2017.
     """
-    x, betas, kernel = _prepare(model, x, num_steps, num_chains, schedule, kernel, init)
-    seed = resolve_seed(seed)
+    x, betas, kernel = prepare(model, x, num_steps, num_chains, schedule, kernel, init,
+                               record_every)
+    shard = current_shard(distributed)
+    seed = broadcast_seed(resolve_seed(seed), shard)
     path = "prior" if init is None else "guide"
     start = time.perf_counter()
-    outs, tables, latents = [], [], []
-    for batch in batches(x.shape[0], batch_size, seed, x.device):
-        target = make_target(model, x[batch.start : batch.stop], num_chains, model_args=model_args,
+    k = num_chains
+    settings = settings_of(num_steps or len(betas) - 1, k, schedule, kernel, batch_size, init)
+    ckpt = open_checkpoint(
+        "ais", checkpoint, checkpoint_every, model=model, x=x, seed=seed, guide=init,
+        settings=_fingerprint_settings(settings, kernel, path, record_every, record_states),
+        model_args=model_args, model_kwargs=model_kwargs, shard=shard, extra={"schedule": betas})
+
+    def work(batch, resume, save):
+        target = make_target(model, x[batch.start : batch.stop], k, model_args=model_args,
                              model_kwargs=model_kwargs, guide=init)
-        table = None
-        if kernel.adapt == "pilot":
-            table = pilot(target, path, _initial_draw(target, path, batch.generator), kernel,
-                          betas, batch.generator)
-        z0 = _initial_draw(target, path, batch.generator)
+        z0 = loop = None
+        if resume is None:
+            table = None
+            if kernel.adapt == "pilot":
+                table = pilot(target, path, initial_draw(target, path, batch.generator), kernel,
+                              betas, batch.generator)
+            z0 = initial_draw(target, path, batch.generator)
+        else:
+            table, loop = table_of(resume["table"]), resume["loop"]
+        keep = None if save is None else (lambda state: save({"table": tuple(table) if table
+                                                               else None, "loop": state}))
         out = anneal(target, path, z0, betas.unsqueeze(-1), kernel, batch.generator,
                      step_sizes=table, record_every=record_every, record_states=record_states,
-                     progress=progress, desc=f"AIS [{batch.start}:{batch.stop}]")
-        outs.append(out)
-        tables.append(table)
-        latents.append(target.unravel(out.state.z))
-    settings = _settings(num_steps or len(betas) - 1, num_chains, schedule, kernel, batch_size, init)
-    result = _finish("ais", "forward", path, x, outs, betas, kernel, tables, seed, settings, start,
-                     num_chains)
-    result.latents = {name: torch.cat([lat[name] for lat in latents], dim=1) for name in latents[0]}
+                     progress=progress, desc=f"AIS [{batch.start}:{batch.stop}]", resume=loop,
+                     checkpoint_fn=keep, checkpoint_every=checkpoint_every)
+        return payload(out, k, target.num_examples, table, target.unravel(out.state.z))
+
+    parts = run_batches(x.shape[0], batch_size, seed, x.device, work, shard=shard,
+                        rows_per_example=k, checkpoint=ckpt)
+    if parts is None:
+        return None
+    result = finish("ais", "forward", path, x, parts, betas, kernel, seed, settings, start, k)
+    warn_failed(result, "ais")
     return result
 
 
@@ -335,7 +308,10 @@ def reverse_ais(
     batch_size: int | None = None,
     record_every: int | None = None,
     progress: bool = True,
-) -> AISResult:
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 100,
+    distributed: bool = False,
+) -> AISResult | None:
     r"""Reverse AIS from exact posterior draws ``latents``: a stochastic upper bound on log p(x).
 
     The same chain as :func:`ais` on the reversed schedule (:math:`\beta` from 1 to 0), started at
@@ -356,37 +332,64 @@ def reverse_ais(
 
     Parameters are those of :func:`ais` plus ``latents``: a dict ``{site: tensor}`` (or a tensor for a
     single-site model) of shape ``(N, *site)`` (shared by all chains) or ``(num_chains, N, *site)``.
+    ``checkpoint``, ``checkpoint_every`` and ``distributed`` work as in :func:`ais`.
 
     Returns
     -------
     AISResult
         ``log_likelihood = -logmeanexp(log_weights)``, ``bound == "upper"``, ``direction == "reverse"``.
     """
-    x, betas, kernel = _prepare(model, x, num_steps, num_chains, schedule, kernel, init)
-    seed = resolve_seed(seed)
+    x, betas, kernel = prepare(model, x, num_steps, num_chains, schedule, kernel, init,
+                               record_every)
+    shard = current_shard(distributed)
+    seed = broadcast_seed(resolve_seed(seed), shard)
     path = "prior" if init is None else "guide"
     start = time.perf_counter()
-    outs, tables = [], []
-    probe = make_target(model, x[:1], num_chains, model_args=model_args, model_kwargs=model_kwargs)
+    k = num_chains
+    probe = make_target(model, x[:1], k, model_args=model_args, model_kwargs=model_kwargs)
     latents = expand_latents(probe, latents, x.shape[0])
-    for batch in batches(x.shape[0], batch_size, seed, x.device):
+    if step_sizes is not None and not isinstance(step_sizes, StepSizes):
+        raise TypeError("step_sizes must be a StepSizes table (e.g. result.step_sizes of pyrolik.ais "
+                        f"on the same x), got {type(step_sizes).__name__}")
+    settings = settings_of(num_steps or len(betas) - 1, k, schedule, kernel, batch_size, init)
+    extra = {"schedule": betas, **{f"latents.{n}": v for n, v in latents.items()}}
+    if step_sizes is not None:
+        extra.update({f"step_sizes.{i}": v for i, v in enumerate(step_sizes) if v is not None})
+    ckpt = open_checkpoint(
+        "reverse_ais", checkpoint, checkpoint_every, model=model, x=x, seed=seed, guide=init,
+        settings=_fingerprint_settings(settings, kernel, path, record_every, False),
+        model_args=model_args, model_kwargs=model_kwargs, shard=shard, extra=extra)
+
+    def work(batch, resume, save):
         sl = slice(batch.start, batch.stop)
-        target = make_target(model, x[sl], num_chains, model_args=model_args,
-                             model_kwargs=model_kwargs, guide=init)
-        z0 = latents_to_flat(target, {name: v[:, sl] for name, v in latents.items()})
-        table = None
-        if kernel.adapt == "pilot":
-            if step_sizes is not None:
+        target = make_target(model, x[sl], k, model_args=model_args, model_kwargs=model_kwargs,
+                             guide=init)
+        z0 = loop = None
+        if resume is not None:
+            table, loop = table_of(resume["table"]), resume["loop"]
+        else:
+            z0 = latents_to_flat(target, {name: v[:, sl] for name, v in latents.items()})
+            table = None
+            if kernel.adapt == "pilot" and step_sizes is not None:
                 table = StepSizes(step_sizes.betas, step_sizes.log_step_size[:, sl],
                                   None if step_sizes.inv_mass is None else step_sizes.inv_mass[:, sl])
-            else:
-                table = pilot(target, path, _initial_draw(target, path, batch.generator), kernel,
+            elif kernel.adapt == "pilot":
+                table = pilot(target, path, initial_draw(target, path, batch.generator), kernel,
                               betas, batch.generator)
+        keep = None if save is None else (lambda state: save({"table": tuple(table) if table
+                                                               else None, "loop": state}))
         out = anneal(target, path, z0, betas.flip(0).unsqueeze(-1), kernel, batch.generator,
                      step_sizes=table, record_every=record_every, progress=progress,
-                     desc=f"reverse AIS [{batch.start}:{batch.stop}]")
-        outs.append(out)
-        tables.append(table)
-    settings = _settings(num_steps or len(betas) - 1, num_chains, schedule, kernel, batch_size, init)
-    return _finish("reverse_ais", "reverse", path, x, outs, betas.flip(0), kernel, tables, seed,
-                   settings, start, num_chains)
+                     desc=f"reverse AIS [{batch.start}:{batch.stop}]", resume=loop,
+                     checkpoint_fn=keep, checkpoint_every=checkpoint_every)
+        # final states of a reverse run are (approximate) draws of the initial distribution
+        return payload(out, k, target.num_examples, table, target.unravel(out.state.z))
+
+    parts = run_batches(x.shape[0], batch_size, seed, x.device, work, shard=shard,
+                        rows_per_example=k, checkpoint=ckpt)
+    if parts is None:
+        return None
+    result = finish("reverse_ais", "reverse", path, x, parts, betas.flip(0), kernel, seed,
+                    settings, start, k)
+    warn_failed(result, "reverse_ais")
+    return result

@@ -20,7 +20,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pyrolik._batching import batches, progress_bar, resolve_seed
+from pyrolik._batching import progress_bar, resolve_seed
+from pyrolik._runner import run_batches
+from pyrolik.distributed import broadcast_seed, current_shard
+from pyrolik.faults import warn_failed
 from pyrolik.results import EstimateResult
 from pyrolik.stats import RunningLogWeights
 from pyrolik.target import Target, check_count, make_target, validate_data
@@ -43,7 +46,8 @@ def likelihood_weighting(
     chunk_size: int | None = None,
     keep_weights: bool | None = None,
     progress: bool = True,
-) -> EstimateResult:
+    distributed: bool = False,
+) -> EstimateResult | None:
     r"""Likelihood weighting: importance sampling from the prior (Wu et al. 2017, eq. 6).
 
     .. math:: \hat p(x) = \frac1K \sum_{k=1}^K p(x \mid z_k), \qquad z_k \sim p(z)
@@ -69,6 +73,9 @@ def likelihood_weighting(
         Keep all ``(num_samples, N)`` log-weights (default: when they are at most 1e7 numbers).
     progress : bool
         Show a progress bar.
+    distributed : bool
+        Shard whole batches across the processes of the initialised ``torch.distributed`` group;
+        rank 0 returns the gathered result, the others ``None`` (see :func:`pyrolik.ais`).
 
     Returns
     -------
@@ -86,7 +93,7 @@ def likelihood_weighting(
 
     return _run_importance(
         "likelihood_weighting", model, None, x, log_weights, num_samples, model_args,
-        model_kwargs, seed, batch_size, chunk_size, keep_weights, progress,
+        model_kwargs, seed, batch_size, chunk_size, keep_weights, progress, distributed,
     )
 
 
@@ -103,7 +110,8 @@ def iwae(
     chunk_size: int | None = None,
     keep_weights: bool | None = None,
     progress: bool = True,
-) -> EstimateResult:
+    distributed: bool = False,
+) -> EstimateResult | None:
     r"""The importance weighted bound with a Pyro guide as proposal (Burda et al. 2016).
 
     .. math:: \mathcal L_K(x) = \log \frac1K \sum_{k=1}^K \frac{p(x, z_k)}{q(z_k \mid x)},
@@ -134,28 +142,34 @@ def iwae(
 
     return _run_importance(
         "iwae", model, guide, x, log_weights, num_samples, model_args, model_kwargs, seed,
-        batch_size, chunk_size, keep_weights, progress,
+        batch_size, chunk_size, keep_weights, progress, distributed,
     )
 
 
 def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_args,
-                    model_kwargs, seed, batch_size, chunk_size, keep_weights, progress
-                    ) -> EstimateResult:
+                    model_kwargs, seed, batch_size, chunk_size, keep_weights, progress,
+                    distributed) -> EstimateResult | None:
+    if not callable(model):
+        raise TypeError(f"model must be a callable Pyro model, got {type(model).__name__}")
     x = validate_data(x)
     check_count("num_samples", num_samples)
     if chunk_size is not None:
         check_count("chunk_size", chunk_size)
-    seed = resolve_seed(seed)
+    if batch_size is not None:
+        check_count("batch_size", batch_size)
+    shard = current_shard(distributed)
+    seed = broadcast_seed(resolve_seed(seed), shard)
     n = x.shape[0]
     if keep_weights is None:
         keep_weights = num_samples * n <= KEEP_WEIGHTS_MAX
     start_time = time.perf_counter()
-    parts: list[tuple[Tensor, ...]] = []
     size = n if batch_size is None else batch_size
     chunk = chunk_size or max(1, min(num_samples, ROWS_PER_CHUNK // min(size, n)))
     num_chunks = -(-num_samples // chunk)
-    bar = progress_bar(num_chunks * (-(-n // size)), method, progress)
-    for batch in batches(n, batch_size, seed, x.device):
+    owned = sum(shard.owns(i) for i in range(-(-n // size)))
+    bar = progress_bar(num_chunks * owned, method, progress)
+
+    def work(batch, resume, save):
         xb = x[batch.start : batch.stop]
         running = RunningLogWeights(num_samples, keep_weights)
         targets: dict[int, Target] = {}
@@ -169,14 +183,21 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
             running.update(lw.detach())
             done += k
             bar.update(1)
-        parts.append((running.log_mean, running.ess, running.mcse, running.khat(),
-                      running.log_weights))
+        return {"log_likelihood": running.log_mean, "ess": running.ess, "mcse": running.mcse,
+                "khat": running.khat(), "log_weights": running.log_weights}
+
+    parts = run_batches(n, batch_size, seed, x.device, work, shard=shard,
+                        rows_per_example=chunk)
     bar.close()
-    cat = [torch.cat([p[i] for p in parts]) for i in range(4)]
-    kept = torch.cat([p[4] for p in parts], dim=1) if keep_weights else None
+    if parts is None:
+        return None
+    cat = {name: torch.cat([p[name] for p in parts]) for name in ("log_likelihood", "ess", "mcse",
+                                                                  "khat")}
+    kept = torch.cat([p["log_weights"] for p in parts], dim=1) if keep_weights else None
     settings = {"num_samples": num_samples, "batch_size": batch_size, "chunk_size": chunk}
-    return EstimateResult(
-        method=method, log_likelihood=cat[0], bound="lower", log_weights=kept, ess=cat[1],
-        mcse=cat[2], khat=cat[3], x=x, settings=settings, seed=seed,
-        wall_time=time.perf_counter() - start_time,
+    result = EstimateResult(
+        method=method, bound="lower", log_weights=kept, x=x, settings=settings, seed=seed,
+        wall_time=time.perf_counter() - start_time, **cat,
     )
+    warn_failed(result, method)
+    return result

@@ -21,13 +21,39 @@ __all__ = ["EstimateResult", "AISResult", "BDMCResult", "KHAT_WARN", "bits_per_d
 KHAT_WARN = 0.7  # Pareto k-hat above this: the importance estimate is unreliable (Vehtari et al.)
 
 
+def _mean(values: Tensor, failed: Tensor) -> float:
+    ok = values[~failed]
+    return float(ok.mean()) if len(ok) else float("nan")
+
+
+def _stderr(values: Tensor, failed: Tensor) -> float:
+    ok = values[~failed]
+    return float(ok.std(unbiased=True) / math.sqrt(len(ok))) if len(ok) > 1 else float("nan")
+
+
 def bits_per_dim(log_likelihood: Tensor | float, num_dims: int) -> Tensor | float:
     r"""Negative log-likelihood in bits per dimension: :math:`-\log p(x) / (D \ln 2)`."""
     return -log_likelihood / (num_dims * math.log(2.0))
 
 
+class _Exports:
+    """Export methods shared by every result (the work is in :mod:`pyrolik.export`)."""
+
+    def to_datatree(self):
+        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.export`)."""
+        from pyrolik.export import to_datatree
+
+        return to_datatree(self)
+
+    def to_inference_data(self):
+        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.export`)."""
+        from pyrolik.export import to_inference_data
+
+        return to_inference_data(self)
+
+
 @dataclass
-class EstimateResult:
+class EstimateResult(_Exports):
     """Per-example estimates of log p(x) in nats from one estimator."""
 
     method: str
@@ -47,15 +73,22 @@ class EstimateResult:
         return self.log_likelihood.shape[0]
 
     @property
+    def failed(self) -> Tensor:
+        """``(N,)`` bool: examples whose estimate is NaN or inf (the model's density was not finite).
+
+        They are left out of :attr:`mean` and :attr:`stderr` (see :mod:`pyrolik.faults`).
+        """
+        return ~torch.isfinite(self.log_likelihood)
+
+    @property
     def mean(self) -> float:
-        """Average estimate over the examples (nats)."""
-        return float(self.log_likelihood.mean())
+        """Average estimate over the examples that did not fail (nats)."""
+        return _mean(self.log_likelihood, self.failed)
 
     @property
     def stderr(self) -> float:
         """Standard error of :attr:`mean` over examples (data variability), nats."""
-        n = self.num_examples
-        return float(self.log_likelihood.std(unbiased=True) / math.sqrt(n)) if n > 1 else float("nan")
+        return _stderr(self.log_likelihood, self.failed)
 
     @property
     def num_dims(self) -> int | None:
@@ -64,6 +97,11 @@ class EstimateResult:
     def warnings(self) -> list[str]:
         """Plain-words warnings about this estimate (empty when nothing looks wrong)."""
         out = []
+        num_failed = int(self.failed.sum())
+        if num_failed:
+            out.append(f"{num_failed} of {self.num_examples} examples failed (NaN or inf estimate: "
+                       "the model's density was not finite for them); they are left out of the mean "
+                       "(see result.failed)")
         if self.khat is not None:
             bad = int((self.khat > KHAT_WARN).sum())
             if bad:
@@ -93,12 +131,15 @@ class EstimateResult:
             "log p(x) [nats]": self.mean,
             "stderr": self.stderr,
         }
+        if self.failed.any():
+            row["failed"] = int(self.failed.sum())
         if self.num_dims:
             row["NLL [bits/dim]"] = float(bits_per_dim(self.mean, self.num_dims))
         if self.mcse is not None:
-            row["mean MCSE"] = float(self.mcse.mean())
+            row["mean MCSE"] = float(self.mcse[~self.failed].mean())
         if self.ess is not None:
-            row["min ESS"] = float(self.ess.min())
+            row["min ESS"] = float(self.ess[~self.failed].min()) if (~self.failed).any() \
+                else float("nan")
         if self.khat is not None and torch.isfinite(self.khat).any():
             row["max k-hat"] = float(self.khat[torch.isfinite(self.khat)].max())
         row["wall time [s]"] = self.wall_time
@@ -107,18 +148,6 @@ class EstimateResult:
     def summary(self) -> pd.DataFrame:
         """A one-row table a person can read: the mean estimate, its errors and diagnostics."""
         return pd.DataFrame([self._summary_row()]).set_index("method")
-
-    def to_datatree(self):
-        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.export`)."""
-        from pyrolik.export import to_datatree
-
-        return to_datatree(self)
-
-    def to_inference_data(self):
-        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.export`)."""
-        from pyrolik.export import to_inference_data
-
-        return to_inference_data(self)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(method={self.method!r}, bound={self.bound!r}, "
@@ -148,30 +177,30 @@ class AISResult(EstimateResult):
     def _summary_row(self) -> dict[str, Any]:
         row = super()._summary_row()
         if self.acceptance_rate is not None:
-            row["acceptance"] = float(self.acceptance_rate.mean())
+            row["acceptance"] = float(self.acceptance_rate[:, ~self.failed].mean())
         if self.num_divergent is not None:
-            row["divergences"] = int(self.num_divergent.sum())
+            row["divergences"] = int(self.num_divergent[:, ~self.failed].sum())
         return row
 
     def warnings(self) -> list[str]:
         out = super().warnings()
         if self.acceptance_rate is not None:
             per_example = self.acceptance_rate.mean(0)
-            low = int((per_example < 0.1).sum())
+            low = int(((per_example < 0.1) & ~self.failed).sum())  # failed ones are reported apart
             if low:
                 out.append(
                     f"HMC acceptance collapsed (< 0.1) for {low} of {self.num_examples} examples: "
                     "the chains barely moved, so the estimate is far from converged; lower the step "
                     "size or use adapt='pilot'"
                 )
-        if self.num_divergent is not None and int(self.num_divergent.sum()):
-            out.append(f"{int(self.num_divergent.sum())} HMC proposals were non-finite (divergent) "
-                       "and rejected")
+        num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
+        if num_div:
+            out.append(f"{num_div} HMC proposals were non-finite (divergent) and rejected")
         return out
 
 
 @dataclass
-class BDMCResult:
+class BDMCResult(_Exports):
     """Bidirectional Monte Carlo on simulated data: a sandwich ``lower <= log p(x) <= upper``."""
 
     lower: AISResult
@@ -185,19 +214,27 @@ class BDMCResult:
         return "sandwich"
 
     @property
+    def method(self) -> str:
+        return "bdmc"
+
+    @property
+    def failed(self) -> Tensor:
+        """``(N,)`` bool: examples where either bound failed (NaN or inf); left out of the means."""
+        return self.lower.failed | self.upper.failed
+
+    @property
     def per_example_gap(self) -> Tensor:
         """``upper - lower`` per example (nats); bounds the error of either estimate on average."""
         return self.upper.log_likelihood - self.lower.log_likelihood
 
     @property
     def gap(self) -> float:
-        """The BDMC gap: mean over examples of upper minus lower (nats)."""
-        return float(self.per_example_gap.mean())
+        """The BDMC gap: mean over the examples that did not fail of upper minus lower (nats)."""
+        return _mean(self.per_example_gap, self.failed)
 
     @property
     def gap_stderr(self) -> float:
-        g = self.per_example_gap
-        return float(g.std() / math.sqrt(len(g))) if len(g) > 1 else float("nan")
+        return _stderr(self.per_example_gap, self.failed)
 
     @property
     def log_likelihood(self) -> Tensor:
@@ -206,12 +243,11 @@ class BDMCResult:
 
     @property
     def mean(self) -> float:
-        return float(self.log_likelihood.mean())
+        return _mean(self.log_likelihood, self.failed)
 
     @property
     def stderr(self) -> float:
-        n = len(self.log_likelihood)
-        return float(self.log_likelihood.std() / math.sqrt(n)) if n > 1 else float("nan")
+        return _stderr(self.log_likelihood, self.failed)
 
     def summary(self) -> pd.DataFrame:
         """Lower and upper rows, plus the gap with its standard error."""
@@ -230,16 +266,6 @@ class BDMCResult:
             out.append(f"the BDMC gap is {self.gap:.2f} nats: AIS has not converged on this model; "
                        "increase num_steps until the gap is small")
         return out
-
-    def to_datatree(self):
-        from pyrolik.export import to_datatree
-
-        return to_datatree(self)
-
-    def to_inference_data(self):
-        from pyrolik.export import to_inference_data
-
-        return to_inference_data(self)
 
     def __repr__(self) -> str:
         return (f"BDMCResult(N={len(self.x)}, lower={self.lower.mean:.4f}, "

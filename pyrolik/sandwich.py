@@ -17,6 +17,7 @@ frozen per-temperature step sizes from one pilot run, visited in opposite orders
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -26,18 +27,21 @@ import pyro
 import torch
 from torch import Tensor
 
-from pyrolik._batching import batches, resolve_seed
-from pyrolik.adaptation import pilot
-from pyrolik.annealing import (
-    AnnealOutput,
-    _finish,
-    _initial_draw,
-    _prepare,
-    _settings,
-    anneal,
-    expand_latents,
-    latents_to_flat,
+from pyrolik._assembly import (
+    finish,
+    initial_draw,
+    open_checkpoint,
+    payload,
+    prepare,
+    settings_of,
+    table_of,
 )
+from pyrolik._batching import resolve_seed
+from pyrolik._runner import run_batches
+from pyrolik.adaptation import pilot
+from pyrolik.annealing import AnnealOutput, anneal, expand_latents, latents_to_flat
+from pyrolik.distributed import broadcast_seed, current_shard
+from pyrolik.faults import warn_failed
 from pyrolik.results import BDMCResult
 from pyrolik.target import check_count, fork_rng_from, make_target
 
@@ -155,7 +159,10 @@ def bdmc(
     batch_size: int | None = None,
     record_every: int | None = None,
     progress: bool = True,
-) -> BDMCResult:
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 100,
+    distributed: bool = False,
+) -> BDMCResult | None:
     r"""Bidirectional Monte Carlo: forward and reverse AIS on data simulated from the model.
 
     Simulates ``num_examples`` examples (or takes ``data=(x, latents)`` that *were* simulated from
@@ -163,7 +170,8 @@ def bdmc(
     latents (stochastic upper bound) with the same schedule, kernel and frozen step sizes, in one
     batched pass. ``init=guide`` runs both along the encoder path
     :math:`q(z \mid x)^{1-\beta} p(x, z)^\beta`, a much shorter path: the gap closes with far
-    fewer steps.
+    fewer steps. ``checkpoint``, ``checkpoint_every`` and ``distributed`` work as in
+    :func:`pyrolik.ais` (the simulated data are drawn again from ``seed`` on resume, and checked).
 
     Returns
     -------
@@ -178,7 +186,8 @@ def bdmc(
     .. [2] Y. Wu et al. On the quantitative analysis of decoder-based generative models. ICLR, 2017.
     """
     start = time.perf_counter()
-    seed = resolve_seed(seed)
+    shard = current_shard(distributed)
+    seed = broadcast_seed(resolve_seed(seed), shard)
     user_data = data is not None and not isinstance(data, Simulated)
     if data is None:
         if num_examples is None or data_shape is None:
@@ -189,44 +198,60 @@ def bdmc(
     if not (isinstance(data, tuple) and len(data) == 2):
         raise TypeError("data must be a pair (x, latents), e.g. the output of pyrolik.simulate")
     x, latents = data
-    x, betas, kernel = _prepare(model, x, num_steps, num_chains, schedule, kernel, init)
+    x, betas, kernel = prepare(model, x, num_steps, num_chains, schedule, kernel, init,
+                               record_every)
     k, path = num_chains, ("prior" if init is None else "guide")
     probe = make_target(model, x[:1], k, model_args=model_args, model_kwargs=model_kwargs)
     latents = expand_latents(probe, latents, x.shape[0])
     both = torch.cat([betas.unsqueeze(1).expand(-1, k), betas.flip(0).unsqueeze(1).expand(-1, k)], 1)
-    fwd_outs, rev_outs, tables, fwd_latents = [], [], [], []
-    for batch in batches(x.shape[0], batch_size, seed, x.device):
+    settings = settings_of(num_steps or len(betas) - 1, k, schedule, kernel, batch_size, init)
+    ckpt = open_checkpoint(
+        "bdmc", checkpoint, checkpoint_every, model=model, x=x, seed=seed, guide=init,
+        settings={**settings, "kernel": kernel, "path": path, "record_every": record_every},
+        model_args=model_args, model_kwargs=model_kwargs, shard=shard,
+        extra={"schedule": betas, **{f"latents.{n}": v for n, v in latents.items()}})
+
+    def work(batch, resume, save):
         sl = slice(batch.start, batch.stop)
         n = batch.stop - batch.start
         target = make_target(model, x[sl], 2 * k, model_args=model_args,
                              model_kwargs=model_kwargs, guide=init)
-        table = None
-        if kernel.adapt == "pilot":
-            table = pilot(target, path, _initial_draw(target, path, batch.generator), kernel,
-                          betas, batch.generator)
-        z_fwd = _initial_draw(target, path, batch.generator)[: k * n]
         half = make_target(model, x[sl], k, model_args=model_args, model_kwargs=model_kwargs)
+        z0 = loop = None
         z_rev = latents_to_flat(half, {name: v[:, sl] for name, v in latents.items()})
-        out = anneal(target, path, torch.cat([z_fwd, z_rev]), both, kernel, batch.generator,
-                     step_sizes=table, record_every=record_every, progress=progress,
-                     desc=f"BDMC [{batch.start}:{batch.stop}]")
+        if resume is None:
+            table = None
+            if kernel.adapt == "pilot":
+                table = pilot(target, path, initial_draw(target, path, batch.generator), kernel,
+                              betas, batch.generator)
+            z_fwd = initial_draw(target, path, batch.generator)[: k * n]
+            z0 = torch.cat([z_fwd, z_rev])
+        else:
+            table, loop = table_of(resume["table"]), resume["loop"]
+        keep = None if save is None else (lambda state: save({"table": tuple(table) if table
+                                                               else None, "loop": state}))
+        out = anneal(target, path, z0, both, kernel, batch.generator, step_sizes=table,
+                     record_every=record_every, progress=progress,
+                     desc=f"BDMC [{batch.start}:{batch.stop}]", resume=loop, checkpoint_fn=keep,
+                     checkpoint_every=checkpoint_every)
         fwd, rev = _split(out, k, n)
         if user_data:
             _check_posterior_start(half.log_obs(z_rev), half.log_obs(fwd.state.z), k,
                                    half.latent_dim)
-        fwd_outs.append(fwd)
-        rev_outs.append(rev)
-        tables.append(table)
-        fwd_latents.append(half.unravel(fwd.state.z))
-    settings = _settings(num_steps or len(betas) - 1, k, schedule, kernel, batch_size, init)
-    lower = _finish("ais", "forward", path, x, fwd_outs, betas, kernel, tables, seed, settings,
-                    start, k)
-    lower.latents = {name: torch.cat([lat[name] for lat in fwd_latents], dim=1)
-                     for name in fwd_latents[0]}
-    upper = _finish("reverse_ais", "reverse", path, x, rev_outs, betas.flip(0), kernel, tables,
-                    seed, settings, start, k)
+        return {"forward": payload(fwd, k, n, table, half.unravel(fwd.state.z)),
+                "reverse": payload(rev, k, n, table, half.unravel(rev.state.z))}
+
+    parts = run_batches(x.shape[0], batch_size, seed, x.device, work, shard=shard,
+                        rows_per_example=2 * k, checkpoint=ckpt)
+    if parts is None:
+        return None
+    lower = finish("ais", "forward", path, x, [p["forward"] for p in parts], betas, kernel, seed,
+                   settings, start, k)
+    upper = finish("reverse_ais", "reverse", path, x, [p["reverse"] for p in parts],
+                   betas.flip(0), kernel, seed, settings, start, k)
     wall = time.perf_counter() - start
     lower.wall_time = upper.wall_time = wall
     simulated = {name: v[0] for name, v in latents.items()}
-    return BDMCResult(lower=lower, upper=upper, x=x, latents=simulated, wall_time=wall)
-
+    result = BDMCResult(lower=lower, upper=upper, x=x, latents=simulated, wall_time=wall)
+    warn_failed(result, "bdmc")
+    return result

@@ -54,6 +54,9 @@ def sigmoid(num_steps: int, delta: float = 4.0) -> Tensor:
     s = torch.sigmoid(t)
     out = (s - s[0]) / (s[-1] - s[0])
     out[0], out[-1] = 0.0, 1.0
+    if not (out[1:] > out[:-1]).all():
+        raise ValueError(f"sigmoid(num_steps={num_steps}, delta={delta}) has ends so flat that "
+                         "consecutive betas coincide in float64; use a smaller delta (e.g. 4)")
     return out
 
 

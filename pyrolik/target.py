@@ -337,19 +337,48 @@ def _grad(out: Tensor, u: Tensor, retain: bool) -> Tensor:
 
 
 # -- discovery --------------------------------------------------------------------------------------
+def _get_trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, validate: bool):
+    with fork_rng_from(None), torch.no_grad(), pyro.validation_enabled(validate):
+        tr = pyro.poutine.trace(fn).get_trace(x, *args, **kwargs)
+        for s in _sample_sites(tr):
+            if s["is_observed"]:
+                _check_observed_shape(s)
+        tr.compute_log_prob()
+    return tr
+
+
+def _any_not_finite(tr) -> bool:
+    """Whether some log-density of the trace is NaN or inf."""
+    return any(bool((~torch.isfinite(s["log_prob"])).any()) for s in _sample_sites(tr))
+
+
+def _short(err: BaseException) -> str:
+    """Pyro's error message without its tensor dumps and trace tables."""
+    keep = []
+    for line in str(err).strip().splitlines():
+        text = line.strip()
+        if text.startswith("Trace Shapes"):
+            break
+        if text and not text.startswith(("tensor(", "[", "(", "-")) and not text[0].isdigit():
+            keep.append(text)
+    return " ".join(keep)[:600] or type(err).__name__
+
+
 def _trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, what: str):
     try:
-        with fork_rng_from(None), torch.no_grad(), pyro.validation_enabled(True):
-            tr = pyro.poutine.trace(fn).get_trace(x, *args, **kwargs)
-            for s in _sample_sites(tr):
-                if s["is_observed"]:
-                    _check_observed_shape(s)
-            tr.compute_log_prob()
-        return tr
+        return _get_trace(fn, x, args, kwargs, validate=True)
     except (ValueError, RuntimeError, IndexError) as err:
+        # A model whose density is NaN for some examples fails Pyro's validation; let it through
+        # (the structure is all discovery needs) so that the estimators flag those examples.
+        try:
+            tr = _get_trace(fn, x, args, kwargs, validate=False)
+        except (ValueError, RuntimeError, IndexError):
+            tr = None
+        if tr is not None and _any_not_finite(tr):
+            return tr
         raise ValueError(
-            f"running the {what} on x of shape {tuple(x.shape)} failed ({err}); check that x has "
-            "shape (N, *event_shape) matching the observed site, and model_args/model_kwargs"
+            f"running the {what} on x of shape {tuple(x.shape)} failed ({_short(err)}); check that "
+            "x has shape (N, *event_shape) matching the observed site, and model_args/model_kwargs"
         ) from err
 
 

@@ -269,12 +269,12 @@ def digits():
     return x[:200]
 
 
-def test_train_vae_decreases_loss_and_is_reproducible(digits):
+def test_train_vae_decreases_loss_and_is_reproducible(digits, seed):
     runs = []
     for _ in range(2):
-        pyro.set_rng_seed(0)
+        pyro.set_rng_seed(seed)
         model = build("digits-vae")
-        h = pm.train_vae(model, digits, num_epochs=8, batch_size=50, lr=3e-3, seed=1,
+        h = pm.train_vae(model, digits, num_epochs=8, batch_size=50, lr=3e-3, seed=seed + 1,
                          valid=digits[:40])
         runs.append((model, h))
     (model, h), (model2, h2) = runs
@@ -286,12 +286,12 @@ def test_train_vae_decreases_loss_and_is_reproducible(digits):
     assert h.num_steps == 8 * 4 and len(h.losses) == 8
 
 
-def test_train_iwae_objective(digits):
-    binary = torch.bernoulli(digits, generator=torch.Generator().manual_seed(0))
-    pyro.set_rng_seed(0)
+def test_train_iwae_objective(digits, seed):
+    binary = torch.bernoulli(digits, generator=torch.Generator().manual_seed(seed))
+    pyro.set_rng_seed(seed)
     model = build("digits-iwae")
     h = pm.train_vae(model, binary, num_epochs=6, batch_size=50, objective="iwae",
-                     num_particles=5, seed=0)
+                     num_particles=5, seed=seed)
     assert h.objective == "iwae"
     assert h.losses[-1] < h.losses[0] - 3
     with pytest.raises(ValueError, match="Bernoulli"):
@@ -300,7 +300,7 @@ def test_train_iwae_objective(digits):
         pm.train_vae(model, binary, num_epochs=1, objective="renyi")
 
 
-def test_iwae_objective_is_per_example():
+def test_iwae_objective_is_per_example(seed):
     """RenyiELBO(alpha=0) is the IWAE bound, with the log-mean-exp per example.
 
     With the exact posterior as the guide every weight equals p(x): the loss is -sum log p(x)
@@ -318,18 +318,18 @@ def test_iwae_objective_is_per_example():
         with pyro.plate("data", x.shape[0]):
             pyro.sample("z", dist.Normal(x.new_zeros(1), 1.0).to_event(1))
 
-    pyro.set_rng_seed(0)
+    pyro.set_rng_seed(seed)
     iwae_bound = -pm.make_elbo("iwae", 2000).loss(lg, prior_guide, x)
     elbo = -pm.make_elbo("elbo", 2000).loss(lg, prior_guide, x)
     assert exact - elbo > 20  # the test can tell the two apart
     assert iwae_bound <= exact + 0.5 and exact - iwae_bound < 0.1 * (exact - elbo)
 
 
-def test_train_gan_learns(digits):
+def test_train_gan_learns(digits, seed):
     """Measured by MMD to held-out digits (a GAN's own losses need not decrease)."""
     x_train, x_test = digits[:150], digits[150:]
     bw = submodule("mmd").default_bandwidths(64)
-    pyro.set_rng_seed(0)
+    pyro.set_rng_seed(seed)
     model = build("digits-gan", discriminator_dropout=0.0)
 
     def distance():
@@ -337,7 +337,7 @@ def test_train_gan_learns(digits):
         return float(pm.mmd2(s, x_test, bw))
 
     before = distance()
-    h = pm.train_gan(model, x_train, num_epochs=60, batch_size=30, lr=1e-3, seed=0)
+    h = pm.train_gan(model, x_train, num_epochs=60, batch_size=30, lr=1e-3, seed=seed)
     assert distance() < 0.8 * before
     assert set(h.extra) == {"generator", "real_accuracy", "fake_accuracy"}
     assert all(0 <= a <= 1 for a in h.extra["real_accuracy"])
@@ -350,10 +350,10 @@ def test_train_gan_learns(digits):
         pm.train_gan(model.drop_discriminator(), x_train, num_epochs=1)
 
 
-def test_train_gmmn_decreases_mmd(digits):
-    pyro.set_rng_seed(0)
+def test_train_gmmn_decreases_mmd(digits, seed):
+    pyro.set_rng_seed(seed)
     model = build("digits-gmmn")
-    h = pm.train_gmmn(model, digits, num_epochs=30, batch_size=100, lr=3e-3, seed=0)
+    h = pm.train_gmmn(model, digits, num_epochs=30, batch_size=100, lr=3e-3, seed=seed)
     assert h.losses[-1] < 0.5 * h.losses[0]
     h_sgd = pm.train_gmmn(model, digits, num_epochs=2, batch_size=100, lr=0.1, optimizer="sgd",
                           seed=0)
@@ -442,7 +442,9 @@ def test_shipped_digits_checkpoints(kind):
     model = pm.load(kind)
     assert model.data_dim == 64 and model.param_dtype == torch.float64
     hist = model.meta["history"]
-    assert hist["num_epochs"] >= 100 and hist["losses"][-1] < hist["losses"][0]
+    assert hist["num_epochs"] >= 100
+    if kind != "gan":  # a GAN's discriminator loss need not fall; the MMD check below covers it
+        assert hist["losses"][-1] < hist["losses"][0]
     g = torch.Generator().manual_seed(0)
     samples = model.sample(200, g)
     assert samples.shape == (200, 64) and samples.min() >= 0 and samples.max() <= 1
