@@ -42,6 +42,7 @@ def speed(model, x, chains: int, steps: int, leapfrog: int = 10) -> None:
     from benchmarks.bench_ais import ais_per_step, floor_per_step
 
     dec = model.decoder
+    x_all, x = x, x[:100]
     x_rep = x.repeat(chains, 1)
     ais_per_step(model, x, 3, chains, leapfrog)  # warm-up
     a = floor_per_step(dec, x_rep, leapfrog, "cpu")
@@ -52,8 +53,9 @@ def speed(model, x, chains: int, steps: int, leapfrog: int = 10) -> None:
           f"(L+1 fused passes), pyrolik.ais {1e3 * b:.1f} ms/step, ratio {b / floor:.2f}; "
           f"{1e3 * b / (len(x) * chains / 1000):.0f} ms per step per 1000 example x chain pairs")
     print("scaling: rows = examples x chains -> ms per step, us per row-step")
-    for n in (25, 100, 400):  # 250, 1000, 4000 rows
-        t = ais_per_step(model, x[:n], max(5, steps // 4), chains, leapfrog)
+    for n in (25, 100, 400):  # 250, 1000, 4000 rows when x has 400 examples
+        n = min(n, len(x_all))
+        t = ais_per_step(model, x_all[:n], max(5, steps // 4), chains, leapfrog)
         print(f"  {n * chains:5d} rows: {1e3 * t:8.1f} ms/step, {1e6 * t / (n * chains):7.1f} us/row")
 
 
@@ -130,7 +132,7 @@ def main(argv=None):
     print(f"peak RSS after the estimates: {peak_rss_mb():.0f} MiB")
     plot(rows, args.plot, len(x))
     if args.speed_steps:
-        speed(model, load_binarized_mnist(data_dir, dtype=torch.float32).test[:100], 10,
+        speed(model, load_binarized_mnist(data_dir, dtype=torch.float32).test[:400], 10,
               args.speed_steps)
     claims.finish()
 
