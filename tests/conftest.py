@@ -14,6 +14,9 @@ import torch
 sys.modules.setdefault("pyrolik_models", importlib.import_module("models"))
 
 SEED = int(os.environ.get("PYROLIK_TEST_SEED", "0"))
+# The tests run small tensors, where intra-op threads only add contention (10x slower on a loaded
+# 2-core machine); PYROLIK_TEST_THREADS overrides.
+torch.set_num_threads(int(os.environ.get("PYROLIK_TEST_THREADS", "1")))
 
 
 def pytest_report_header(config):

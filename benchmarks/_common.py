@@ -1,0 +1,80 @@
+"""Shared pieces of the speed benchmarks: the 50-200-200-784 Bernoulli decoder, timers."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import pyro
+import pyro.distributions as dist
+import torch
+from torch import nn
+
+
+def decoder(latent: int = 50, hidden: int = 200, pixels: int = 784, seed: int = 0) -> nn.Module:
+    """The binarized-MNIST VAE decoder of Burda et al. / Wu et al. (ELU, Bernoulli logits)."""
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(latent, hidden), nn.ELU(), nn.Linear(hidden, hidden), nn.ELU(),
+                         nn.Linear(hidden, pixels)).eval()
+
+
+def pyro_model(dec: nn.Module, latent: int = 50):
+    """The same decoder as an ordinary Pyro program (API.md convention)."""
+
+    def model(x):
+        d = pyro.module("decoder", dec)
+        with pyro.plate("data", x.shape[0]):
+            z = pyro.sample("z", dist.Normal(x.new_zeros(latent), 1.0).to_event(1))
+            pyro.sample("x", dist.Bernoulli(logits=d(z)).to_event(1), obs=x)
+
+    return model
+
+
+def hand_value_and_grad(dec: nn.Module, x: torch.Tensor) -> Callable[[torch.Tensor], tuple]:
+    """log p(z), log p(x|z) and both gradients, written by hand in plain torch: the floor."""
+    log2pi = torch.log(torch.tensor(2 * torch.pi, dtype=x.dtype))
+
+    def fn(z):
+        with torch.enable_grad():
+            z = z.detach().requires_grad_(True)
+            logits = dec(z)
+            lo = -nn.functional.binary_cross_entropy_with_logits(logits, x, reduction="none").sum(-1)
+            lp = -0.5 * (z * z).sum(-1) - 0.5 * z.shape[-1] * log2pi
+            (g_lo,) = torch.autograd.grad(lo.sum(), z)
+        return lp.detach(), lo.detach(), -z.detach(), g_lo
+
+    return fn
+
+
+def median_time(fn: Callable[[], object], repeats: int = 20, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def interleaved(fns: dict[str, Callable[[], object]], repeats: int = 20, warmup: int = 3
+                ) -> dict[str, float]:
+    """Median seconds per call of each function, timed in alternation (fair under shared load)."""
+    for f in fns.values():
+        for _ in range(warmup):
+            f()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def machine() -> str:
+    return (f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads, "
+            f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}")

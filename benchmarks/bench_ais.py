@@ -1,0 +1,90 @@
+"""Issue 3: wall time per annealing step of pyrolik.ais against the torch floor, in one run.
+
+(a) the floor: L+1 fused forward+backward passes of the bare decoder (plain torch) per step;
+(b) pyrolik.ais on the same decoder written as an ordinary Pyro program, same batch, same L.
+50-200-200-784 ELU decoder, Bernoulli observations, 100 examples x 10 chains, L = 10.
+Also: float64, the pilot's overhead, and the scaling with examples x chains.
+
+    python benchmarks/bench_ais.py [--steps 50] [--device cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+import pyrolik
+from benchmarks._common import decoder, hand_value_and_grad, machine, median_time, pyro_model
+
+
+def floor_per_step(dec, x, leapfrog, device):
+    hand = hand_value_and_grad(dec, x)
+    z = torch.randn(x.shape[0], 50, dtype=x.dtype, device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def step():
+        for _ in range(leapfrog + 1):
+            hand(z)
+        sync()
+
+    return median_time(step, repeats=10)
+
+
+def ais_per_step(model, x, steps, chains, leapfrog, adapt="none"):
+    kernel = pyrolik.HMC(num_leapfrog=leapfrog, step_size=0.05,
+                         adapt=None if adapt == "none" else adapt)
+    t0 = time.perf_counter()
+    pyrolik.ais(model, x, num_steps=steps, num_chains=chains, kernel=kernel, seed=0,
+                progress=False)
+    if x.is_cuda:
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / steps
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--examples", type=int, default=100)
+    p.add_argument("--chains", type=int, default=10)
+    p.add_argument("--leapfrog", type=int, default=10)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--scaling", default="250,500,1000,2000,4000",
+                   help="batch sizes (examples x chains) for the scaling table")
+    args = p.parse_args(argv)
+    print(f"machine: {machine()}; device {args.device}")
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for dtype in (torch.float32, torch.float64):
+        dec = decoder().to(dtype).to(args.device)
+        x = (torch.rand(args.examples, 784, generator=g) < 0.13).to(dtype).to(args.device)
+        model = pyro_model(dec)
+        x_rep = x.repeat(args.chains, 1)
+        ais_per_step(model, x, 3, args.chains, args.leapfrog)  # warm-up
+        a = floor_per_step(dec, x_rep, args.leapfrog, args.device)
+        b = ais_per_step(model, x, args.steps, args.chains, args.leapfrog)
+        a2 = floor_per_step(dec, x_rep, args.leapfrog, args.device)
+        floor = 0.5 * (a + a2)
+        rows.append((str(dtype).split(".")[-1], floor, b))
+        print(f"{rows[-1][0]}: floor {1e3 * floor:.1f} ms/step (L+1={args.leapfrog + 1} passes), "
+              f"pyrolik.ais {1e3 * b:.1f} ms/step, ratio {b / floor:.3f} (target <= 1.10)")
+    f32, f64 = rows
+    print(f"float64 / float32 cost of pyrolik.ais: {f64[2] / f32[2]:.2f}x")
+    dec = decoder().to(args.device)
+    x = (torch.rand(args.examples, 784, generator=g) < 0.13).float().to(args.device)
+    model = pyro_model(dec)
+    fixed = ais_per_step(model, x, args.steps, args.chains, args.leapfrog)
+    piloted = ais_per_step(model, x, args.steps, args.chains, args.leapfrog, adapt="pilot")
+    print(f"pilot step-size tuning (adapt='pilot', default 20% + 20 transitions): "
+          f"{piloted / fixed:.2f}x the cost of fixed step sizes at {args.steps} steps")
+    print("scaling (float32): rows = examples x chains, ms per annealing step, us per row-step")
+    for total in [int(s) for s in args.scaling.split(",")]:
+        n = max(1, total // args.chains)
+        xs = (torch.rand(n, 784, generator=g) < 0.13).float().to(args.device)
+        t = ais_per_step(model, xs, max(5, args.steps // 5), args.chains, args.leapfrog)
+        print(f"  {n * args.chains:6d} rows: {1e3 * t:8.1f} ms/step, {1e6 * t / (n * args.chains):7.2f} us/row")
+
+
+if __name__ == "__main__":
+    main()

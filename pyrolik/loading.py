@@ -1,0 +1,168 @@
+"""Load what the command line names: a model or guide spec, its weights, a data file, a result file.
+
+Model convention for ``pyrolik evaluate`` / ``pyrolik bdmc``:
+
+- ``MODEL`` is ``path/to/file.py:name`` or ``package.module:name``; ``name`` may be dotted
+  (``file.py:vae.model`` takes the attribute ``model`` of the object ``vae``). It must be a Pyro
+  model following ``API.md`` (first argument ``x``, a plate over the examples). The file's folder is
+  put on ``sys.path`` so it can import its neighbours.
+- ``--weights PATH`` loads trained parameters: if the model's module defines a function
+  ``load(path)``, it is called (it loads ``path`` into the model's modules, e.g.
+  ``DECODER.load_state_dict(torch.load(path))``). Otherwise, if the model is itself a
+  ``torch.nn.Module`` (a ``PyroModule``, or a model of ``pyrolik_models``),
+  ``model.load_state_dict(...)`` with the file's state dict (or its ``"state_dict"`` entry).
+  Otherwise an error says to add ``load(path)``.
+- Every ``torch.nn.Module`` at the top level of the model's module (and the model itself, if it is
+  one) is put in ``eval()`` mode (chains must not interact through batch statistics) and moved to
+  ``--device``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["load_callable", "load_weights", "prepare_modules", "load_data", "DATA_SUFFIXES"]
+
+DATA_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise FileNotFoundError(f"model file {path} does not exist")
+    name = f"pyrolik_user_{path.stem}"
+    if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(path.resolve()):
+        return sys.modules[name]
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, path.resolve())
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[name]
+        raise ImportError(f"importing {path} failed: {type(err).__name__}: {err}") from err
+    return module
+
+
+def load_callable(spec: str, what: str = "model") -> tuple[Any, ModuleType]:
+    """``file.py:name`` or ``module:name`` -> (the callable, its module)."""
+    if not isinstance(spec, str) or ":" not in spec:
+        raise ValueError(f"{what} must be given as path/to/file.py:name or package.module:name, "
+                         f"got {spec!r}")
+    where, name = spec.rsplit(":", 1)
+    if not where or not name:
+        raise ValueError(f"{what} must be given as path/to/file.py:name, got {spec!r}")
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        module = _import_file(Path(where))
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as err:
+            raise ImportError(f"cannot import module {where!r} for the {what} ({err}); give a file "
+                              "path ending in .py or put the module on PYTHONPATH") from err
+    obj: Any = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            found = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
+                           and getattr(v, "__module__", None) == module.__name__)
+            raise ValueError(f"{where} has no attribute {name!r} for the {what}; callables defined "
+                             f"there: {found}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"{spec} is a {type(obj).__name__}, not a callable Pyro {what}")
+    return obj, module
+
+
+def load_weights(model: Any, module: ModuleType, path: str | os.PathLike) -> None:
+    """Load trained parameters following the convention of the module docstring."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"weights file {path} does not exist")
+    hook = getattr(module, "load", None)
+    if callable(hook):
+        hook(str(path))
+        return
+    if isinstance(model, nn.Module):
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+            state = state["state_dict"]  # a checkpoint that wraps the state dict
+        model.load_state_dict(state)
+        return
+    raise ValueError(f"cannot load {path} into the model: define a function load(path) in "
+                     f"{getattr(module, '__file__', module.__name__)} that loads the weights into "
+                     "the model's modules (or make the model a torch.nn.Module)")
+
+
+def prepare_modules(model: Any, module: ModuleType, device: torch.device) -> None:
+    """Put the model's modules in eval mode on ``device``."""
+    found = [v for v in vars(module).values() if isinstance(v, nn.Module)]
+    if isinstance(model, nn.Module):
+        found.append(model)
+    for m in found:
+        m.eval()
+        m.to(device)
+
+
+def _pick(arrays: dict[str, Any], key: str | None, path: Path) -> Any:
+    if key is not None:
+        if key not in arrays:
+            raise ValueError(f"{path} has no array {key!r}; it holds {sorted(arrays)}")
+        return arrays[key]
+    if len(arrays) == 1:
+        return next(iter(arrays.values()))
+    if "x" in arrays:
+        return arrays["x"]
+    raise ValueError(f"{path} holds several arrays {sorted(arrays)}: choose one with --data-key")
+
+
+def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "auto",
+              limit: int | None = None, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Read observations ``(N, *event_shape)`` from .npy, .npz or .pt (a tensor or a dict of them).
+
+    ``dtype="auto"`` keeps floating data as they are and turns integer or boolean data (e.g.
+    binarized images) into float32.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data file {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        data: Any = np.load(path, allow_pickle=False)
+    elif suffix == ".npz":
+        with np.load(path, allow_pickle=False) as z:
+            data = _pick({k: z[k] for k in z.files}, key, path)
+    elif suffix in (".pt", ".pth"):
+        data = torch.load(path, map_location="cpu", weights_only=True)
+        if isinstance(data, dict):
+            data = _pick(data, key, path)
+    else:
+        raise ValueError(f"unsupported data file {path}: use one of {', '.join(DATA_SUFFIXES)}")
+    if isinstance(data, np.ndarray):
+        if data.dtype == object:
+            raise ValueError(f"{path} holds an object array; save a numeric array")
+        data = torch.from_numpy(np.ascontiguousarray(data))
+    if not isinstance(data, torch.Tensor):
+        raise ValueError(f"{path} holds a {type(data).__name__}, not an array of observations")
+    if dtype == "auto":
+        target = data.dtype if data.is_floating_point() else torch.float32
+    elif dtype in ("float32", "float64"):
+        target = getattr(torch, dtype)
+    else:
+        raise ValueError(f"dtype must be auto, float32 or float64, got {dtype!r}")
+    if data.dim() < 1 or data.shape[0] < 1:
+        raise ValueError(f"{path} holds no examples (shape {tuple(data.shape)})")
+    if limit is not None:
+        data = data[:limit]
+    return data.to(device=device, dtype=target)

@@ -1,0 +1,272 @@
+"""Result objects returned by every estimator: per-example estimates, weights and diagnostics.
+
+Fields fixed by ``API.md``: ``log_likelihood`` (N,), ``log_weights`` (K, N) where kept, ``bound``
+(``"lower"``, ``"upper"`` or ``None``), ``mean`` and ``stderr`` (over examples), ``summary()``,
+``to_datatree()`` and ``to_inference_data()``. Per-example diagnostics: ``ess``, ``mcse`` (the
+delta-method standard error of ``log_likelihood``) and Pareto ``khat``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import Tensor
+
+__all__ = ["EstimateResult", "AISResult", "BDMCResult", "KHAT_WARN", "bits_per_dim"]
+
+KHAT_WARN = 0.7  # Pareto k-hat above this: the importance estimate is unreliable (Vehtari et al.)
+
+
+def _mean(values: Tensor, failed: Tensor) -> float:
+    ok = values[~failed]
+    return float(ok.mean()) if len(ok) else float("nan")
+
+
+def _stderr(values: Tensor, failed: Tensor) -> float:
+    ok = values[~failed]
+    return float(ok.std(unbiased=True) / math.sqrt(len(ok))) if len(ok) > 1 else float("nan")
+
+
+def bits_per_dim(log_likelihood: Tensor | float, num_dims: int) -> Tensor | float:
+    r"""Negative log-likelihood in bits per dimension: :math:`-\log p(x) / (D \ln 2)`."""
+    return -log_likelihood / (num_dims * math.log(2.0))
+
+
+class _Exports:
+    """Export methods shared by every result (the work is in :mod:`pyrolik.export`)."""
+
+    def to_datatree(self):
+        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.export`)."""
+        from pyrolik.export import to_datatree
+
+        return to_datatree(self)
+
+    def to_inference_data(self):
+        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.export`)."""
+        from pyrolik.export import to_inference_data
+
+        return to_inference_data(self)
+
+
+@dataclass
+class EstimateResult(_Exports):
+    """Per-example estimates of log p(x) in nats from one estimator."""
+
+    method: str
+    log_likelihood: Tensor  # (N,)
+    bound: str | None
+    log_weights: Tensor | None = None  # (K, N), importance log-weights where kept
+    ess: Tensor | None = None  # (N,)
+    mcse: Tensor | None = None  # (N,)
+    khat: Tensor | None = None  # (N,)
+    x: Tensor | None = None  # (N, *event_shape), the evaluated data
+    settings: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    wall_time: float = float("nan")
+
+    @property
+    def num_examples(self) -> int:
+        return self.log_likelihood.shape[0]
+
+    @property
+    def failed(self) -> Tensor:
+        """``(N,)`` bool: examples whose estimate is NaN or inf (the model's density was not finite).
+
+        They are left out of :attr:`mean` and :attr:`stderr` (see :mod:`pyrolik.faults`).
+        """
+        return ~torch.isfinite(self.log_likelihood)
+
+    @property
+    def mean(self) -> float:
+        """Average estimate over the examples that did not fail (nats)."""
+        return _mean(self.log_likelihood, self.failed)
+
+    @property
+    def stderr(self) -> float:
+        """Standard error of :attr:`mean` over examples (data variability), nats."""
+        return _stderr(self.log_likelihood, self.failed)
+
+    @property
+    def num_dims(self) -> int | None:
+        return None if self.x is None else int(self.x[0].numel())
+
+    def warnings(self) -> list[str]:
+        """Plain-words warnings about this estimate (empty when nothing looks wrong)."""
+        out = []
+        num_failed = int(self.failed.sum())
+        if num_failed:
+            out.append(f"{num_failed} of {self.num_examples} examples failed (NaN or inf estimate: "
+                       "the model's density was not finite for them); they are left out of the mean "
+                       "(see result.failed)")
+        if self.khat is not None:
+            bad = int((self.khat > KHAT_WARN).sum())
+            if bad:
+                out.append(
+                    f"{bad} of {self.num_examples} examples have Pareto k-hat > {KHAT_WARN}: their "
+                    "importance weights are dominated by a few draws and the estimate is unreliable "
+                    "(use more chains/samples, more annealing steps, or a better proposal)"
+                )
+        return out
+
+    def per_example(self) -> pd.DataFrame:
+        """One row per example: estimate, MCSE, ESS and k-hat."""
+        cols = {"log_likelihood": self.log_likelihood}
+        for name in ("mcse", "ess", "khat"):
+            val = getattr(self, name)
+            if val is not None:
+                cols[name] = val
+        df = pd.DataFrame({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
+        df.index.name = "example"
+        return df
+
+    def _summary_row(self) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "method": self.method,
+            "bound": self.bound or "none",
+            "examples": self.num_examples,
+            "log p(x) [nats]": self.mean,
+            "stderr": self.stderr,
+        }
+        if self.failed.any():
+            row["failed"] = int(self.failed.sum())
+        if self.num_dims:
+            row["NLL [bits/dim]"] = float(bits_per_dim(self.mean, self.num_dims))
+        if self.mcse is not None:
+            row["mean MCSE"] = float(self.mcse[~self.failed].mean())
+        if self.ess is not None:
+            row["min ESS"] = float(self.ess[~self.failed].min()) if (~self.failed).any() \
+                else float("nan")
+        if self.khat is not None and torch.isfinite(self.khat).any():
+            row["max k-hat"] = float(self.khat[torch.isfinite(self.khat)].max())
+        row["wall time [s]"] = self.wall_time
+        return row
+
+    def summary(self) -> pd.DataFrame:
+        """A one-row table a person can read: the mean estimate, its errors and diagnostics."""
+        return pd.DataFrame([self._summary_row()]).set_index("method")
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(method={self.method!r}, bound={self.bound!r}, "
+                f"N={self.num_examples}, mean={self.mean:.4f}, stderr={self.stderr:.4f})")
+
+
+@dataclass(repr=False)
+class AISResult(EstimateResult):
+    """A forward or reverse AIS run.
+
+    ``log_weights`` are the raw AIS log-weights. Forward: ``log_likelihood = logmeanexp(log_weights)``.
+    Reverse: the weights estimate ``1 / p(x)``, so ``log_likelihood = -logmeanexp(log_weights)``.
+    """
+
+    direction: str = "forward"
+    path: str = "prior"
+    schedule: Tensor | None = None  # (num_steps + 1,) betas in the order they were visited
+    step_sizes: Any = None  # adaptation.StepSizes: the frozen pilot table (adapt="pilot")
+    kernel: Any = None  # the HMC kernel used
+    final_state: Tensor | None = None  # (K, N, d) unconstrained latents at the end
+    latents: dict[str, Tensor] | None = None  # constrained final states, each (K, N, *site)
+    acceptance_rate: Tensor | None = None  # (K, N) mean over the run
+    num_divergent: Tensor | None = None  # (K, N) count of non-finite proposals
+    trace: dict[str, Tensor] | None = None  # recorded diagnostics, each (R, ...), see ``ais``
+    trace_steps: Tensor | None = None  # (R,) the annealing step index of each record
+
+    def _summary_row(self) -> dict[str, Any]:
+        row = super()._summary_row()
+        if self.acceptance_rate is not None:
+            row["acceptance"] = float(self.acceptance_rate[:, ~self.failed].mean())
+        if self.num_divergent is not None:
+            row["divergences"] = int(self.num_divergent[:, ~self.failed].sum())
+        return row
+
+    def warnings(self) -> list[str]:
+        out = super().warnings()
+        if self.acceptance_rate is not None:
+            per_example = self.acceptance_rate.mean(0)
+            low = int(((per_example < 0.1) & ~self.failed).sum())  # failed ones are reported apart
+            if low:
+                out.append(
+                    f"HMC acceptance collapsed (< 0.1) for {low} of {self.num_examples} examples: "
+                    "the chains barely moved, so the estimate is far from converged; lower the step "
+                    "size or use adapt='pilot'"
+                )
+        num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
+        if num_div:
+            out.append(f"{num_div} HMC proposals were non-finite (divergent) and rejected")
+        return out
+
+
+@dataclass
+class BDMCResult(_Exports):
+    """Bidirectional Monte Carlo on simulated data: a sandwich ``lower <= log p(x) <= upper``."""
+
+    lower: AISResult
+    upper: AISResult
+    x: Tensor
+    latents: dict[str, Tensor]
+    wall_time: float = float("nan")
+
+    @property
+    def bound(self) -> str:
+        return "sandwich"
+
+    @property
+    def method(self) -> str:
+        return "bdmc"
+
+    @property
+    def failed(self) -> Tensor:
+        """``(N,)`` bool: examples where either bound failed (NaN or inf); left out of the means."""
+        return self.lower.failed | self.upper.failed
+
+    @property
+    def per_example_gap(self) -> Tensor:
+        """``upper - lower`` per example (nats); bounds the error of either estimate on average."""
+        return self.upper.log_likelihood - self.lower.log_likelihood
+
+    @property
+    def gap(self) -> float:
+        """The BDMC gap: mean over the examples that did not fail of upper minus lower (nats)."""
+        return _mean(self.per_example_gap, self.failed)
+
+    @property
+    def gap_stderr(self) -> float:
+        return _stderr(self.per_example_gap, self.failed)
+
+    @property
+    def log_likelihood(self) -> Tensor:
+        """Midpoint of the sandwich per example (nats)."""
+        return 0.5 * (self.upper.log_likelihood + self.lower.log_likelihood)
+
+    @property
+    def mean(self) -> float:
+        return _mean(self.log_likelihood, self.failed)
+
+    @property
+    def stderr(self) -> float:
+        return _stderr(self.log_likelihood, self.failed)
+
+    def summary(self) -> pd.DataFrame:
+        """Lower and upper rows, plus the gap with its standard error."""
+        df = pd.concat([self.lower.summary(), self.upper.summary()])
+        df.index = ["forward AIS (lower)", "reverse AIS (upper)"]
+        df.index.name = "estimate"
+        gap = {"log p(x) [nats]": self.gap, "stderr": self.gap_stderr,
+               "examples": len(self.x), "bound": "gap"}
+        df.loc["BDMC gap (upper - lower)", list(gap)] = list(gap.values())
+        return df
+
+    def warnings(self) -> list[str]:
+        out = [f"forward: {w}" for w in self.lower.warnings()]
+        out += [f"reverse: {w}" for w in self.upper.warnings()]
+        if self.gap > 1.0:
+            out.append(f"the BDMC gap is {self.gap:.2f} nats: AIS has not converged on this model; "
+                       "increase num_steps until the gap is small")
+        return out
+
+    def __repr__(self) -> str:
+        return (f"BDMCResult(N={len(self.x)}, lower={self.lower.mean:.4f}, "
+                f"upper={self.upper.mean:.4f}, gap={self.gap:.4f} +- {self.gap_stderr:.4f})")

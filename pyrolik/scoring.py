@@ -1,0 +1,87 @@
+r"""Proper scoring rules for categorical predictive distributions, per example, higher is better.
+
+For a predicted distribution :math:`q` over :math:`K` classes and an observed class :math:`i`:
+
+- logarithmic: :math:`\ln q_i`; its expected value under the true :math:`f` is
+  :math:`-\mathrm{KL}(f \| q) - H(f)`;
+- quadratic: :math:`2 q_i - \|q\|^2`; expected value :math:`\|f\|^2 - \|f - q\|^2`, so it measures
+  squared Euclidean distance. The Brier score is :math:`\|q - e_i\|^2 = 1 - (2 q_i - \|q\|^2)`;
+- spherical: :math:`q_i / \|q\|`; expected value :math:`\|f\| \cos\angle(f, q)`.
+
+All three are strictly proper: the expected score under :math:`f` is maximised only at
+:math:`q = f`, so differences between models' average scores estimate differences in a divergence
+from the truth (Chakraborty, Das & Lavoie, "How to show a probabilistic model is better", sections 2
+and 4; Gneiting & Raftery, 2007). The quadratic and spherical scores stay finite when a model puts
+zero probability on an observed class, where the log score is :math:`-\infty`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "SCORES",
+    "log_score",
+    "quadratic_score",
+    "brier_score",
+    "spherical_score",
+    "score",
+]
+
+
+def _check(probs: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    q = np.asarray(probs.detach().cpu() if hasattr(probs, "detach") else probs, dtype=np.float64)
+    labels = np.asarray(y.detach().cpu() if hasattr(y, "detach") else y)
+    if q.ndim != 2:
+        raise ValueError(f"probs must be (N, K) class probabilities; got shape {q.shape}")
+    if labels.shape != (q.shape[0],):
+        raise ValueError(f"y must hold one class label per row of probs, shape ({q.shape[0]},); "
+                         f"got {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer):
+        if not np.all(labels == np.round(labels)):
+            raise TypeError("y must hold integer class labels")
+        labels = labels.astype(np.int64)
+    if labels.min(initial=0) < 0 or labels.max(initial=0) >= q.shape[1]:
+        raise ValueError(f"labels must lie in [0, {q.shape[1]}); got range "
+                         f"[{labels.min()}, {labels.max()}]")
+    if not np.isfinite(q).all() or (q < 0).any():
+        raise ValueError("probs must be finite and non-negative")
+    if not np.allclose(q.sum(1), 1.0, rtol=0, atol=1e-6):
+        raise ValueError("each row of probs must sum to 1 (apply softmax to logits first)")
+    return q, labels
+
+
+def log_score(probs: Any, y: Any) -> np.ndarray:
+    r"""Logarithmic score :math:`\ln q_{y}` per example (``-inf`` where :math:`q_y = 0`)."""
+    q, labels = _check(probs, y)
+    with np.errstate(divide="ignore"):
+        return np.log(q[np.arange(len(labels)), labels])
+
+
+def quadratic_score(probs: Any, y: Any) -> np.ndarray:
+    r"""Quadratic score :math:`2 q_y - \|q\|^2` per example, in :math:`[-1, 1]`."""
+    q, labels = _check(probs, y)
+    return 2 * q[np.arange(len(labels)), labels] - (q**2).sum(1)
+
+
+def brier_score(probs: Any, y: Any) -> np.ndarray:
+    r"""Brier score :math:`\|q - e_y\|^2 = 1 - \text{quadratic}` per example (lower is better)."""
+    return 1.0 - quadratic_score(probs, y)
+
+
+def spherical_score(probs: Any, y: Any) -> np.ndarray:
+    r"""Spherical score :math:`q_y / \|q\|` per example, in :math:`[0, 1]`."""
+    q, labels = _check(probs, y)
+    return q[np.arange(len(labels)), labels] / np.linalg.norm(q, axis=1)
+
+
+SCORES = {"log": log_score, "quadratic": quadratic_score, "spherical": spherical_score}
+
+
+def score(probs: Any, y: Any, rule: str = "log") -> np.ndarray:
+    """Per-example score under ``rule`` in ``SCORES`` (all oriented so that higher is better)."""
+    if rule not in SCORES:
+        raise ValueError(f"unknown scoring rule {rule!r}; choose one of {sorted(SCORES)}")
+    return SCORES[rule](probs, y)

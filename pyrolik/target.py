@@ -1,0 +1,498 @@
+r"""Turn a Pyro model (and optionally a guide) into batched log-density functions: the adapter.
+
+This is the only module that knows about Pyro's effect handlers. Given a model that follows the
+convention of ``API.md`` (first argument ``x`` of shape ``(N, *event_shape)``, a plate over dim 0 of
+``x``, observed sites conditioned on ``x``), :func:`make_target` traces it once to discover the latent
+sites, the observed sites and the plate over examples, then builds functions over a flat
+*unconstrained* latent tensor ``u`` of shape ``(K * N, d)``: ``K`` chains (or samples) of ``N``
+examples folded into the data plate, row ``k * N + n`` holding chain ``k`` of example ``n``.
+
+.. math::
+    \log p(u) = \sum_{\text{latent } s} \log p_s(T_s(u_s)) + \log |\det J_{T_s}(u_s)|,
+    \qquad \log p(x \mid u) = \sum_{\text{observed } o} \log p_o(x_o \mid T(u)),
+
+where :math:`T_s` = ``biject_to(support_s)`` maps the real line to the site's support. Both are
+per-row sums over every dimension but the data plate's. The hot path evaluates the model through a
+lean messenger with Pyro's argument validation off (validation happens once, at the boundary).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import pyro
+import torch
+from pyro.distributions import constraints
+from pyro.distributions.util import scale_and_mask
+from pyro.poutine.messenger import Messenger
+from pyro.poutine.util import site_is_subsample
+from torch import Tensor
+from torch.distributions import biject_to
+
+__all__ = ["Draw", "SiteLayout", "Target", "ValueAndGrad", "make_target", "fork_rng_from", "validate_data"]
+
+ModelFn = Callable[..., Any]
+
+
+class SiteLayout(NamedTuple):
+    """Where one latent site lives in the flat unconstrained vector of an example."""
+
+    name: str
+    offset: int  # first column in u
+    size: int  # number of unconstrained values per example
+    shape: tuple[int, ...]  # unconstrained value shape per example, the data-plate dim removed
+    plate_index: int  # position of the data-plate dim in the site's value
+
+
+class Draw(NamedTuple):
+    """Exact draws of the latents: flat unconstrained, constrained by site, and a log-density."""
+
+    u: Tensor  # (rows, d)
+    values: dict[str, Tensor]  # constrained, model layout
+    log_density: Tensor  # (rows,)
+
+
+class ValueAndGrad(NamedTuple):
+    """Values and gradients of the two terms of a tempered density, per row."""
+
+    log_init: Tensor  # (rows,)
+    log_ratio: Tensor  # (rows,): log_final - log_init
+    grad_init: Tensor  # (rows, d)
+    grad_ratio: Tensor  # (rows, d)
+
+
+def validate_data(x: Any) -> Tensor:
+    """Check the observations at the public boundary; return them unchanged."""
+    if not isinstance(x, Tensor):
+        raise TypeError(
+            f"x must be a torch.Tensor of shape (N, *event_shape), got {type(x).__name__}; "
+            "convert with torch.as_tensor(x, dtype=torch.float32)"
+        )
+    if x.dim() < 1 or x.shape[0] < 1:
+        raise ValueError(f"x must have at least one example along dim 0, got shape {tuple(x.shape)}")
+    if x.is_floating_point() and not torch.isfinite(x).all():
+        bad = (~torch.isfinite(x)).reshape(x.shape[0], -1).any(-1).nonzero().flatten().tolist()
+        raise ValueError(
+            f"x contains NaN or inf in examples {bad[:10]}{'...' if len(bad) > 10 else ''}; "
+            "remove or impute them before estimating log-likelihoods"
+        )
+    return x
+
+
+def check_count(name: str, value: Any) -> int:
+    """Raise unless ``value`` is a positive integer."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+@contextlib.contextmanager
+def fork_rng_from(generator: torch.Generator | None, device: torch.device | None = None
+                  ) -> Iterator[None]:
+    """Run Pyro's sampling (global torch RNG) seeded from ``generator``, leaving the user's RNG alone."""
+    devices = [device] if device is not None and device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        if generator is not None:
+            seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+            torch.manual_seed(seed)
+        yield
+
+
+def _is_real(support: constraints.Constraint) -> bool:
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return support is constraints.real
+
+
+def _plate_frame(msg: dict, plate_name: str):
+    for frame in msg["cond_indep_stack"]:
+        if frame.name == plate_name:
+            return frame
+    return None
+
+
+def _per_row(log_prob: Tensor, frame, rows: int, site: str) -> Tensor:
+    """Sum a site's log-density over every dim but the data plate's: shape (rows,)."""
+    dim = frame.dim
+    if log_prob.dim() < -dim or log_prob.shape[dim] != rows:
+        raise ValueError(
+            f"site {site!r}: its log-density has shape {tuple(log_prob.shape)}, which does not "
+            f"broadcast over the data plate ({rows} rows at dim {dim}); sample it inside the plate"
+        )
+    return log_prob.movedim(dim, 0).reshape(rows, -1).sum(-1)
+
+
+class _Evaluate(Messenger):
+    """Set latent sites to given values (or let them sample) and accumulate per-row log-densities.
+
+    ``values`` maps site names to unconstrained (``unconstrained=True``) or constrained values; when it
+    is ``None`` the latents are sampled and recorded in ``self.values`` (constrained).
+    """
+
+    def __init__(self, plate_name: str, rows: int, values: dict[str, Tensor] | None,
+                 unconstrained: bool):
+        super().__init__()
+        self.plate_name = plate_name
+        self.rows = rows
+        self.given = values
+        self.unconstrained = unconstrained
+        self.values: dict[str, Tensor] = {}
+        self.log_latent: Tensor | float = 0.0
+        self.log_obs: Tensor | float = 0.0
+        self._ladj: dict[str, Tensor] = {}
+
+    def _pyro_sample(self, msg: dict) -> None:
+        if msg["is_observed"] or self.given is None or site_is_subsample(msg):
+            return
+        name = msg["name"]
+        if name not in self.given:
+            raise ValueError(
+                f"latent site {name!r} appeared that was not in the first trace of the model; "
+                "pyrolik needs a fixed set of latent sites per example"
+            )
+        value = self.given[name]
+        if self.unconstrained:
+            support = msg["fn"].support
+            if not _is_real(support):
+                t = biject_to(support)
+                z = t(value)
+                self._ladj[name] = t.log_abs_det_jacobian(value, z)
+                value = z
+        msg["value"] = value
+
+    def _pyro_post_sample(self, msg: dict) -> None:
+        if msg["infer"].get("_deterministic") or site_is_subsample(msg):
+            return
+        frame = _plate_frame(msg, self.plate_name)
+        name = msg["name"]
+        if frame is None:
+            kind = "observed" if msg["is_observed"] else "latent"
+            raise ValueError(
+                f"{kind} site {name!r} is outside the plate {self.plate_name!r} over the examples; "
+                "pyrolik estimates per-example log p(x): put every sample site inside the data plate "
+                "(global quantities belong in pyro.param)"
+            )
+        lp = scale_and_mask(msg["fn"].log_prob(msg["value"]), msg["scale"], msg["mask"])
+        if msg["is_observed"]:
+            self.log_obs = self.log_obs + _per_row(lp, frame, self.rows, name)
+            return
+        ladj = self._ladj.pop(name, None)
+        if ladj is not None:
+            while ladj.dim() > lp.dim():
+                ladj = ladj.sum(-1)
+            lp = lp + ladj
+        self.log_latent = self.log_latent + _per_row(lp, frame, self.rows, name)
+        if self.given is None:
+            self.values[name] = msg["value"]
+
+
+@dataclass
+class Target:
+    """A model (and optional guide) as batched functions of a flat unconstrained latent ``u``.
+
+    Built by :func:`make_target`. ``rows = num_chains * num_examples``; row ``k * N + n`` is chain
+    ``k`` of example ``n``. All functions return per-row tensors of shape ``(rows,)``.
+    """
+
+    model: ModelFn
+    x: Tensor  # (rows, *event_shape): the data repeated num_chains times
+    num_chains: int
+    num_examples: int
+    plate_name: str
+    sites: tuple[SiteLayout, ...]
+    observed: tuple[str, ...]
+    model_args: tuple = ()
+    model_kwargs: dict = field(default_factory=dict)
+    guide: ModelFn | None = None
+    supports: dict[str, constraints.Constraint] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        return self.num_chains * self.num_examples
+
+    @property
+    def latent_dim(self) -> int:
+        return sum(s.size for s in self.sites)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.x.dtype if self.x.is_floating_point() else torch.get_default_dtype()
+
+    # -- flat <-> sites ---------------------------------------------------------------------------
+    def split(self, u: Tensor) -> dict[str, Tensor]:
+        """Flat ``(rows, d)`` -> per-site tensors in the model's own layout (unconstrained)."""
+        out = {}
+        for s in self.sites:
+            v = u[:, s.offset : s.offset + s.size].reshape((u.shape[0],) + s.shape)
+            out[s.name] = v.movedim(0, s.plate_index)
+        return out
+
+    def join(self, values: dict[str, Tensor]) -> Tensor:
+        """Per-site tensors (unconstrained, model layout) -> flat ``(rows, d)``."""
+        parts = [values[s.name].movedim(s.plate_index, 0).reshape(self.rows, -1) for s in self.sites]
+        return torch.cat(parts, dim=-1)
+
+    def constrain(self, u: Tensor) -> dict[str, Tensor]:
+        """Flat unconstrained ``u`` -> constrained site values in the model's own layout."""
+        return {k: biject_to(self.supports[k])(v) for k, v in self.split(u).items()}
+
+    def unravel(self, u: Tensor) -> dict[str, Tensor]:
+        """Flat unconstrained ``u`` -> constrained site values, each of shape ``(K, N, *site)``."""
+        out, values = {}, self.constrain(u)
+        for s in self.sites:
+            z = values[s.name].movedim(s.plate_index, 0)
+            out[s.name] = z.reshape((self.num_chains, self.num_examples) + z.shape[1:])
+        return out
+
+    def ravel(self, values: dict[str, Tensor]) -> Tensor:
+        """Constrained site values (model layout) -> flat unconstrained ``u``."""
+        return self.join({s.name: biject_to(self.supports[s.name]).inv(values[s.name])
+                          for s in self.sites})
+
+    # -- evaluation -----------------------------------------------------------------------------
+    def _run(self, fn: ModelFn, values: dict[str, Tensor] | None, unconstrained: bool) -> _Evaluate:
+        ev = _Evaluate(self.plate_name, self.rows, values, unconstrained)
+        with pyro.validation_enabled(False), ev:
+            fn(self.x, *self.model_args, **self.model_kwargs)
+        return ev
+
+    def log_prior_and_obs(self, u: Tensor) -> tuple[Tensor, Tensor]:
+        """``(log p(u) incl. log|det J|, log p(x | u))``, each ``(rows,)``, in one model pass."""
+        ev = self._run(self.model, self.split(u), True)
+        return _as_rows(ev.log_latent, u), _as_rows(ev.log_obs, u)
+
+    def log_prior(self, u: Tensor) -> Tensor:
+        """Per-row log prior density of ``u``, including the log-det-Jacobian."""
+        return self.log_prior_and_obs(u)[0]
+
+    def log_obs(self, u: Tensor) -> Tensor:
+        """Per-row ``log p(x | z(u))``, summed over the observed sites."""
+        return self.log_prior_and_obs(u)[1]
+
+    def log_guide(self, u: Tensor) -> Tensor:
+        """Per-row log density of ``u`` under the guide, including the log-det-Jacobian."""
+        if self.guide is None:
+            raise ValueError("this target was built without a guide")
+        return _as_rows(self._run(self.guide, self.split(u), True).log_latent, u)
+
+    def value_and_grad(self, u: Tensor, path: str = "prior") -> ValueAndGrad:
+        r"""Both terms of :math:`\log f_\beta = \log f_0 + \beta (\log f_1 - \log f_0)` and their gradients.
+
+        ``path="prior"``: :math:`\log f_0 = \log p(u)`, ratio :math:`\log p(x \mid u)`.
+        ``path="guide"``: :math:`\log f_0 = \log q(u \mid x)`, ratio
+        :math:`\log p(u) + \log p(x \mid u) - \log q(u \mid x)`.
+        One model pass (and one guide pass on the guide path), forward and backward. Keeping the two
+        gradients apart lets a change of beta cost no new pass (``PEERS.md``: no stale tempered cache).
+        """
+        with torch.enable_grad():
+            u = u.detach().requires_grad_(True)
+            lp, lo = self.log_prior_and_obs(u)
+            if path == "prior":
+                init, ratio = lp, lo
+            elif path == "guide":
+                init = self.log_guide(u)
+                ratio = lp + lo - init
+            else:
+                raise ValueError(f"path must be 'prior' or 'guide', got {path!r}")
+            g_ratio = _grad(ratio, u, retain=True)
+            g_init = _grad(init, u, retain=False)
+        return ValueAndGrad(init.detach(), ratio.detach(), g_init, g_ratio)
+
+    # -- exact draws ----------------------------------------------------------------------------
+    def sample_prior(self, generator: torch.Generator | None = None) -> Draw:
+        """Draw ``z ~ p(z)``; ``log_density`` is ``log p(x | z)``, all from one model pass."""
+        with fork_rng_from(generator, self.x.device), torch.no_grad():
+            ev = self._run(self.model, None, False)
+        return Draw(self.ravel(ev.values), ev.values, _as_rows(ev.log_obs, self.x))
+
+    def sample_guide(self, generator: torch.Generator | None = None) -> Draw:
+        """Draw ``z ~ q(z | x)``; ``log_density`` is ``log q(z | x)`` of the constrained ``z``."""
+        if self.guide is None:
+            raise ValueError("this target was built without a guide")
+        with fork_rng_from(generator, self.x.device), torch.no_grad():
+            ev = self._run(self.guide, None, False)
+        return Draw(self.ravel(ev.values), ev.values, _as_rows(ev.log_latent, self.x))
+
+    def log_joint_constrained(self, values: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """``(log p(z), log p(x | z))`` of constrained site values (no Jacobian), ``(rows,)`` each."""
+        with torch.no_grad():
+            ev = self._run(self.model, values, False)
+        return _as_rows(ev.log_latent, self.x), _as_rows(ev.log_obs, self.x)
+
+
+def _as_rows(value: Tensor | float, like: Tensor) -> Tensor:
+    if isinstance(value, Tensor):
+        return value
+    return like.new_full((like.shape[0],), float(value))
+
+
+def _grad(out: Tensor, u: Tensor, retain: bool) -> Tensor:
+    if not out.requires_grad:
+        return torch.zeros_like(u)
+    (g,) = torch.autograd.grad(out.sum(), u, retain_graph=retain, allow_unused=True)
+    return torch.zeros_like(u) if g is None else g
+
+
+# -- discovery --------------------------------------------------------------------------------------
+def _get_trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, validate: bool):
+    with fork_rng_from(None), torch.no_grad(), pyro.validation_enabled(validate):
+        tr = pyro.poutine.trace(fn).get_trace(x, *args, **kwargs)
+        for s in _sample_sites(tr):
+            if s["is_observed"]:
+                _check_observed_shape(s)
+        tr.compute_log_prob()
+    return tr
+
+
+def _any_not_finite(tr) -> bool:
+    """Whether some log-density of the trace is NaN or inf."""
+    return any(bool((~torch.isfinite(s["log_prob"])).any()) for s in _sample_sites(tr))
+
+
+def _short(err: BaseException) -> str:
+    """Pyro's error message without its tensor dumps and trace tables."""
+    keep = []
+    for line in str(err).strip().splitlines():
+        text = line.strip()
+        if text.startswith("Trace Shapes"):
+            break
+        if text and not text.startswith(("tensor(", "[", "(", "-")) and not text[0].isdigit():
+            keep.append(text)
+    return " ".join(keep)[:600] or type(err).__name__
+
+
+def _trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, what: str):
+    try:
+        return _get_trace(fn, x, args, kwargs, validate=True)
+    except (ValueError, RuntimeError, IndexError) as err:
+        # A model whose density is NaN for some examples fails Pyro's validation; let it through
+        # (the structure is all discovery needs) so that the estimators flag those examples.
+        try:
+            tr = _get_trace(fn, x, args, kwargs, validate=False)
+        except (ValueError, RuntimeError, IndexError):
+            tr = None
+        if tr is not None and _any_not_finite(tr):
+            return tr
+        raise ValueError(
+            f"running the {what} on x of shape {tuple(x.shape)} failed ({_short(err)}); check that "
+            "x has shape (N, *event_shape) matching the observed site, and model_args/model_kwargs"
+        ) from err
+
+
+def _check_observed_shape(site: dict) -> None:
+    fn, value = site["fn"], site["value"]
+    expected = tuple(fn.batch_shape + fn.event_shape)
+    if tuple(value.shape) != expected:
+        raise ValueError(
+            f"observed site {site['name']!r} has a distribution of shape {expected} but its value "
+            f"has shape {tuple(value.shape)}"
+        )
+
+
+def _sample_sites(tr) -> list[dict]:
+    return [s for s in tr.nodes.values()
+            if s["type"] == "sample" and not s["infer"].get("_deterministic")
+            and not site_is_subsample(s)]
+
+
+def _find_plate(tr_n, tr_2n, n: int) -> str:
+    """The data plate: the plate around the observed sites whose size follows the number of examples."""
+    observed = [s for s in _sample_sites(tr_n) if s["is_observed"]]
+    if not observed:
+        raise ValueError(
+            "the model has no observed site: condition its observation-noise site on the data, "
+            "e.g. pyro.sample('x', dist.Normal(decoder(z), sigma).to_event(1), obs=x)"
+        )
+    names = None
+    for s in observed:
+        sizes_n = {f.name: f.size for f in s["cond_indep_stack"]}
+        sizes_2n = {f.name: f.size for f in tr_2n.nodes[s["name"]]["cond_indep_stack"]}
+        cand = {k for k, v in sizes_n.items() if v == n and sizes_2n.get(k) == 2 * n}
+        names = cand if names is None else names & cand
+    if not names:
+        raise ValueError(
+            "no plate over the examples: wrap the model's sample sites in "
+            "`with pyro.plate('data', x.shape[0]):` so that dim 0 of x indexes examples"
+        )
+    if len(names) > 1:
+        raise ValueError(f"several plates {sorted(names)} follow the number of examples; use one")
+    return names.pop()
+
+
+def _layout(tr, plate_name: str, n: int) -> tuple[SiteLayout, ...]:
+    sites, offset = [], 0
+    for s in _sample_sites(tr):
+        if s["is_observed"]:
+            continue
+        fn, name = s["fn"], s["name"]
+        if fn.support.is_discrete:
+            raise TypeError(
+                f"latent site {name!r} is discrete ({type(fn).__name__}); pyrolik's samplers need "
+                "continuous latents: marginalise it out in the model (sum over its values)"
+            )
+        frame = _plate_frame(s, plate_name)
+        if frame is None:
+            raise ValueError(
+                f"latent site {name!r} is outside the plate {plate_name!r} over the examples; "
+                "every latent must be per-example (global quantities belong in pyro.param)"
+            )
+        u = biject_to(fn.support).inv(s["value"])
+        batch_ndim = len(fn.batch_shape)
+        plate_index = batch_ndim + frame.dim
+        per_example = u.movedim(plate_index, 0)
+        if per_example.shape[0] != n:
+            raise ValueError(f"latent site {name!r} has {per_example.shape[0]} rows, expected {n}")
+        shape = tuple(per_example.shape[1:])
+        size = int(per_example[0].numel())
+        sites.append(SiteLayout(name, offset, size, shape, plate_index))
+        offset += size
+    if not sites:
+        raise ValueError("the model has no latent site: there is nothing to integrate out")
+    return tuple(sites)
+
+
+def make_target(
+    model: ModelFn,
+    x: Tensor,
+    num_chains: int = 1,
+    *,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    guide: ModelFn | None = None,
+) -> Target:
+    """Trace ``model`` on ``x`` once and return its :class:`Target` for ``num_chains`` copies.
+
+    Raises ``ValueError``/``TypeError`` naming the fix for: non-finite data, data that do not fit the
+    model, no observed site, no plate over the examples, a discrete latent site, a latent outside the
+    data plate, and a guide that misses a latent site.
+    """
+    x = validate_data(x)
+    check_count("num_chains", num_chains)
+    model_kwargs = dict(model_kwargs or {})
+    n = x.shape[0]
+    x_rep = x.repeat((num_chains,) + (1,) * (x.dim() - 1)) if num_chains > 1 else x
+    rows = x_rep.shape[0]
+    tr = _trace(model, x_rep, model_args, model_kwargs, "model")
+    tr_2 = _trace(model, torch.cat([x_rep, x_rep]), model_args, model_kwargs, "model")
+    plate_name = _find_plate(tr, tr_2, rows)
+    sites = _layout(tr, plate_name, rows)
+    observed = tuple(s["name"] for s in _sample_sites(tr) if s["is_observed"])
+    supports = {s.name: tr.nodes[s.name]["fn"].support for s in sites}
+    target = Target(model, x_rep, num_chains, n, plate_name, sites, observed,
+                    tuple(model_args), model_kwargs, guide, supports)
+    if guide is not None:
+        tr_g = _trace(guide, x_rep, model_args, model_kwargs, "guide")
+        guide_latents = {s["name"] for s in _sample_sites(tr_g) if not s["is_observed"]}
+        missing = [s.name for s in sites if s.name not in guide_latents]
+        if missing:
+            raise ValueError(
+                f"the guide misses the latent site(s) {missing}: a guide must sample every latent "
+                "site of the model, under the same name"
+            )
+        extra = sorted(guide_latents - {s.name for s in sites})
+        if extra:
+            raise ValueError(f"the guide samples site(s) {extra} that are not latent in the model")
+    return target

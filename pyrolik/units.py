@@ -1,0 +1,194 @@
+r"""Units for log-likelihoods: nats and bits/dim, rescaled or affinely mapped data, dequantization.
+
+Everything here takes and returns **log-likelihoods** (higher is better, natural log, per example or
+averaged); the negative log-likelihood (NLL) is their negation. Functions accept floats, numpy
+arrays and torch tensors alike.
+
+The derivations follow the note on evaluation metrics in the pyrolik seeds (after Theis, van den
+Oord & Bethge, 2016, "A note on the evaluation of generative models", arXiv:1511.01844).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "LN2",
+    "nats_to_bits",
+    "bits_to_nats",
+    "nats_to_bits_per_dim",
+    "bits_per_dim_to_nats",
+    "rescale_log_density",
+    "affine_log_density",
+    "discrete_log_prob_bound",
+    "nll_bits_per_dim",
+]
+
+LN2 = math.log(2.0)
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int (the number of data dimensions); "
+                         f"got {value!r}")
+    return int(value)
+
+
+def nats_to_bits(nats: Any) -> Any:
+    r"""Nats to bits: :math:`b = n / \ln 2` (:math:`\log_2 a = \ln a / \ln 2`)."""
+    return nats / LN2
+
+
+def bits_to_nats(bits: Any) -> Any:
+    r"""Bits to nats: :math:`n = b \ln 2`."""
+    return bits * LN2
+
+
+def nats_to_bits_per_dim(nats: Any, num_dims: int) -> Any:
+    r"""A quantity in nats for a whole ``num_dims``-dimensional example, in bits per dimension.
+
+    .. math:: \text{bits/dim} = \frac{n}{D \ln 2}
+
+    Apply it to an NLL (positive) to get the usual bits/dim figure; a log-likelihood gives its
+    negation. For images the NLL must first be of the *discrete* data, see
+    :func:`nll_bits_per_dim`.
+    """
+    return nats / (_positive_int("num_dims", num_dims) * LN2)
+
+
+def bits_per_dim_to_nats(bits_per_dim: Any, num_dims: int) -> Any:
+    r"""Bits per dimension back to nats per example: :math:`n = \text{bits/dim} \cdot D \ln 2`."""
+    return bits_per_dim * _positive_int("num_dims", num_dims) * LN2
+
+
+def rescale_log_density(log_p_scaled: Any, scale: Any, num_dims: int | None = None) -> Any:
+    r"""Log-density of the original data from that of data scaled by ``1 / scale``.
+
+    If the model saw :math:`\tilde x = x / \sigma` in :math:`k` dimensions, the change of
+    variables :math:`p(x) = \tilde p(\tilde x)\,|\det \partial\tilde x / \partial x|
+    = \tilde p(x/\sigma)\,\sigma^{-k}` gives
+
+    .. math::
+        \log p(x) = \log \tilde p(x / \sigma) - k \log \sigma, \qquad
+        \text{NLL} = \widetilde{\text{NLL}} + k \log \sigma .
+
+    Parameters
+    ----------
+    log_p_scaled : float, array or tensor
+        :math:`\log \tilde p(\tilde x)` in nats, per example.
+    scale : float or 1-D array/tensor
+        :math:`\sigma`: one number for all ``num_dims`` dimensions, or one per dimension (then the
+        correction is :math:`\sum_i \log \sigma_i` and ``num_dims`` is their count).
+    num_dims : int, optional
+        :math:`k`; required when ``scale`` is a single number.
+    """
+    scale_t = torch.as_tensor(scale, dtype=torch.float64)
+    if not bool((scale_t > 0).all()):
+        raise ValueError("scale must be positive: the data were divided by it")
+    if scale_t.dim() == 0:
+        if num_dims is None:
+            raise ValueError("give num_dims (k) with a scalar scale: the correction is k log scale")
+        correction = _positive_int("num_dims", num_dims) * math.log(float(scale_t))
+    elif scale_t.dim() == 1:
+        if num_dims is not None and num_dims != scale_t.numel():
+            raise ValueError(f"num_dims={num_dims} but scale has {scale_t.numel()} entries")
+        correction = float(scale_t.log().sum())
+    else:
+        raise ValueError("scale must be a number or a 1-D array of per-dimension scales")
+    return log_p_scaled - correction
+
+
+def affine_log_density(log_p_transformed: Any, A: Any, num_dims: int | None = None) -> Any:
+    r"""Log-density of the original data from that of affinely transformed data :math:`y = A x + c`.
+
+    For an invertible :math:`A`, :math:`p_x(x) = p_y(A x + c)\,|\det A|`, so
+
+    .. math:: \log p_x(x) = \log p_y(A x + c) + \log |\det A| ,
+
+    whatever the shift :math:`c`. Scaling by :math:`1/\sigma` is :math:`A = I/\sigma`,
+    :math:`\log|\det A| = -k \log \sigma`, which is :func:`rescale_log_density`.
+
+    Parameters
+    ----------
+    log_p_transformed : float, array or tensor
+        :math:`\log p_y(y)` in nats, per example.
+    A : float, 1-D or 2-D array/tensor
+        A number (times the identity in ``num_dims`` dimensions), the diagonal of :math:`A`, or
+        the full square matrix.
+    """
+    a = torch.as_tensor(A, dtype=torch.float64)
+    if a.dim() == 0:
+        if num_dims is None:
+            raise ValueError("give num_dims with a scalar A: log|det(a I_k)| = k log|a|")
+        logdet = _positive_int("num_dims", num_dims) * math.log(abs(float(a)))
+    elif a.dim() == 1:
+        logdet = float(a.abs().log().sum())
+    elif a.dim() == 2 and a.shape[0] == a.shape[1]:
+        logdet = float(torch.linalg.slogdet(a).logabsdet)
+    else:
+        raise ValueError(f"A must be a number, a diagonal or a square matrix; got shape "
+                         f"{tuple(a.shape)}")
+    if not math.isfinite(logdet):
+        raise ValueError("A is singular: the transformed data have no density")
+    return log_p_transformed + logdet
+
+
+def discrete_log_prob_bound(
+    log_p_dequantized: Any, num_dims: int, levels: int = 256, rescaled: bool = True
+) -> Any:
+    r"""Lower bound on the log-probability of integer data from a density on dequantized data.
+
+    Integer data :math:`k \in \{0, \dots, L-1\}^D` are dequantized as :math:`\tilde x = k + u`,
+    :math:`u \sim U[0, 1)^D`. A continuous model :math:`\tilde p` defines the discrete model
+    :math:`P(k) = \int_{[0,1)^D} \tilde p(k + u)\,du` (at most 1 in total over
+    the grid, exactly 1 when :math:`\tilde p` lives on :math:`[0, L)^D`), and by Jensen's inequality
+
+    .. math::
+        \mathbb E_u[\log \tilde p(k + u)] \le \log \int \tilde p(k + u)\,du = \log P(k),
+
+    so the continuous NLL of dequantized data **upper-bounds** the discrete NLL, with equality when
+    :math:`\tilde p` is constant on each cell. With the usual rescaling to :math:`[0, 1]`,
+    :math:`x = (k + u)/L` and :math:`p(x) = L^D \tilde p(L x)`, hence
+
+    .. math:: \log P(k) \ge \mathbb E_u[\log p((k + u)/L)] - D \log L .
+
+    A single draw of :math:`u` gives an unbiased estimate of the left side of the first line, so
+    averaging per-example values over a test set estimates a bound on the average.
+
+    Parameters
+    ----------
+    log_p_dequantized : float, array or tensor
+        :math:`\log p(x)` (``rescaled=True``, data in :math:`[0, 1]`) or :math:`\log \tilde p(k+u)`
+        (``rescaled=False``), in nats.
+    num_dims : int
+        :math:`D`.
+    levels : int
+        :math:`L`, 256 for 8-bit images.
+    """
+    d = _positive_int("num_dims", num_dims)
+    levels = _positive_int("levels", levels)
+    return log_p_dequantized - d * math.log(levels) if rescaled else log_p_dequantized
+
+
+def nll_bits_per_dim(
+    log_likelihood: Any, num_dims: int, *, levels: int | None = None, scale: Any = None
+) -> Any:
+    r"""The figure papers report: NLL in bits per dimension, of the original (discrete) data.
+
+    ``scale`` first undoes a :math:`1/\sigma` scaling (:func:`rescale_log_density`); ``levels``
+    then treats the data as dequantized and rescaled to :math:`[0, 1]` by ``levels``
+    (:func:`discrete_log_prob_bound`), giving an **upper bound** on the discrete bits/dim:
+
+    .. math:: \text{bits/dim} = \frac{-\log p(x) + D \log L}{D \ln 2}
+              = -\frac{\log p(x)}{D \ln 2} + \log_2 L .
+    """
+    ll = log_likelihood
+    if scale is not None:
+        ll = rescale_log_density(ll, scale, num_dims)
+    if levels is not None:
+        ll = discrete_log_prob_bound(ll, num_dims, levels)
+    return nats_to_bits_per_dim(-ll, num_dims)

@@ -1,0 +1,54 @@
+"""Tiny results of every estimator, built once per session for the export, diagnostics and plot tests."""
+
+from __future__ import annotations
+
+import functools
+
+import pyro
+import pyro.distributions as dist
+import torch
+
+import pyrolik
+from models.linear_gaussian import LinearGaussian
+
+ESTIMATORS = ["ais", "reverse_ais", "iwae", "likelihood_weighting", "kde", "bdmc"]
+LG = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0, dtype=torch.float64)
+
+
+def two_sites(x):
+    """Linear-Gaussian decoder with a per-example positive noise scale: a vector and a
+    constrained scalar site, so constrained and unconstrained states differ."""
+    with pyro.plate("data", x.shape[0]):
+        z = pyro.sample("z", dist.Normal(x.new_zeros(2), 1.0).to_event(1))
+        tau = pyro.sample("tau", dist.LogNormal(x.new_zeros(()), 0.3))
+        loc = z @ LG.W.to(x).T + LG.b.to(x)
+        pyro.sample("x", dist.Normal(loc, 0.3 * tau.unsqueeze(-1)).to_event(1), obs=x)
+
+
+@functools.cache
+def build() -> dict:
+    """``{estimator: result}`` on 3 examples, a few chains and steps (about a second in all)."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        g = torch.Generator().manual_seed(0)
+        x = LG.sample(3, g)
+        kernel = pyrolik.HMC(num_leapfrog=3, mass_matrix=True)
+        out = {"ais": pyrolik.ais(two_sites, x, num_steps=10, num_chains=6, kernel=kernel, seed=0,
+                                  record_every=2, record_states=True, progress=False)}
+        fwd = pyrolik.ais(LG, x, num_steps=10, num_chains=6, kernel=pyrolik.HMC(num_leapfrog=3),
+                          seed=0, progress=False)
+        post = LG.exact_posterior(x).sample()
+        out["reverse_ais"] = pyrolik.reverse_ais(
+            LG, x, post, num_steps=10, num_chains=6, kernel=pyrolik.HMC(num_leapfrog=3), seed=1,
+            step_sizes=fwd.step_sizes, progress=False)
+        out["iwae"] = pyrolik.iwae(LG, LG.exact_guide, x, num_samples=30, seed=0, progress=False)
+        out["likelihood_weighting"] = pyrolik.likelihood_weighting(LG, x, num_samples=40, seed=0,
+                                                                   progress=False)
+        out["kde"] = pyrolik.kde(LG.sample(200, g), x, bandwidth=[0.3, 1.0, 3.0],
+                                 validation=LG.sample(20, g), progress=False)
+        out["bdmc"] = pyrolik.bdmc(two_sites, 3, data_shape=(5,), num_steps=10, num_chains=6,
+                                   kernel=pyrolik.HMC(num_leapfrog=3), seed=0, progress=False)
+    finally:
+        torch.set_default_dtype(old)
+    return out

@@ -1,0 +1,24 @@
+"""Monte Carlo assertions with tolerances from the standard error (STYLE.md section 8)."""
+
+from __future__ import annotations
+
+import torch
+
+from pyrolik.stats import effective_sample_size, mcse_log_mean_exp
+
+
+def assert_unbiased(log_weights, log_z, num_se=4.0, min_ess_frac=0.1):
+    """E[exp(log w - log Z)] = 1 per example; 4 SE gives ~1e-4 false alarms per example."""
+    ratio = torch.exp(log_weights - log_z)  # (K, N)
+    ess = effective_sample_size(log_weights)
+    assert (ess >= min_ess_frac * len(ratio)).all(), f"degenerate weights: ESS {ess.tolist()}"
+    se = ratio.std(dim=0) / len(ratio) ** 0.5
+    err = (ratio.mean(dim=0) - 1).abs()
+    assert (err <= num_se * se + 1e-10).all(), f"biased: |mean-1|={err.tolist()} se={se.tolist()}"
+
+
+def assert_lower_bound(estimate, log_z, log_weights, num_se=4.0):
+    """One-sided: a stochastic lower bound is not above the truth by more than num_se MCSE."""
+    mcse = mcse_log_mean_exp(log_weights)
+    excess = estimate - log_z
+    assert (excess <= num_se * mcse + 1e-10).all(), f"above truth: {excess.tolist()} mcse {mcse.tolist()}"

@@ -1,0 +1,164 @@
+"""AIS and reverse AIS against exact marginals: unbiasedness, bound direction, convergence."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pyrolik
+from models.linear_gaussian import LinearGaussian
+from models.quadrature import BernoulliDecoder, BimodalDecoder, UniformLatent
+from tests.helpers import assert_lower_bound, assert_unbiased
+
+
+@pytest.fixture
+def lg():
+    return LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0)
+
+
+def data(model, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return model.sample(n, g) if isinstance(model, LinearGaussian) else model.sample(n, g)[0]
+
+
+MODELS = {
+    "linear_gaussian": lambda: LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0),
+    "bimodal": BimodalDecoder.random,
+    "bernoulli": BernoulliDecoder.random,
+    "uniform_prior": UniformLatent.random,
+}
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("adapt", ["pilot", None])
+def test_forward_ais_is_unbiased_for_p_of_x(name, adapt, seed):
+    model = MODELS[name]()
+    x = data(model, 3, seed)
+    exact = model.exact_log_marginal(x).to(x.dtype)
+    kernel = pyrolik.HMC(num_leapfrog=5, step_size=0.2, adapt=adapt)
+    r = pyrolik.ais(model, x, num_steps=100, num_chains=300, kernel=kernel, seed=seed,
+                    progress=False)
+    assert r.bound == "lower" and r.log_weights.shape == (300, 3)
+    assert_unbiased(r.log_weights, exact, min_ess_frac=0.05)
+    assert_lower_bound(r.log_likelihood, exact, r.log_weights)
+
+
+@pytest.mark.statistical
+def test_online_adaptation_is_close(lg, seed):
+    """Adapting from each chain's own history is slightly biased; it stays within a few MCSE."""
+    x = data(lg, 3, seed)
+    exact = lg.exact_log_marginal(x)
+    kernel = pyrolik.HMC(num_leapfrog=5, adapt="online")
+    r = pyrolik.ais(lg, x, num_steps=50, num_chains=300, kernel=kernel, seed=seed, progress=False)
+    assert ((r.log_likelihood - exact).abs() <= 5 * r.mcse + 0.02).all()
+    assert 0.45 < float(r.acceptance_rate.mean()) < 0.85
+
+
+@pytest.mark.statistical
+def test_error_shrinks_as_num_steps_grows(lg, seed):
+    x = data(lg, 10, seed)
+    exact = lg.exact_log_marginal(x)
+    errs = []
+    for steps in (2, 20, 200):
+        r = pyrolik.ais(lg, x, num_steps=steps, num_chains=8, seed=seed, progress=False,
+                        kernel=pyrolik.HMC(num_leapfrog=5))
+        errs.append(float((exact - r.log_likelihood).mean()))
+    assert errs[0] > errs[1] > errs[2] > -0.05
+    assert errs[0] > 1.0 and errs[2] < 0.2
+
+
+def test_encoder_path_with_the_exact_posterior_is_exact(lg, seed):
+    x = data(lg, 4, seed)
+    r = pyrolik.ais(lg, x, num_steps=5, num_chains=6, init=lg.exact_guide, seed=seed,
+                    progress=False)
+    torch.testing.assert_close(r.log_likelihood, lg.exact_log_marginal(x), rtol=0, atol=1e-9)
+    assert r.log_weights.std(0).max() < 1e-9 and r.path == "guide"
+
+
+def test_two_point_schedule_equals_likelihood_weighting(lg, seed):
+    x = data(lg, 4, seed)
+    kernel = pyrolik.HMC(adapt=None)
+    a = pyrolik.ais(lg, x, num_steps=None, schedule=torch.tensor([0.0, 1.0]), num_chains=16,
+                    kernel=kernel, seed=seed, progress=False)
+    lw = pyrolik.likelihood_weighting(lg, x, num_samples=16, seed=seed, progress=False)
+    torch.testing.assert_close(a.log_weights, lw.log_weights)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("name", ["linear_gaussian", "bimodal", "uniform_prior"])
+def test_reverse_ais_from_exact_posterior_is_an_upper_bound(name, seed):
+    model = MODELS[name]()
+    g = torch.Generator().manual_seed(seed)
+    if isinstance(model, LinearGaussian):
+        x = model.sample(2, g)
+        z = model.exact_posterior(x).sample((1000,))
+    else:
+        x, _ = model.sample(2, g)
+        z = model.sample_posterior(x, 1000, g)
+    exact = model.exact_log_marginal(x).to(x.dtype)
+    # reverse weights are heavy-tailed (their mean is dominated by rare large weights): many chains
+    r = pyrolik.reverse_ais(model, x, z, num_steps=200, num_chains=1000, seed=seed,
+                            progress=False, kernel=pyrolik.HMC(num_leapfrog=5))
+    assert r.bound == "upper" and r.direction == "reverse"
+    assert_unbiased(r.log_weights, -exact, min_ess_frac=0.02)  # E[w_rev] = 1 / p(x)
+    assert ((r.log_likelihood - exact) >= -4 * r.mcse - 1e-10).all()
+
+
+def test_seed_reproducibility_and_batch_size(lg, seed):
+    x = data(lg, 6, seed)
+    kw = dict(num_steps=20, num_chains=50, seed=seed, progress=False)
+    a = pyrolik.ais(lg, x, **kw)
+    b = pyrolik.ais(lg, x, **kw)
+    assert torch.equal(a.log_weights, b.log_weights)
+    c = pyrolik.ais(lg, x, batch_size=4, **kw)
+    assert not torch.equal(a.log_weights, c.log_weights)
+    se = (a.mcse**2 + c.mcse**2).sqrt()
+    assert ((a.log_likelihood - c.log_likelihood).abs() <= 4 * se + 1e-6).all()
+    # the first batch [0:4) is seeded by (seed, 0) either way: identical draws
+    d = pyrolik.ais(lg, x[:4], batch_size=4, **kw)
+    torch.testing.assert_close(d.log_weights, c.log_weights[:, :4])
+
+
+def test_recording_memory_does_not_grow_with_num_steps(lg, seed):
+    x = data(lg, 2, seed)
+    r = pyrolik.ais(lg, x, num_steps=500, num_chains=3, seed=seed, progress=False,
+                    kernel=pyrolik.HMC(num_leapfrog=1, adapt=None))
+    assert r.trace["acceptance_rate"].shape == (100, 3, 2)
+    assert r.trace_steps[-1] == 500 and "z" not in r.trace
+    r = pyrolik.ais(lg, x, num_steps=10, num_chains=3, seed=seed, progress=False,
+                    record_every=1, record_states=True)
+    assert r.trace["z"].shape == (10, 3, 2, 2)
+    assert r.latents["z"].shape == (3, 2, 2)
+
+
+def test_float32(lg, seed):
+    x = data(lg, 3, seed).float()
+    r = pyrolik.ais(lg, x, num_steps=10, num_chains=4, seed=seed, progress=False)
+    assert r.log_likelihood.dtype == torch.float32 and torch.isfinite(r.log_likelihood).all()
+
+
+def test_mass_matrix_from_the_pilot(lg, seed):
+    x = data(lg, 3, seed)
+    exact = lg.exact_log_marginal(x)
+    kernel = pyrolik.HMC(num_leapfrog=5, mass_matrix=True)
+    r = pyrolik.ais(lg, x, num_steps=100, num_chains=300, kernel=kernel, seed=seed,
+                    progress=False)
+    assert r.step_sizes.inv_mass.shape[1:] == (3, 2)
+    assert_unbiased(r.log_weights, exact, min_ess_frac=0.05)
+
+
+def test_bad_input(lg):
+    x = data(lg, 3, 0)
+    with pytest.raises(ValueError, match="num_chains must be a positive integer"):
+        pyrolik.ais(lg, x, num_steps=3, num_chains=0)
+    with pytest.raises(ValueError, match="num_steps must be a positive integer"):
+        pyrolik.ais(lg, x, num_steps=0, num_chains=2)
+    with pytest.raises(TypeError, match="kernel must be a pyrolik.HMC"):
+        pyrolik.ais(lg, x, num_steps=3, num_chains=2, kernel="hmc")
+    with pytest.raises(ValueError, match="strictly increasing"):
+        pyrolik.ais(lg, x, num_steps=None, num_chains=2, schedule=torch.tensor([0.0, 0.7, 0.2, 1.0]))
+    with pytest.raises(ValueError, match="latents\\['z'\\] has shape"):
+        pyrolik.reverse_ais(lg, x, torch.zeros(5, 2), num_steps=3, num_chains=2)
+    with pytest.raises(ValueError, match="miss the site"):
+        pyrolik.reverse_ais(lg, x, {"w": torch.zeros(3, 2)}, num_steps=3, num_chains=2)

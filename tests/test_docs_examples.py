@@ -1,0 +1,32 @@
+"""The runnable examples in docs/csl.md, docs/units.md and docs/compare.md run as written."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.mark.parametrize("name", ["csl.md", "units.md", "compare.md"])
+def test_doc_examples_run(name):
+    text = (DOCS / name).read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks, f"no python examples in {name}"
+    namespace: dict = {"__name__": f"docs_{name}"}
+    with contextlib.redirect_stdout(io.StringIO()):
+        for block in blocks:  # one namespace per page: later blocks build on earlier ones
+            exec(compile(block, f"{name}", "exec"), namespace)

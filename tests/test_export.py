@@ -1,0 +1,262 @@
+"""Export to DataTree / InferenceData: the exported values are the result tensors; save and load
+lose nothing; a saved result summarises without rerunning; ArviZ accepts the groups."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import xarray as xr
+from numpy.testing import assert_array_equal
+
+import pyrolik
+from pyrolik import export
+from pyrolik.results import AISResult, BDMCResult
+from tests.export_cases import ESTIMATORS, build
+
+
+def n(t):
+    return t.detach().cpu().numpy()
+
+
+def check_estimate(tree: xr.DataTree, r, sample_dim: str) -> None:
+    lw = tree["log_weights"]
+    assert lw["log_likelihood"].dims == ("example",)
+    assert_array_equal(lw["log_likelihood"].values, n(r.log_likelihood))
+    for name in ("ess", "mcse", "khat"):
+        if getattr(r, name) is None:
+            assert name not in lw
+        else:
+            assert_array_equal(lw[name].values, n(getattr(r, name)))  # NaN == NaN here
+    if r.log_weights is not None:
+        assert lw["log_weight"].dims == (sample_dim, "example")
+        assert_array_equal(lw["log_weight"].values, n(r.log_weights))
+    assert tree["observed_data"]["x"].dims == ("example", "x_dim_0")
+    assert_array_equal(tree["observed_data"]["x"].values, n(r.x))
+    a = tree.attrs
+    assert a["inference_library"] == "pyrolik" and a["inference_library_version"]
+    assert a["torch_version"] == torch.__version__ and "pyro_version" in a and "created_at" in a
+    assert a["method"] == r.method and a["bound"] == (r.bound or "none")
+    assert json.loads(a["settings"]) == r.settings
+    assert a.get("seed") == r.seed and a["wall_time"] == r.wall_time
+
+
+def check_ais(tree: xr.DataTree, r: AISResult) -> None:
+    check_estimate(tree, r, "chain")
+    sites, flat = ("posterior", "unconstrained_posterior") if r.direction == "forward" else (
+        "prior", "unconstrained_prior")
+    for site, v in (r.latents or {}).items():
+        da = tree[sites][site]
+        extra = tuple(f"{site}_dim_{i}" for i in range(v.dim() - 2))
+        assert da.dims == ("chain", "draw", "example", *extra) and da.sizes["draw"] == 1
+        assert_array_equal(da.values[:, 0], n(v))
+    assert_array_equal(tree[flat]["u"].values[:, 0], n(r.final_state))
+    stats = tree["sample_stats"]
+    for name in ("acceptance_rate", "step_size", "log_weight", "diverging"):
+        assert stats[name].dims == ("chain", "draw", "example")
+        assert_array_equal(stats[name].transpose("draw", "chain", "example").values,
+                           n(r.trace[name]))
+    assert_array_equal(stats["draw"].values, n(r.trace_steps))
+    assert stats["beta"].dims == ("draw",)
+    assert_array_equal(stats["beta"].values, n(r.trace["beta"][:, 0]))
+    assert (r.trace["beta"] == r.trace["beta"][:, :1]).all()
+    if "z" in r.trace:
+        assert_array_equal(tree["trajectory"]["u"].transpose("draw", "chain", ...).values,
+                           n(r.trace["z"]))
+    const = tree["constant_data"]
+    assert_array_equal(const["schedule"].values, n(r.schedule))
+    assert_array_equal(const["pilot_beta"].values, n(r.step_sizes.betas))
+    assert_array_equal(const["log_step_size"].values, n(r.step_sizes.log_step_size))
+    if r.step_sizes.inv_mass is not None:
+        assert_array_equal(const["inv_mass"].values, n(r.step_sizes.inv_mass))
+    lw = tree["log_weights"]
+    assert_array_equal(lw["mean_acceptance_rate"].values, n(r.acceptance_rate))
+    assert_array_equal(lw["num_divergent"].values, n(r.num_divergent))
+    assert tree.attrs["direction"] == r.direction and tree.attrs["path"] == r.path
+    assert json.loads(tree.attrs["kernel"]) == dataclasses.asdict(r.kernel)
+
+
+def check_any(tree, r) -> None:
+    if isinstance(r, BDMCResult):
+        check_ais(tree["lower"], r.lower)
+        check_ais(tree["upper"], r.upper)
+        g = tree["bdmc"]
+        assert_array_equal(g["lower"].values, n(r.lower.log_likelihood))
+        assert_array_equal(g["upper"].values, n(r.upper.log_likelihood))
+        assert_array_equal(g["gap"].values, n(r.per_example_gap))
+        for site, v in r.latents.items():
+            assert tree["simulated"][site].dims[0] == "example"
+            assert_array_equal(tree["simulated"][site].values, n(v))
+        assert tree.attrs["gap"] == r.gap and tree.attrs["bound"] == "sandwich"
+    elif isinstance(r, AISResult):
+        check_ais(tree, r)
+    else:
+        check_estimate(tree, r, "sample")
+
+
+def assert_same_result(a, b) -> None:
+    """Field by field: tensors equal in value, dtype and shape; everything else equal."""
+    assert type(a) is type(b)
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, BDMCResult | AISResult):
+            assert_same_result(x, y)
+        elif isinstance(x, torch.Tensor):
+            assert isinstance(y, torch.Tensor) and x.dtype == y.dtype, f.name
+            torch.testing.assert_close(x, y, rtol=0, atol=0, equal_nan=True, msg=f.name)
+        elif isinstance(x, dict) and x and isinstance(next(iter(x.values())), torch.Tensor):
+            assert x.keys() == y.keys(), f.name
+            for key in x:
+                assert x[key].dtype == y[key].dtype, (f.name, key)
+                torch.testing.assert_close(x[key], y[key], rtol=0, atol=0, equal_nan=True)
+        elif f.name == "step_sizes" and x is not None:
+            for u, v in zip(x, y, strict=True):
+                assert (u is None and v is None) or torch.equal(u, v)
+        else:
+            assert x == y, f.name
+
+
+@pytest.fixture(scope="module")
+def results():
+    return build()
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_exported_values_are_the_result_tensors(results, name):
+    r = results[name]
+    tree = r.to_datatree()
+    assert isinstance(tree, xr.DataTree)
+    check_any(tree, r)
+
+
+def test_kde_exports_the_bandwidth_grid(results):
+    r = results["kde"]
+    const = r.to_datatree()["constant_data"]
+    assert_array_equal(const["bandwidth_grid"].values, r.settings["bandwidth_grid"])
+    assert_array_equal(const["validation_log_likelihood"].values,
+                       r.settings["validation_log_likelihood"])
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_inference_data_holds_the_same_groups(results, name):
+    import arviz as az
+
+    r = results[name]
+    tree, idata = r.to_datatree(), r.to_inference_data()
+    assert isinstance(idata, az.InferenceData)
+    if isinstance(r, BDMCResult):
+        expected = {f"{p}_{g}" for p in ("lower", "upper") for g in tree[p].children}
+        expected |= {"bdmc", "simulated"}
+        assert set(idata.groups()) == expected
+        xr.testing.assert_equal(idata["lower_posterior"], tree["lower/posterior"].to_dataset())
+    else:
+        assert set(idata.groups()) == set(tree.children)
+        for group in tree.children:
+            xr.testing.assert_equal(idata[group], tree[group].to_dataset())
+    assert idata.attrs["pyrolik_result"] == type(r).__name__
+    assert_same_result(export.from_datatree(idata), r)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_netcdf_round_trip_loses_nothing(results, name, tmp_path):
+    r = results[name]
+    tree = export.to_datatree(r)
+    path = export.save(tree, tmp_path / "tree.nc")
+    with xr.open_datatree(path) as reopened:
+        xr.testing.assert_identical(reopened.load(), tree)
+    back = pyrolik.load(export.save(r, tmp_path / "result.nc"))
+    assert_same_result(back, r)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+@pytest.mark.parametrize("name", ["bdmc", "ais"])
+def test_saved_result_summarises_without_rerunning(results, name, tmp_path, monkeypatch):
+    from pyrolik import diagnostics
+
+    r = results[name]
+    path = pyrolik.save(r, tmp_path / "run.nc")
+
+    def no_rerun(*args, **kwargs):
+        raise AssertionError("loading must not rerun the estimator")
+
+    for mod, fn in (("annealing", "anneal"), ("sandwich", "anneal"), ("adaptation", "pilot")):
+        monkeypatch.setattr(f"pyrolik.{mod}.{fn}", no_rerun)
+    back = pyrolik.load(path)
+    pd.testing.assert_frame_equal(back.summary(), r.summary())
+    assert diagnostics.check(back) == diagnostics.check(r)
+    pd.testing.assert_frame_equal(diagnostics.per_example(back), diagnostics.per_example(r))
+
+
+def test_arviz_accepts_the_posterior_group(results):
+    import arviz as az
+
+    r = results["ais"]
+    idata = r.to_inference_data()
+    stats = az.summary(idata, kind="stats", round_to="none")
+    z = n(r.latents["z"])  # (K, N, 2): summary averages the K chains (unweighted)
+    np.testing.assert_allclose(stats.loc["z[1, 0]", "mean"], z[:, 1, 0].mean(), rtol=1e-12)
+    np.testing.assert_allclose(stats.loc["tau[2]", "sd"], n(r.latents["tau"])[:, 2].std(ddof=1),
+                               rtol=1e-12)
+    full = az.summary(idata.posterior)  # MCMC diagnostics: NaN with one draw per chain
+    assert {"ess_bulk", "r_hat"} <= set(full.columns) and len(full) == 3 * 2 + 3
+    ess = az.ess(idata.posterior)
+    assert ess["z"].dims == ("example", "z_dim_0") and ess["tau"].dims == ("example",)
+    ess_stats = az.ess(idata.sample_stats, var_names=["log_weight"])  # several recorded draws
+    assert ess_stats["log_weight"].dims == ("example",)
+    assert np.isfinite(ess_stats["log_weight"].values).all()
+
+
+@pytest.mark.filterwarnings("ignore::matplotlib.MatplotlibDeprecationWarning")  # ArviZ 0.23 on mpl 3.11
+@pytest.mark.filterwarnings("ignore:Attempting to set identical low and high xlims")  # one draw
+def test_arviz_plot_trace_accepts_the_posterior_group(results):
+    import arviz as az
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    r = results["ais"]
+    axes = az.plot_trace(r.to_datatree()["posterior"].to_dataset(), combined=True)
+    assert axes.shape == (2, 2)  # z and tau, each density + trace
+    plt.close("all")
+
+
+def test_save_is_atomic(results, tmp_path, monkeypatch):
+    r = results["iwae"]
+    path = export.save(r, tmp_path / "r.nc")
+    before = path.read_bytes()
+
+    def broken(self, filepath, *args, **kwargs):
+        with open(filepath, "wb") as f:
+            f.write(b"half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(xr.DataTree, "to_netcdf", broken)
+    with pytest.raises(OSError, match="disk full"):
+        export.save(results["likelihood_weighting"], path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.nc"]
+
+
+def test_zarr_round_trip(results, tmp_path):
+    pytest.importorskip("zarr")
+    r = results["bdmc"]
+    path = export.save(r, tmp_path / "r.zarr")
+    assert_same_result(export.load(path), r)
+    export.save(r, path)  # overwriting an existing store
+    assert_same_result(export.load(path), r)
+
+
+def test_bad_input_raises():
+    with pytest.raises(TypeError, match="pyrolik result"):
+        export.to_datatree({"log_likelihood": 1.0})
+    with pytest.raises(TypeError, match="DataTree or arviz.InferenceData"):
+        export.from_datatree(42)
+    with pytest.raises(ValueError, match="not written by pyrolik"):
+        export.from_datatree(xr.DataTree())
+    with pytest.raises(FileNotFoundError, match="no saved result"):
+        export.load("/nonexistent/run.nc")

@@ -1,0 +1,58 @@
+"""The Parzen/KDE baseline against closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import pyrolik
+from pyrolik.parzen import kde_log_density
+
+
+def test_single_sample_kde_is_a_gaussian_density():
+    s = torch.randn(1, 4)
+    x = torch.randn(6, 4)
+    out = kde_log_density(s, x, torch.tensor([0.3, 2.0]))
+    for i, h in enumerate((0.3, 2.0)):
+        ref = torch.distributions.Normal(s[0], h).log_prob(x).sum(-1)
+        torch.testing.assert_close(out[i], ref)
+
+
+def test_chunking_does_not_change_the_value():
+    s, x = torch.randn(50, 3), torch.randn(4, 3)
+    a = kde_log_density(s, x, torch.tensor([0.5]), chunk_size=7)
+    b = kde_log_density(s, x, torch.tensor([0.5]), chunk_size=1000)
+    torch.testing.assert_close(a, b)
+
+
+@pytest.mark.statistical
+def test_kde_of_gaussian_samples_approaches_the_smoothed_density():
+    """Samples from N(0, 1) in 1-D: the KDE estimates the density of N(0, 1 + h^2)."""
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn(200_000, 1, generator=g)
+    x = torch.linspace(-2, 2, 5).reshape(-1, 1)
+    h = 0.5
+    r = pyrolik.kde(s, x, bandwidth=h, progress=False)
+    ref = torch.distributions.Normal(0.0, math.sqrt(1 + h**2)).log_prob(x[:, 0])
+    torch.testing.assert_close(r.log_likelihood, ref, atol=0.02, rtol=0)
+    assert r.bound is None
+
+
+def test_bandwidth_grid_is_chosen_on_validation_data():
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn(2000, 2, generator=g)
+    valid, x = torch.randn(200, 2, generator=g), torch.randn(50, 2, generator=g)
+    r = pyrolik.kde(s, x, bandwidth=[0.01, 0.1, 0.3, 1.0, 3.0], validation=valid, progress=False)
+    scores = r.settings["validation_log_likelihood"]
+    assert r.settings["bandwidth"] == r.settings["bandwidth_grid"][scores.index(max(scores))]
+    assert 0.1 <= r.settings["bandwidth"] <= 1.0
+    with pytest.raises(ValueError, match="needs validation"):
+        pyrolik.kde(s, x, bandwidth=[0.1, 1.0])
+    with pytest.raises(ValueError, match="not the evaluated x"):
+        pyrolik.kde(s, x, bandwidth=[0.1, 1.0], validation=x)
+    with pytest.raises(ValueError, match="positive"):
+        pyrolik.kde(s, x, bandwidth=-1.0)
+    with pytest.raises(ValueError, match="event shape"):
+        pyrolik.kde(s, torch.randn(3, 5), bandwidth=1.0)
