@@ -361,3 +361,8 @@ NOTEBOOKS = {
     "03_gans_and_gmmns": GANS,
     "04_comparing_models": COMPARE,
 }
+
+# tutorial 05 (issue 9, helper `curves`): its cells live in their own module
+from sources_representations import REPRESENTATIONS  # noqa: E402
+
+NOTEBOOKS["05_representations"] = REPRESENTATIONS
