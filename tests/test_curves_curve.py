@@ -135,6 +135,13 @@ def test_loss_data_curve_bad_input(change, exc, match):
         curves.loss_data_curve(**args)
 
 
+def test_divergent_training_is_reported():
+    x, y = _task()
+    with pytest.raises(FloatingPointError, match="smaller lr"):
+        curves.loss_data_curve(x * 1e300, y, x[:10] * 1e300, y[:10], sizes=[10, 40],
+                               num_seeds=1, num_steps=3, lr=1e10, standardize=False)
+
+
 def test_split_and_evaluate_bad_input():
     x, y = _task()
     with pytest.raises(ValueError, match="valid_size"):

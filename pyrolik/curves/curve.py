@@ -333,6 +333,12 @@ def loss_data_curve(
                           lr=lr, weight_decay=weight_decay)
     loss, acc = evaluate_probes(params, xv, yv)
     shape = (len(sizes), num_seeds)  # probes are size-major
+    if not torch.isfinite(loss).all():
+        bad = sorted({int(sizes[i // num_seeds]) for i in torch.nonzero(~torch.isfinite(loss))})
+        raise FloatingPointError(
+            f"training diverged (non-finite validation loss) for sizes {bad} with lr={lr}; "
+            "pass a smaller lr="
+        )
     info = {"probe": probe, "hidden": hidden if probe == "mlp" else None, "num_steps": num_steps,
             "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "seed": seed,
             "num_valid": len(xv), "in_dim": x.shape[1]}
