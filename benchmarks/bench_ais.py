@@ -50,9 +50,12 @@ def main(argv=None):
     p.add_argument("--chains", type=int, default=10)
     p.add_argument("--leapfrog", type=int, default=10)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--scaling", default="250,500,1000,2000,4000",
                    help="batch sizes (examples x chains) for the scaling table")
     args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; device {args.device}")
     g = torch.Generator().manual_seed(0)
     rows = []
