@@ -176,6 +176,8 @@ class AISResult(EstimateResult):
 
     def _summary_row(self) -> dict[str, Any]:
         row = super()._summary_row()
+        if self.path == "guide":
+            row["method"] = f"{self.method}+encoder"
         if self.acceptance_rate is not None:
             row["acceptance"] = float(self.acceptance_rate[:, ~self.failed].mean())
         if self.num_divergent is not None:

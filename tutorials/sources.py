@@ -9,6 +9,7 @@ SETUP = '''
 import os, tempfile
 smoke_test = "CI" in os.environ   # the test suite runs every notebook at tiny settings
 import warnings; warnings.filterwarnings("ignore", category=FutureWarning)
+warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch, pyro
