@@ -245,7 +245,8 @@ kde_curve = pyrolik.parzen.kde_log_density(samples, xv, torch.tensor(sigmas)).me
 fig, ax = plt.subplots(figsize=(5, 3.5))
 ax.errorbar(sigmas, choice.mean_log_likelihood, 2 * choice.stderr, fmt="o-", label="AIS")
 ax.plot(sigmas, kde_curve, "s--", label="KDE (bandwidth = sigma)")
-ax.set_xscale("log"); ax.set_xlabel("sigma"); ax.set_ylabel("mean log p(x) [nats]"); ax.legend()
+ax.set_xscale("log"); ax.minorticks_off(); ax.set_xticks(sigmas, [f"{s:g}" for s in sigmas])
+ax.set_xlabel("sigma"); ax.set_ylabel("mean log p(x) [nats]"); ax.legend()
 print("sigma chosen by AIS on validation digits:", choice.sigma)
 '''),
     ("md", """
