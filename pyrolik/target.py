@@ -364,7 +364,8 @@ def _short(err: BaseException) -> str:
     return " ".join(keep)[:600] or type(err).__name__
 
 
-def _trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, what: str):
+def _trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, what: str, copies: int = 1):
+    """Trace ``fn`` on ``x`` (``copies`` stacked copies of the user's data, for the message)."""
     try:
         return _get_trace(fn, x, args, kwargs, validate=True)
     except (ValueError, RuntimeError, IndexError) as err:
@@ -376,8 +377,10 @@ def _trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, what: str):
             tr = None
         if tr is not None and _any_not_finite(tr):
             return tr
+        shape = (x.shape[0] // copies,) + tuple(x.shape[1:])
+        stacked = f" (run as {copies} stacked copies: shape {tuple(x.shape)})" if copies > 1 else ""
         raise ValueError(
-            f"running the {what} on x of shape {tuple(x.shape)} failed ({_short(err)}); check that "
+            f"running the {what} on x of shape {shape}{stacked} failed ({_short(err)}); check that "
             "x has shape (N, *event_shape) matching the observed site, and model_args/model_kwargs"
         ) from err
 
@@ -475,8 +478,9 @@ def make_target(
     n = x.shape[0]
     x_rep = x.repeat((num_chains,) + (1,) * (x.dim() - 1)) if num_chains > 1 else x
     rows = x_rep.shape[0]
-    tr = _trace(model, x_rep, model_args, model_kwargs, "model")
-    tr_2 = _trace(model, torch.cat([x_rep, x_rep]), model_args, model_kwargs, "model")
+    tr = _trace(model, x_rep, model_args, model_kwargs, "model", num_chains)
+    tr_2 = _trace(model, torch.cat([x_rep, x_rep]), model_args, model_kwargs, "model",
+                  2 * num_chains)
     plate_name = _find_plate(tr, tr_2, rows)
     sites = _layout(tr, plate_name, rows)
     observed = tuple(s["name"] for s in _sample_sites(tr) if s["is_observed"])
@@ -484,7 +488,7 @@ def make_target(
     target = Target(model, x_rep, num_chains, n, plate_name, sites, observed,
                     tuple(model_args), model_kwargs, guide, supports)
     if guide is not None:
-        tr_g = _trace(guide, x_rep, model_args, model_kwargs, "guide")
+        tr_g = _trace(guide, x_rep, model_args, model_kwargs, "guide", num_chains)
         guide_latents = {s["name"] for s in _sample_sites(tr_g) if not s["is_observed"]}
         missing = [s.name for s in sites if s.name not in guide_latents]
         if missing:

@@ -92,6 +92,8 @@ def test_errors_name_the_fix(lg):
         make_target(lg, bad)
     with pytest.raises(ValueError, match="does not fit|shape"):
         make_target(lg, torch.randn(3, 7))
+    with pytest.raises(ValueError, match=r"x of shape \(3, 7\) \(run as 4 stacked copies"):
+        make_target(lg, torch.randn(3, 7), num_chains=4)
     with pytest.raises(ValueError, match="num_chains must be a positive integer"):
         make_target(lg, x, num_chains=0)
 
