@@ -22,4 +22,4 @@ def test_readme_python_snippets_run(capsys):
     exec(compile(code, str(README), "exec"), namespace)
     assert namespace["result"].log_likelihood.shape == (8,)
     assert namespace["sandwich"].gap == namespace["sandwich"].gap  # a number, not NaN
-    assert "log p(x) [nats]" in capsys.readouterr().out  # the summary table was printed
+    assert "BDMC gap (upper - lower)" in capsys.readouterr().out  # the summaries were printed
