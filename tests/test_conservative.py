@@ -24,14 +24,6 @@ from pyrolik.datasets import load_digits
 from pyrolik.target import make_target
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # tiny matrices: threads only add synchronisation, which is ruinous on a busy 2-core machine
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
 @pytest.fixture(scope="module")
 def digits() -> tuple[torch.Tensor, torch.Tensor]:
     x, _ = load_digits(dtype=torch.float64)

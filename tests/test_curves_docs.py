@@ -8,15 +8,12 @@ import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import torch
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "curves.md"
 
 
 def test_curves_doc_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the example saves curves.png in the working directory
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
     assert len(blocks) == 2
     namespace: dict = {"__name__": "docs_curves"}
@@ -25,7 +22,6 @@ def test_curves_doc_example_runs(tmp_path, monkeypatch):
             for block in blocks:
                 exec(compile(block, "docs/curves.md", "exec"), namespace)
     finally:
-        torch.set_num_threads(old)
         plt.close("all")
     assert (tmp_path / "curves.png").stat().st_size > 10_000
     assert namespace["table"].shape == (24, 6)

@@ -8,17 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.mark.parametrize("name", ["csl.md", "units.md", "compare.md"])

@@ -22,14 +22,6 @@ DIGITS = ["digits-vae", "digits-gan", "digits-gmmn", "digits-iwae"]
 KINDS = ["vae", "gan", "gmmn", "iwae"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """These networks are tiny: one thread is fastest, and far faster on a loaded machine."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
 
 def submodule(name):
     """A module of models/ under the name the package was imported as (no duplicate classes)."""

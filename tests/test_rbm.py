@@ -10,14 +10,6 @@ from scipy import stats
 from pyrolik.datasets import load_digits
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # tiny matrices: threads only add synchronisation, which is ruinous on a busy 2-core machine
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
 @pytest.fixture
 def tiny() -> RBM:
     return RBM.random(num_visible=6, num_hidden=4, scale=1.0, seed=3)
