@@ -26,11 +26,12 @@ from typing import Any, NamedTuple
 import pyro
 import torch
 from pyro.distributions import constraints
-from pyro.distributions.util import scale_and_mask
 from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import site_is_subsample
 from torch import Tensor
 from torch.distributions import biject_to
+
+from pyrolik._site_density import normal_log_prob_and_score, per_row_log_prob, sum_to_rows
 
 __all__ = ["Draw", "SiteLayout", "Target", "ValueAndGrad", "make_target", "fork_rng_from", "validate_data"]
 
@@ -114,17 +115,6 @@ def _plate_frame(msg: dict, plate_name: str):
     return None
 
 
-def _per_row(log_prob: Tensor, frame, rows: int, site: str) -> Tensor:
-    """Sum a site's log-density over every dim but the data plate's: shape (rows,)."""
-    dim = frame.dim
-    if log_prob.dim() < -dim or log_prob.shape[dim] != rows:
-        raise ValueError(
-            f"site {site!r}: its log-density has shape {tuple(log_prob.shape)}, which does not "
-            f"broadcast over the data plate ({rows} rows at dim {dim}); sample it inside the plate"
-        )
-    return log_prob.movedim(dim, 0).reshape(rows, -1).sum(-1)
-
-
 class _Evaluate(Messenger):
     """Set latent sites to given values (or let them sample) and accumulate per-row log-densities.
 
@@ -133,8 +123,10 @@ class _Evaluate(Messenger):
     """
 
     def __init__(self, plate_name: str, rows: int, values: dict[str, Tensor] | None,
-                 unconstrained: bool):
+                 unconstrained: bool, scores: bool = False):
         super().__init__()
+        self.want_scores = scores  # closed-form scores of Normal latents (see _site_density)
+        self.scores: dict[str, Tensor] = {}
         self.plate_name = plate_name
         self.rows = rows
         self.given = values
@@ -175,16 +167,26 @@ class _Evaluate(Messenger):
                 "pyrolik estimates per-example log p(x): put every sample site inside the data plate "
                 "(global quantities belong in pyro.param)"
             )
-        lp = scale_and_mask(msg["fn"].log_prob(msg["value"]), msg["scale"], msg["mask"])
+        if self.want_scores and not msg["is_observed"] and name not in self._ladj:
+            found = normal_log_prob_and_score(msg["fn"], msg["value"], msg["scale"], msg["mask"],
+                                              frame.dim, self.rows, name)
+            if found is not None:
+                self.log_latent = self.log_latent + found[0]
+                self.scores[name] = found[1]
+                return
+        lp = per_row_log_prob(msg["fn"], msg["value"], msg["scale"], msg["mask"], frame.dim,
+                              self.rows, name)
         if msg["is_observed"]:
-            self.log_obs = self.log_obs + _per_row(lp, frame, self.rows, name)
+            self.log_obs = self.log_obs + lp
             return
         ladj = self._ladj.pop(name, None)
         if ladj is not None:
-            while ladj.dim() > lp.dim():
+            # the Jacobian term, summed over the site's dims but the data plate's
+            batch_ndim = len(msg["fn"].batch_shape)
+            while ladj.dim() > batch_ndim:
                 ladj = ladj.sum(-1)
-            lp = lp + ladj
-        self.log_latent = self.log_latent + _per_row(lp, frame, self.rows, name)
+            lp = lp + sum_to_rows(ladj, frame.dim, self.rows, name)
+        self.log_latent = self.log_latent + lp
         if self.given is None:
             self.values[name] = msg["value"]
 
@@ -230,10 +232,16 @@ class Target:
             out[s.name] = v.movedim(0, s.plate_index)
         return out
 
-    def join(self, values: dict[str, Tensor]) -> Tensor:
-        """Per-site tensors (unconstrained, model layout) -> flat ``(rows, d)``."""
-        parts = [values[s.name].movedim(s.plate_index, 0).reshape(self.rows, -1) for s in self.sites]
-        return torch.cat(parts, dim=-1)
+    def join(self, values: dict[str, Tensor], fill: Tensor | None = None) -> Tensor:
+        """Per-site tensors (unconstrained, model layout) -> flat ``(rows, d)``.
+
+        A site missing from ``values`` is zero there (allowed only when ``fill``, a tensor giving
+        dtype and device, is passed).
+        """
+        parts = [values[s.name].movedim(s.plate_index, 0).reshape(self.rows, -1)
+                 if fill is None or s.name in values else fill.new_zeros(self.rows, s.size)
+                 for s in self.sites]
+        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
     def constrain(self, u: Tensor) -> dict[str, Tensor]:
         """Flat unconstrained ``u`` -> constrained site values in the model's own layout."""
@@ -253,8 +261,9 @@ class Target:
                           for s in self.sites})
 
     # -- evaluation -----------------------------------------------------------------------------
-    def _run(self, fn: ModelFn, values: dict[str, Tensor] | None, unconstrained: bool) -> _Evaluate:
-        ev = _Evaluate(self.plate_name, self.rows, values, unconstrained)
+    def _run(self, fn: ModelFn, values: dict[str, Tensor] | None, unconstrained: bool,
+             scores: bool = False) -> _Evaluate:
+        ev = _Evaluate(self.plate_name, self.rows, values, unconstrained, scores)
         with pyro.validation_enabled(False), ev:
             fn(self.x, *self.model_args, **self.model_kwargs)
         return ev
@@ -287,19 +296,35 @@ class Target:
         One model pass (and one guide pass on the guide path), forward and backward. Keeping the two
         gradients apart lets a change of beta cost no new pass (``PEERS.md``: no stale tempered cache).
         """
+        if path not in ("prior", "guide"):
+            raise ValueError(f"path must be 'prior' or 'guide', got {path!r}")
         with torch.enable_grad():
             u = u.detach().requires_grad_(True)
-            lp, lo = self.log_prior_and_obs(u)
+            ev = self._run(self.model, self.split(u), True, scores=True)
+            lp, lo = _as_rows(ev.log_latent, u), _as_rows(ev.log_obs, u)
+            score_p = self._flat_score(ev.scores, u)  # closed-form part of d log p(u) / du
             if path == "prior":
                 init, ratio = lp, lo
-            elif path == "guide":
-                init = self.log_guide(u)
-                ratio = lp + lo - init
+                g_ratio = _grad(ratio, u, retain=init.requires_grad)
+                g_init = _add(_grad(init, u, retain=False), score_p)
             else:
-                raise ValueError(f"path must be 'prior' or 'guide', got {path!r}")
-            g_ratio = _grad(ratio, u, retain=True)
-            g_init = _grad(init, u, retain=False)
-        return ValueAndGrad(init.detach(), ratio.detach(), g_init, g_ratio)
+                evq = self._run(self.guide_or_raise(), self.split(u), True, scores=True)
+                init = _as_rows(evq.log_latent, u)
+                score_q = self._flat_score(evq.scores, u)
+                ratio = lp + lo - init
+                g_ratio = _add(_grad(ratio, u, retain=True), score_p, score_q, subtract_last=True)
+                g_init = _add(_grad(init, u, retain=False), score_q)
+        zero = None if g_ratio is not None and g_init is not None else torch.zeros_like(u)
+        return ValueAndGrad(init.detach(), ratio.detach(),
+                            zero if g_init is None else g_init, zero if g_ratio is None else g_ratio)
+
+    def _flat_score(self, scores: dict[str, Tensor], u: Tensor) -> Tensor | None:
+        return self.join(scores, fill=u) if scores else None
+
+    def guide_or_raise(self) -> ModelFn:
+        if self.guide is None:
+            raise ValueError("this target was built without a guide")
+        return self.guide
 
     # -- exact draws ----------------------------------------------------------------------------
     def sample_prior(self, generator: torch.Generator | None = None) -> Draw:
@@ -329,11 +354,24 @@ def _as_rows(value: Tensor | float, like: Tensor) -> Tensor:
     return like.new_full((like.shape[0],), float(value))
 
 
-def _grad(out: Tensor, u: Tensor, retain: bool) -> Tensor:
+def _grad(out: Tensor, u: Tensor, retain: bool) -> Tensor | None:
+    """``d out.sum() / du`` by autograd, or None where ``out`` does not depend on ``u``."""
     if not out.requires_grad:
-        return torch.zeros_like(u)
+        return None
     (g,) = torch.autograd.grad(out.sum(), u, retain_graph=retain, allow_unused=True)
-    return torch.zeros_like(u) if g is None else g
+    return g
+
+
+def _add(*terms: Tensor | None, subtract_last: bool = False) -> Tensor | None:
+    """Sum of the terms that are not None (the last one subtracted if asked); None if all are."""
+    total = None
+    for i, t in enumerate(terms):
+        if t is None:
+            continue
+        if subtract_last and i == len(terms) - 1:
+            t = -t
+        total = t if total is None else total + t
+    return total
 
 
 # -- discovery --------------------------------------------------------------------------------------
