@@ -108,6 +108,11 @@ def _is_real(support: constraints.Constraint) -> bool:
     return support is constraints.real
 
 
+def _plus(total: Tensor | float, term: Tensor) -> Tensor:
+    """Running per-row sum; the first term is taken as it is (no ``0.0 + x`` in the graph)."""
+    return term if isinstance(total, float) else total + term
+
+
 def _plate_frame(msg: dict, plate_name: str):
     for frame in msg["cond_indep_stack"]:
         if frame.name == plate_name:
@@ -123,8 +128,9 @@ class _Evaluate(Messenger):
     """
 
     def __init__(self, plate_name: str, rows: int, values: dict[str, Tensor] | None,
-                 unconstrained: bool, scores: bool = False):
+                 unconstrained: bool, scores: bool = False, memo: dict | None = None):
         super().__init__()
+        self.memo = {} if memo is None else memo  # kept by the Target across evaluations
         self.want_scores = scores  # closed-form scores of Normal latents (see _site_density)
         self.scores: dict[str, Tensor] = {}
         self.plate_name = plate_name
@@ -136,8 +142,23 @@ class _Evaluate(Messenger):
         self.log_obs: Tensor | float = 0.0
         self._ladj: dict[str, Tensor] = {}
 
+    def _pyro_param(self, msg: dict) -> None:
+        # pyro.module registers each parameter at every call; the store hands back the module's own
+        # tensor, so once seen, hand it back directly (saves the store's bookkeeping in the hot loop)
+        args = msg["args"]
+        if len(args) > 1 and self.memo.get(("param", msg["name"])) is args[1]:
+            msg["value"] = args[1]
+
+    def _pyro_post_param(self, msg: dict) -> None:
+        args = msg["args"]
+        if len(args) > 1 and isinstance(args[1], Tensor) and msg["value"] is args[1]:
+            self.memo[("param", msg["name"])] = args[1]
+
     def _pyro_sample(self, msg: dict) -> None:
-        if msg["is_observed"] or self.given is None or site_is_subsample(msg):
+        if site_is_subsample(msg):
+            self._full_plate_indices(msg)
+            return
+        if msg["is_observed"] or self.given is None:
             return
         name = msg["name"]
         if name not in self.given:
@@ -155,6 +176,17 @@ class _Evaluate(Messenger):
                 value = z
         msg["value"] = value
 
+    def _full_plate_indices(self, msg: dict) -> None:
+        """A plate that does not subsample gets ``arange(size)``: made once, not at every call."""
+        fn = msg["fn"]
+        if msg["value"] is not None or getattr(fn, "use_cuda", None) is not None \
+                or not (fn.subsample_size is None or fn.subsample_size >= fn.size):
+            return
+        key = ("arange", fn.size, str(fn.device))
+        if key not in self.memo:
+            self.memo[key] = torch.arange(fn.size, device=fn.device)
+        msg["value"] = self.memo[key]
+
     def _pyro_post_sample(self, msg: dict) -> None:
         if msg["infer"].get("_deterministic") or site_is_subsample(msg):
             return
@@ -171,13 +203,13 @@ class _Evaluate(Messenger):
             found = normal_log_prob_and_score(msg["fn"], msg["value"], msg["scale"], msg["mask"],
                                               frame.dim, self.rows, name)
             if found is not None:
-                self.log_latent = self.log_latent + found[0]
+                self.log_latent = _plus(self.log_latent, found[0])
                 self.scores[name] = found[1]
                 return
         lp = per_row_log_prob(msg["fn"], msg["value"], msg["scale"], msg["mask"], frame.dim,
                               self.rows, name)
         if msg["is_observed"]:
-            self.log_obs = self.log_obs + lp
+            self.log_obs = _plus(self.log_obs, lp)
             return
         ladj = self._ladj.pop(name, None)
         if ladj is not None:
@@ -186,7 +218,7 @@ class _Evaluate(Messenger):
             while ladj.dim() > batch_ndim:
                 ladj = ladj.sum(-1)
             lp = lp + sum_to_rows(ladj, frame.dim, self.rows, name)
-        self.log_latent = self.log_latent + lp
+        self.log_latent = _plus(self.log_latent, lp)
         if self.given is None:
             self.values[name] = msg["value"]
 
@@ -210,6 +242,7 @@ class Target:
     model_kwargs: dict = field(default_factory=dict)
     guide: ModelFn | None = None
     supports: dict[str, constraints.Constraint] = field(default_factory=dict)
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def rows(self) -> int:
@@ -228,8 +261,10 @@ class Target:
         """Flat ``(rows, d)`` -> per-site tensors in the model's own layout (unconstrained)."""
         out = {}
         for s in self.sites:
-            v = u[:, s.offset : s.offset + s.size].reshape((u.shape[0],) + s.shape)
-            out[s.name] = v.movedim(0, s.plate_index)
+            v = u if s.size == u.shape[1] else u[:, s.offset : s.offset + s.size]
+            if v.shape[1:] != s.shape:
+                v = v.reshape((u.shape[0],) + s.shape)
+            out[s.name] = v.movedim(0, s.plate_index) if s.plate_index else v
         return out
 
     def join(self, values: dict[str, Tensor], fill: Tensor | None = None) -> Tensor:
@@ -263,7 +298,7 @@ class Target:
     # -- evaluation -----------------------------------------------------------------------------
     def _run(self, fn: ModelFn, values: dict[str, Tensor] | None, unconstrained: bool,
              scores: bool = False) -> _Evaluate:
-        ev = _Evaluate(self.plate_name, self.rows, values, unconstrained, scores)
+        ev = _Evaluate(self.plate_name, self.rows, values, unconstrained, scores, self._memo)
         with pyro.validation_enabled(False), ev:
             fn(self.x, *self.model_args, **self.model_kwargs)
         return ev

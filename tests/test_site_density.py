@@ -141,3 +141,32 @@ def test_value_and_grad_equals_autograd_on_a_mixed_model(path):
     got = t.value_and_grad(u, path)
     for a, b in zip(got, _autograd_value_and_grad(t, u, path), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_the_hot_loop_memo_keeps_pyro_semantics():
+    """Module parameters and plate indices are remembered; plain pyro.param values are not."""
+    pyro.clear_param_store()
+    net = torch.nn.Linear(2, 3)
+
+    def model(x):
+        dec = pyro.module("dec", net)
+        shift = pyro.param("shift", torch.zeros(3))
+        noise = pyro.param("noise", torch.ones(()), constraint=dist.constraints.positive)
+        with pyro.plate("data", x.shape[0]) as idx:
+            assert torch.equal(idx, torch.arange(x.shape[0]))
+            z = pyro.sample("z", dist.Normal(torch.zeros(2), 1.0).to_event(1))
+            pyro.sample("x", dist.Normal(dec(z) + shift, noise).to_event(1), obs=x)
+
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    t = make_target(model, x, num_chains=2)
+    u = torch.randn(t.rows, 2, generator=torch.Generator().manual_seed(1))
+    first = t.value_and_grad(u)
+    assert {"dec$$$weight", "dec$$$bias", "shift", "noise"} <= set(pyro.get_param_store().keys())
+    again = t.value_and_grad(u)
+    for a, b in zip(first, again, strict=True):
+        assert torch.equal(a, b)
+    pyro.get_param_store()["shift"] = torch.ones(3)  # a new tensor in the store is seen next time
+    moved = t.value_and_grad(u)
+    assert not torch.allclose(moved.log_ratio, first.log_ratio)
+    fresh = make_target(model, x, num_chains=2).value_and_grad(u)
+    torch.testing.assert_close(moved.log_ratio, fresh.log_ratio)
