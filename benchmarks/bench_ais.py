@@ -5,7 +5,7 @@
 50-200-200-784 ELU decoder, Bernoulli observations, 100 examples x 10 chains, L = 10.
 Also: float64, the pilot's overhead, and the scaling with examples x chains.
 
-    python benchmarks/bench_ais.py [--steps 50] [--device cuda]
+    python benchmarks/bench_ais.py [--steps 20] [--rounds 5] [--device cuda]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pyrolik
 from benchmarks._common import decoder, hand_value_and_grad, machine, median_time, pyro_model
 
 
-def floor_per_step(dec, x, leapfrog, device):
+def floor_per_step(dec, x, leapfrog, device, repeats=10):
     hand = hand_value_and_grad(dec, x)
     z = torch.randn(x.shape[0], 50, dtype=x.dtype, device=device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -29,7 +29,7 @@ def floor_per_step(dec, x, leapfrog, device):
             hand(z)
         sync()
 
-    return median_time(step, repeats=10)
+    return median_time(step, repeats=repeats)
 
 
 def ais_per_step(model, x, steps, chains, leapfrog, adapt="none"):
@@ -45,7 +45,8 @@ def ais_per_step(model, x, steps, chains, leapfrog, adapt="none"):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--steps", type=int, default=20, help="annealing steps per timed AIS run")
+    p.add_argument("--rounds", type=int, default=5, help="floor / AIS / floor rounds per dtype")
     p.add_argument("--examples", type=int, default=100)
     p.add_argument("--chains", type=int, default=10)
     p.add_argument("--leapfrog", type=int, default=10)
@@ -65,13 +66,20 @@ def main(argv=None):
         model = pyro_model(dec)
         x_rep = x.repeat(args.chains, 1)
         ais_per_step(model, x, 3, args.chains, args.leapfrog)  # warm-up
-        a = floor_per_step(dec, x_rep, args.leapfrog, args.device)
-        b = ais_per_step(model, x, args.steps, args.chains, args.leapfrog)
-        a2 = floor_per_step(dec, x_rep, args.leapfrog, args.device)
-        floor = 0.5 * (a + a2)
+        # rounds of floor / pyrolik.ais / floor, so that a change of the machine's load between
+        # the two sides cannot masquerade as a ratio; the median round is reported
+        rounds = []
+        for _ in range(args.rounds):
+            a = floor_per_step(dec, x_rep, args.leapfrog, args.device, repeats=3)
+            b = ais_per_step(model, x, args.steps, args.chains, args.leapfrog)
+            a2 = floor_per_step(dec, x_rep, args.leapfrog, args.device, repeats=3)
+            rounds.append((b / (0.5 * (a + a2)), 0.5 * (a + a2), b))
+        ratio, floor, b = sorted(rounds)[len(rounds) // 2]
         rows.append((str(dtype).split(".")[-1], floor, b))
+        spread = ", ".join(f"{r[0]:.3f}" for r in rounds)
         print(f"{rows[-1][0]}: floor {1e3 * floor:.1f} ms/step (L+1={args.leapfrog + 1} passes), "
-              f"pyrolik.ais {1e3 * b:.1f} ms/step, ratio {b / floor:.3f} (target <= 1.10)")
+              f"pyrolik.ais {1e3 * b:.1f} ms/step, ratio {ratio:.3f} (target <= 1.10; "
+              f"median of {args.rounds} rounds: {spread})")
     f32, f64 = rows
     print(f"float64 / float32 cost of pyrolik.ais: {f64[2] / f32[2]:.2f}x")
     dec = decoder().to(args.device)
