@@ -149,7 +149,7 @@ class _Evaluate(Messenger):
         # pyro.module registers each parameter at every call; the store hands back the module's own
         # tensor, so once seen, hand it back directly (saves the store's bookkeeping in the hot loop)
         args = msg["args"]
-        if len(args) > 1 and self.memo.get(("param", msg["name"])) is args[1]:
+        if len(args) > 1 and args[1] is not None and self.memo.get(("param", msg["name"])) is args[1]:
             msg["value"] = args[1]
 
     def _pyro_post_param(self, msg: dict) -> None:
@@ -321,9 +321,7 @@ class Target:
 
     def log_guide(self, u: Tensor) -> Tensor:
         """Per-row log density of ``u`` under the guide, including the log-det-Jacobian."""
-        if self.guide is None:
-            raise ValueError("this target was built without a guide")
-        return _as_rows(self._run(self.guide, self.split(u), True).log_latent, u)
+        return _as_rows(self._run(self.guide_or_raise(), self.split(u), True).log_latent, u)
 
     def value_and_grad(self, u: Tensor, path: str = "prior") -> ValueAndGrad:
         r"""Both terms of :math:`\log f_\beta = \log f_0 + \beta (\log f_1 - \log f_0)` and their gradients.
@@ -363,6 +361,7 @@ class Target:
         return self.join(scores, fill=u) if scores else None
 
     def guide_or_raise(self) -> ModelFn:
+        """The guide; ``ValueError`` if the target was built without one."""
         if self.guide is None:
             raise ValueError("this target was built without a guide")
         return self.guide
@@ -376,10 +375,9 @@ class Target:
 
     def sample_guide(self, generator: torch.Generator | None = None) -> Draw:
         """Draw ``z ~ q(z | x)``; ``log_density`` is ``log q(z | x)`` of the constrained ``z``."""
-        if self.guide is None:
-            raise ValueError("this target was built without a guide")
+        guide = self.guide_or_raise()
         with fork_rng_from(generator, self.x.device), torch.no_grad():
-            ev = self._run(self.guide, None, False)
+            ev = self._run(guide, None, False)
         return Draw(self.ravel(ev.values), ev.values, _as_rows(ev.log_latent, self.x))
 
     def log_joint_constrained(self, values: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
