@@ -27,7 +27,8 @@ from torch import Tensor
 from torch.distributions import Bernoulli, Independent, Normal
 from torch.nn.functional import binary_cross_entropy_with_logits
 
-__all__ = ["normal_log_prob_and_score", "per_row_log_prob", "sum_to_rows"]
+__all__ = ["base_and_event_ndim", "is_normal", "normal_log_prob_and_score", "per_row_log_prob",
+           "sum_to_rows"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -38,7 +39,7 @@ def per_row_log_prob(fn, value: Tensor, scale, mask, plate_dim: int, rows: int, 
     ``plate_dim`` is the (negative) dim of the data plate in the site's batch shape.
     """
     if mask is None and _is_one(scale):
-        base, event_ndim = _base(fn)
+        base, event_ndim = base_and_event_ndim(fn)
         neg = _neg_log_prob_sum(base, value, event_ndim)
         if neg is not None:
             return -sum_to_rows(neg, plate_dim, rows, site)
@@ -58,8 +59,8 @@ def normal_log_prob_and_score(fn, value: Tensor, scale, mask, plate_dim: int, ro
     """
     if mask is not None or not _is_one(scale):
         return None
-    base, event_ndim = _base(fn)
-    if not _is_normal(base) or base.loc.requires_grad or base.scale.requires_grad:
+    base, event_ndim = base_and_event_ndim(fn)
+    if not is_normal(base) or base.loc.requires_grad or base.scale.requires_grad:
         return None
     with torch.no_grad():
         w = (value - base.loc) / base.scale
@@ -81,7 +82,7 @@ def sum_to_rows(log_prob: Tensor, dim: int, rows: int, site: str) -> Tensor:
     return log_prob.movedim(dim, 0).reshape(rows, -1).sum(-1)
 
 
-def _base(fn):
+def base_and_event_ndim(fn):
     """``(base distribution, number of event dims it sums)`` of a plain ``Independent`` wrapper."""
     if isinstance(fn, Independent) and type(fn).log_prob is Independent.log_prob:
         return fn.base_dist, fn.reinterpreted_batch_ndims
@@ -92,7 +93,7 @@ def _is_one(scale) -> bool:
     return isinstance(scale, (int, float)) and scale == 1.0
 
 
-def _is_normal(d) -> bool:
+def is_normal(d) -> bool:
     return isinstance(d, Normal) and type(d).log_prob is Normal.log_prob
 
 
@@ -104,7 +105,7 @@ def _neg_log_prob_sum(base, value: Tensor, event_ndim: int) -> Tensor | None:
             logits, value = torch.broadcast_tensors(logits, value)
         nll = binary_cross_entropy_with_logits(logits, value, reduction="none")
         return _sum_last(nll, event_ndim)
-    if _is_normal(base):
+    if is_normal(base):
         return _normal_neg_log_prob_sum((value - base.loc) / base.scale, base.scale, event_ndim)
     return None
 

@@ -34,6 +34,7 @@ from pyro.poutine.util import site_is_subsample
 from torch import Tensor
 from torch.distributions import biject_to
 
+from pyrolik._guide_cache import CachedGuide, SiteRecord, cache_guide
 from pyrolik._site_density import normal_log_prob_and_score, per_row_log_prob, sum_to_rows
 
 __all__ = ["Draw", "SiteLayout", "Target", "ValueAndGrad", "make_target", "fork_rng_from", "validate_data"]
@@ -131,8 +132,10 @@ class _Evaluate(Messenger):
     """
 
     def __init__(self, plate_name: str, rows: int, values: dict[str, Tensor] | None,
-                 unconstrained: bool, scores: bool = False, memo: dict | None = None):
+                 unconstrained: bool, scores: bool = False, memo: dict | None = None,
+                 record: bool = False):
         super().__init__()
+        self.records: list[SiteRecord] | None = [] if record else None
         self.memo = {} if memo is None else memo  # kept by the Target across evaluations
         self.want_scores = scores  # closed-form scores of Normal latents (see _site_density)
         self.scores: dict[str, Tensor] = {}
@@ -202,6 +205,9 @@ class _Evaluate(Messenger):
                 "pyrolik estimates per-example log p(x): put every sample site inside the data plate "
                 "(global quantities belong in pyro.param)"
             )
+        if self.records is not None and not msg["is_observed"]:
+            self.records.append(SiteRecord(name, msg["fn"], frame.dim, msg["scale"], msg["mask"],
+                                           name in self._ladj))
         if self.want_scores and not msg["is_observed"] and name not in self._ladj:
             found = normal_log_prob_and_score(msg["fn"], msg["value"], msg["scale"], msg["mask"],
                                               frame.dim, self.rows, name)
@@ -300,8 +306,8 @@ class Target:
 
     # -- evaluation -----------------------------------------------------------------------------
     def _run(self, fn: ModelFn, values: dict[str, Tensor] | None, unconstrained: bool,
-             scores: bool = False) -> _Evaluate:
-        ev = _Evaluate(self.plate_name, self.rows, values, unconstrained, scores, self._memo)
+             scores: bool = False, record: bool = False) -> _Evaluate:
+        ev = _Evaluate(self.plate_name, self.rows, values, unconstrained, scores, self._memo, record)
         with pyro.validation_enabled(False), ev:
             fn(self.x, *self.model_args, **self.model_kwargs)
         return ev
@@ -347,15 +353,35 @@ class Target:
                 g_ratio = _grad(ratio, u, retain=init.requires_grad)
                 g_init = _add(_grad(init, u, retain=False), score_p)
             else:
-                evq = self._run(self.guide_or_raise(), self.split(u), True, scores=True)
-                init = _as_rows(evq.log_latent, u)
-                score_q = self._flat_score(evq.scores, u)
+                init, score_q = self._log_guide_and_score(u)
                 ratio = lp + lo - init
                 g_ratio = _add(_grad(ratio, u, retain=True), score_p, score_q, subtract_last=True)
                 g_init = _add(_grad(init, u, retain=False), score_q)
         zero = None if g_ratio is not None and g_init is not None else torch.zeros_like(u)
         return ValueAndGrad(init.detach(), ratio.detach(),
                             zero if g_init is None else g_init, zero if g_ratio is None else g_ratio)
+
+    def _log_guide_and_score(self, u: Tensor) -> tuple[Tensor, Tensor | None]:
+        """``log q(u | x)`` per row and its closed-form score (None: all by autograd from ``u``)."""
+        cached = self._cached_guide(u)
+        if cached is not None:
+            log_q, scores = cached.log_prob_and_score(self.split(u.detach()), self.rows)
+            return log_q, self._flat_score(scores, u)
+        evq = self._run(self.guide_or_raise(), self.split(u), True, scores=True)
+        return _as_rows(evq.log_latent, u), self._flat_score(evq.scores, u)
+
+    def _cached_guide(self, u: Tensor) -> CachedGuide | None:
+        """The guide's kept Normal parameters (:mod:`pyrolik._guide_cache`), checked once per target."""
+        cached = self._memo.get("guide")
+        if cached is None or (cached is not False and not cached.is_current()):
+            guide, z = self.guide_or_raise(), u.detach().requires_grad_(True)
+            with torch.enable_grad():
+                first = self._run(guide, self.split(z), True, record=True).records
+                with torch.no_grad():
+                    second = self._run(guide, self.split(z.detach()), True, record=True).records
+                cached = cache_guide(first, second, z)
+            self._memo["guide"] = False if cached is None else cached
+        return cached or None
 
     def _flat_score(self, scores: dict[str, Tensor], u: Tensor) -> Tensor | None:
         return self.join(scores, fill=u) if scores else None
