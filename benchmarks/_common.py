@@ -32,6 +32,22 @@ def pyro_model(dec: nn.Module, latent: int = 50):
     return model
 
 
+def encoder_guide(latent: int = 50, hidden: int = 200, pixels: int = 784, seed: int = 1):
+    """A mean-field Gaussian encoder guide q(z | x) of the same size as the decoder (AIS+encoder)."""
+    torch.manual_seed(seed)
+    enc = nn.Sequential(nn.Linear(pixels, hidden), nn.ELU(), nn.Linear(hidden, hidden), nn.ELU(),
+                        nn.Linear(hidden, 2 * latent)).eval()
+
+    def guide(x):
+        e = pyro.module("encoder", enc)
+        with pyro.plate("data", x.shape[0]):
+            h = e(x)
+            scale = nn.functional.softplus(h[:, latent:]) + 1e-3
+            pyro.sample("z", dist.Normal(h[:, :latent], scale).to_event(1))
+
+    return guide
+
+
 def hand_value_and_grad(dec: nn.Module, x: torch.Tensor) -> Callable[[torch.Tensor], tuple]:
     """log p(z), log p(x|z) and both gradients, written by hand in plain torch: the floor."""
     log2pi = torch.log(torch.tensor(2 * torch.pi, dtype=x.dtype))

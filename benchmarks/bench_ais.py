@@ -16,7 +16,14 @@ import time
 import torch
 
 import pyrolik
-from benchmarks._common import decoder, hand_value_and_grad, machine, median_time, pyro_model
+from benchmarks._common import (
+    decoder,
+    encoder_guide,
+    hand_value_and_grad,
+    machine,
+    median_time,
+    pyro_model,
+)
 
 
 def floor_per_step(dec, x, leapfrog, device, repeats=10):
@@ -32,11 +39,11 @@ def floor_per_step(dec, x, leapfrog, device, repeats=10):
     return median_time(step, repeats=repeats)
 
 
-def ais_per_step(model, x, steps, chains, leapfrog, adapt="none"):
+def ais_per_step(model, x, steps, chains, leapfrog, adapt="none", init=None):
     kernel = pyrolik.HMC(num_leapfrog=leapfrog, step_size=0.05,
                          adapt=None if adapt == "none" else adapt)
     t0 = time.perf_counter()
-    pyrolik.ais(model, x, num_steps=steps, num_chains=chains, kernel=kernel, seed=0,
+    pyrolik.ais(model, x, num_steps=steps, num_chains=chains, kernel=kernel, init=init, seed=0,
                 progress=False)
     if x.is_cuda:
         torch.cuda.synchronize()
@@ -89,6 +96,12 @@ def main(argv=None):
     piloted = ais_per_step(model, x, args.steps, args.chains, args.leapfrog, adapt="pilot")
     print(f"pilot step-size tuning (adapt='pilot', default 20% + 20 transitions): "
           f"{piloted / fixed:.2f}x the cost of fixed step sizes at {args.steps} steps")
+    guide = encoder_guide()
+    pairs = [(ais_per_step(model, x, args.steps, args.chains, args.leapfrog, init=guide),
+              ais_per_step(model, x, args.steps, args.chains, args.leapfrog)) for _ in range(3)]
+    enc = sorted(e / p for e, p in pairs)[1]
+    print(f"AIS+encoder (mean-field encoder guide of the decoder's size) / AIS from the prior: "
+          f"{enc:.2f}x per step (median of 3 pairs)")
     print("scaling (float32): rows = examples x chains, ms per annealing step, us per row-step")
     for total in [int(s) for s in args.scaling.split(",")]:
         n = max(1, total // args.chains)
