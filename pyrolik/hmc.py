@@ -45,8 +45,11 @@ class HMCState(NamedTuple):
         return self.log_init + beta * self.log_ratio
 
     def grad(self, beta: Tensor | float) -> Tensor:
-        b = beta.unsqueeze(-1) if isinstance(beta, Tensor) and beta.dim() else beta
-        return self.grad_init + b * self.grad_ratio
+        r""":math:`\nabla \log f_\beta = \nabla \log f_0 + \beta \nabla r`, one fused operation."""
+        if not isinstance(beta, Tensor):
+            return torch.add(self.grad_init, self.grad_ratio, alpha=beta)
+        return torch.addcmul(self.grad_init, beta.unsqueeze(-1) if beta.dim() else beta,
+                             self.grad_ratio)
 
 
 class HMCInfo(NamedTuple):
@@ -72,14 +75,12 @@ def leapfrog(state: HMCState, p: Tensor, fn: ValueAndGradFn, beta: Tensor, step_
     eps = step_size.unsqueeze(-1)
     half_eps = 0.5 * eps
     drift = eps * inv_mass  # (rows, 1) or (rows, d)
-    b = beta.unsqueeze(-1) if beta.dim() else beta
-    p = torch.addcmul(p, half_eps, torch.addcmul(state.grad_init, b, state.grad_ratio))
+    p = torch.addcmul(p, half_eps, state.grad(beta))
     z = state.z
     for i in range(num_leapfrog):
         z = torch.addcmul(z, drift, p)
         state = _state(z, fn(z))
-        grad = torch.addcmul(state.grad_init, b, state.grad_ratio)
-        p = torch.addcmul(p, half_eps if i == num_leapfrog - 1 else eps, grad)
+        p = torch.addcmul(p, half_eps if i == num_leapfrog - 1 else eps, state.grad(beta))
     return state, p
 
 

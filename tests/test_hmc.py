@@ -125,3 +125,12 @@ def test_kernel_parameters_are_validated():
         HMC(adapt="dual")
     with pytest.raises(ValueError, match="mass_matrix=True needs adapt='pilot'"):
         HMC(adapt=None, mass_matrix=True)
+
+
+def test_state_gradient_mixes_the_two_cached_terms():
+    g = torch.Generator().manual_seed(0)
+    state = HMCState(*(torch.randn(s, generator=g) for s in [(4, 3), (4,), (4,), (4, 3), (4, 3)]))
+    beta = torch.tensor([0.0, 0.25, 0.5, 1.0])
+    torch.testing.assert_close(state.grad(beta), state.grad_init + beta[:, None] * state.grad_ratio)
+    torch.testing.assert_close(state.grad(0.3), state.grad_init + 0.3 * state.grad_ratio)
+    torch.testing.assert_close(state.log_density(beta), state.log_init + beta * state.log_ratio)
