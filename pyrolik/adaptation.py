@@ -88,8 +88,11 @@ def pilot(
     """Run the pilot pass from ``z0`` (exact draws of the initial distribution); return the table.
 
     Costs ``max(min_pilot_steps, pilot_fraction * num_steps) + 2 * WARMUP_TRANSITIONS``
-    transitions of the full batch.
+    transitions of ``kernel.pilot_chains`` chains per example (default: all of ``target``'s).
     """
+    if kernel.pilot_chains is not None and kernel.pilot_chains < target.num_chains:
+        z0 = z0[: kernel.pilot_chains * target.num_examples]
+        target = target.first_chains(kernel.pilot_chains)
     k, n = target.num_chains, target.num_examples
     num_steps = len(schedule) - 1
     num_pilot = min(num_steps, max(kernel.min_pilot_steps, round(kernel.pilot_fraction * num_steps)))

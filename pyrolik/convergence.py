@@ -51,9 +51,10 @@ def bdmc_convergence(
         r = bdmc(model, data=data, num_steps=s, num_chains=num_chains, seed=seed,
                  **bdmc_kwargs)
         kern = r.lower.kernel
-        pilot = 0
-        if kern.adapt == "pilot":
-            pilot = min(s, max(kern.min_pilot_steps, round(kern.pilot_fraction * s))) + 20
+        pilot = 0.0
+        if kern.adapt == "pilot":  # run on pilot_chains (default K) of the 2K chains per example
+            share = min(kern.pilot_chains or num_chains, num_chains) / (2 * num_chains)
+            pilot = (min(s, max(kern.min_pilot_steps, round(kern.pilot_fraction * s))) + 20) * share
         n = len(r.x)
         rows.append({
             "num_steps": s,

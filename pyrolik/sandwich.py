@@ -221,8 +221,9 @@ def bdmc(
         z_rev = latents_to_flat(half, {name: v[:, sl] for name, v in latents.items()})
         if resume is None:
             table = None
-            if kernel.adapt == "pilot":
-                table = pilot(target, path, initial_draw(target, path, batch.generator), kernel,
+            if kernel.adapt == "pilot":  # tuned on the forward half's K chains, as in ais
+                forward = target.first_chains(k)
+                table = pilot(forward, path, initial_draw(forward, path, batch.generator), kernel,
                               betas, batch.generator)
             z_fwd = initial_draw(target, path, batch.generator)[: k * n]
             z0 = torch.cat([z_fwd, z_rev])

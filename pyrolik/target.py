@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import pyro
@@ -264,6 +264,12 @@ class Target:
     @property
     def dtype(self) -> torch.dtype:
         return self.x.dtype if self.x.is_floating_point() else torch.get_default_dtype()
+
+    def first_chains(self, k: int) -> Target:
+        """The same target restricted to its first ``k`` chains (rows are chain-major)."""
+        if k >= self.num_chains:
+            return self
+        return replace(self, x=self.x[: k * self.num_examples], num_chains=k, _memo={})
 
     # -- flat <-> sites ---------------------------------------------------------------------------
     def split(self, u: Tensor) -> dict[str, Tensor]:

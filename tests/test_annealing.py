@@ -162,3 +162,37 @@ def test_bad_input(lg):
         pyrolik.reverse_ais(lg, x, torch.zeros(5, 2), num_steps=3, num_chains=2)
     with pytest.raises(ValueError, match="miss the site"):
         pyrolik.reverse_ais(lg, x, {"w": torch.zeros(3, 2)}, num_steps=3, num_chains=2)
+
+
+@pytest.mark.statistical
+def test_a_pilot_on_fewer_chains_keeps_ais_exact(lg, seed):
+    """pilot_chains only changes which chains tune the step sizes: the estimator stays unbiased."""
+    x = data(lg, 3, seed)
+    exact = lg.exact_log_marginal(x)
+    kernel = pyrolik.HMC(num_leapfrog=5, step_size=0.2, pilot_chains=4)
+    r = pyrolik.ais(lg, x, num_steps=60, num_chains=300, kernel=kernel, seed=seed, progress=False)
+    assert r.step_sizes.log_step_size.shape[1] == 3
+    assert_unbiased(r.log_weights, exact, min_ess_frac=0.05)
+    assert_lower_bound(r.log_likelihood, exact, r.log_weights)
+
+
+def test_the_pilot_runs_the_requested_chains(lg, monkeypatch):
+    import pyrolik.adaptation as adaptation
+
+    seen = []
+    original = adaptation.HMC.step
+
+    def spy(self, state, fn, beta, step_size, generator, inv_mass=None):
+        seen.append(state.z.shape[0])
+        return original(self, state, fn, beta, step_size, generator, inv_mass)
+
+    x = data(lg, 2, 0)
+    monkeypatch.setattr(adaptation.HMC, "step", spy)
+    pyrolik.ais(lg, x, num_steps=5, num_chains=6, kernel=pyrolik.HMC(num_leapfrog=2, pilot_chains=3),
+                seed=0, progress=False)
+    assert seen[0] == 3 * 2 and seen[-1] == 6 * 2  # the pilot's 3 chains, then the run's 6
+    seen.clear()
+    sim = pyrolik.simulate(lg, 2, data_shape=(5,), seed=0)
+    pyrolik.bdmc(lg, data=sim, num_steps=5, num_chains=4, kernel=pyrolik.HMC(num_leapfrog=2),
+                 seed=0, progress=False)
+    assert seen[0] == 4 * 2 and seen[-1] == 2 * 4 * 2  # BDMC pilots its forward half

@@ -125,6 +125,9 @@ def test_kernel_parameters_are_validated():
         HMC(adapt="dual")
     with pytest.raises(ValueError, match="mass_matrix=True needs adapt='pilot'"):
         HMC(adapt=None, mass_matrix=True)
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="pilot_chains"):
+            HMC(pilot_chains=bad)
 
 
 def test_state_gradient_mixes_the_two_cached_terms():
