@@ -12,7 +12,8 @@ keeps its Normal parameters, so later evaluations cost a few elementwise operati
 A guide qualifies when every site is a Normal (optionally ``.to_event``) on the real line, with no
 ``scale``/``mask``, whose ``loc`` and ``scale`` (i) do not depend on the values of the latents
 (checked by autograd: no gradient path to ``z``) and (ii) come out identical when the guide is run a
-second time (no dropout or other randomness in the encoder). Any other guide is simply rerun at every
+second time at other latent values (no dropout or other randomness in the encoder, no dependence
+hidden behind ``detach``). Any other guide is simply rerun at every
 step. The kept parameters are re-derived if one of the guide's parameter tensors is modified in place
 (its ``_version`` counter moves), e.g. by an optimiser step between two evaluations.
 """
@@ -69,7 +70,7 @@ def cache_guide(first: list[SiteRecord], second: list[SiteRecord], z: Tensor) ->
     """The guide's Normal parameters from two runs of it, or None if it does not qualify.
 
     ``first`` was recorded with the latent values computed from ``z`` (which requires grad),
-    ``second`` from a second run; see the module docstring for the conditions.
+    ``second`` from a second run at other values; see the module docstring for the conditions.
     """
     if not first or [r.name for r in first] != [r.name for r in second]:
         return None

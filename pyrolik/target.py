@@ -383,8 +383,8 @@ class Target:
             guide, z = self.guide_or_raise(), u.detach().requires_grad_(True)
             with torch.enable_grad():
                 first = self._run(guide, self.split(z), True, record=True).records
-                with torch.no_grad():
-                    second = self._run(guide, self.split(z.detach()), True, record=True).records
+                with torch.no_grad():  # at other latent values: catches detached dependences too
+                    second = self._run(guide, self.split(z.detach() + 0.5), True, record=True).records
                 cached = cache_guide(first, second, z)
             self._memo["guide"] = False if cached is None else cached
         return cached or None
