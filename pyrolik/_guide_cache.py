@@ -27,7 +27,12 @@ import pyro.distributions as dist
 import torch
 from torch import Tensor
 
-from pyrolik._site_density import base_and_event_ndim, is_normal, normal_log_prob_and_score
+from pyrolik._site_density import (
+    base_and_event_ndim,
+    is_normal,
+    is_unscaled,
+    normal_log_prob_and_score,
+)
 
 __all__ = ["CachedGuide", "SiteRecord", "cache_guide"]
 
@@ -76,8 +81,7 @@ def cache_guide(first: list[SiteRecord], second: list[SiteRecord], z: Tensor) ->
         return None
     sites, leaves = [], []
     for rec, again in zip(first, second, strict=True):
-        if rec.transformed or rec.mask is not None or not (isinstance(rec.scale, (int, float))
-                                                           and rec.scale == 1.0):
+        if rec.transformed or not is_unscaled(rec.scale, rec.mask):
             return None
         base, event_ndim = base_and_event_ndim(rec.fn)
         base2, _ = base_and_event_ndim(again.fn)

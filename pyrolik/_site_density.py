@@ -27,8 +27,8 @@ from torch import Tensor
 from torch.distributions import Bernoulli, Independent, Normal
 from torch.nn.functional import binary_cross_entropy_with_logits
 
-__all__ = ["base_and_event_ndim", "is_normal", "normal_log_prob_and_score", "per_row_log_prob",
-           "sum_to_rows"]
+__all__ = ["base_and_event_ndim", "is_normal", "is_unscaled", "normal_log_prob_and_score",
+           "per_row_log_prob", "sum_to_rows"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -38,7 +38,7 @@ def per_row_log_prob(fn, value: Tensor, scale, mask, plate_dim: int, rows: int, 
 
     ``plate_dim`` is the (negative) dim of the data plate in the site's batch shape.
     """
-    if mask is None and _is_one(scale):
+    if is_unscaled(scale, mask):
         base, event_ndim = base_and_event_ndim(fn)
         neg = _neg_log_prob_sum(base, value, event_ndim)
         if neg is not None:
@@ -57,7 +57,7 @@ def normal_log_prob_and_score(fn, value: Tensor, scale, mask, plate_dim: int, ro
     costs one elementwise operation instead of a backward pass, as in a hand-written potential.
     Returns ``(log_prob (rows,), score)``, ``score`` shaped like ``value``; both carry no graph.
     """
-    if mask is not None or not _is_one(scale):
+    if not is_unscaled(scale, mask):
         return None
     base, event_ndim = base_and_event_ndim(fn)
     if not is_normal(base) or base.loc.requires_grad or base.scale.requires_grad:
@@ -89,8 +89,9 @@ def base_and_event_ndim(fn):
     return fn, 0
 
 
-def _is_one(scale) -> bool:
-    return isinstance(scale, (int, float)) and scale == 1.0
+def is_unscaled(scale, mask) -> bool:
+    """Whether a site's Pyro ``scale``/``mask`` leave its log-density as it is (the fast paths' premise)."""
+    return mask is None and isinstance(scale, (int, float)) and scale == 1.0
 
 
 def is_normal(d) -> bool:

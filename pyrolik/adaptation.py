@@ -21,7 +21,7 @@ from torch import Tensor
 from pyrolik.hmc import HMC, HMCState
 from pyrolik.target import Target
 
-__all__ = ["StepSizes", "pilot", "WARMUP_TRANSITIONS"]
+__all__ = ["StepSizes", "pilot", "pilot_steps", "WARMUP_TRANSITIONS"]
 
 WARMUP_TRANSITIONS = 10  # adaptation transitions at beta = 0 before the pilot anneals, and at 1
 
@@ -65,6 +65,12 @@ def _smooth(table: Tensor, width: int = 5) -> Tensor:
     return padded.unfold(0, width, 1).mean(-1)
 
 
+def pilot_steps(kernel: HMC, num_steps: int) -> int:
+    """Annealing steps of the pilot for a run of ``num_steps``: ``pilot_fraction`` of them, at least
+    ``min_pilot_steps``, at most ``num_steps`` (the warm-ups' ``2 * WARMUP_TRANSITIONS`` come on top)."""
+    return min(num_steps, max(kernel.min_pilot_steps, round(kernel.pilot_fraction * num_steps)))
+
+
 def _coarse(schedule: Tensor, num_pilot: int) -> Tensor:
     idx = torch.linspace(0, len(schedule) - 1, num_pilot + 1).round().long()
     return schedule[torch.unique(idx)]
@@ -87,7 +93,7 @@ def pilot(
 ) -> StepSizes:
     """Run the pilot pass from ``z0`` (exact draws of the initial distribution); return the table.
 
-    Costs ``max(min_pilot_steps, pilot_fraction * num_steps) + 2 * WARMUP_TRANSITIONS``
+    Costs :func:`pilot_steps` ``+ 2 * WARMUP_TRANSITIONS``
     transitions of ``kernel.pilot_chains`` chains per example (default: all of ``target``'s).
     """
     if kernel.pilot_chains is not None and kernel.pilot_chains < target.num_chains:
@@ -95,8 +101,7 @@ def pilot(
         target = target.first_chains(kernel.pilot_chains)
     k, n = target.num_chains, target.num_examples
     num_steps = len(schedule) - 1
-    num_pilot = min(num_steps, max(kernel.min_pilot_steps, round(kernel.pilot_fraction * num_steps)))
-    betas = _coarse(schedule, num_pilot).to(z0.dtype)
+    betas = _coarse(schedule, pilot_steps(kernel, num_steps)).to(z0.dtype)
 
     def fn(z):
         return target.value_and_grad(z, path)

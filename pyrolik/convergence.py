@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from pyrolik.adaptation import WARMUP_TRANSITIONS, pilot_steps
 from pyrolik.sandwich import Simulated, bdmc, simulate
 from pyrolik.target import check_count
 
@@ -54,7 +55,7 @@ def bdmc_convergence(
         pilot = 0.0
         if kern.adapt == "pilot":  # run on pilot_chains (default K) of the 2K chains per example
             share = min(kern.pilot_chains or num_chains, num_chains) / (2 * num_chains)
-            pilot = (min(s, max(kern.min_pilot_steps, round(kern.pilot_fraction * s))) + 20) * share
+            pilot = (pilot_steps(kern, s) + 2 * WARMUP_TRANSITIONS) * share
         n = len(r.x)
         rows.append({
             "num_steps": s,

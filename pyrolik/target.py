@@ -361,7 +361,8 @@ class Target:
             else:
                 init, score_q = self._log_guide_and_score(u)
                 ratio = lp + lo - init
-                g_ratio = _add(_grad(ratio, u, retain=True), score_p, score_q, subtract_last=True)
+                g_ratio = _add(_grad(ratio, u, retain=True), score_p,
+                               None if score_q is None else -score_q)
                 g_init = _add(_grad(init, u, retain=False), score_q)
         zero = None if g_ratio is not None and g_init is not None else torch.zeros_like(u)
         return ValueAndGrad(init.detach(), ratio.detach(),
@@ -433,15 +434,12 @@ def _grad(out: Tensor, u: Tensor, retain: bool) -> Tensor | None:
     return g
 
 
-def _add(*terms: Tensor | None, subtract_last: bool = False) -> Tensor | None:
-    """Sum of the terms that are not None (the last one subtracted if asked); None if all are."""
+def _add(*terms: Tensor | None) -> Tensor | None:
+    """Sum of the terms that are not None; None if all are."""
     total = None
-    for i, t in enumerate(terms):
-        if t is None:
-            continue
-        if subtract_last and i == len(terms) - 1:
-            t = -t
-        total = t if total is None else total + t
+    for t in terms:
+        if t is not None:
+            total = t if total is None else total + t
     return total
 
 
