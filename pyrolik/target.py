@@ -35,6 +35,7 @@ from torch import Tensor
 from torch.distributions import biject_to
 
 from pyrolik._guide_cache import CachedGuide, SiteRecord, cache_guide
+from pyrolik._replay import ReplayCache, replay_default
 from pyrolik._site_density import normal_log_prob_and_score, per_row_log_prob, sum_to_rows
 
 __all__ = ["Draw", "SiteLayout", "Target", "ValueAndGrad", "make_target", "fork_rng_from", "validate_data"]
@@ -251,6 +252,7 @@ class Target:
     model_kwargs: dict = field(default_factory=dict)
     guide: ModelFn | None = None
     supports: dict[str, constraints.Constraint] = field(default_factory=dict)
+    replay: bool = True  # replay recorded evaluations in value_and_grad (pyrolik._replay)
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -346,9 +348,40 @@ class Target:
         Normal sites with gradient-free parameters contribute their closed-form score
         :math:`-(z - \mu)/\sigma^2` instead of a backward pass; the sum is the same gradient
         (``tests/test_site_density.py`` checks it against autograd on a mixed model).
+
+        From the third call of a path on, the evaluation's tensor operations are replayed from a
+        recording instead of re-running the Pyro program (:mod:`pyrolik._replay`: same numbers, checked
+        when recorded; ``replay_status`` says whether it is in use).
         """
         if path not in ("prior", "guide"):
             raise ValueError(f"path must be 'prior' or 'guide', got {path!r}")
+        key = (path, tuple(u.shape), u.dtype, u.device)
+        state = self._program_state(u, path) if self.replay else None
+        return self._replays.run(key, lambda v: self._value_and_grad(v, path), u, state)
+
+    def _program_state(self, u: Tensor, path: str) -> tuple:
+        """What a recorded evaluation depends on besides the tensors it holds: the guide kept for the
+        guide path (re-derived when its parameters change) and which tensors Pyro's param store holds
+        (a parameter replaced, not updated in place, means a new recording)."""
+        epoch = 0
+        if path == "guide" and self._cached_guide(u) is not None:
+            epoch = self._memo["guide_epoch"]
+        return epoch, tuple(id(p) for _, p in pyro.get_param_store().named_parameters())
+
+    @property
+    def _replays(self) -> ReplayCache:
+        replays = self._memo.get("replays")
+        if replays is None:
+            replays = self._memo["replays"] = ReplayCache(self.replay)
+        return replays
+
+    @property
+    def replay_status(self) -> dict[str, str]:
+        """How each evaluation path runs: ``"replay"``, ``"eager"`` or why it stays eager (``_replay``)."""
+        return {key[0]: status for key, status in self._replays.status.items()}
+
+    def _value_and_grad(self, u: Tensor, path: str) -> ValueAndGrad:
+        """:meth:`value_and_grad` by running the Pyro program (what the replay records)."""
         with torch.enable_grad():
             u = u.detach().requires_grad_(True)
             ev = self._run(self.model, self.split(u), True, scores=True)
@@ -388,6 +421,7 @@ class Target:
                     second = self._run(guide, self.split(z.detach() + 0.5), True, record=True).records
                 cached = cache_guide(first, second, z)
             self._memo["guide"] = False if cached is None else cached
+            self._memo["guide_epoch"] = self._memo.get("guide_epoch", 0) + 1
         return cached or None
 
     def _flat_score(self, scores: dict[str, Tensor], u: Tensor) -> Tensor | None:
@@ -572,8 +606,12 @@ def make_target(
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     guide: ModelFn | None = None,
+    replay: bool | None = None,
 ) -> Target:
     """Trace ``model`` on ``x`` once and return its :class:`Target` for ``num_chains`` copies.
+
+    ``replay``: replay recorded evaluations in :meth:`Target.value_and_grad` (:mod:`pyrolik._replay`);
+    ``None`` means yes unless the environment sets ``PYROLIK_REPLAY=0``.
 
     Raises ``ValueError``/``TypeError`` naming the fix for: non-finite data, data that do not fit the
     model, no observed site, no plate over the examples, a discrete latent site, a latent outside the
@@ -593,7 +631,8 @@ def make_target(
     observed = tuple(s["name"] for s in _sample_sites(tr) if s["is_observed"])
     supports = {s.name: tr.nodes[s.name]["fn"].support for s in sites}
     target = Target(model, x_rep, num_chains, n, plate_name, sites, observed,
-                    tuple(model_args), model_kwargs, guide, supports)
+                    tuple(model_args), model_kwargs, guide, supports,
+                    replay_default() if replay is None else bool(replay))
     if guide is not None:
         tr_g = _trace(guide, x_rep, model_args, model_kwargs, "guide", num_chains)
         guide_latents = {s["name"] for s in _sample_sites(tr_g) if not s["is_observed"]}

@@ -143,30 +143,45 @@ def test_value_and_grad_equals_autograd_on_a_mixed_model(path):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
-def test_the_hot_loop_memo_keeps_pyro_semantics():
-    """Module parameters and plate indices are remembered; plain pyro.param values are not."""
+@pytest.mark.parametrize("replay", [False, True])
+def test_the_hot_loop_memo_keeps_pyro_semantics(replay):
+    """Module parameters and plate indices are remembered; plain pyro.param values are not, and a
+    recorded evaluation (pyrolik._replay) sees a replaced store value too."""
     pyro.clear_param_store()
     net = torch.nn.Linear(2, 3)
+    indices = []
 
     def model(x):
         dec = pyro.module("dec", net)
         shift = pyro.param("shift", torch.zeros(3))
         noise = pyro.param("noise", torch.ones(()), constraint=dist.constraints.positive)
         with pyro.plate("data", x.shape[0]) as idx:
-            assert torch.equal(idx, torch.arange(x.shape[0]))
+            indices.append(idx)
             z = pyro.sample("z", dist.Normal(torch.zeros(2), 1.0).to_event(1))
             pyro.sample("x", dist.Normal(dec(z) + shift, noise).to_event(1), obs=x)
 
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
-    t = make_target(model, x, num_chains=2)
+    t = make_target(model, x, num_chains=2, replay=replay)
+    indices.clear()
     u = torch.randn(t.rows, 2, generator=torch.Generator().manual_seed(1))
     first = t.value_and_grad(u)
     assert {"dec$$$weight", "dec$$$bias", "shift", "noise"} <= set(pyro.get_param_store().keys())
-    again = t.value_and_grad(u)
-    for a, b in zip(first, again, strict=True):
-        assert torch.equal(a, b)
+    for _ in range(3):
+        again = t.value_and_grad(u)
+        for a, b in zip(first, again, strict=True):
+            assert torch.equal(a, b)
+    assert all(torch.equal(i, torch.arange(x.shape[0] * 2)) for i in indices)
+    assert t.replay_status == {"prior": "replay" if replay else "eager"}
     pyro.get_param_store()["shift"] = torch.ones(3)  # a new tensor in the store is seen next time
     moved = t.value_and_grad(u)
     assert not torch.allclose(moved.log_ratio, first.log_ratio)
     fresh = make_target(model, x, num_chains=2).value_and_grad(u)
     torch.testing.assert_close(moved.log_ratio, fresh.log_ratio)
+    with torch.no_grad():
+        net.weight.mul_(2.0)  # updated in place (an optimiser step): seen by the replay too
+    for _ in range(3):
+        doubled = t.value_and_grad(u)
+        fresh = make_target(model, x, num_chains=2, replay=False).value_and_grad(u)
+        for a, b in zip(doubled, fresh, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(doubled.log_ratio, moved.log_ratio)

@@ -1,0 +1,154 @@
+r"""Replay the tensor operations of a recorded evaluation, without re-running the Pyro program's Python.
+
+An HMC transition evaluates the same Pyro program, at new latent values, L times; AIS does so
+thousands of times. Each evaluation runs Pyro's effect handlers, messages, plates and distribution
+objects: about 1 ms of Python per call whatever the batch (``benchmarks/RESULTS.md``), 10-15% of a
+batch-1000 decoder pass on a CPU. As Pyro's ``HMC(jit_compile=True)`` and NumPyro's ``jit`` do,
+pyrolik records the operations of one evaluation -- forward *and* backward, down to ATen operators --
+with :func:`torch.fx.experimental.proxy_tensor.make_fx` (the tracer under ``torch.compile`` and
+``torch.export``) and from then on replays them: the same kernels in the same order, so the replay's
+numbers are those of the Pyro program (bit for bit in the tests), without its Python.
+
+A recording is used only where it is safe; otherwise the evaluation stays eager, for the rest of the
+target's life, and :attr:`ReplayCache.status` says why:
+
+- ``make_fx`` refuses Python control flow on tensor values (``bool(t)``, ``t.item()``, ``float(t)``);
+- the replay must agree with the eager program at the recording point and at a second point
+  (``other_point``): a value taken out of a tensor some other way (``t.tolist()``, ``t.numpy()``), a
+  random operation (dropout left on), or a Python-side random number makes them differ;
+- recording and checking run on a forked RNG, so a run's random stream is the same with or without
+  replay.
+
+The replay holds the tensors the program closed over (parameters, data) by reference: an in-place
+update, such as an optimiser step, is seen; *re-assigning* a parameter or changing the program's
+Python state after the recording is not (build a new target, or switch replay off with
+``PYROLIK_REPLAY=0`` or ``make_target(..., replay=False)``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections import Counter
+from collections.abc import Callable, Hashable
+
+import torch
+from torch import Tensor
+from torch.utils import _pytree as pytree
+
+__all__ = ["MAX_RECORDINGS", "RECORD_AFTER", "ReplayCache", "replay_default", "other_point"]
+
+RECORD_AFTER = 2  # eager evaluations of a key before it is recorded: one-off calls never pay for it
+
+_log = logging.getLogger("pyrolik")
+
+
+def replay_default() -> bool:
+    """Whether targets replay recorded evaluations by default: yes, unless ``PYROLIK_REPLAY=0``."""
+    return os.environ.get("PYROLIK_REPLAY", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def other_point(u: Tensor) -> Tensor:
+    """A second, different input of the same shape: the rows rotated by one, shrunk and shifted."""
+    return 0.5 * u.roll(1, 0) + 0.25
+
+
+MAX_RECORDINGS = 3  # recordings of one key before giving up (its program keeps changing)
+
+
+class ReplayCache:
+    """Per-target recordings of one function of ``u``, keyed by the caller (path, shape, dtype, ...).
+
+    :meth:`run` evaluates eagerly for the first :data:`RECORD_AFTER` calls of a key, then records,
+    checks and from then on replays, as long as the caller's ``state`` (what the program reads besides
+    the tensors the recording holds, e.g. which tensors Pyro's param store holds) is the one it was
+    recorded in; a new state means a new recording. ``status`` maps each key to ``"replay"``,
+    ``"eager"`` (not recorded yet) or the reason it stays eager.
+    """
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.calls: Counter = Counter()
+        self.recordings: Counter = Counter()
+        self.replays: dict[Hashable, tuple[Callable, Hashable]] = {}
+        self.status: dict[Hashable, str] = {}
+
+    def run(self, key: Hashable, fn: Callable[[Tensor], object], u: Tensor, state: Hashable = None):
+        found = self.replays.get(key)
+        if found is not None:
+            if found[1] == state:
+                with torch.no_grad():
+                    return found[0](u)
+            del self.replays[key]  # the program changed since the recording: record it again
+            self.calls[key] = 0
+            self.status[key] = "eager"
+        out = fn(u)
+        if not self.enabled or self.status.get(key, "eager") != "eager":  # off, or refused before
+            self.status.setdefault(key, "eager")
+            return out
+        self.calls[key] += 1
+        self.status[key] = "eager"
+        if self.calls[key] >= RECORD_AFTER:
+            if self.recordings[key] >= MAX_RECORDINGS:
+                self._refuse(key, f"its program changed after each of {MAX_RECORDINGS} recordings")
+                return out
+            self.recordings[key] += 1
+            graph, why = record(fn, u, out)
+            if graph is None:
+                self._refuse(key, why)
+            else:
+                self.replays[key] = (graph, state)
+                self.status[key] = "replay"
+        return out
+
+    def _refuse(self, key: Hashable, why: str) -> None:
+        self.status[key] = why
+        _log.info("pyrolik: evaluating %s eagerly: %s", key, why)
+
+
+def record(fn: Callable[[Tensor], object], u: Tensor, at_u: object) -> tuple[Callable | None, str]:
+    """Record ``fn`` at ``u`` (``at_u = fn(u)``, computed eagerly); the replay, or None and why not."""
+    try:
+        from torch.fx.experimental.proxy_tensor import make_fx
+    except ImportError:  # pragma: no cover - torch without torch.fx's tracer
+        return None, "this torch has no torch.fx.experimental.proxy_tensor.make_fx"
+    devices = [u.device] if u.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the eager calls have shown the program's own warnings
+        try:
+            graph = make_fx(fn)(u)
+        except Exception as err:  # noqa: BLE001 - any failure to record means: stay eager
+            return None, f"recording failed: {type(err).__name__}: {_first_line(err)}"
+        replay = graph.forward
+        v = other_point(u)
+        for point, want in ((u, at_u), (v, fn(v))):
+            with torch.no_grad():
+                got = replay(point)
+            if not _agree(got, want):
+                return None, ("the recorded operations disagree with the program at a second point "
+                              "(Python-side use of tensor values, or randomness)")
+    return replay, "replay"
+
+
+def _agree(got: object, want: object) -> bool:
+    a, spec_a = pytree.tree_flatten(got)
+    b, spec_b = pytree.tree_flatten(want)
+    if spec_a != spec_b:
+        return False
+    for x, y in zip(a, b, strict=True):
+        if not isinstance(x, Tensor):
+            if x != y:
+                return False
+            continue
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        rtol, atol = (1e-10, 1e-10) if x.dtype == torch.float64 else (1e-5, 1e-5)
+        if not torch.allclose(x, y.detach(), rtol=rtol, atol=atol, equal_nan=True):
+            return False
+    return True
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0][:200] if text else ""

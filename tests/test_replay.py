@@ -1,0 +1,207 @@
+"""Recorded evaluations (pyrolik._replay): the Pyro program's numbers without its Python, or eager."""
+
+from __future__ import annotations
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from torch import nn
+
+import pyrolik
+from models.linear_gaussian import LinearGaussian
+from pyrolik import _replay
+from pyrolik.target import make_target
+
+
+def _hierarchical(x):
+    """Normal sites whose parameters depend on another latent, a learned scale and a Jacobian."""
+    w = pyro.param("w_scale", torch.tensor(0.8), constraint=dist.constraints.positive)
+    with pyro.plate("data", x.shape[0]):
+        a = pyro.sample("a", dist.Normal(0.0, 1.0))
+        b = pyro.sample("b", dist.Normal(a.unsqueeze(-1).expand(-1, 2), 0.5).to_event(1))
+        c = pyro.sample("c", dist.Normal(torch.zeros(2), w).to_event(1))
+        s = pyro.sample("s", dist.LogNormal(0.0, 0.3))
+        pyro.sample("x", dist.Normal(torch.tanh(b + c), s.unsqueeze(-1)).to_event(1), obs=x)
+
+
+def _hierarchical_guide(x):
+    with pyro.plate("data", x.shape[0]):
+        pyro.sample("a", dist.Normal(x.mean(-1), 1.2))
+        pyro.sample("b", dist.Normal(x, 0.7).to_event(1))
+        pyro.sample("c", dist.Normal(torch.zeros(2), 0.9).to_event(1))
+        pyro.sample("s", dist.LogNormal(0.1, 0.2))
+
+
+def _constrained(x):
+    with pyro.plate("data", x.shape[0]):
+        a = pyro.sample("a", dist.Uniform(-1.0, 2.0))
+        b = pyro.sample("b", dist.LogNormal(0.0, 1.0).expand([2]).to_event(1))
+        pyro.sample("x", dist.Normal(a.unsqueeze(-1) * b, 1.0).to_event(1), obs=x)
+
+
+class _Encoder:
+    """An amortised Gaussian encoder guide for a 2-D latent (kept by the guide cache)."""
+
+    def __init__(self, data_dim: int, dropout: float = 0.0):
+        torch.manual_seed(5)
+        self.net = nn.Sequential(nn.Linear(data_dim, 8), nn.Tanh(), nn.Dropout(dropout), nn.Linear(8, 4))
+
+    def __call__(self, x):
+        net = pyro.module("encoder", self.net)
+        with pyro.plate("data", x.shape[0]):
+            h = net(x)
+            pyro.sample("z", dist.Normal(h[..., :2], nn.functional.softplus(h[..., 2:]) + 0.1).to_event(1))
+
+
+def _pair(model, x, k=3, guide=None, dtype=torch.float64):
+    """The same target with and without replay, and a generator of latent points."""
+    x = x.to(dtype)
+    if isinstance(guide, _Encoder):
+        guide.net.to(dtype)
+    fast = make_target(model, x, k, guide=guide, replay=True)
+    slow = make_target(model, x, k, guide=guide, replay=False)
+    g = torch.Generator().manual_seed(7)
+    points = [torch.randn(fast.rows, fast.latent_dim, generator=g, dtype=dtype) for _ in range(5)]
+    return fast, slow, points
+
+
+def _same(a, b):
+    for p, q in zip(a, b, strict=True):
+        assert torch.equal(p, q), (p - q).abs().max()
+
+
+def _cases():
+    lg = LinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=0)
+    x_lg = lg.sample(3, torch.Generator().manual_seed(1))
+    x2 = torch.randn(3, 2, generator=torch.Generator().manual_seed(3))
+    return {
+        "linear-gaussian, prior": (lg, x_lg, None, "prior"),
+        "linear-gaussian, encoder guide": (lg, x_lg, _Encoder(4), "guide"),
+        "hierarchical, learned scale, prior": (_hierarchical, x2, _hierarchical_guide, "prior"),
+        "hierarchical, guide rerun each time": (_hierarchical, x2, _hierarchical_guide, "guide"),
+        "uniform and lognormal latents": (_constrained, x2, None, "prior"),
+    }
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("name", list(_cases()))
+def test_the_replay_gives_the_programs_numbers(name, dtype):
+    model, x, guide, path = _cases()[name]
+    fast, slow, points = _pair(model, x, guide=guide, dtype=dtype)
+    for u in points:
+        _same(fast.value_and_grad(u, path), slow.value_and_grad(u, path))
+    assert fast.replay_status == {path: "replay"}
+    assert slow.replay_status == {path: "eager"}
+
+
+def test_one_off_calls_are_not_recorded():
+    model, x, _, _ = _cases()["linear-gaussian, prior"]
+    fast, _, points = _pair(model, x)
+    for u in points[: _replay.RECORD_AFTER - 1]:
+        fast.value_and_grad(u)
+    assert fast.replay_status == {"prior": "eager"} and not fast._replays.replays
+
+
+def _branching(x):
+    """Python control flow on a tensor's value: recording refuses it."""
+    with pyro.plate("data", x.shape[0]):
+        z = pyro.sample("z", dist.Normal(0.0, 1.0))
+        loc = z if bool(z.sum() > 0) else -2.0 * z
+        pyro.sample("x", dist.Normal(loc, 1.0), obs=x)
+
+
+def _reads_values(x):
+    """A tensor's value taken into Python (.tolist()): the tracer cannot see it, the check does."""
+    with pyro.plate("data", x.shape[0]):
+        z = pyro.sample("z", dist.Normal(0.0, 1.0))
+        shift = max(z.tolist())
+        pyro.sample("x", dist.Normal(z + shift, 1.0), obs=x)
+
+
+@pytest.mark.parametrize("model, why", [(_branching, "recording failed"),
+                                         (_reads_values, "disagree with the program")])
+def test_programs_that_use_tensor_values_in_python_stay_eager(model, why):
+    x = torch.randn(4, generator=torch.Generator().manual_seed(0))
+    fast, slow, points = _pair(model, x)
+    for u in points + [-p for p in points]:  # both branches of _branching
+        _same(fast.value_and_grad(u), slow.value_and_grad(u))
+    assert why in fast.replay_status["prior"]
+
+
+def test_a_random_program_stays_eager():
+    lg = LinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=0)
+    x = lg.sample(3, torch.Generator().manual_seed(1))
+    fast, slow, points = _pair(lg, x, guide=_Encoder(4, dropout=0.5))  # dropout left on
+    for u in points:
+        fast.value_and_grad(u, "guide")
+    assert "disagree" in fast.replay_status["guide"]
+
+
+def test_an_updated_guide_is_recorded_again():
+    lg = LinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=0)
+    x = lg.sample(3, torch.Generator().manual_seed(1))
+    guide = _Encoder(4)
+    fast, slow, points = _pair(lg, x, guide=guide)
+    for u in points:
+        fast.value_and_grad(u, "guide")
+    assert fast.replay_status == {"guide": "replay"}
+    before = fast.value_and_grad(points[0], "guide")
+    with torch.no_grad():
+        guide.net[0].weight.add_(0.3)  # in place: the kept mu(x), sigma(x) are stale now
+    for u in points:
+        _same(fast.value_and_grad(u, "guide"), slow.value_and_grad(u, "guide"))
+    assert not torch.equal(fast.value_and_grad(points[0], "guide").log_init, before.log_init)
+    assert fast._replays.recordings[("guide", tuple(points[0].shape), torch.float64,
+                                     points[0].device)] == 2
+
+
+def test_a_program_that_keeps_changing_stops_being_recorded():
+    def model(x):
+        shift = pyro.param("shift", torch.zeros(()))
+        with pyro.plate("data", x.shape[0]):
+            z = pyro.sample("z", dist.Normal(0.0, 1.0))
+            pyro.sample("x", dist.Normal(z + shift, 1.0), obs=x)
+
+    x = torch.randn(4, generator=torch.Generator().manual_seed(0))
+    fast, slow, points = _pair(model, x)
+    for i in range(3 * _replay.MAX_RECORDINGS * _replay.RECORD_AFTER):
+        pyro.get_param_store()["shift"] = torch.tensor(0.1 * i)  # a new tensor every time
+        _same(fast.value_and_grad(points[0]), slow.value_and_grad(points[0]))
+    assert "changed after each" in fast.replay_status["prior"]
+
+
+def test_ais_gives_the_same_run_with_and_without_replay(monkeypatch):
+    """Bit for bit: recording and its checks leave the run's random stream alone."""
+    lg = LinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=0)
+    x = lg.sample(5, torch.Generator().manual_seed(1))
+    runs, recorded, record = [], [], _replay.record
+
+    def counting_record(*args):
+        out = record(*args)
+        recorded.append(out[1])
+        return out
+
+    monkeypatch.setattr(_replay, "record", counting_record)
+    for flag in ("1", "0"):
+        monkeypatch.setenv("PYROLIK_REPLAY", flag)
+        torch.manual_seed(0)
+        runs.append(pyrolik.ais(lg, x, num_steps=20, num_chains=4, seed=3, progress=False))
+        runs[-1].after = torch.rand(3)  # the global stream after the run
+    assert recorded == ["replay"]  # one recording (pilot and run share the target), replay on only
+    assert torch.equal(runs[0].log_weights, runs[1].log_weights)
+    assert torch.equal(runs[0].after, runs[1].after)
+
+
+@pytest.mark.parametrize("value, on", [(None, True), ("1", True), ("0", False), ("off", False),
+                                       ("false", False), ("yes", True)])
+def test_the_environment_switch(monkeypatch, value, on):
+    if value is None:
+        monkeypatch.delenv("PYROLIK_REPLAY", raising=False)
+    else:
+        monkeypatch.setenv("PYROLIK_REPLAY", value)
+    assert _replay.replay_default() is on
+    x = torch.randn(2, 4)
+    lg = LinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=0)
+    assert make_target(lg, x).replay is on
+    assert make_target(lg, x, replay=not on).replay is (not on)
