@@ -82,8 +82,11 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int = 20, warmup:
         for _ in range(warmup):
             f()
     times: dict[str, list[float]] = {k: [] for k in fns}
+    order = list(fns)
     for _ in range(repeats):
-        for k, f in fns.items():
+        order.reverse()  # alternate, so that no function always runs first or after the same one
+        for k in order:
+            f = fns[k]
             t0 = time.perf_counter()
             f()
             times[k].append(time.perf_counter() - t0)
