@@ -37,8 +37,8 @@ import torch
 from torch import Tensor
 from torch.utils import _pytree as pytree
 
-__all__ = ["MAX_RECORDINGS", "RECORD_AFTER", "ReplayCache", "other_point", "replay_default",
-           "reuse_buffers"]
+__all__ = ["MAX_RECORDINGS", "RECORD_AFTER", "ReplayCache", "fold_constants", "other_point",
+           "replay_default", "reuse_buffers"]
 
 RECORD_AFTER = 2  # eager evaluations of a key before it is recorded: one-off calls never pay for it
 
@@ -121,6 +121,7 @@ def record(fn: Callable[[Tensor], object], u: Tensor, at_u: object) -> tuple[Cal
             graph = make_fx(fn)(u)
         except Exception as err:  # noqa: BLE001 - any failure to record means: stay eager
             return None, f"recording failed: {type(err).__name__}: {_first_line(err)}"
+        fold_constants(graph)
         reuse_buffers(graph)
         replay = graph.forward
         v = other_point(u)
@@ -131,6 +132,80 @@ def record(fn: Callable[[Tensor], object], u: Tensor, at_u: object) -> tuple[Cal
                 return None, ("the recorded operations disagree with the program at a second point "
                               "(Python-side use of tensor values, or randomness)")
     return replay, "replay"
+
+
+def _metadata_only() -> set:
+    """Operators that read only the shape, dtype and device of their tensor arguments."""
+    aten = torch.ops.aten
+    return {aten.new_zeros.default, aten.new_ones.default, aten.new_full.default,
+            aten.zeros_like.default, aten.ones_like.default, aten.full_like.default}
+
+
+def fold_constants(graph) -> int:
+    """Compute once what the program recomputes identically at every call; in place.
+
+    A node is *fresh* when it is a pure, non-random operator whose tensor arguments are all fresh:
+    tensors the program makes from Python numbers (``lift_fresh_copy``, factories such as
+    ``new_zeros``, which read only metadata) and what is computed from them alone, e.g. the
+    ``-log(sigma) - log(2 pi)/2`` of a ``Normal(0, 1)`` prior or the backward pass's seed. Tensors
+    the program closed over (parameters, data) are never fresh, so an in-place update of them is
+    still seen. The fresh nodes that feed the rest of the graph are replaced by their values.
+    Returns the number of operations removed.
+    """
+    from torch import fx
+
+    aten, metadata_only = torch.ops.aten, _metadata_only()
+    nodes = list(graph.graph.nodes)
+    fresh: set = set()
+    for node in nodes:
+        if _is_pure(node) and (node.target is aten.lift_fresh_copy.default
+                               or node.target in metadata_only
+                               or all(a in fresh for a in node.all_input_nodes)):
+            fresh.add(node)
+    if not fresh:
+        return 0
+    values: dict = {}
+
+    def value(a):
+        if a in values:
+            return values[a]
+        if a.op == "get_attr":
+            return getattr(graph, a.target)
+        like = a.meta.get("val")  # an argument of a metadata-only operator: a stand-in will do
+        return torch.empty_strided(like.shape, like.stride(), dtype=like.dtype, device=like.device)
+
+    try:
+        with torch.no_grad():
+            for node in nodes:
+                if node in fresh:
+                    args, kwargs = fx.node.map_arg((node.args, node.kwargs), value)
+                    values[node] = node.target(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - e.g. no metadata for a stand-in: leave the graph as it is
+        return 0
+    for i, node in enumerate(n for n in nodes if n in fresh and any(u not in fresh for u in n.users)):
+        name = f"_folded_{i}"
+        graph.register_buffer(name, values[node], persistent=False)
+        with graph.graph.inserting_before(node):
+            node.replace_all_uses_with(graph.graph.get_attr(name))
+    removed = 0
+    for node in reversed(nodes):
+        if not node.users and (node in fresh or node.op == "get_attr" or _is_pure(node)):
+            graph.graph.erase_node(node)
+            removed += 1
+    graph.graph.lint()
+    graph.recompile()
+    return removed
+
+
+def _is_pure(node) -> bool:
+    """An operator call that mutates nothing and draws no random numbers (unused: safe to drop)."""
+    target = node.target
+    return node.op == "call_function" and isinstance(target, torch._ops.OpOverload) \
+        and not target._schema.is_mutable and torch.Tag.nondeterministic_seeded not in target.tags
+
+
+def _returns_new_tensor(node) -> bool:
+    return _is_pure(node) and all(r.alias_info is None for r in node.target._schema.returns)
 
 
 def _in_place_variants() -> dict:
@@ -145,27 +220,27 @@ def reuse_buffers(graph) -> int:
 
     Eager autograd does so in its backward formulas (e.g. Bernoulli-logits: ``(sigmoid(l) - x) * g``
     computed in place), but under a tracer it takes the out-of-place variants, which at batch 1000 x
-    784 cost two new 3 MB buffers per evaluation. Conditions: ``a`` comes from an operator whose
-    schema returns a new tensor (no alias), that mutates nothing, and ``a`` has no other user (so no
-    view of it either) and the shape and dtype of ``c``. Returns the number of operations rewritten.
+    784 cost two new 3 MB buffers per evaluation. Conditions: ``a`` is a buffer of its own (from an
+    operator whose schema returns a new tensor and mutates nothing, or from an operation this pass
+    already made in place on such a buffer), ``a`` has no other user (so no view of it either) and it
+    has the shape and dtype of ``c``. Returns the number of operations rewritten.
     """
     from torch import fx
 
     variants = _in_place_variants()
+    owned: set = set()  # nodes whose result is a buffer no other node sees
     done = 0
     for node in graph.graph.nodes:
         in_place = variants.get(node.target)
         a = node.args[0] if node.args else None
-        if in_place is None or not isinstance(a, fx.Node) or a.op != "call_function" \
-                or len(a.users) != 1 or not isinstance(a.target, torch._ops.OpOverload):
-            continue
-        schema = a.target._schema
-        if schema.is_mutable or any(r.alias_info is not None for r in schema.returns):
+        if in_place is None or not isinstance(a, fx.Node) or len(a.users) != 1 \
+                or not (a in owned or _returns_new_tensor(a)):
             continue
         ma, mc = a.meta.get("tensor_meta"), node.meta.get("tensor_meta")
         if ma is None or mc is None or ma.shape != mc.shape or ma.dtype != mc.dtype:
             continue
         node.target = in_place
+        owned.add(node)
         done += 1
     if done:
         graph.graph.lint()

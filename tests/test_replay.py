@@ -205,3 +205,65 @@ def test_the_environment_switch(monkeypatch, value, on):
     lg = LinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=0)
     assert make_target(lg, x).replay is on
     assert make_target(lg, x, replay=not on).replay is (not on)
+
+
+# -- the graph passes ----------------------------------------------------------------------------
+def _recorded(fn, u):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(fn)(u)
+
+
+def _ops(graph):
+    return [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
+
+
+def test_fold_constants_computes_the_programs_literals_once_and_nothing_else():
+    w = torch.randn(3)  # closed over, like a parameter: never folded
+
+    def fn(u):
+        c = torch.tensor(2.0).log() + torch.zeros(3).exp()  # made from Python numbers: folded
+        return u * c + w.exp() + torch.randn(3) * 0.0 + u.new_ones(3).sum()
+
+    u = torch.randn(4, 3)
+    graph = _recorded(fn, u)
+    assert _replay.fold_constants(graph) >= 5
+    ops = _ops(graph)
+    assert "aten.exp.default" in ops and "aten.randn.default" in ops  # w.exp(), the random draw
+    assert "aten.log.default" not in ops and "aten.zeros.default" not in ops
+    torch.testing.assert_close(graph(u), fn(u), rtol=0, atol=0)
+    w.mul_(2.0)  # in place: the replay reads it again
+    torch.testing.assert_close(graph(u), fn(u), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fn, rewritten", [
+    (lambda u: (u.exp() - 1.0) * 2.0, 2),  # a chain of fresh buffers: both in place
+    (lambda u: (u.exp(), u.exp() - 1.0), 1),  # the first exp is an output: only the second
+    (lambda u: (lambda a: (a - 1.0, a.view(-1)))(u.exp()), 0),  # a view of it lives on
+    (lambda u: u.sum(-1, keepdim=True) + u, 0),  # the result is larger than the buffer
+    (lambda u: (u > 0) * 1.5, 0),  # the result's dtype differs
+    (lambda u: u - u * 3.0, 0),  # u is the input: not ours to overwrite
+    (lambda u: u * 3.0 - u, 1),  # u * 3.0 is ours
+])
+def test_reuse_buffers_writes_in_place_only_where_no_one_else_sees_the_buffer(fn, rewritten):
+    u = torch.randn(4, 3)
+    keep = u.clone()
+    graph = _recorded(fn, u)
+    assert _replay.reuse_buffers(graph) == rewritten
+    torch.testing.assert_close(graph(u), fn(u), rtol=0, atol=0)
+    assert torch.equal(u, keep)
+
+
+def test_a_learned_prior_scale_updated_in_place_is_seen():
+    """The prior's log(sigma) depends on a parameter: not folded, so an optimiser step shows."""
+    model, x, guide, _ = _cases()["hierarchical, learned scale, prior"]
+    fast, slow, points = _pair(model, x, guide=guide)
+    for u in points:
+        fast.value_and_grad(u)
+    assert fast.replay_status == {"prior": "replay"}
+    with torch.no_grad():
+        pyro.get_param_store()._params["w_scale"].add_(0.5)  # the unconstrained tensor, in place
+    for u in points:
+        _same(fast.value_and_grad(u), slow.value_and_grad(u))
+    assert fast._replays.recordings[("prior", tuple(points[0].shape), torch.float64,
+                                     points[0].device)] == 1  # the same recording
