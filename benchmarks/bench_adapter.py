@@ -69,8 +69,8 @@ def main(argv=None):
         print(f"batch {batch}, {args.dtype}, device {args.device}")
         print(f"hand-written torch : {1e3 * t['hand']:.2f} ms per value-and-gradient")
         print(f"pyrolik adapter    : {1e3 * t['adapter']:.2f} ms per value-and-gradient "
-              f"(+{1e3 * (t['adapter'] - t['hand']):.2f} ms; replaying its recording, the default)")
-        print(f"  program each call: {1e3 * t['eager']:.2f} ms (+{1e3 * (t['eager'] - t['hand']):.2f} ms; "
+              f"({1e3 * (t['adapter'] - t['hand']):+.2f} ms; replaying its recording, the default)")
+        print(f"  program each call: {1e3 * t['eager']:.2f} ms ({1e3 * (t['eager'] - t['hand']):+.2f} ms; "
               "replay=False)")
         print(f"ratio adapter/hand : {t['adapter'] / t['hand']:.3f}  (target <= 1.05); "
               f"program each call / hand: {t['eager'] / t['hand']:.3f}")

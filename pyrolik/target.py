@@ -16,7 +16,10 @@ per-row sums over every dimension but the data plate's. The hot path evaluates t
 lean messenger with Pyro's argument validation off (validation happens once, at the boundary); each
 site's density comes from :mod:`pyrolik._site_density` (fewer full-size operations for Bernoulli and
 Normal sites, and the closed-form score of a Normal latent whose parameters need no gradient, so a
-standard-normal prior costs no backward pass). ``benchmarks/RESULTS.md`` has the measured cost.
+standard-normal prior costs no backward pass). From its third call on, :meth:`Target.value_and_grad`
+replays the recorded tensor operations of one evaluation instead of re-running the Pyro program
+(:mod:`pyrolik._replay`: the same numbers, checked when recorded, or eager evaluation where that is
+not safe). ``benchmarks/RESULTS.md`` has the measured cost.
 """
 
 from __future__ import annotations
