@@ -149,8 +149,9 @@ def fold_constants(graph) -> int:
     ``new_zeros``, which read only metadata) and what is computed from them alone, e.g. the
     ``-log(sigma) - log(2 pi)/2`` of a ``Normal(0, 1)`` prior or the backward pass's seed. Tensors
     the program closed over (parameters, data) are never fresh, so an in-place update of them is
-    still seen. The fresh nodes that feed the rest of the graph are replaced by their values.
-    Returns the number of operations removed.
+    still seen. The fresh nodes that feed the rest of the graph are replaced by their values; nothing
+    is folded where the program writes into a fresh tensor in place. Returns the number of operations
+    removed.
     """
     from torch import fx
 
@@ -162,8 +163,10 @@ def fold_constants(graph) -> int:
                                or node.target in metadata_only
                                or all(a in fresh for a in node.all_input_nodes)):
             fresh.add(node)
-    if not fresh:
-        return 0
+    if not fresh or any(n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+                        and n.target._schema.is_mutable and any(a in fresh for a in n.all_input_nodes)
+                        for n in nodes):
+        return 0  # nothing to fold, or the program writes into what would be folded
     values: dict = {}
 
     def value(a):
@@ -205,7 +208,9 @@ def _is_pure(node) -> bool:
 
 
 def _returns_new_tensor(node) -> bool:
-    return _is_pure(node) and all(r.alias_info is None for r in node.target._schema.returns)
+    """Whether the operator's result owns its memory (``_unsafe_view`` shares it unannotated)."""
+    return _is_pure(node) and node.target is not torch.ops.aten._unsafe_view.default \
+        and all(r.alias_info is None for r in node.target._schema.returns)
 
 
 def _in_place_variants() -> dict:
