@@ -17,7 +17,15 @@ target's life, and :attr:`ReplayCache.status` says why:
   (``other_point``): a value taken out of a tensor some other way (``t.tolist()``, ``t.numpy()``), a
   random operation (dropout left on), or a Python-side random number makes them differ;
 - recording and checking run on a forked RNG, so a run's random stream is the same with or without
-  replay.
+  replay;
+- the caller passes a ``state`` with each call (for a :class:`~pyrolik.target.Target`: which tensors
+  Pyro's param store holds, and the kept encoder guide); a new state means a new recording, and a
+  program that changes after each of :data:`MAX_RECORDINGS` recordings is left eager.
+
+Three passes make the recorded graph cheaper than the program it came from, checked like the rest:
+:func:`fold_constants` computes once what the program rebuilds from Python numbers at every call,
+:func:`reuse_buffers` works in place where nobody else sees a buffer (as eager autograd's backward
+formulas do), and unused pure operations are dropped.
 
 The replay holds the tensors the program closed over (parameters, data) by reference: an in-place
 update, such as an optimiser step, is seen; *re-assigning* a parameter or changing the program's
@@ -41,6 +49,7 @@ __all__ = ["MAX_RECORDINGS", "RECORD_AFTER", "ReplayCache", "fold_constants", "o
            "replay_default", "reuse_buffers"]
 
 RECORD_AFTER = 2  # eager evaluations of a key before it is recorded: one-off calls never pay for it
+MAX_RECORDINGS = 3  # recordings of one key before giving up (its program keeps changing)
 
 _log = logging.getLogger("pyrolik")
 
@@ -54,8 +63,6 @@ def other_point(u: Tensor) -> Tensor:
     """A second, different input of the same shape: the rows rotated by one, shrunk and shifted."""
     return 0.5 * u.roll(1, 0) + 0.25
 
-
-MAX_RECORDINGS = 3  # recordings of one key before giving up (its program keeps changing)
 
 
 class ReplayCache:
@@ -119,18 +126,18 @@ def record(fn: Callable[[Tensor], object], u: Tensor, at_u: object) -> tuple[Cal
         warnings.simplefilter("ignore")  # the eager calls have shown the program's own warnings
         try:
             graph = make_fx(fn)(u)
+            fold_constants(graph)
+            reuse_buffers(graph)
         except Exception as err:  # noqa: BLE001 - any failure to record means: stay eager
             return None, f"recording failed: {type(err).__name__}: {_first_line(err)}"
-        fold_constants(graph)
-        reuse_buffers(graph)
         replay = graph.forward
         v = other_point(u)
         for point, want in ((u, at_u), (v, fn(v))):
             with torch.no_grad():
                 got = replay(point)
             if not _agree(got, want):
-                return None, ("the recorded operations disagree with the program at a second point "
-                              "(Python-side use of tensor values, or randomness)")
+                return None, ("the recorded operations disagree with the program (Python-side use "
+                              "of tensor values, or randomness)")
     return replay, "replay"
 
 
