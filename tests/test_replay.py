@@ -12,25 +12,8 @@ import pyrolik
 from models.linear_gaussian import LinearGaussian
 from pyrolik import _replay
 from pyrolik.target import make_target
-
-
-def _hierarchical(x):
-    """Normal sites whose parameters depend on another latent, a learned scale and a Jacobian."""
-    w = pyro.param("w_scale", torch.tensor(0.8), constraint=dist.constraints.positive)
-    with pyro.plate("data", x.shape[0]):
-        a = pyro.sample("a", dist.Normal(0.0, 1.0))
-        b = pyro.sample("b", dist.Normal(a.unsqueeze(-1).expand(-1, 2), 0.5).to_event(1))
-        c = pyro.sample("c", dist.Normal(torch.zeros(2), w).to_event(1))
-        s = pyro.sample("s", dist.LogNormal(0.0, 0.3))
-        pyro.sample("x", dist.Normal(torch.tanh(b + c), s.unsqueeze(-1)).to_event(1), obs=x)
-
-
-def _hierarchical_guide(x):
-    with pyro.plate("data", x.shape[0]):
-        pyro.sample("a", dist.Normal(x.mean(-1), 1.2))
-        pyro.sample("b", dist.Normal(x, 0.7).to_event(1))
-        pyro.sample("c", dist.Normal(torch.zeros(2), 0.9).to_event(1))
-        pyro.sample("s", dist.LogNormal(0.1, 0.2))
+from tests.test_site_density import _guide as _hierarchical_guide
+from tests.test_site_density import _hierarchical
 
 
 def _constrained(x):
