@@ -66,8 +66,9 @@ def table_of(saved: tuple | None) -> StepSizes | None:
 
 
 def payload(out, k: int, n: int, table: StepSizes | None,
-            latents: dict[str, Tensor] | None = None) -> dict[str, Any]:
-    """One batch's ``AnnealOutput`` as per-chain tensors (see the module docstring)."""
+            latents: dict[str, Tensor] | None = None, evaluation: str | None = None) -> dict[str, Any]:
+    """One batch's ``AnnealOutput`` as per-chain tensors (see the module docstring); ``evaluation``:
+    how its target evaluated the model (:meth:`pyrolik.target.Target.evaluation`)."""
     def per_chain(name: str, t: Tensor) -> Tensor:
         return t if name == "beta" else t.reshape(t.shape[0], k, n, *t.shape[2:])
 
@@ -80,7 +81,14 @@ def payload(out, k: int, n: int, table: StepSizes | None,
         "trace_steps": out.trace_steps,
         "table": None if table is None else tuple(table),
         "latents": latents,
+        "evaluation": evaluation,
     }
+
+
+def _evaluation(parts: list[dict]) -> str:
+    """``"replay"`` if every batch replayed its recorded evaluation, else the first other status."""
+    found = [p.get("evaluation") or "eager" for p in parts]
+    return next((e for e in found if e != "replay"), "replay")
 
 
 def finish(method, direction, path, x, parts, betas, kernel, seed, settings, start, k
@@ -97,6 +105,7 @@ def finish(method, direction, path, x, parts, betas, kernel, seed, settings, sta
         table = StepSizes(tabs[0].betas, torch.cat([t.log_step_size for t in tabs], dim=1),
                           None if tabs[0].inv_mass is None
                           else torch.cat([t.inv_mass for t in tabs], dim=1))
+    settings = {**settings, "evaluation": _evaluation(parts)}
     latents = None
     if parts[0]["latents"] is not None:
         latents = {name: torch.cat([p["latents"][name] for p in parts], dim=1)

@@ -242,6 +242,8 @@ def ais(
     AISResult
         ``log_likelihood`` (N,), ``log_weights`` (K, N), ``bound == "lower"``, final states
         (``latents``: constrained, by site), recorded diagnostics in ``trace``, ``failed`` (N,).
+        ``settings["evaluation"]`` is ``"replay"`` when the model's recorded operations were replayed
+        (:mod:`pyrolik._replay`), else ``"eager"`` or ``"eager (why)"``: same numbers, slower.
 
     References
     ----------
@@ -280,7 +282,8 @@ def ais(
                      step_sizes=table, record_every=record_every, record_states=record_states,
                      progress=progress, desc=f"AIS [{batch.start}:{batch.stop}]", resume=loop,
                      checkpoint_fn=keep, checkpoint_every=checkpoint_every)
-        return payload(out, k, target.num_examples, table, target.unravel(out.state.z))
+        return payload(out, k, target.num_examples, table, target.unravel(out.state.z),
+                       target.evaluation(path))
 
     parts = run_batches(x.shape[0], batch_size, seed, x.device, work, shard=shard,
                         rows_per_example=k, checkpoint=ckpt)
@@ -383,7 +386,8 @@ def reverse_ais(
                      desc=f"reverse AIS [{batch.start}:{batch.stop}]", resume=loop,
                      checkpoint_fn=keep, checkpoint_every=checkpoint_every)
         # final states of a reverse run are (approximate) draws of the initial distribution
-        return payload(out, k, target.num_examples, table, target.unravel(out.state.z))
+        return payload(out, k, target.num_examples, table, target.unravel(out.state.z),
+                       target.evaluation(path))
 
     parts = run_batches(x.shape[0], batch_size, seed, x.device, work, shard=shard,
                         rows_per_example=k, checkpoint=ckpt)

@@ -239,8 +239,9 @@ def bdmc(
         if user_data:
             _check_posterior_start(half.log_obs(z_rev), half.log_obs(fwd.state.z), k,
                                    half.latent_dim)
-        return {"forward": payload(fwd, k, n, table, half.unravel(fwd.state.z)),
-                "reverse": payload(rev, k, n, table, half.unravel(rev.state.z))}
+        how = target.evaluation(path)
+        return {"forward": payload(fwd, k, n, table, half.unravel(fwd.state.z), how),
+                "reverse": payload(rev, k, n, table, half.unravel(rev.state.z), how)}
 
     parts = run_batches(x.shape[0], batch_size, seed, x.device, work, shard=shard,
                         rows_per_example=2 * k, checkpoint=ckpt)

@@ -383,6 +383,11 @@ class Target:
         """How each evaluation path runs: ``"replay"``, ``"eager"`` or why it stays eager (``_replay``)."""
         return {key[0]: status for key, status in self._replays.status.items()}
 
+    def evaluation(self, path: str) -> str:
+        """One line for a result's settings: ``"replay"``, ``"eager"`` or ``"eager (why)"``."""
+        status = self.replay_status.get(path, "eager")
+        return status if status in ("replay", "eager") else f"eager ({status})"
+
     def _value_and_grad(self, u: Tensor, path: str) -> ValueAndGrad:
         """:meth:`value_and_grad` by running the Pyro program (what the replay records)."""
         with torch.enable_grad():

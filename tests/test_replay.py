@@ -110,6 +110,7 @@ def test_programs_that_use_tensor_values_in_python_stay_eager(model, why):
     for u in points + [-p for p in points]:  # both branches of _branching
         _same(fast.value_and_grad(u), slow.value_and_grad(u))
     assert why in fast.replay_status["prior"]
+    assert fast.evaluation("prior").startswith(f"eager ({why}") or why in fast.evaluation("prior")
 
 
 def test_a_random_program_stays_eager():
@@ -172,6 +173,7 @@ def test_ais_gives_the_same_run_with_and_without_replay(monkeypatch):
         runs.append(pyrolik.ais(lg, x, num_steps=20, num_chains=4, seed=3, progress=False))
         runs[-1].after = torch.rand(3)  # the global stream after the run
     assert recorded == ["replay"]  # one recording (pilot and run share the target), replay on only
+    assert runs[0].settings["evaluation"] == "replay" and runs[1].settings["evaluation"] == "eager"
     assert torch.equal(runs[0].log_weights, runs[1].log_weights)
     assert torch.equal(runs[0].after, runs[1].after)
 
