@@ -265,3 +265,17 @@ def test_a_learned_prior_scale_updated_in_place_is_seen():
         _same(fast.value_and_grad(u), slow.value_and_grad(u))
     assert fast._replays.recordings[("prior", tuple(points[0].shape), torch.float64,
                                      points[0].device)] == 1  # the same recording
+
+
+@pytest.mark.parametrize("name", ["digits-vae", "digits-gan", "digits-gmmn", "digits-iwae"])
+def test_the_shipped_models_replay_with_their_own_numbers(name):
+    from models import zoo
+
+    model = zoo.build(name)
+    x = (torch.rand(3, model.data_dim, generator=torch.Generator().manual_seed(0)) < 0.3).double()
+    guide = getattr(model, "guide", None)
+    for path in ["prior"] + (["guide"] if guide is not None else []):
+        fast, slow, points = _pair(model, x, guide=guide)
+        for u in points:
+            _same(fast.value_and_grad(u, path), slow.value_and_grad(u, path))
+        assert fast.replay_status == {path: "replay"}
