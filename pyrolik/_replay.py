@@ -18,6 +18,7 @@ target's life, and :attr:`ReplayCache.status` says why:
   random operation (dropout left on), or a Python-side random number makes them differ;
 - recording and checking run on a forked RNG, so a run's random stream is the same with or without
   replay;
+- a replay that raises hands the evaluation back to the program, for good;
 - the caller passes a ``state`` with each call (for a :class:`~pyrolik.target.Target`: which tensors
   Pyro's param store holds, and the kept encoder guide); a new state means a new recording, and a
   program that changes after each of :data:`MAX_RECORDINGS` recordings is left eager.
@@ -86,8 +87,13 @@ class ReplayCache:
         found = self.replays.get(key)
         if found is not None:
             if found[1] == state:
-                with torch.no_grad():
-                    return found[0](u)
+                try:
+                    with torch.no_grad():
+                        return found[0](u)
+                except Exception as err:  # noqa: BLE001 - whatever it was, the program decides
+                    del self.replays[key]
+                    self._refuse(key, f"the replay failed: {type(err).__name__}: {_first_line(err)}")
+                    return fn(u)
             del self.replays[key]  # the program changed since the recording: record it again
             self.calls[key] = 0
             self.status[key] = "eager"

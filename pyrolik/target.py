@@ -358,7 +358,7 @@ class Target:
         """
         if path not in ("prior", "guide"):
             raise ValueError(f"path must be 'prior' or 'guide', got {path!r}")
-        key = (path, tuple(u.shape), u.dtype, u.device)
+        key = (path, tuple(u.shape), u.stride(), u.dtype, u.device)  # a view needs the layout
         state = self._program_state(u, path) if self.replay else None
         return self._replays.run(key, lambda v: self._value_and_grad(v, path), u, state)
 
