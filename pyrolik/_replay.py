@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 
 import torch
-from torch import Tensor
+from torch import Tensor, fx
 from torch.utils import _pytree as pytree
 
 __all__ = ["MAX_RECORDINGS", "RECORD_AFTER", "ReplayCache", "fold_constants", "other_point",
@@ -63,7 +63,6 @@ def replay_default() -> bool:
 def other_point(u: Tensor) -> Tensor:
     """A second, different input of the same shape: the rows rotated by one, shrunk and shifted."""
     return 0.5 * u.roll(1, 0) + 0.25
-
 
 
 class ReplayCache:
@@ -98,11 +97,9 @@ class ReplayCache:
             self.calls[key] = 0
             self.status[key] = "eager"
         out = fn(u)
-        if not self.enabled or self.status.get(key, "eager") != "eager":  # off, or refused before
-            self.status.setdefault(key, "eager")
+        if self.status.setdefault(key, "eager") != "eager" or not self.enabled:  # refused, or off
             return out
         self.calls[key] += 1
-        self.status[key] = "eager"
         if self.calls[key] >= RECORD_AFTER:
             if self.recordings[key] >= MAX_RECORDINGS:
                 self._refuse(key, f"its program changed after each of {MAX_RECORDINGS} recordings")
@@ -166,8 +163,6 @@ def fold_constants(graph) -> int:
     is folded where the program writes into a fresh tensor in place. Returns the number of operations
     removed.
     """
-    from torch import fx
-
     aten, metadata_only = torch.ops.aten, _metadata_only()
     nodes = list(graph.graph.nodes)
     fresh: set = set()
@@ -176,9 +171,7 @@ def fold_constants(graph) -> int:
                                or node.target in metadata_only
                                or all(a in fresh for a in node.all_input_nodes)):
             fresh.add(node)
-    if not fresh or any(n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
-                        and n.target._schema.is_mutable and any(a in fresh for a in n.all_input_nodes)
-                        for n in nodes):
+    if not fresh or any(_mutates(n) and any(a in fresh for a in n.all_input_nodes) for n in nodes):
         return 0  # nothing to fold, or the program writes into what would be folded
     values: dict = {}
 
@@ -213,11 +206,22 @@ def fold_constants(graph) -> int:
     return removed
 
 
+def _operator(node) -> torch._ops.OpOverload | None:
+    """The ATen operator a node calls, or None (placeholders, attributes, Python functions)."""
+    is_op = node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+    return node.target if is_op else None
+
+
+def _mutates(node) -> bool:
+    op = _operator(node)
+    return op is not None and op._schema.is_mutable
+
+
 def _is_pure(node) -> bool:
     """An operator call that mutates nothing and draws no random numbers (unused: safe to drop)."""
-    target = node.target
-    return node.op == "call_function" and isinstance(target, torch._ops.OpOverload) \
-        and not target._schema.is_mutable and torch.Tag.nondeterministic_seeded not in target.tags
+    op = _operator(node)
+    return op is not None and not op._schema.is_mutable \
+        and torch.Tag.nondeterministic_seeded not in op.tags
 
 
 def _returns_new_tensor(node) -> bool:
@@ -243,8 +247,6 @@ def reuse_buffers(graph) -> int:
     already made in place on such a buffer), ``a`` has no other user (so no view of it either) and it
     has the shape and dtype of ``c``. Returns the number of operations rewritten.
     """
-    from torch import fx
-
     variants = _in_place_variants()
     owned: set = set()  # nodes whose result is a buffer no other node sees
     done = 0
