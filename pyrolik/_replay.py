@@ -55,9 +55,17 @@ MAX_RECORDINGS = 3  # recordings of one key before giving up (its program keeps 
 _log = logging.getLogger("pyrolik")
 
 
+_SWITCH = {"1": True, "true": True, "yes": True, "on": True, "": True,
+           "0": False, "false": False, "no": False, "off": False}
+
+
 def replay_default() -> bool:
     """Whether targets replay recorded evaluations by default: yes, unless ``PYROLIK_REPLAY=0``."""
-    return os.environ.get("PYROLIK_REPLAY", "1").strip().lower() not in ("0", "false", "no", "off")
+    value = os.environ.get("PYROLIK_REPLAY", "1")
+    if value.strip().lower() not in _SWITCH:
+        raise ValueError(f"PYROLIK_REPLAY={value!r} is neither on nor off: set it to 1 (replay, the "
+                         "default) or 0 (run the Pyro program at every evaluation)")
+    return _SWITCH[value.strip().lower()]
 
 
 def other_point(u: Tensor) -> Tensor:

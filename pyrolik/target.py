@@ -627,6 +627,10 @@ def make_target(
     """
     x = validate_data(x)
     check_count("num_chains", num_chains)
+    if replay is not None and not isinstance(replay, bool):
+        raise TypeError(f"replay must be True, False or None (the environment's PYROLIK_REPLAY), "
+                        f"got {replay!r}")
+    replay = replay_default() if replay is None else replay
     model_kwargs = dict(model_kwargs or {})
     n = x.shape[0]
     x_rep = x.repeat((num_chains,) + (1,) * (x.dim() - 1)) if num_chains > 1 else x
@@ -639,8 +643,7 @@ def make_target(
     observed = tuple(s["name"] for s in _sample_sites(tr) if s["is_observed"])
     supports = {s.name: tr.nodes[s.name]["fn"].support for s in sites}
     target = Target(model, x_rep, num_chains, n, plate_name, sites, observed,
-                    tuple(model_args), model_kwargs, guide, supports,
-                    replay_default() if replay is None else bool(replay))
+                    tuple(model_args), model_kwargs, guide, supports, replay)
     if guide is not None:
         tr_g = _trace(guide, x_rep, model_args, model_kwargs, "guide", num_chains)
         guide_latents = {s["name"] for s in _sample_sites(tr_g) if not s["is_observed"]}

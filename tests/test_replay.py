@@ -191,6 +191,17 @@ def test_the_environment_switch(monkeypatch, value, on):
     assert make_target(lg, x, replay=not on).replay is (not on)
 
 
+def test_a_bad_switch_is_an_error_that_names_the_fix(monkeypatch):
+    lg = LinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=0)
+    x = torch.randn(2, 4)
+    monkeypatch.setenv("PYROLIK_REPLAY", "fasle")
+    with pytest.raises(ValueError, match="PYROLIK_REPLAY='fasle'.*set it to 1 .* or 0"):
+        make_target(lg, x)
+    monkeypatch.delenv("PYROLIK_REPLAY")
+    with pytest.raises(TypeError, match="replay must be True, False or None.*got '0'"):
+        make_target(lg, x, replay="0")
+
+
 # -- the graph passes ----------------------------------------------------------------------------
 def _recorded(fn, u):
     from torch.fx.experimental.proxy_tensor import make_fx
