@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from pyrolik.datasets import find_data_dir
+from pyrolik.io.datasets import find_data_dir
 
 __all__ = ["CHECKPOINTS", "FIGURES", "Claims", "data_dir_or_exit", "load_or_train", "paired",
            "peak_rss_mb", "load_avg", "mean_se"]

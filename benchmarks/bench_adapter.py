@@ -15,7 +15,7 @@ import argparse
 import torch
 
 from benchmarks._common import decoder, hand_value_and_grad, interleaved, machine, pyro_model
-from pyrolik.target import make_target
+from pyrolik.model.target import make_target
 
 
 def compare(batch: int, dtype, device: str, repeats: int) -> dict[str, float]:

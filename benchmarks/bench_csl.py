@@ -29,8 +29,8 @@ from scipy import stats
 
 from models.rbm import RBM
 from pyrolik import biased_csl, compare, csl
-from pyrolik.chains import sample_chain
-from pyrolik.datasets import find_data_dir, load_binarized_mnist, load_digits
+from pyrolik.infer.chains import sample_chain
+from pyrolik.io.datasets import find_data_dir, load_binarized_mnist, load_digits
 
 
 def load(args) -> tuple[torch.Tensor, torch.Tensor, str]:

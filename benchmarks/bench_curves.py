@@ -30,7 +30,7 @@ from pyrolik.curves.probes import (
     train_probes,
     train_probes_loop,
 )
-from pyrolik.datasets import find_data_dir, load_digits, load_mnist_test
+from pyrolik.io.datasets import find_data_dir, load_digits, load_mnist_test
 
 
 def load(dataset: str, data_dir: str | None):

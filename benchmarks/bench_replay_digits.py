@@ -20,7 +20,7 @@ import torch
 import pyrolik
 from benchmarks._common import machine
 from models.serialization import load
-from pyrolik.datasets import load_digits
+from pyrolik.io.datasets import load_digits
 
 
 def main(argv=None):

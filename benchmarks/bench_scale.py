@@ -73,7 +73,7 @@ def checkpoint_cost(x, chains, steps, device, rounds=3):
         extra = f", files {sizes[name] / 1e6:.2f} MB" if name in sizes else ""
         print(f"    {name:>9}: {min(t):7.2f} s  ({min(t) / base:.3f}x){extra}")
     # one write of the in-progress state, measured directly
-    from pyrolik.checkpoint import _dump, atomic_write_bytes
+    from pyrolik.io.checkpoint import _dump, atomic_write_bytes
     state = {"z": torch.randn(x.shape[0] * chains, 50), "lw": torch.randn(x.shape[0] * chains)}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -103,7 +103,7 @@ def scaling(x, chains, steps, procs, device, threads=None):
             total = time.perf_counter() - t0
             if proc.returncode:
                 raise SystemExit(proc.stderr[-3000:])
-            from pyrolik._io import load_result
+            from pyrolik.io.files import load_result
             out[p] = (load_result(result), total)
     base = out[procs[0]][0]
     print(f"(b) torchrun scaling: {x.shape[0]} examples x {chains} chains, {steps} steps, "

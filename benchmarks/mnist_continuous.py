@@ -38,7 +38,7 @@ PAPER = {"vae-10": (705.4, 791.0, 408.7, 486.5), "gan-10": (328.8, 346.6, 259.7,
 
 
 def evaluate(name: str, data_dir: Path, args) -> dict:
-    from pyrolik.datasets import split_mnist_test
+    from pyrolik.io.datasets import split_mnist_test
 
     split = split_mnist_test(data_dir, dtype=torch.float32)[0]
     model = load_or_train(name, Path(args.checkpoint_dir) / f"{name}_mnist.pt", data_dir,

@@ -89,7 +89,7 @@ def main(argv=None):
           f"{hist.get('num_steps', '?')} steps, {hist.get('seconds', float('nan')):.0f} s; "
           f"final train loss {hist.get('losses', [float('nan')])[-1]:.2f}, "
           f"valid loss {(hist.get('valid_losses') or [float('nan')])[-1]:.2f} (negative bound, nats)")
-    from pyrolik.datasets import load_binarized_mnist
+    from pyrolik.io.datasets import load_binarized_mnist
 
     x = load_binarized_mnist(data_dir, dtype=torch.float32).test[: args.num_test]
     print(f"evaluated on the first {len(x)} of the 10,000 binarized MNIST test images; {load_avg()}")

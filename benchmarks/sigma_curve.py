@@ -3,7 +3,7 @@
 AIS (a stochastic lower bound that tightens with steps) and KDE with bandwidth sigma on the decoder's
 mean images (the paper's KDE: the same Gaussian observation model, estimated from prior samples),
 on a stated number of validation images of continuous MNIST (the 10,000 MNIST test images split
-8000/1000/1000 with seed 0, ``pyrolik.datasets.split_mnist_test``). Claim (exit 1 if it fails): KDE's
+8000/1000/1000 with seed 0, ``pyrolik.io.datasets.split_mnist_test``). Claim (exit 1 if it fails): KDE's
 best sigma is at least AIS's best sigma (KDE is biased toward large sigma), and KDE is far below AIS
 at the smallest sigma.
 
@@ -26,7 +26,7 @@ from benchmarks._mnist import (
     load_avg,
     load_or_train,
 )
-from pyrolik.parzen import kde_log_density
+from pyrolik.infer.parzen import kde_log_density
 
 
 def sigma_curve(model, x, sigmas, *, num_steps: int, num_chains: int, kde_samples: int,
@@ -99,7 +99,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     ckpt = Path(args.checkpoint or CHECKPOINTS / f"{args.model}_mnist.pt")
     model = load_or_train(args.model, ckpt, data_dir, args.train_args.split())
-    from pyrolik.datasets import split_mnist_test
+    from pyrolik.io.datasets import split_mnist_test
 
     x = split_mnist_test(data_dir, dtype=torch.float32)[0].valid[: args.examples]
     sigmas = [float(s) for s in args.sigmas.split(",")]

@@ -3,7 +3,7 @@ r"""Reproduce the small pretrained checkpoints on scikit-learn's 8x8 digits (no 
     PYTHONPATH=. python -m models.train_digits                 # all four, into models/checkpoints/
     PYTHONPATH=. python -m models.train_digits --only vae,gan --out /tmp/ckpt --epochs-scale 0.1
 
-Data (:func:`digits_split`): the 1,797 digits of ``pyrolik.datasets.load_digits``, shuffled with
+Data (:func:`digits_split`): the 1,797 digits of ``pyrolik.io.datasets.load_digits``, shuffled with
 seed 0 and split 1297 / 250 / 250 into train / valid / test. The Gaussian models see the dequantized
 grey levels :math:`(k + u) / 17 \in [0, 1]^{64}` (dequantization seed 0), the Bernoulli model
 a fixed binarization :math:`x \sim \mathrm{Bernoulli}(k / 16)` drawn once with seed 0.
@@ -59,10 +59,10 @@ AIS_STEPS, AIS_CHAINS = 200, 4  # within ~1 nat of 500 steps x 8 chains on these
 def digits_split(*, binarize: bool = False, seed: int = SEED, dtype: torch.dtype | None = None):
     """The train / valid / test split of the digits used by the shipped checkpoints.
 
-    Returns a ``pyrolik.datasets.Split`` of tensors ``(n, 64)``: dequantized grey levels in
+    Returns a ``pyrolik.io.datasets.Split`` of tensors ``(n, 64)``: dequantized grey levels in
     [0, 1], or with ``binarize=True`` a fixed Bernoulli(k / 16) binarization in {0, 1}.
     """
-    from pyrolik.datasets import Split, load_digits
+    from pyrolik.io.datasets import Split, load_digits
 
     dtype = dtype or torch.get_default_dtype()
     if binarize:

@@ -6,7 +6,7 @@ r"""Train one of the paper's models on MNIST read from ``--data-dir`` or ``$PYRO
 Data: ``iwae`` trains on the fixed binarized MNIST (50k train, 10k valid). The other six models train
 on continuous MNIST, dequantized as :math:`(k + u)/256`. Only the 10,000 MNIST *test* images are
 available here, so they are split 8000 / 1000 / 1000 with seed 0
-(``pyrolik.datasets.split_mnist_test``), and every figure must say so. Wu et al. (2017) used
+(``pyrolik.io.datasets.split_mnist_test``), and every figure must say so. Wu et al. (2017) used
 50k/10k of the MNIST training set instead. Defaults are reduced-scale settings that run in minutes
 on a CPU; pass the paper's epochs for full scale (VAE/GAN: Adam with the learning rate picked from
 1e-3, 1e-4, 1e-5; GMMN: SGD with momentum 0.9 and learning rate from 0.1, 0.5, 1, 2; IWAE: Burda et
@@ -40,7 +40,7 @@ DEFAULTS: dict[str, tuple[int, int, float]] = {
 
 def mnist_data(kind: str, data_dir: str | None = None, dtype: torch.dtype = torch.float32):
     """``(train, valid)`` tensors for ``kind``: binarized MNIST for ``iwae``, else continuous."""
-    from pyrolik.datasets import load_binarized_mnist, split_mnist_test
+    from pyrolik.io.datasets import load_binarized_mnist, split_mnist_test
 
     if kind == "iwae":
         split = load_binarized_mnist(data_dir, dtype=dtype)

@@ -1,65 +1,86 @@
-"""pyrolik: log-likelihood estimation with honest bounds for decoder-based Pyro models."""
+"""pyrolik: log-likelihood estimation with honest bounds for decoder-based Pyro models.
+
+The package is layered; each layer imports only the ones above it in this list:
+
+- :mod:`pyrolik.model`: the adapter, a Pyro program as batched log-density functions;
+- :mod:`pyrolik.mcmc`: the HMC transition, its adaptation strategies, annealing schedules;
+- :mod:`pyrolik.execution`: batches with their own random streams, processes, faults;
+- :mod:`pyrolik.infer`: the estimators (AIS, reverse AIS and BDMC on one annealing engine,
+  importance sampling, KDE, CSL);
+- :mod:`pyrolik.diagnostics`: statistics, checks in plain words, plots, comparison, units;
+- :mod:`pyrolik.io`: export to xarray/ArviZ, result files, checkpoints, data sets;
+- :mod:`pyrolik.app`: the command line and the demo.
+"""
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import sys as _sys
 
-from pyrolik import diagnostics, plots, schedules
-from pyrolik.annealing import ais, reverse_ais
-from pyrolik.checkpoint import remove_checkpoint
-from pyrolik.convergence import bdmc_convergence, plot_bdmc_convergence
-from pyrolik.export import load, save
-from pyrolik.faults import FailedExamplesWarning
-from pyrolik.hmc import HMC
-from pyrolik.importance import iwae, likelihood_weighting
-from pyrolik.parzen import kde
-from pyrolik.posterior import plot_posterior_decodings, posterior_samples
+from pyrolik._version import __version__
+from pyrolik.diagnostics import plots, scoring, units
+from pyrolik.diagnostics.comparison import Comparison, compare
+from pyrolik.execution.faults import FailedExamplesWarning
+from pyrolik.infer import chains
+from pyrolik.infer.annealing import ais, reverse_ais
+from pyrolik.infer.conservative import biased_csl, csl
+from pyrolik.infer.convergence import bdmc_convergence, plot_bdmc_convergence
+from pyrolik.infer.importance import iwae, likelihood_weighting
+from pyrolik.infer.parzen import kde
+from pyrolik.infer.posterior import plot_posterior_decodings, posterior_samples
+from pyrolik.infer.sandwich import Simulated, bdmc, simulate
+from pyrolik.io import datasets, export
+from pyrolik.io.checkpoint import remove_checkpoint
+from pyrolik.io.export import load, save
+from pyrolik.mcmc import schedules
+from pyrolik.mcmc.hmc import HMC
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
-from pyrolik.sandwich import Simulated, bdmc, simulate
+
+from pyrolik import curves, diagnostics  # isort: skip  (subpackages that import the above)
 
 __all__ = [
     "__version__",
+    # estimators
+    "ais",
+    "reverse_ais",
+    "simulate",
+    "bdmc",
+    "bdmc_convergence",
+    "iwae",
+    "likelihood_weighting",
+    "kde",
+    "csl",
+    "biased_csl",
+    "posterior_samples",
+    # kernel and schedules
+    "HMC",
+    "schedules",
+    # results, files, comparison
     "AISResult",
     "BDMCResult",
     "EstimateResult",
-    "FailedExamplesWarning",
-    "HMC",
     "Simulated",
-    "ais",
-    "bdmc",
-    "bdmc_convergence",
-    "reverse_ais",
-    "schedules",
-    "simulate",
-    "iwae",
-    "kde",
-    "likelihood_weighting",
+    "FailedExamplesWarning",
+    "save",
+    "load",
+    "remove_checkpoint",
+    "compare",
+    "Comparison",
+    # plots and modules
     "plot_bdmc_convergence",
     "plot_posterior_decodings",
     "diagnostics",
     "plots",
-    "load",
-    "save",
-    "posterior_samples",
-    "remove_checkpoint",
-]
-
-# issue 8: CSL, units, paired comparison (helper `csl`)
-from pyrolik import chains, scoring, units  # noqa: E402
-from pyrolik.comparison import Comparison, compare  # noqa: E402
-from pyrolik.conservative import biased_csl, csl  # noqa: E402
-
-__all__ += [
-    "csl",
-    "biased_csl",
-    "chains",
     "units",
     "scoring",
-    "compare",
-    "Comparison",
+    "chains",
+    "datasets",
+    "export",
+    "curves",
 ]
 
-# issue 9: loss-data curves for representations (helper `curves`)
-from pyrolik import curves  # noqa: E402
-
-__all__ += ["curves"]
+# The modules users reach by their short names (``from pyrolik.schedules import sigmoid``,
+# ``pyrolik.plots.plot_diagnostics``) keep those spellings (API.md) in the layered package.
+for _name, _module in {"schedules": schedules, "plots": plots, "units": units, "scoring": scoring,
+                       "chains": chains, "datasets": datasets, "export": export}.items():
+    _sys.modules.setdefault(f"{__name__}.{_name}", _module)
+del _name, _module

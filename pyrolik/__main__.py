@@ -2,7 +2,7 @@
 
 import sys
 
-from pyrolik.cli import main
+from pyrolik.app.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

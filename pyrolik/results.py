@@ -37,17 +37,17 @@ def bits_per_dim(log_likelihood: Tensor | float, num_dims: int) -> Tensor | floa
 
 
 class _Exports:
-    """Export methods shared by every result (the work is in :mod:`pyrolik.export`)."""
+    """Export methods shared by every result (the work is in :mod:`pyrolik.io.export`)."""
 
     def to_datatree(self):
-        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.export`)."""
-        from pyrolik.export import to_datatree
+        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.io.export`)."""
+        from pyrolik.io.export import to_datatree
 
         return to_datatree(self)
 
     def to_inference_data(self):
-        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.export`)."""
-        from pyrolik.export import to_inference_data
+        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.io.export`)."""
+        from pyrolik.io.export import to_inference_data
 
         return to_inference_data(self)
 
@@ -76,7 +76,7 @@ class EstimateResult(_Exports):
     def failed(self) -> Tensor:
         """``(N,)`` bool: examples whose estimate is NaN or inf (the model's density was not finite).
 
-        They are left out of :attr:`mean` and :attr:`stderr` (see :mod:`pyrolik.faults`).
+        They are left out of :attr:`mean` and :attr:`stderr` (see :mod:`pyrolik.execution.faults`).
         """
         return ~torch.isfinite(self.log_likelihood)
 

@@ -180,7 +180,7 @@ def test_a_pilot_on_fewer_chains_keeps_ais_exact(lg, seed):
 
 
 def test_the_pilot_runs_the_requested_chains(lg, monkeypatch):
-    import pyrolik.adaptation as adaptation
+    import pyrolik.mcmc.adaptation as adaptation
 
     seen = []
     original = adaptation.HMC.step

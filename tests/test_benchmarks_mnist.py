@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-import pyrolik.datasets
+import pyrolik.io.datasets
 
 pytestmark = pytest.mark.slow
 
 
 def data_dir(filename: str):
-    found = pyrolik.datasets.find_data_dir(None, filename)
+    found = pyrolik.io.datasets.find_data_dir(None, filename)
     if found is None:
         pytest.skip(f"{filename} not found: set PYROLIK_DATA to the folder holding it")
     return str(found)

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import pyrolik
-from pyrolik import cli
-from pyrolik._io import load_result, save_result
-from pyrolik.checkpoint import Checkpoint
+from pyrolik.app import cli
+from pyrolik.io.checkpoint import Checkpoint
+from pyrolik.io.files import load_result, save_result
 from tests import scale_models as sm
 
 MODEL = "tests.scale_models:model"
@@ -177,14 +177,14 @@ def test_help_is_complete(capsys):
 
 def test_demo_is_called_lazily_or_reported_missing(monkeypatch, capsys):
     calls = []
-    monkeypatch.setitem(sys.modules, "pyrolik.demo",
+    monkeypatch.setitem(sys.modules, "pyrolik.app.demo",
                         types.SimpleNamespace(main=lambda argv: calls.append(argv) or 0))
     assert cli.main(["demo", "--fast", "x"]) == 0 and calls == [["--fast", "x"]]
-    monkeypatch.setitem(sys.modules, "pyrolik.demo", None)
+    monkeypatch.setitem(sys.modules, "pyrolik.app.demo", None)
     assert cli.main(["demo"]) == 1
     err = capsys.readouterr().err
     assert err.strip() == ("pyrolik: error: the demo is not available in this version of pyrolik "
-                           "(pyrolik.demo is missing)")
+                           "(pyrolik.app.demo is missing)")
 
 
 def test_bdmc_command_matches_the_api(tmp_path, capsys, seed):
@@ -227,7 +227,7 @@ def test_checkpoint_resume_from_the_command_line(tmp_path, data, capsys, monkeyp
 
 
 def test_data_files(tmp_path):
-    from pyrolik.loading import load_data
+    from pyrolik.app.loading import load_data
 
     x = np.arange(12, dtype=np.uint8).reshape(4, 3)
     np.savez(tmp_path / "d.npz", train=x, test=x[:2])
@@ -251,9 +251,9 @@ def test_result_files_are_atomic_and_checked(tmp_path, monkeypatch, capsys):
     path = tmp_path / "r.nc"
     save_result(result, path)
     before = path.read_bytes()
-    monkeypatch.setattr("pyrolik.checkpoint.os.replace",
+    monkeypatch.setattr("pyrolik.io.checkpoint.os.replace",
                         lambda *a: (_ for _ in ()).throw(OSError("disk full")))
-    monkeypatch.setattr("pyrolik._io._export", lambda: None)
+    monkeypatch.setattr("pyrolik.io.files._export", lambda: None)
     with pytest.raises(OSError):
         save_result(result, path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["r.nc"]

@@ -10,8 +10,8 @@ import pytest
 import torch
 from scipy import stats
 
-from pyrolik import scoring
-from pyrolik.comparison import compare, holm
+from pyrolik.diagnostics import scoring
+from pyrolik.diagnostics.comparison import compare, holm
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
 # Darwin's Zea mays data: cross- minus self-fertilised heights (eighths of an inch), as analysed by

@@ -11,17 +11,17 @@ from pyrolik_models.linear_gaussian import LinearGaussian
 from pyrolik_models.rbm import RBM
 
 from pyrolik import likelihood_weighting
-from pyrolik._batching import generator_for
-from pyrolik.chains import (
+from pyrolik._random import generator_for
+from pyrolik.infer.chains import (
     AlternatingChain,
     encoder_decoder,
     iterate_chain,
     prior_samples,
     sample_chain,
 )
-from pyrolik.conservative import biased_csl, csl
-from pyrolik.datasets import load_digits
-from pyrolik.target import make_target
+from pyrolik.infer.conservative import biased_csl, csl
+from pyrolik.io.datasets import load_digits
+from pyrolik.model.target import make_target
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from pyrolik import curves  # noqa: E402
-from pyrolik.datasets import find_data_dir, load_digits, load_mnist_test  # noqa: E402
+from pyrolik.io.datasets import find_data_dir, load_digits, load_mnist_test  # noqa: E402
 
 FAST = dict(num_seeds=2, num_steps=60, batch_size=64)
 

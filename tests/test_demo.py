@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pyrolik
-from pyrolik.demo import main
+from pyrolik.app.demo import main
 
 
 def test_quick_demo_writes_table_results_and_plots(tmp_path, capsys):

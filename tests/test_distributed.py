@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import pyrolik
-from pyrolik._io import load_result
-from pyrolik.distributed import Shard, current_shard, map_tensors
+from pyrolik.execution.distributed import Shard, current_shard, map_tensors
+from pyrolik.io.files import load_result
 from tests import scale_models as sm
 
 ROOT = Path(__file__).resolve().parents[1]

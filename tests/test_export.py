@@ -14,7 +14,7 @@ import xarray as xr
 from numpy.testing import assert_array_equal
 
 import pyrolik
-from pyrolik import export
+from pyrolik.io import export
 from pyrolik.results import AISResult, BDMCResult
 from tests.export_cases import ESTIMATORS, build
 
@@ -175,7 +175,7 @@ def test_netcdf_round_trip_loses_nothing(results, name, tmp_path):
 
 @pytest.mark.parametrize("name", ["bdmc", "ais"])
 def test_saved_result_summarises_without_rerunning(results, name, tmp_path, monkeypatch):
-    from pyrolik import diagnostics
+    from pyrolik.diagnostics import checks as diagnostics
 
     r = results[name]
     path = pyrolik.save(r, tmp_path / "run.nc")
@@ -183,7 +183,8 @@ def test_saved_result_summarises_without_rerunning(results, name, tmp_path, monk
     def no_rerun(*args, **kwargs):
         raise AssertionError("loading must not rerun the estimator")
 
-    for mod, fn in (("annealing", "anneal"), ("sandwich", "anneal"), ("adaptation", "pilot")):
+    for mod, fn in (("infer.annealing", "anneal"), ("infer.sandwich", "anneal"),
+                    ("mcmc.adaptation", "pilot")):
         monkeypatch.setattr(f"pyrolik.{mod}.{fn}", no_rerun)
     back = pyrolik.load(path)
     pd.testing.assert_frame_equal(back.summary(), r.summary())

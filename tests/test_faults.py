@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import pyrolik
-from pyrolik.faults import FailedExamplesWarning, is_out_of_memory
-from pyrolik.target import Target
+from pyrolik.execution.faults import FailedExamplesWarning, is_out_of_memory
+from pyrolik.model.target import Target
 from tests import scale_models as sm
 
 # -- examples whose likelihood is NaN -------------------------------------------------------------
@@ -155,7 +155,7 @@ COUNT_CASES = [
      "chunk_size"),
     (lambda v: pyrolik.kde(X, X, bandwidth=0.1, chunk_size=v), "chunk_size"),
     (lambda v: pyrolik.HMC(num_leapfrog=v), "num_leapfrog"),
-    (lambda v: pyrolik.schedules.sigmoid(v), "num_steps"),
+    (lambda v: pyrolik.mcmc.schedules.sigmoid(v), "num_steps"),
 ]
 
 

@@ -10,7 +10,7 @@ from torch import nn
 
 import pyrolik
 from models.linear_gaussian import LinearGaussian
-from pyrolik.target import make_target
+from pyrolik.model.target import make_target
 
 
 class CountingGuide:

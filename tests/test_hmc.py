@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from models.linear_gaussian import LinearGaussian
-from pyrolik.hmc import HMC, HMCState, leapfrog
-from pyrolik.target import ValueAndGrad, make_target
+from pyrolik.mcmc.hmc import HMC, HMCState, leapfrog
+from pyrolik.model.target import ValueAndGrad, make_target
 
 
 def oscillator(z):

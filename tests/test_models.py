@@ -15,7 +15,7 @@ from pyro import poutine
 from pyro.poutine.util import site_is_subsample
 
 import pyrolik
-import pyrolik.datasets
+import pyrolik.io.datasets
 
 PAPER = ["vae-10", "vae-50", "gan-10", "gan-50", "gmmn-10", "gmmn-50", "iwae"]
 DIGITS = ["digits-vae", "digits-gan", "digits-gmmn", "digits-iwae"]
@@ -257,7 +257,7 @@ def test_mmd_known_answers():
 
 @pytest.fixture(scope="module")
 def digits():
-    x, _ = pyrolik.datasets.load_digits(dequantize_seed=0, dtype=torch.float64)
+    x, _ = pyrolik.io.datasets.load_digits(dequantize_seed=0, dtype=torch.float64)
     return x[:200]
 
 
@@ -522,7 +522,7 @@ def test_tiny_ais_runs(name):
 
 def test_train_mnist_cli(tmp_path):
     """The paper-scale command line trains a reduced run and writes a loadable checkpoint."""
-    if pyrolik.datasets.find_data_dir() is None:
+    if pyrolik.io.datasets.find_data_dir() is None:
         pytest.skip("MNIST not found: set PYROLIK_DATA to the folder holding mnist_test.npz")
     out = submodule("train_mnist").main(["gmmn-10", "--epochs", "1", "--max-train", "200",
                                           "--batch-size", "100", "--out", str(tmp_path / "g.pt")])

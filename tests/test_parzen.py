@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import pyrolik
-from pyrolik.parzen import kde_log_density
+from pyrolik.infer.parzen import kde_log_density
 
 
 def test_single_sample_kde_is_a_gaussian_density():

@@ -7,7 +7,7 @@ import torch
 from pyrolik_models.rbm import RBM, binary_states
 from scipy import stats
 
-from pyrolik.datasets import load_digits
+from pyrolik.io.datasets import load_digits
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Recorded evaluations (pyrolik._replay): the Pyro program's numbers without its Python, or eager."""
+"""Recorded evaluations (pyrolik.model.replay): the Pyro program's numbers without its Python, or eager."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from torch import nn
 
 import pyrolik
 from models.linear_gaussian import LinearGaussian
-from pyrolik import _replay
-from pyrolik.target import make_target
+from pyrolik.model import replay as _replay
+from pyrolik.model.target import make_target
 from tests.test_site_density import _guide as _hierarchical_guide
 from tests.test_site_density import _hierarchical
 

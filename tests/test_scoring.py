@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pyrolik import scoring
+from pyrolik.diagnostics import scoring
 
 
 def test_closed_form_values():

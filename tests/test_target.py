@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from models.linear_gaussian import LinearGaussian
-from pyrolik.target import make_target
+from pyrolik.model.target import make_target
 
 
 @pytest.fixture

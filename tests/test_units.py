@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, Normal
 
-from pyrolik import units
+from pyrolik.diagnostics import units
 
 
 def test_bits_and_nats_round_trip_and_uniform_bytes():

@@ -241,7 +241,7 @@ def ais_ll(model, x, sigma):
 
 choice = pyrolik_models.choose_sigma(gan, xv, sigmas, ais_ll)
 samples = gan.sample(1000 if smoke_test else 10000, torch.Generator().manual_seed(0))
-kde_curve = pyrolik.parzen.kde_log_density(samples, xv, torch.tensor(sigmas)).mean(-1)
+kde_curve = pyrolik.infer.parzen.kde_log_density(samples, xv, torch.tensor(sigmas)).mean(-1)
 fig, ax = plt.subplots(figsize=(5, 3.5))
 ax.errorbar(sigmas, choice.mean_log_likelihood, 2 * choice.stderr, fmt="o-", label="AIS")
 ax.plot(sigmas, kde_curve, "s--", label="KDE (bandwidth = sigma)")

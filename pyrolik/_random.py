@@ -1,0 +1,45 @@
+"""Random streams: the recorded seed, one generator per batch, and Pyro's draws seeded from it.
+
+Randomness flows from the top-level ``seed=`` into one :class:`torch.Generator` per batch, seeded by
+``SeedSequence([seed, first example])``: an example's result depends on the seed and on its batch,
+never on how many batches ran before it or on which process ran them. Pyro samples from torch's
+global RNG; :func:`fork_rng_from` runs it seeded from a batch's generator and leaves the user's
+global stream untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+__all__ = ["resolve_seed", "generator_for", "fork_rng_from"]
+
+
+def resolve_seed(seed: int | None) -> int:
+    """The seed to record: ``seed`` itself, or one drawn from torch's global RNG when ``None``."""
+    if seed is None:
+        return int(torch.randint(0, 2**31 - 1, (1,)))
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+    return seed
+
+
+def generator_for(seed: int, start: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """The generator of the batch that starts at example ``start``."""
+    state = np.random.SeedSequence([seed, start]).generate_state(2, dtype=np.uint32)
+    return torch.Generator(device=device).manual_seed(int(state[0]) << 31 | int(state[1]) >> 1)
+
+
+@contextlib.contextmanager
+def fork_rng_from(generator: torch.Generator | None, device: torch.device | None = None
+                  ) -> Iterator[None]:
+    """Run Pyro's sampling (global torch RNG) seeded from ``generator``, leaving the user's RNG alone."""
+    devices = [device] if device is not None and device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        if generator is not None:
+            seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+            torch.manual_seed(seed)
+        yield

@@ -1,0 +1,1 @@
+"""The application: the ``pyrolik`` command line and the demonstration."""

@@ -1,0 +1,238 @@
+"""The work behind ``pyrolik evaluate``, ``pyrolik bdmc`` and ``pyrolik summary`` (see :mod:`pyrolik.app.cli`)."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pyrolik.app.loading import load_callable, load_data, load_weights, prepare_modules
+from pyrolik.execution.distributed import Shard, init_from_env
+from pyrolik.io.checkpoint import remove_checkpoint
+from pyrolik.io.files import load_result, save_result
+from pyrolik.mcmc.hmc import HMC
+
+__all__ = ["evaluate", "bdmc", "summary"]
+
+
+def _setup(args) -> tuple[Shard, torch.device]:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if str(args.device).startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device} but no CUDA device is available; use --device cpu")
+    return init_from_env(args.device, args.backend)
+
+
+def _teardown(shard: Shard) -> None:
+    if shard.world_size > 1 and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def _barrier(shard: Shard) -> None:
+    if shard.world_size > 1:
+        torch.distributed.barrier()
+
+
+def _load_model(args, device: torch.device) -> tuple[Any, dict]:
+    model, module = load_callable(args.model, "model")
+    if args.weights:
+        load_weights(model, module, args.weights)
+    prepare_modules(model, module, device)
+    kwargs: Any = {}
+    if args.model_kwargs:
+        try:
+            kwargs = json.loads(args.model_kwargs)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--model-kwargs is not valid JSON ({err.msg}): write it as "
+                             "'{\"name\": value}'") from err
+        if not isinstance(kwargs, dict):
+            raise ValueError("--model-kwargs must be a JSON object such as '{\"sigma\": 0.05}'")
+    return model, kwargs
+
+
+def _guide(spec: str | None, device: torch.device):
+    if spec is None:
+        return None
+    guide, module = load_callable(spec, "guide")
+    prepare_modules(guide, module, device)
+    return guide
+
+
+def _outputs(path: str, names: list[str], overwrite: bool) -> dict[str, Path]:
+    out = Path(path)
+    suffix = out.suffix or ".nc"
+    paths = ({names[0]: out} if len(names) == 1
+             else {n: out.with_name(f"{out.stem}.{n}{suffix}") for n in names})
+    for p in paths.values():
+        if not p.parent.is_dir():
+            raise ValueError(f"the folder of the output {p} does not exist; create it first")
+        if p.exists() and not overwrite:
+            raise ValueError(f"{p} exists: pass --overwrite to replace it, or choose another --output")
+    return paths
+
+
+def _kernel(args) -> HMC:
+    return HMC(num_leapfrog=args.num_leapfrog, step_size=args.step_size,
+               target_accept=args.target_accept, adapt=None if args.adapt == "none" else args.adapt,
+               mass_matrix=args.mass_matrix)
+
+
+def _batch_size(batch_size: int | None, n: int, shard: Shard) -> int | None:
+    if batch_size is not None or shard.world_size == 1:
+        return batch_size
+    size = math.ceil(n / shard.world_size)
+    if shard.is_main:
+        warnings.warn(f"--batch-size not given: using {size} (examples / processes) so that every "
+                      "process gets a batch; pass --batch-size to reproduce this run elsewhere",
+                      UserWarning, stacklevel=2)
+    return size
+
+
+def _ais_kwargs(args, shard: Shard, batch_size: int | None, kwargs: dict) -> dict[str, Any]:
+    return dict(num_steps=args.num_steps, num_chains=args.num_chains, schedule=args.schedule,
+                kernel=_kernel(args), model_kwargs=kwargs, seed=args.seed, batch_size=batch_size,
+                record_every=args.record_every, progress=not args.quiet and shard.is_main,
+                checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                distributed=shard.world_size > 1)
+
+
+def _finish_checkpoint(args, shard: Shard) -> None:
+    """After rank 0 wrote the result, every process deletes its own checkpoint (unless kept)."""
+    if not args.checkpoint or args.keep_checkpoint:
+        return
+    _barrier(shard)
+    from pyrolik.infer._assembly import checkpoint_path
+
+    remove_checkpoint(checkpoint_path(args.checkpoint, shard))
+
+
+def _report(results: dict[str, Any], paths: dict[str, Path], quiet: bool) -> None:
+    if quiet:
+        return
+    import pandas as pd
+
+    with pd.option_context("display.width", 160, "display.max_columns", None):
+        for name, result in results.items():
+            print(result.summary().to_string())
+            for w in result.warnings():
+                print(f"warning: {w}")
+            print(f"wrote {paths[name]}\n")
+
+
+def evaluate(args) -> int:
+    """``pyrolik evaluate``: run the chosen estimators on a data file, write one result each."""
+    import pyrolik
+
+    shard, device = _setup(args)
+    try:
+        model, kwargs = _load_model(args, device)
+        guide = _guide(args.guide, device)
+        if "iwae" in args.estimators and guide is None:
+            raise ValueError("the iwae estimator needs a guide: pass --guide path/to/file.py:guide")
+        if args.ais_init == "guide" and guide is None:
+            raise ValueError("--ais-init guide needs --guide path/to/file.py:guide")
+        if "kde" in args.estimators and not args.bandwidth:
+            raise ValueError("kde needs --bandwidth H, or a grid H1,H2,... with --validation data")
+        x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit,
+                      device=device)
+        validation = None
+        if "kde" in args.estimators and args.validation:  # read before hours of other work
+            validation = load_data(args.validation, key=args.data_key,
+                                   dtype=str(x.dtype).split(".")[-1], device=device)
+        paths = _outputs(args.output, args.estimators, args.overwrite)
+        batch_size = _batch_size(args.batch_size, x.shape[0], shard)
+        progress = not args.quiet and shard.is_main
+        distributed = shard.world_size > 1
+        results: dict[str, Any] = {}
+        for name in args.estimators:
+            if name == "ais":
+                result = pyrolik.ais(model, x, init=guide if args.ais_init == "guide" else None,
+                                     **_ais_kwargs(args, shard, batch_size, kwargs))
+            elif name in ("iwae", "lw"):
+                common = dict(num_samples=args.num_samples, chunk_size=args.chunk_size,
+                              model_kwargs=kwargs, seed=args.seed, batch_size=batch_size,
+                              progress=progress, distributed=distributed)
+                result = (pyrolik.iwae(model, guide, x, **common) if name == "iwae"
+                          else pyrolik.likelihood_weighting(model, x, **common))
+            else:  # kde: cheap next to the others, run by the first process only
+                result = (_kde(args, model, kwargs, x, validation, device, progress)
+                          if shard.is_main else None)
+            if shard.is_main:
+                save_result(result, paths[name])
+                results[name] = result
+            if name == "ais":
+                _finish_checkpoint(args, shard)
+        if shard.is_main:
+            _report(results, paths, args.quiet)
+        return 0
+    finally:
+        _teardown(shard)
+
+
+def _kde(args, model, kwargs, x, validation, device, progress):
+    import pyrolik
+
+    samples = pyrolik.simulate(model, args.kde_samples, data_shape=tuple(x.shape[1:]),
+                               model_kwargs=kwargs, seed=args.seed, dtype=x.dtype, device=device).x
+    return pyrolik.kde(samples, x, bandwidth=args.bandwidth, validation=validation,
+                       progress=progress)
+
+
+def bdmc(args) -> int:
+    """``pyrolik bdmc``: simulate from the model, then sandwich log p(x) with forward/reverse AIS."""
+    import pyrolik
+
+    shard, device = _setup(args)
+    try:
+        model, kwargs = _load_model(args, device)
+        guide = _guide(args.guide, device)
+        paths = _outputs(args.output, ["bdmc"], args.overwrite)
+        batch_size = _batch_size(args.batch_size, args.num_examples, shard)
+        sim = pyrolik.simulate(model, args.num_examples, data_shape=args.data_shape,
+                               model_kwargs=kwargs, seed=args.seed,
+                               dtype=getattr(torch, args.dtype), device=device)
+        result = pyrolik.bdmc(model, data=sim, init=guide,
+                              **_ais_kwargs(args, shard, batch_size, kwargs))
+        if shard.is_main:
+            save_result(result, paths["bdmc"])
+        _finish_checkpoint(args, shard)
+        if shard.is_main:
+            _report({"bdmc": result}, paths, args.quiet)
+        return 0
+    finally:
+        _teardown(shard)
+
+
+def summary(args) -> int:
+    """``pyrolik summary``: print the summary (and warnings) of result files."""
+    import pandas as pd
+
+    with pd.option_context("display.width", 160, "display.max_columns", None,
+                           "display.max_rows", None):
+        for i, path in enumerate(args.results):
+            result = load_result(path)
+            if i:
+                print()
+            print(f"{path}:")
+            print(result.summary().to_string())
+            for w in result.warnings():
+                print(f"warning: {w}")
+            if args.per_example:
+                print(_per_example(result).to_string())
+    return 0
+
+
+def _per_example(result) -> Any:
+    if hasattr(result, "per_example"):
+        return result.per_example()
+    import pandas as pd
+
+    df = pd.DataFrame({"lower": result.lower.log_likelihood.double().cpu().numpy(),
+                       "upper": result.upper.log_likelihood.double().cpu().numpy(),
+                       "gap": result.per_example_gap.double().cpu().numpy()})
+    df.index.name = "example"
+    return df

@@ -1,0 +1,183 @@
+r"""Diagnostics of an estimate, per example and per temperature, and warnings in plain words.
+
+Importance diagnostics (per example, from :mod:`pyrolik.diagnostics.stats`): Kish's effective sample size
+:math:`(\sum_k w_k)^2 / \sum_k w_k^2`, the delta-method MCSE of :math:`\log \hat Z`
+:math:`\sqrt{1/\mathrm{ESS} - 1/K}`, and the Pareto :math:`\hat k` of ArviZ's PSIS (Vehtari et al.
+2024): above 0.7 a few weights dominate and the estimate is unreliable. AIS diagnostics per recorded
+temperature: the HMC acceptance rate and step size, the divergences, and the running estimate
+:math:`\log \frac1K \sum_k w_k^{(t)}` of :math:`\log Z_{\beta_t}` (forward AIS; a stochastic lower
+bound on it, Neal 2001). BDMC: the per-example gap :math:`\hat u_n - \hat l_n`, which bounds the
+error of either estimate on simulated data (Grosse, Ghahramani & Adams 2015).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import torch
+
+from pyrolik.diagnostics.stats import log_mean_exp, pareto_tail_size
+from pyrolik.results import AISResult, BDMCResult, EstimateResult
+
+__all__ = ["PyrolikWarning", "ACCEPTANCE_COLLAPSE", "per_example", "temperature_trace",
+           "running_log_normalizer", "bdmc_gap", "check", "warn"]
+
+ACCEPTANCE_COLLAPSE = 0.1  # mean acceptance below this at a temperature: the chains stopped moving
+NEGATIVE_GAP_SE = 4.0  # upper < lower by more than this many standard errors: not a valid sandwich
+
+
+class PyrolikWarning(UserWarning):
+    """A diagnostic says an estimate should not be trusted as it stands."""
+
+
+def _check_result(result) -> None:
+    if not isinstance(result, EstimateResult | BDMCResult):
+        raise TypeError(f"expected a pyrolik result (from ais, reverse_ais, bdmc, iwae, "
+                        f"likelihood_weighting, kde or pyrolik.load), got {type(result).__name__}")
+
+
+def per_example(result: EstimateResult | BDMCResult) -> pd.DataFrame:
+    """One row per example: the estimate, its MCSE, ESS and k-hat; AIS adds the mean acceptance rate
+    and the number of divergences; BDMC gives both bounds and the gap.
+    """
+    _check_result(result)
+    if isinstance(result, BDMCResult):
+        return bdmc_gap(result)
+    df = result.per_example()
+    if isinstance(result, AISResult):
+        if result.acceptance_rate is not None:
+            df["acceptance_rate"] = result.acceptance_rate.mean(0).double().numpy()
+        if result.num_divergent is not None:
+            df["num_divergent"] = result.num_divergent.sum(0).numpy()
+    return df
+
+
+def temperature_trace(result: AISResult) -> pd.DataFrame:
+    r"""One row per recorded annealing step: beta and the population diagnostics at it.
+
+    Columns: ``beta``; ``acceptance_rate`` (mean over chains and examples) and
+    ``min_acceptance_rate`` (the lowest per-example mean over chains); ``step_size`` (mean) with
+    ``min_step_size`` / ``max_step_size``; ``divergent_fraction``; ``log_mean_weight``, the mean
+    over examples of :math:`\log\frac1K\sum_k w_k^{(t)}` of the running weights; and
+    ``log_normalizer``, the mean over examples of :func:`running_log_normalizer`.
+    """
+    if not isinstance(result, AISResult):
+        raise TypeError(f"temperature_trace needs an AIS result (ais, reverse_ais, or a BDMC "
+                        f"result's .lower / .upper), got {type(result).__name__}")
+    if not result.trace:
+        raise ValueError("this result recorded no trace; rerun with record_every set")
+    tr = result.trace
+    acc = tr["acceptance_rate"].double()  # (R, K, N)
+    eps = tr["step_size"].double()
+    out = {
+        "beta": tr["beta"][:, 0].double(),
+        "acceptance_rate": acc.mean((1, 2)),
+        "min_acceptance_rate": acc.mean(1).min(-1).values,
+        "step_size": eps.mean((1, 2)),
+        "min_step_size": eps.amin((1, 2)),
+        "max_step_size": eps.amax((1, 2)),
+        "divergent_fraction": tr["diverging"].double().mean((1, 2)),
+        "log_mean_weight": log_mean_exp(tr["log_weight"].double(), dim=1).mean(-1),
+        "log_normalizer": running_log_normalizer(result).mean(-1),
+    }
+    df = pd.DataFrame({k: v.numpy() for k, v in out.items()},
+                      index=pd.Index(result.trace_steps.numpy(), name="step"))
+    return df
+
+
+def running_log_normalizer(result: AISResult) -> torch.Tensor:
+    r"""The run's estimate of :math:`\log Z_{\beta}` at each recorded step, per example: ``(R, N)``.
+
+    :math:`Z_\beta = \int f_0^{1-\beta} f_1^\beta`, with :math:`Z_0 = 1` (prior or guide path).
+    Forward AIS: :math:`\log\frac1K\sum_k w_k^{(t)}`, a stochastic lower bound on
+    :math:`\log Z_{\beta_t}` that ends at the estimate. Reverse AIS from exact posterior draws has
+    :math:`\mathbb E[w^{(t)}] = Z_{\beta_t}/Z_1`, so its curve is
+    :math:`\log\frac1K\sum_k w_k^{(t)} - \log\frac1K\sum_k w_k^{(T)}`: it is 0 at
+    :math:`\beta = 0` and the upper estimate at :math:`\beta = 1`. On a BDMC run the two curves
+    open up where annealing is hardest.
+    """
+    lme = log_mean_exp(result.trace["log_weight"].double(), dim=1)  # (R, N)
+    if result.direction == "reverse":
+        lme = lme - log_mean_exp(result.log_weights.double())
+    return lme
+
+
+def bdmc_gap(result: BDMCResult) -> pd.DataFrame:
+    """Per example: lower (forward AIS) and upper (reverse AIS) bounds, gap, MCSE, ESS, k-hat."""
+    if not isinstance(result, BDMCResult):
+        raise TypeError(f"bdmc_gap needs a BDMCResult, got {type(result).__name__}")
+    cols = {"lower": result.lower.log_likelihood, "upper": result.upper.log_likelihood,
+            "gap": result.per_example_gap}
+    for name, part in (("lower", result.lower), ("upper", result.upper)):
+        for stat in ("mcse", "ess", "khat"):
+            if getattr(part, stat) is not None:
+                cols[f"{stat}_{name}"] = getattr(part, stat)
+    df = pd.DataFrame({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
+    df.index.name = "example"
+    return df
+
+
+def _temperature_warnings(result: AISResult) -> list[str]:
+    """Acceptance that collapses at some temperatures although the run average looks fine."""
+    if not result.trace or result.acceptance_rate is None:
+        return []
+    already = result.acceptance_rate.mean(0) < ACCEPTANCE_COLLAPSE  # reported by result.warnings()
+    per_step = result.trace["acceptance_rate"].mean(1)  # (R, N)
+    low = (per_step < ACCEPTANCE_COLLAPSE) & ~already
+    if not bool(low.any()):
+        return []
+    betas = result.trace["beta"][:, 0][low.any(1)]
+    pilot = result.kernel is not None and result.kernel.adapt == "pilot"
+    fix = ("raise the kernel's target_accept (e.g. 0.8) so that the pilot run picks smaller steps"
+           if pilot else "use adapt='pilot' or a smaller step_size")
+    return [f"HMC acceptance fell below {ACCEPTANCE_COLLAPSE} at {int(low.any(1).sum())} of "
+            f"{per_step.shape[0]} recorded temperatures (beta {float(betas.min()):.3g} to "
+            f"{float(betas.max()):.3g}) for {int(low.any(0).sum())} examples: the chains barely "
+            "moved there, so those steps were wasted and the estimate is noisier than it should "
+            f"be; the step size is too large at those temperatures: {fix}"]
+
+
+def _nan_khat(result: EstimateResult) -> list[str]:
+    if result.khat is None or result.log_weights is None:
+        return []
+    k = result.log_weights.shape[0]
+    if pareto_tail_size(k) <= 4:  # ArviZ's PSIS returns k-hat = inf for so short a tail
+        return [f"Pareto k-hat needs at least 25 chains or samples per example (got {k}): PSIS "
+                "cannot fit the tail, so the k-hat values are not meaningful and the weights "
+                "could not be checked; use more chains or samples"]
+    return []
+
+
+def check(result: EstimateResult | BDMCResult) -> list[str]:
+    """All plain-words warnings about a result: ``result.warnings()`` plus per-temperature
+    acceptance collapse, a negative BDMC gap beyond noise, and notes recorded in the settings.
+    """
+    _check_result(result)
+    out = list(result.warnings())
+    if isinstance(result, BDMCResult):
+        for name, part in (("forward", result.lower), ("reverse", result.upper)):
+            out += [f"{name}: {w}" for w in _temperature_warnings(part) + _nan_khat(part)]
+        g = bdmc_gap(result)
+        se = np.sqrt(g.get("mcse_lower", 0.0) ** 2 + g.get("mcse_upper", 0.0) ** 2)
+        bad = int((g["gap"] < -NEGATIVE_GAP_SE * se - 1e-9).sum())
+        if bad:
+            out.append(f"for {bad} examples the upper bound is below the lower bound by more than "
+                       f"{NEGATIVE_GAP_SE:g} standard errors: reverse AIS did not start from exact "
+                       "posterior samples of the data it evaluates (use pyrolik.bdmc/simulate)")
+        return out
+    if isinstance(result, AISResult):
+        out += _temperature_warnings(result)
+    out += _nan_khat(result)
+    if "note" in result.settings:
+        out.append(str(result.settings["note"]))
+    return out
+
+
+def warn(result: EstimateResult | BDMCResult, stacklevel: int = 2) -> list[str]:
+    """Issue each message of :func:`check` once as a :class:`PyrolikWarning`; return them."""
+    messages = check(result)
+    for message in messages:
+        warnings.warn(message, PyrolikWarning, stacklevel=stacklevel)
+    return messages

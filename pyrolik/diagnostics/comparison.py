@@ -1,0 +1,378 @@
+r"""Paired comparison of models on the same held-out examples: tests, corrections, ranked tables.
+
+The recipe of Chakraborty, Das & Lavoie ("How to show a probabilistic model is better"): score every
+held-out example under every model with a proper scoring rule (the log-likelihood is the log score),
+then test the paired per-example differences. A difference of mean log scores estimates a
+difference of KL divergences from the data distribution, because the entropy term cancels.
+See ``docs/compare.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from pyrolik.diagnostics.scoring import SCORES
+
+__all__ = ["Comparison", "compare", "holm"]
+
+_TESTS = ("t", "wilcoxon")
+_CORRECTIONS = ("holm", "bonferroni", "none")
+
+
+def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
+    r"""Holm's step-down adjusted p-values (controls the family-wise error rate).
+
+    With the :math:`m` p-values sorted increasingly, :math:`p_{(1)} \le \dots \le p_{(m)}`,
+
+    .. math:: \tilde p_{(i)} = \max_{j \le i} \min\{1, (m - j + 1)\, p_{(j)}\},
+
+    and a hypothesis is rejected at level :math:`\alpha` when :math:`\tilde p \le \alpha` (Holm,
+    1979, "A simple sequentially rejective multiple test procedure"). Uniformly more powerful
+    than Bonferroni, :math:`\min\{1, m p\}`.
+    """
+    p = np.asarray(pvalues, dtype=np.float64)
+    if p.ndim != 1 or ((p < 0) | (p > 1)).any() or np.isnan(p).any():
+        raise ValueError("pvalues must be a 1-D array of numbers in [0, 1]")
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adjusted_sorted = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adjusted_sorted
+    return out
+
+
+def _adjust(p: np.ndarray, correction: str) -> np.ndarray:
+    if correction == "holm":
+        return holm(p)
+    if correction == "bonferroni":
+        return np.minimum(1.0, p * p.size)
+    return p.copy()
+
+
+@dataclass
+class _Entry:
+    name: str
+    scores: dict[str, np.ndarray]
+    bound: str | None
+    method: str | None
+    gap: float | None
+
+
+@dataclass
+class Comparison:
+    """Outcome of :func:`compare`.
+
+    Attributes
+    ----------
+    pairs : DataFrame
+        One row per (score, model_a, model_b): ``mean_diff`` (a minus b, per example), ``se``, a
+        ``ci_low``/``ci_high`` t interval at ``1 - level``, ``t_statistic``/``t_pvalue`` (paired
+        t-test), ``wilcoxon_statistic``/``wilcoxon_pvalue`` (signed-rank), ``p_adjusted`` (the
+        chosen test's p-value corrected over all pairs of the score), ``better`` (the winner at
+        ``level``, or None), and the BDMC ``gap_a``/``gap_b`` where known.
+    table : DataFrame
+        Models ranked by mean score per score rule: ``rank`` (0 is best), ``mean``, ``se``,
+        ``diff_to_best`` and its paired ``dse``, ``p_vs_best`` (adjusted), ``worse_than_best``,
+        ``bound``, ``method``, ``gap``.
+    notes : list of str
+        Warnings about what the differences may contain (estimator bias, bounds of different kinds).
+    per_example : dict of DataFrame
+        The per-example scores, one column per model, for each score rule.
+    """
+
+    pairs: pd.DataFrame
+    table: pd.DataFrame
+    notes: list[str]
+    level: float
+    test: str
+    correction: str
+    per_example: dict[str, pd.DataFrame] = field(repr=False)
+
+    @property
+    def better(self) -> str | None:
+        """The significantly better of two models under the first score rule, else None."""
+        first = self.pairs.iloc[0]
+        if len(self.pairs.loc[self.pairs["score"] == first["score"]]) != 1:
+            raise ValueError("better is defined for two models; read .pairs or .table for more")
+        return first["better"] if isinstance(first["better"], str) else None
+
+    def __str__(self) -> str:
+        lines = [
+            f"Paired comparison ({self.test}-test, {self.correction} correction, "
+            f"level {self.level:g}); scores are per example, higher is better.",
+            self.table.to_string(float_format=lambda v: f"{v:.4g}"),
+            "",
+            self.pairs.to_string(float_format=lambda v: f"{v:.4g}"),
+        ]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def to_arviz(self, score: str = "log", method: str = "stacking") -> pd.DataFrame:
+        r"""``arviz.compare`` on the per-example scores: ELPD differences, ``dse`` and weights.
+
+        The per-example held-out log scores are handed to ArviZ as precomputed pointwise ELPDs
+        (ArviZ labels them ``elpd_loo``; no leave-one-out is involved: they are test-set values,
+        ``p_loo`` is 0). ArviZ reports sums over examples and ``dse = sqrt(N var(d))``; it adds
+        model weights (stacking of the predictive densities), which :func:`compare` does not.
+        """
+        import arviz as az
+        import xarray as xr
+        from arviz.stats.stats_utils import ELPDData
+
+        frame = self.per_example[score]
+        n = len(frame)
+        elpds = {
+            name: ELPDData(
+                data=[col.sum(), math.sqrt(n * col.var(ddof=0)), 0.0, 1, n, False,
+                      xr.DataArray(col.to_numpy(), dims=["example"]), "log"],
+                index=["elpd_loo", "se", "p_loo", "n_samples", "n_data_points", "warning",
+                       "loo_i", "scale"],
+            )
+            for name, col in frame.items()
+        }
+        with warnings.catch_warnings():
+            # ArviZ 0.23 calls sort_values(inplace=True), deprecated in pandas 3.1
+            warnings.filterwarnings("ignore", message=".*inplace keyword.*")
+            return az.compare(elpds, method=method)
+
+
+def _as_scores(obj: Any, y: Any, rules: Sequence[str]) -> dict[str, np.ndarray]:
+    if y is not None:
+        return {rule: SCORES[rule](obj, y) for rule in rules}
+    values = getattr(obj, "log_likelihood", obj)
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().numpy()
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(
+            f"per-example scores must be 1-D (N,); got shape {arr.shape} (for class "
+            "probabilities (N, K) pass y= the observed labels)"
+        )
+    return {"log": arr}
+
+
+def _entries(models: tuple, names: Sequence[str] | None, y: Any, rules: Sequence[str],
+             gaps: Mapping[str, float] | None) -> list[_Entry]:
+    if len(models) == 1 and isinstance(models[0], Mapping):
+        if names is not None:
+            raise ValueError("give names either as dict keys or as names=, not both")
+        names, objs = list(models[0]), list(models[0].values())
+    else:
+        objs = list(models)
+        if names is None:
+            names = [
+                getattr(o, "name", None) or getattr(o, "method", None) or f"model_{i}"
+                for i, o in enumerate(objs)
+            ]
+    names = [str(n) for n in names]
+    if len(objs) < 2:
+        raise ValueError("compare needs at least two models")
+    if len(names) != len(objs):
+        raise ValueError(f"{len(names)} names for {len(objs)} models")
+    if len(set(names)) != len(names):
+        raise ValueError(f"model names must be unique; got {names}: pass names= or a dict")
+    out = []
+    for name, obj in zip(names, objs, strict=True):
+        scores = _as_scores(obj, y, rules)
+        gap = (gaps or {}).get(name, getattr(obj, "gap", None))
+        if gap is not None:
+            gap = float(np.mean(gap.detach().cpu().numpy() if hasattr(gap, "detach") else gap))
+        bound = getattr(obj, "bound", None)
+        out.append(_Entry(name, scores, bound, getattr(obj, "method", None), gap))
+    lengths = {e.name: len(next(iter(e.scores.values()))) for e in out}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"models were scored on different numbers of examples {lengths}: "
+                         "paired comparison needs the same examples in the same order")
+    for e in out:
+        for rule, s in e.scores.items():
+            if not np.isfinite(s).all():
+                hint = " (a zero probability on an observed class: try the quadratic or " \
+                       "spherical score)" if rule == "log" else ""
+                raise ValueError(f"{e.name}: non-finite {rule} scores{hint}")
+    return out
+
+
+def _pair_stats(a: np.ndarray, b: np.ndarray, level: float) -> dict[str, float]:
+    d = a - b
+    n = d.size
+    mean = float(d.mean())
+    sd = float(d.std(ddof=1)) if n > 1 else math.nan
+    se = sd / math.sqrt(n)
+    if n < 2:
+        raise ValueError("paired tests need at least two examples")
+    if sd == 0.0:  # every difference equal: scipy would divide by zero
+        t_stat, t_p = (math.nan, 1.0) if mean == 0.0 else (math.copysign(math.inf, mean), 0.0)
+    else:
+        res = stats.ttest_rel(a, b)
+        t_stat, t_p = float(res.statistic), float(res.pvalue)
+    if np.all(d == 0):
+        w_stat, w_p = math.nan, 1.0
+    else:
+        res_w = stats.wilcoxon(a, b)
+        w_stat, w_p = float(res_w.statistic), float(res_w.pvalue)
+    half = stats.t.ppf(1 - level / 2, n - 1) * se if sd > 0 else 0.0
+    return {
+        "mean_diff": mean, "se": se, "ci_low": mean - half, "ci_high": mean + half,
+        "t_statistic": t_stat, "t_pvalue": t_p, "wilcoxon_statistic": w_stat,
+        "wilcoxon_pvalue": w_p,
+    }
+
+
+def _bound_notes(entries: list[_Entry], pairs: pd.DataFrame) -> list[str]:
+    notes = []
+    # plain arrays carry neither a bound nor a method: nothing is known about them
+    known = [e for e in entries if e.bound is not None or e.method is not None]
+    kinds = {e.name: e.bound for e in known}
+    label = {"lower": "a stochastic lower bound", "upper": "a stochastic upper bound",
+             "sandwich": "the midpoint of a BDMC sandwich", None: "not a bound"}
+    described = ", ".join(
+        f"{e.name}: {label.get(e.bound, e.bound)}" + (f" ({e.method})" if e.method else "")
+        for e in known
+    )
+    if len(set(kinds.values())) > 1:
+        notes.append(
+            f"the estimates are of different kinds ({described}); each difference mixes the "
+            "models' difference with the estimators' biases, which here need not have the same sign"
+        )
+    elif len(known) > 1 and all(b == "lower" for b in kinds.values()):
+        methods = {e.method for e in known}
+        if len(methods) > 1:
+            notes.append(
+                f"all estimates are stochastic lower bounds, but from different estimators "
+                f"({described}): each falls short of log p(x) by its own amount, so a difference "
+                "also contains the difference of those biases; use one estimator, or bound the "
+                "bias with a BDMC gap"
+            )
+    for e in entries:
+        if e.bound is None and e.method is not None:
+            notes.append(f"{e.name} ({e.method}) is not a bound: use it to rank, not to report")
+    for _, row in pairs.iterrows():
+        gaps = [g for g in (row.get("gap_a"), row.get("gap_b")) if g is not None and g == g]
+        if gaps and abs(row["mean_diff"]) <= max(gaps):
+            notes.append(
+                f"{row['model_a']} vs {row['model_b']} ({row['score']}): |difference| "
+                f"{abs(row['mean_diff']):.3g} nats is within the BDMC gap {max(gaps):.3g}: the "
+                "estimators' bias alone could explain it"
+            )
+    return notes
+
+
+def compare(
+    *models: Any,
+    names: Sequence[str] | None = None,
+    y: Any = None,
+    scores: Sequence[str] | None = None,
+    level: float = 0.05,
+    test: str = "t",
+    correction: str = "holm",
+    gaps: Mapping[str, float] | None = None,
+) -> Comparison:
+    r"""Compare models scored on the same examples, pair by pair, with paired tests.
+
+    For each pair :math:`(a, b)` and per-example scores :math:`s^a_n, s^b_n` (log-likelihoods, or a
+    proper scoring rule), the differences :math:`d_n = s^a_n - s^b_n` give the mean difference,
+    its standard error :math:`\mathrm{sd}(d)/\sqrt N`, a paired t-test and a Wilcoxon signed-rank
+    test (``scipy.stats.ttest_rel`` / ``wilcoxon``, two-sided). With more than two models every pair
+    is tested and the chosen test's p-values are corrected (Holm by default); the winner of a pair
+    is the model with the higher mean when the corrected p-value is at most ``level``.
+
+    Estimates of :math:`\log p(x)` are not exact: AIS and IWAE are stochastic lower bounds of
+    different tightness, reverse AIS an upper bound, biased CSL and KDE no bound. The result's
+    ``notes`` say when the compared estimates are of different kinds, and put a BDMC gap (an upper
+    bound on AIS's bias on simulated data) beside the difference where one is known. The tests
+    treat per-example estimates as data: their Monte Carlo noise is part of the variance, their
+    bias is not.
+
+    Parameters
+    ----------
+    *models : result objects, arrays, or one dict ``{name: model}``
+        Objects with ``.log_likelihood`` (per-example, ``.bound``/``.method``/``.name``/``.gap``
+        are read when present), 1-D per-example log scores, or, with ``y``, ``(N, K)`` predicted
+        class probabilities.
+    names : sequence of str, optional
+        Names for positional models (defaults: ``.name``, ``.method``, ``model_i``).
+    y : array of int, optional
+        Observed classes; makes the models categorical predictive distributions scored by
+        ``scores`` (default: log, quadratic and spherical).
+    level : float
+        Significance level of the decisions and of the confidence intervals.
+    test : {"t", "wilcoxon"}
+        Which test decides ``better``; both are always reported.
+    correction : {"holm", "bonferroni", "none"}
+        Multiple-comparison correction over the pairs of each score rule.
+    gaps : dict, optional
+        BDMC gaps (nats) by model name, shown beside the differences.
+
+    Returns
+    -------
+    Comparison
+        ``pairs``, ``table`` (ranked), ``notes``, ``better`` (two models).
+    """
+    if not (isinstance(level, float | int) and 0 < level < 1):
+        raise ValueError(f"level must be in (0, 1); got {level!r}")
+    if test not in _TESTS:
+        raise ValueError(f"test must be one of {_TESTS}; got {test!r}")
+    if correction not in _CORRECTIONS:
+        raise ValueError(f"correction must be one of {_CORRECTIONS}; got {correction!r}")
+    if y is None:
+        if scores is not None and list(scores) != ["log"]:
+            raise ValueError("scoring rules other than log need class probabilities and y=")
+        rules = ["log"]
+    else:
+        rules = list(scores) if scores is not None else ["log", "quadratic", "spherical"]
+        unknown = [r for r in rules if r not in SCORES]
+        if unknown:
+            raise ValueError(f"unknown scoring rule(s) {unknown}; choose from {sorted(SCORES)}")
+    entries = _entries(models, names, y, rules, gaps)
+    pair_rows, table_rows = [], []
+    pcol = "t_pvalue" if test == "t" else "wilcoxon_pvalue"
+    for rule in rules:
+        rows = []
+        for i, a in enumerate(entries):
+            for b in entries[i + 1:]:
+                row = {"score": rule, "model_a": a.name, "model_b": b.name}
+                row.update(_pair_stats(a.scores[rule], b.scores[rule], level))
+                row["gap_a"], row["gap_b"] = a.gap, b.gap
+                rows.append(row)
+        adjusted = _adjust(np.array([r[pcol] for r in rows]), correction)
+        for r, p in zip(rows, adjusted, strict=True):
+            r["p_adjusted"] = float(p)
+            winner = r["model_a"] if r["mean_diff"] > 0 else r["model_b"]
+            r["better"] = winner if p <= level and r["mean_diff"] != 0 else None
+        pair_rows += rows
+        order = sorted(entries, key=lambda e: -float(e.scores[rule].mean()))
+        best = order[0]
+        for rank, e in enumerate(order):
+            s = e.scores[rule]
+            if e is best:
+                diff, dse, p_best = 0.0, 0.0, math.nan
+            else:
+                match = next(r for r in rows if {r["model_a"], r["model_b"]} == {e.name, best.name})
+                diff = float((s - best.scores[rule]).mean())
+                dse, p_best = match["se"], match["p_adjusted"]
+            table_rows.append({
+                "score": rule, "model": e.name, "rank": rank, "mean": float(s.mean()),
+                "se": float(s.std(ddof=1) / math.sqrt(s.size)), "diff_to_best": diff,
+                "dse": dse, "p_vs_best": p_best,
+                "worse_than_best": bool(p_best <= level) if e is not best else False,
+                "bound": e.bound, "method": e.method, "gap": e.gap,
+            })
+    pairs = pd.DataFrame(pair_rows)
+    first = ["score", "model_a", "model_b", "mean_diff", "se", "p_adjusted", "better"]
+    pairs = pairs[first + [c for c in pairs.columns if c not in first]]
+    if all(e.gap is None for e in entries):
+        pairs = pairs.drop(columns=["gap_a", "gap_b"])
+    table = pd.DataFrame(table_rows).set_index(["score", "model"])
+    notes = _bound_notes(entries, pairs)
+    per_example = {
+        rule: pd.DataFrame({e.name: e.scores[rule] for e in entries}) for rule in rules
+    }
+    return Comparison(pairs, table, notes, float(level), test, correction, per_example)

@@ -1,0 +1,281 @@
+r"""Plots of an evaluation: log-weights, ESS and k-hat per example, annealing traces, BDMC bounds.
+
+Matplotlib, through ArviZ where ArviZ has the plot (``az.plot_khat``). Every function takes a result
+(fresh, or reloaded with :func:`pyrolik.load`), draws on ``ax`` when given, and returns the axes.
+Diagnostics come from :mod:`pyrolik.diagnostics.checks`; what the panels mean:
+
+- log-weights centred per example, :math:`\log w_k - \log\frac1K\sum_j w_j`: a wide spread, or one
+  point far above the rest, means a few chains carry the estimate (low ESS, high k-hat);
+- ESS as a fraction of the chains or samples, and Pareto :math:`\hat k` (unreliable above 0.7);
+- acceptance rate and step size against :math:`\beta` (a collapse of acceptance at some temperature
+  is the trap of a stale density cache, ``PEERS.md``), and the running estimate of
+  :math:`\log Z_\beta`;
+- BDMC: per example the lower and upper bounds with the gap between them (Grosse et al. 2015); the
+  bounds against the number of steps are :func:`pyrolik.plot_bdmc_convergence`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from pyrolik.diagnostics.checks import temperature_trace
+from pyrolik.diagnostics.stats import log_mean_exp
+from pyrolik.results import KHAT_WARN, AISResult, BDMCResult, EstimateResult
+
+__all__ = ["plot_log_weights", "plot_ess", "plot_khat", "plot_annealing", "plot_bdmc",
+           "plot_bandwidth", "plot_diagnostics"]
+
+FORWARD, REVERSE = "C0", "C3"
+
+
+def _axes(ax, ncols: int = 1, width: float = 6.0, height: float = 3.5):
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False,
+                           layout="constrained")
+    return axes[0, 0] if ncols == 1 else axes[0]
+
+
+def _integer_ticks(ax) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _weights_of(result: EstimateResult):
+    if result.log_weights is None:
+        raise ValueError(f"the {result.method} result kept no log-weights (KDE has none; IWAE and "
+                         "likelihood weighting keep them with keep_weights=True)")
+    return result.log_weights.detach().cpu().double()
+
+
+def _examples(n: int, examples, max_examples: int) -> np.ndarray:
+    if examples is None:
+        return np.arange(min(n, max_examples))
+    idx = np.asarray(examples).reshape(-1)
+    if idx.size == 0 or idx.min() < -n or idx.max() >= n:
+        raise ValueError(f"examples must index the {n} examples, got {idx.tolist()}")
+    return idx % n
+
+
+def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_examples: int = 30,
+                     ax=None):
+    """Centred log-weights :math:`\\log w_k - \\log\\frac1K\\sum_j w_j` per example.
+
+    One dot per chain or sample, a box for the spread; examples with k-hat > 0.7 are drawn in red.
+    """
+    if isinstance(result, BDMCResult):
+        axes = _axes(ax, 2)
+        plot_log_weights(result.lower, examples=examples, max_examples=max_examples, ax=axes[0])
+        plot_log_weights(result.upper, examples=examples, max_examples=max_examples, ax=axes[1])
+        return axes
+    lw = _weights_of(result)
+    idx = _examples(lw.shape[1], examples, max_examples)
+    centred = (lw - log_mean_exp(lw)).numpy()[:, idx]
+    ax = _axes(ax)
+    finite = [c[np.isfinite(c)] for c in centred.T]
+    ax.boxplot(finite, positions=np.arange(len(idx)), widths=0.6, showfliers=False,
+               medianprops={"color": "0.3"})
+    rng = np.random.default_rng(0)
+    khat = None if result.khat is None else result.khat.numpy()[idx]
+    for j, c in enumerate(finite):
+        bad = khat is not None and np.isfinite(khat[j]) and khat[j] > KHAT_WARN
+        ax.plot(j + rng.uniform(-0.2, 0.2, c.size), c, ".", ms=3, alpha=0.6,
+                color="C3" if bad else "C0")
+    ax.axhline(0.0, color="0.5", lw=0.8, ls=":")
+    ax.set_xticks(np.arange(len(idx)), [str(i) for i in idx],
+                  rotation=90 if len(idx) > 15 else 0)
+    ax.set_xlabel("example")
+    ax.set_ylabel("log w - log mean w")
+    ax.set_title(f"{_label(result)}: log-weights ({lw.shape[0]} per example)")
+    return ax
+
+
+def _label(result: EstimateResult) -> str:
+    if isinstance(result, AISResult):
+        return f"{result.direction} AIS"
+    return result.method
+
+
+def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
+    """Effective sample size per example as a fraction of the chains or samples."""
+    ax = _axes(ax)
+    parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
+    for part, color in zip(parts, (FORWARD, REVERSE), strict=False):
+        if part.ess is None:
+            raise ValueError(f"the {part.method} result has no ESS (KDE has no weights)")
+        k = _weights_of(part).shape[0] if part.log_weights is not None else part.settings.get(
+            "num_samples", part.settings.get("num_chains"))
+        frac = part.ess.double().numpy() / k
+        ax.plot(np.arange(len(frac)), frac, "o", ms=4, color=color,
+                label=f"{_label(part)} (of {k})")
+    ax.set_ylim(0, 1.05)
+    _integer_ticks(ax)
+    ax.set_xlabel("example")
+    ax.set_ylabel("ESS / number of weights")
+    ax.legend(loc="best", fontsize="small")
+    ax.set_title("effective sample size of the importance weights")
+    return ax
+
+
+def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
+    """Pareto k-hat per example through ``arviz.plot_khat`` (lines at 0, 0.5, 0.7 and 1; drawn with
+    matplotlib directly under ArviZ 1.x, which has no ``plot_khat``).
+
+    A BDMC result draws its forward (blue) and reverse (red) runs on the same axes.
+    """
+    from matplotlib import MatplotlibDeprecationWarning
+
+    az_plot_khat = getattr(__import__("arviz"), "plot_khat", None)  # ArviZ 0.x
+    ax = _axes(ax)
+    parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
+    shown = False
+    for part, color in zip(parts, (FORWARD, REVERSE), strict=False):
+        if part.khat is None:
+            raise ValueError(f"the {part.method} result has no k-hat (KDE has no weights)")
+        khat = part.khat.double().numpy()
+        if not np.isfinite(khat).any():
+            continue
+        khat = np.where(np.isfinite(khat), khat, np.nan)
+        if az_plot_khat is None:  # ArviZ 1.x: the same panel in plain matplotlib
+            ax.plot(np.arange(len(khat)), khat, "+", color=color)
+            for level, style in ((0.5, ":"), (KHAT_WARN, "-."), (1.0, "--")):
+                ax.axhline(level, color="C1", ls=style, lw=1)
+        else:
+            with warnings.catch_warnings():
+                # ArviZ 0.23 calls a matplotlib API deprecated in 3.11; harmless for this plot
+                warnings.simplefilter("ignore", MatplotlibDeprecationWarning)
+                az_plot_khat(khat, ax=ax, show_bins=False, color=color, show_hlines=not shown,
+                             textsize=10)
+        ax.plot([], [], "+", color=color, label=_label(part))
+        shown = True
+    if not shown:
+        ax.text(0.5, 0.5, "k-hat unavailable: PSIS needs at least 25 weights\nper example "
+                "(and not all equal)",
+                ha="center", va="center", transform=ax.transAxes)
+    else:
+        ax.legend(loc="best", fontsize="small")
+        _integer_ticks(ax)
+    ax.set_xlabel("example")
+    ax.set_title(f"Pareto k-hat (unreliable above {KHAT_WARN})")
+    return ax
+
+
+def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
+    """Acceptance rate, step size and the running estimate of :math:`\\log Z_\\beta` against beta.
+
+    Lines are means over chains and examples; the bands span the per-example means (min to max).
+    The last panel is :func:`pyrolik.diagnostics.checks.running_log_normalizer` averaged over examples.
+    A BDMC result draws its forward (blue) and reverse (red) runs on the same axes.
+    """
+    axes = _axes(axes, 3, width=4.5)
+    if isinstance(result, BDMCResult):
+        runs = [(result.lower, FORWARD), (result.upper, REVERSE)]
+    elif isinstance(result, AISResult):
+        runs = [(result, FORWARD if result.direction == "forward" else REVERSE)]
+    else:
+        raise TypeError(f"plot_annealing needs an AIS or BDMC result, got {type(result).__name__}")
+    for run, color in runs:
+        df = temperature_trace(run)
+        tr = run.trace
+        beta = df["beta"].to_numpy()
+        acc = tr["acceptance_rate"].double().mean(1).numpy()  # (R, N)
+        eps = tr["step_size"].double().mean(1).numpy()
+        label = _label(run)
+        for ax, band, mean in ((axes[0], acc, df["acceptance_rate"]),
+                               (axes[1], eps, df["step_size"])):
+            ax.fill_between(beta, band.min(-1), band.max(-1), color=color, alpha=0.2, lw=0)
+            ax.plot(beta, mean.to_numpy(), color=color, label=label)
+        axes[2].plot(beta, df["log_normalizer"].to_numpy(), color=color, label=label)
+        if run.kernel is not None and run.kernel.adapt is not None:
+            axes[0].axhline(run.kernel.target_accept, color="0.5", ls=":", lw=0.8)
+    axes[0].set_ylim(0, 1.02)
+    axes[0].set_ylabel("acceptance rate")
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("step size")
+    axes[2].set_ylabel("log Z_beta, mean over examples")
+    for ax in axes:
+        ax.set_xlabel("beta")
+    axes[0].legend(loc="lower left", fontsize="small")
+    axes[0].set_title("HMC acceptance")
+    axes[1].set_title("step size")
+    axes[2].set_title("running estimate of log Z_beta")
+    return axes
+
+
+def plot_bdmc(result: BDMCResult, *, ax=None):
+    """BDMC bounds per example: a segment from the lower (forward AIS) to the upper (reverse AIS)
+    bound, examples sorted by gap (tick labels are the example indices).
+
+    For the bounds against the number of annealing steps over several runs, use
+    :func:`pyrolik.bdmc_convergence` and :func:`pyrolik.plot_bdmc_convergence`.
+    """
+    if not isinstance(result, BDMCResult):
+        raise TypeError(f"plot_bdmc needs a BDMCResult, got {type(result).__name__}")
+    ax = _axes(ax)
+    lo = result.lower.log_likelihood.double().numpy()
+    hi = result.upper.log_likelihood.double().numpy()
+    order = np.argsort(hi - lo)
+    pos = np.arange(len(lo))
+    ax.vlines(pos, lo[order], hi[order], color="0.6", lw=2)
+    ax.set_xticks(pos, [str(i) for i in order], rotation=90 if len(pos) > 15 else 0)
+    ax.plot(pos, lo[order], "^", color=FORWARD, label="lower (forward AIS)")
+    ax.plot(pos, hi[order], "v", color=REVERSE, label="upper (reverse AIS)")
+    ax.set_xlabel("example (sorted by gap)")
+    ax.set_ylabel("log p(x) [nats]")
+    ax.set_title(f"BDMC sandwich: mean gap {result.gap:.3f} +- {result.gap_stderr:.3f} nats")
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def plot_bandwidth(result: EstimateResult, *, ax=None):
+    """KDE: the validation log-likelihood of each candidate bandwidth, the chosen one marked."""
+    grid = result.settings.get("bandwidth_grid")
+    scores = result.settings.get("validation_log_likelihood")
+    if result.method != "kde" or scores is None:
+        raise ValueError("plot_bandwidth needs a kde result chosen on a bandwidth grid")
+    ax = _axes(ax)
+    ax.plot(grid, scores, "o-", color=FORWARD)
+    ax.axvline(result.settings["bandwidth"], color="0.5", ls=":", label="chosen")
+    ax.set_xscale("log")
+    ax.set_xticks(grid, [f"{h:g}" for h in grid], minor=False)
+    ax.set_xticks([], minor=True)
+    ax.set_xlabel("bandwidth h")
+    ax.set_ylabel("mean validation log-likelihood")
+    ax.legend(loc="best", fontsize="small")
+    ax.set_title("KDE bandwidth chosen on validation data")
+    return ax
+
+
+def plot_diagnostics(result: EstimateResult | BDMCResult):
+    """A one-figure overview: log-weights (or BDMC bounds), ESS and k-hat per example, plus the
+    annealing traces for AIS and BDMC results. A KDE result shows its bandwidth choice.
+    """
+    import matplotlib.pyplot as plt
+
+    if not isinstance(result, EstimateResult | BDMCResult):
+        raise TypeError(f"expected a pyrolik result, got {type(result).__name__}")
+    if isinstance(result, EstimateResult) and result.ess is None:  # KDE: no weights
+        fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
+        plot_bandwidth(result, ax=ax)
+        return fig
+    is_ais = isinstance(result, BDMCResult) or (isinstance(result, AISResult) and bool(result.trace))
+    fig = plt.figure(figsize=(14, 7 if is_ais else 3.5), layout="constrained")
+    grid = fig.add_gridspec(2 if is_ais else 1, 3)
+    first = fig.add_subplot(grid[0, 0])
+    if isinstance(result, BDMCResult):
+        plot_bdmc(result, ax=first)
+    elif result.log_weights is not None:
+        plot_log_weights(result, ax=first)
+    else:
+        first.text(0.5, 0.5, "log-weights not kept\n(keep_weights=False)", ha="center",
+                   va="center", transform=first.transAxes)
+    plot_ess(result, ax=fig.add_subplot(grid[0, 1]))
+    plot_khat(result, ax=fig.add_subplot(grid[0, 2]))
+    if is_ais:
+        plot_annealing(result, axes=[fig.add_subplot(grid[1, j]) for j in range(3)])
+    return fig

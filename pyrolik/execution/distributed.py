@@ -1,0 +1,122 @@
+"""Sharding whole batches across the processes of a ``torch.distributed`` group (torchrun).
+
+With ``distributed=True`` an estimator runs batch ``j`` (of ``batch_size`` examples) on rank
+``j mod P`` and rank 0 gathers the per-batch outputs, in batch order, before the same final reduction
+a single process does. Because every batch draws from its own generator seeded by
+``(seed, first example)`` (:mod:`pyrolik.execution.batches`), the gathered result is bit-identical to a
+single-process run with the same ``batch_size`` and ``seed``. Other ranks return ``None``.
+
+The seed is drawn on rank 0 and broadcast, so ``seed=None`` stays consistent across ranks.
+:func:`init_from_env` starts the process group from torchrun's environment (gloo on CPU, NCCL on
+CUDA); it is what ``pyrolik evaluate`` calls.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+
+__all__ = ["Shard", "current_shard", "broadcast_seed", "gather_batches", "init_from_env",
+           "is_torchrun", "map_tensors"]
+
+
+class Shard(NamedTuple):
+    """This process's share of the batches: batch ``j`` belongs to rank ``j mod world_size``."""
+
+    rank: int = 0
+    world_size: int = 1
+
+    def owns(self, batch_index: int) -> bool:
+        return batch_index % self.world_size == self.rank
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def current_shard(distributed: bool) -> Shard:
+    """``Shard(rank, world_size)`` of the initialised default group, or ``Shard(0, 1)``."""
+    if not isinstance(distributed, bool):
+        raise TypeError(f"distributed must be True or False, got {distributed!r}")
+    if not distributed:
+        return Shard()
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()):
+        raise ValueError(
+            "distributed=True needs an initialised torch.distributed process group: launch with "
+            "torchrun and call torch.distributed.init_process_group() first (the pyrolik command "
+            "line does both), or pass distributed=False"
+        )
+    return Shard(dist.get_rank(), dist.get_world_size())
+
+
+def broadcast_seed(seed: int, shard: Shard) -> int:
+    """Rank 0's seed on every rank."""
+    if shard.world_size == 1:
+        return seed
+    box = [seed]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return int(box[0])
+
+
+def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """Apply ``fn`` to every tensor inside nested dicts, lists and tuples."""
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {k: map_tensors(v, fn) for k, v in obj.items()}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(map_tensors(v, fn) for v in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(map_tensors(v, fn) for v in obj)
+    return obj
+
+
+def gather_batches(parts: dict[int, Any], shard: Shard, device: torch.device
+                   ) -> list[Any] | None:
+    """Per-batch outputs ``{first example: payload}`` of all ranks, in batch order, on rank 0.
+
+    Payloads travel through CPU memory (``gather_object``), so ranks on other nodes or GPUs work.
+    Returns ``None`` on the other ranks.
+    """
+    if shard.world_size == 1:
+        return [parts[k] for k in sorted(parts)]
+    cpu = {k: map_tensors(v, lambda t: t.detach().cpu()) for k, v in parts.items()}
+    out: list[Any] | None = [None] * shard.world_size if shard.is_main else None
+    torch.distributed.gather_object(cpu, out, dst=0)
+    if not shard.is_main:
+        return None
+    merged: dict[int, Any] = {}
+    for d in out:
+        merged.update(d)
+    return [map_tensors(merged[k], lambda t: t.to(device)) for k in sorted(merged)]
+
+
+def is_torchrun() -> bool:
+    """Whether this process was started by torchrun (its environment variables are set)."""
+    return all(v in os.environ for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
+def init_from_env(device: str | torch.device, backend: str = "auto") -> tuple[Shard, torch.device]:
+    """Start the default process group from torchrun's environment; return the shard and device.
+
+    ``backend="auto"`` picks NCCL for CUDA devices and gloo otherwise. On CUDA each rank takes the
+    GPU ``LOCAL_RANK`` (``device="cuda"``). Without torchrun's variables: ``Shard(0, 1)``.
+    """
+    device = torch.device(device)
+    if not is_torchrun():
+        return Shard(), device
+    dist = torch.distributed
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if backend == "auto":
+        backend = "nccl" if device.type == "cuda" else "gloo"
+    if not dist.is_initialized():
+        kwargs = {"device_id": device} if backend == "nccl" else {}
+        dist.init_process_group(backend=backend, **kwargs)
+    return Shard(dist.get_rank(), dist.get_world_size()), device

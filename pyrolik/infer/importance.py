@@ -1,0 +1,205 @@
+r"""Simple importance sampling estimators of log p(x): likelihood weighting and the IWAE bound.
+
+Both draw ``K`` latents per example from a proposal :math:`r(z \mid x)`, form log-weights
+:math:`\log w_k = \log p(x, z_k) - \log r(z_k \mid x)` and report
+:math:`\log \frac1K \sum_k w_k`. Since :math:`\mathbb E[w] = p(x)`, Jensen's inequality makes this a
+stochastic lower bound on :math:`\log p(x)` (Burda, Grosse & Salakhutdinov 2016; Grosse et al. 2015),
+tight as :math:`K \to \infty` or when :math:`r` is the exact posterior.
+
+Samples stream in chunks of ``chunk_size`` per example with a running log-sum-exp, so memory is
+``O(chunk_size * batch_size * (d + D))`` for the model pass plus ``O(batch_size * sqrt(K))`` for the
+Pareto tail, whatever ``num_samples`` is; all weights are kept only when ``keep_weights``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from pyrolik._random import resolve_seed
+from pyrolik._validate import check_count, validate_data
+from pyrolik.diagnostics.stats import RunningLogWeights
+from pyrolik.execution.batches import progress_bar
+from pyrolik.execution.distributed import broadcast_seed, current_shard
+from pyrolik.execution.faults import warn_failed
+from pyrolik.execution.runner import run_batches
+from pyrolik.model.target import Target, make_target
+from pyrolik.results import EstimateResult
+
+__all__ = ["likelihood_weighting", "iwae"]
+
+KEEP_WEIGHTS_MAX = 10_000_000  # keep all log-weights by default up to this many numbers
+ROWS_PER_CHUNK = 16_384  # default chunk: about this many (sample, example) rows per model pass
+
+
+def likelihood_weighting(
+    model: Callable[..., Any],
+    x: Tensor,
+    *,
+    num_samples: int,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    seed: int | None = None,
+    batch_size: int | None = None,
+    chunk_size: int | None = None,
+    keep_weights: bool | None = None,
+    progress: bool = True,
+    distributed: bool = False,
+) -> EstimateResult | None:
+    r"""Likelihood weighting: importance sampling from the prior (Wu et al. 2017, eq. 6).
+
+    .. math:: \hat p(x) = \frac1K \sum_{k=1}^K p(x \mid z_k), \qquad z_k \sim p(z)
+
+    :math:`\log \hat p(x)` is a stochastic lower bound on :math:`\log p(x)`. It is only accurate when
+    the prior overlaps the posterior well, which is rare for decoder models: watch ``khat``.
+
+    Parameters
+    ----------
+    model : callable
+        A Pyro model ``model(x, *model_args, **model_kwargs)`` following the convention of ``API.md``.
+    x : torch.Tensor, shape (N, *event_shape)
+        Observations; the model's data plate runs over dim 0.
+    num_samples : int
+        Prior draws per example (K).
+    seed : int, optional
+        Makes the run reproducible; recorded in the result.
+    batch_size : int, optional
+        Examples per pass (all at once by default). Results depend on it only through Monte Carlo noise.
+    chunk_size : int, optional
+        Samples per example per model pass (default: about 16k rows per pass).
+    keep_weights : bool, optional
+        Keep all ``(num_samples, N)`` log-weights (default: when they are at most 1e7 numbers).
+    progress : bool
+        Show a progress bar.
+    distributed : bool
+        Shard whole batches across the processes of the initialised ``torch.distributed`` group;
+        rank 0 returns the gathered result, the others ``None`` (see :func:`pyrolik.ais`).
+
+    Returns
+    -------
+    EstimateResult
+        ``log_likelihood`` (N,), ``bound == "lower"``, ``ess``, ``mcse``, ``khat`` per example.
+
+    References
+    ----------
+    .. [1] Y. Wu, Y. Burda, R. Salakhutdinov, R. Grosse. On the quantitative analysis of
+       decoder-based generative models. ICLR, 2017.
+    """
+
+    def log_weights(target: Target, generator: torch.Generator) -> Tensor:
+        return target.sample_prior(generator).log_density
+
+    return _run_importance(
+        "likelihood_weighting", model, None, x, log_weights, num_samples, model_args,
+        model_kwargs, seed, batch_size, chunk_size, keep_weights, progress, distributed,
+    )
+
+
+def iwae(
+    model: Callable[..., Any],
+    guide: Callable[..., Any],
+    x: Tensor,
+    *,
+    num_samples: int,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    seed: int | None = None,
+    batch_size: int | None = None,
+    chunk_size: int | None = None,
+    keep_weights: bool | None = None,
+    progress: bool = True,
+    distributed: bool = False,
+) -> EstimateResult | None:
+    r"""The importance weighted bound with a Pyro guide as proposal (Burda et al. 2016).
+
+    .. math:: \mathcal L_K(x) = \log \frac1K \sum_{k=1}^K \frac{p(x, z_k)}{q(z_k \mid x)},
+              \qquad z_k \sim q(z \mid x)
+
+    :math:`\mathbb E[\mathcal L_K] \le \log p(x)`, increasing in :math:`K`; with the exact posterior as
+    guide every weight equals :math:`p(x)` and the bound is exact with zero variance.
+
+    Parameters are those of :func:`likelihood_weighting`, plus ``guide``: a Pyro guide with the
+    model's signature that samples every latent site of the model.
+
+    Returns
+    -------
+    EstimateResult
+        ``log_likelihood`` (N,), ``bound == "lower"``, ``ess``, ``mcse``, ``khat`` per example.
+
+    References
+    ----------
+    .. [1] Y. Burda, R. Grosse, R. Salakhutdinov. Importance weighted autoencoders. ICLR, 2016.
+    """
+    if not callable(guide):
+        raise TypeError(f"guide must be a callable Pyro guide, got {type(guide).__name__}")
+
+    def log_weights(target: Target, generator: torch.Generator) -> Tensor:
+        draw = target.sample_guide(generator)
+        log_prior, log_obs = target.log_joint_constrained(draw.values)
+        return log_prior + log_obs - draw.log_density
+
+    return _run_importance(
+        "iwae", model, guide, x, log_weights, num_samples, model_args, model_kwargs, seed,
+        batch_size, chunk_size, keep_weights, progress, distributed,
+    )
+
+
+def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_args,
+                    model_kwargs, seed, batch_size, chunk_size, keep_weights, progress,
+                    distributed) -> EstimateResult | None:
+    if not callable(model):
+        raise TypeError(f"model must be a callable Pyro model, got {type(model).__name__}")
+    x = validate_data(x)
+    check_count("num_samples", num_samples)
+    if chunk_size is not None:
+        check_count("chunk_size", chunk_size)
+    if batch_size is not None:
+        check_count("batch_size", batch_size)
+    shard = current_shard(distributed)
+    seed = broadcast_seed(resolve_seed(seed), shard)
+    n = x.shape[0]
+    if keep_weights is None:
+        keep_weights = num_samples * n <= KEEP_WEIGHTS_MAX
+    start_time = time.perf_counter()
+    size = n if batch_size is None else batch_size
+    chunk = chunk_size or max(1, min(num_samples, ROWS_PER_CHUNK // min(size, n)))
+    num_chunks = -(-num_samples // chunk)
+    owned = sum(shard.owns(i) for i in range(-(-n // size)))
+    bar = progress_bar(num_chunks * owned, method, progress)
+
+    def work(batch, resume, save):
+        xb = x[batch.start : batch.stop]
+        running = RunningLogWeights(num_samples, keep_weights)
+        targets: dict[int, Target] = {}
+        done = 0
+        while done < num_samples:
+            k = min(chunk, num_samples - done)
+            if k not in targets:
+                targets[k] = make_target(model, xb, k, model_args=model_args,
+                                         model_kwargs=model_kwargs, guide=guide)
+            lw = log_weights_fn(targets[k], batch.generator).reshape(k, xb.shape[0])
+            running.update(lw.detach())
+            done += k
+            bar.update(1)
+        return {"log_likelihood": running.log_mean, "ess": running.ess, "mcse": running.mcse,
+                "khat": running.khat(), "log_weights": running.log_weights}
+
+    parts = run_batches(n, batch_size, seed, x.device, work, shard=shard,
+                        rows_per_example=chunk)
+    bar.close()
+    if parts is None:
+        return None
+    cat = {name: torch.cat([p[name] for p in parts]) for name in ("log_likelihood", "ess", "mcse",
+                                                                  "khat")}
+    kept = torch.cat([p["log_weights"] for p in parts], dim=1) if keep_weights else None
+    settings = {"num_samples": num_samples, "batch_size": batch_size, "chunk_size": chunk}
+    result = EstimateResult(
+        method=method, bound="lower", log_weights=kept, x=x, settings=settings, seed=seed,
+        wall_time=time.perf_counter() - start_time, **cat,
+    )
+    warn_failed(result, method)
+    return result

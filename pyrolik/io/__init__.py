@@ -1,0 +1,1 @@
+"""Input and output: export to xarray/ArviZ, result files, checkpoints, data sets."""

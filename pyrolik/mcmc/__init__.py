@@ -1,0 +1,1 @@
+"""Transition kernels, their adaptation, and annealing schedules."""

@@ -1,0 +1,125 @@
+r"""Mean-field Gaussian guides evaluated without rerunning the guide (AIS+encoder's hot loop).
+
+On the encoder path the tempered density is :math:`\log f_\beta = (1-\beta)\log q(z \mid x) +
+\beta \log p(x, z)`, so every leapfrog step needs :math:`\log q(z \mid x)` and its score at a new
+``z``. For the usual amortised guide, :math:`q(z \mid x) = \prod_s \mathcal N(z_s; \mu_s(x),
+\sigma_s(x))`, the encoder's outputs depend on ``x`` only: running the encoder again at every step
+recomputes the same :math:`\mu, \sigma`. This module checks, once, that a guide is of that kind and
+keeps its Normal parameters, so later evaluations cost a few elementwise operations:
+:math:`\log q = \sum -\tfrac12 w^2 - \log\sigma - \tfrac12\log 2\pi`, score :math:`-w/\sigma`,
+:math:`w = (z - \mu)/\sigma`.
+
+A guide qualifies when every site is a Normal (optionally ``.to_event``) on the real line, with no
+``scale``/``mask``, whose ``loc`` and ``scale`` (i) do not depend on the values of the latents
+(checked by autograd: no gradient path to ``z``) and (ii) come out identical when the guide is run a
+second time at other latent values (no dropout or other randomness in the encoder, no dependence
+hidden behind ``detach``). Any other guide is simply rerun at every
+step. The kept parameters are re-derived if one of the guide's parameter tensors is modified in place
+(its ``_version`` counter moves), e.g. by an optimiser step between two evaluations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import pyro.distributions as dist
+import torch
+from torch import Tensor
+
+from pyrolik.model.site_density import (
+    base_and_event_ndim,
+    is_normal,
+    is_unscaled,
+    normal_log_prob_and_score,
+)
+
+__all__ = ["CachedGuide", "SiteRecord", "cache_guide"]
+
+
+class SiteRecord(NamedTuple):
+    """What one run of the guide said about one latent site."""
+
+    name: str
+    fn: object  # the site's distribution
+    plate_dim: int
+    scale: object
+    mask: object
+    transformed: bool  # the site's support is not the real line
+
+
+@dataclass(frozen=True)
+class CachedGuide:
+    """A mean-field Normal guide's parameters, detached, with the versions of the tensors behind them."""
+
+    sites: tuple[tuple[str, object, int], ...]  # (name, Normal or Independent(Normal), plate dim)
+    leaves: tuple[Tensor, ...]
+    versions: tuple[int, ...]
+
+    def is_current(self) -> bool:
+        """False once a parameter the guide's outputs were computed from has changed in place."""
+        return all(t._version == v for t, v in zip(self.leaves, self.versions, strict=True))
+
+    def log_prob_and_score(self, values: dict[str, Tensor], rows: int
+                           ) -> tuple[Tensor, dict[str, Tensor]]:
+        """``(log q(z | x) per row, {site: d log q / dz})`` at the site values ``values``."""
+        total, scores = None, {}
+        for name, fn, plate_dim in self.sites:
+            lp, score = normal_log_prob_and_score(fn, values[name], 1.0, None, plate_dim, rows, name)
+            total = lp if total is None else total + lp
+            scores[name] = score
+        return total, scores
+
+
+def cache_guide(first: list[SiteRecord], second: list[SiteRecord], z: Tensor) -> CachedGuide | None:
+    """The guide's Normal parameters from two runs of it, or None if it does not qualify.
+
+    ``first`` was recorded with the latent values computed from ``z`` (which requires grad),
+    ``second`` from a second run at other values; see the module docstring for the conditions.
+    """
+    if not first or [r.name for r in first] != [r.name for r in second]:
+        return None
+    sites, leaves = [], []
+    for rec, again in zip(first, second, strict=True):
+        if rec.transformed or not is_unscaled(rec.scale, rec.mask):
+            return None
+        base, event_ndim = base_and_event_ndim(rec.fn)
+        base2, _ = base_and_event_ndim(again.fn)
+        if not (is_normal(base) and is_normal(base2)):
+            return None
+        loc, sigma = base.loc, base.scale
+        if _depends_on(z, loc, sigma):
+            return None
+        if not (torch.equal(loc, base2.loc) and torch.equal(sigma, base2.scale)):
+            return None  # a random guide (dropout, noise): rerun it every time
+        leaves += _leaf_tensors(loc, sigma)
+        fn = dist.Normal(loc.detach(), sigma.detach(), validate_args=False)
+        sites.append((rec.name, fn.to_event(event_ndim) if event_ndim else fn, rec.plate_dim))
+    unique = tuple({id(t): t for t in leaves}.values())
+    return CachedGuide(tuple(sites), unique, tuple(t._version for t in unique))
+
+
+def _depends_on(z: Tensor, *outputs: Tensor) -> bool:
+    """Whether any of ``outputs`` has a gradient path back to ``z``."""
+    outs = [t for t in outputs if t.requires_grad]
+    if not outs:
+        return False
+    grads = torch.autograd.grad(outs, z, [torch.ones_like(t) for t in outs], retain_graph=True,
+                                allow_unused=True)
+    return any(g is not None for g in grads)
+
+
+def _leaf_tensors(*outputs: Tensor) -> list[Tensor]:
+    """The leaf tensors (parameters) the autograd graphs of ``outputs`` start from."""
+    found = [t for t in outputs if t.requires_grad and t.grad_fn is None]
+    stack, seen = [t.grad_fn for t in outputs if t.grad_fn is not None], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, Tensor):
+            found.append(variable)
+        stack += [nxt for nxt, _ in node.next_functions if nxt is not None]
+    return found

@@ -1,0 +1,299 @@
+r"""Replay the tensor operations of a recorded evaluation, without re-running the Pyro program's Python.
+
+An HMC transition evaluates the same Pyro program, at new latent values, L times; AIS does so
+thousands of times. Each evaluation runs Pyro's effect handlers, messages, plates and distribution
+objects: about 1 ms of Python per call whatever the batch (``benchmarks/RESULTS.md``), 10-15% of a
+batch-1000 decoder pass on a CPU. As Pyro's ``HMC(jit_compile=True)`` and NumPyro's ``jit`` do,
+pyrolik records the operations of one evaluation -- forward *and* backward, down to ATen operators --
+with :func:`torch.fx.experimental.proxy_tensor.make_fx` (the tracer under ``torch.compile`` and
+``torch.export``) and from then on replays them: the same kernels in the same order, so the replay's
+numbers are those of the Pyro program (bit for bit in the tests), without its Python.
+
+A recording is used only where it is safe; otherwise the evaluation stays eager, for the rest of the
+target's life, and :attr:`ReplayCache.status` says why:
+
+- ``make_fx`` refuses Python control flow on tensor values (``bool(t)``, ``t.item()``, ``float(t)``);
+- the replay must agree with the eager program at the recording point and at a second point
+  (``other_point``): a value taken out of a tensor some other way (``t.tolist()``, ``t.numpy()``), a
+  random operation (dropout left on), or a Python-side random number makes them differ;
+- recording and checking run on a forked RNG, so a run's random stream is the same with or without
+  replay;
+- a replay that raises hands the evaluation back to the program, for good;
+- the caller passes a ``state`` with each call (for a :class:`~pyrolik.model.target.Target`: which tensors
+  Pyro's param store holds, and the kept encoder guide); a new state means a new recording, and a
+  program that changes after each of :data:`MAX_RECORDINGS` recordings is left eager.
+
+Three passes make the recorded graph cheaper than the program it came from, checked like the rest:
+:func:`fold_constants` computes once what the program rebuilds from Python numbers at every call,
+:func:`reuse_buffers` works in place where nobody else sees a buffer (as eager autograd's backward
+formulas do), and unused pure operations are dropped.
+
+The replay holds the tensors the program closed over (parameters, data) by reference: an in-place
+update, such as an optimiser step, is seen; *re-assigning* a parameter or changing the program's
+Python state after the recording is not (build a new target, or switch replay off with
+``PYROLIK_REPLAY=0`` or ``make_target(..., replay=False)``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections import Counter
+from collections.abc import Callable, Hashable
+
+import torch
+from torch import Tensor, fx
+from torch.utils import _pytree as pytree
+
+__all__ = ["MAX_RECORDINGS", "RECORD_AFTER", "ReplayCache", "fold_constants", "other_point",
+           "replay_default", "reuse_buffers"]
+
+RECORD_AFTER = 2  # eager evaluations of a key before it is recorded: one-off calls never pay for it
+MAX_RECORDINGS = 3  # recordings of one key before giving up (its program keeps changing)
+
+_log = logging.getLogger("pyrolik")
+
+
+_SWITCH = {"1": True, "true": True, "yes": True, "on": True, "": True,
+           "0": False, "false": False, "no": False, "off": False}
+
+
+def replay_default() -> bool:
+    """Whether targets replay recorded evaluations by default: yes, unless ``PYROLIK_REPLAY=0``."""
+    value = os.environ.get("PYROLIK_REPLAY", "1")
+    if value.strip().lower() not in _SWITCH:
+        raise ValueError(f"PYROLIK_REPLAY={value!r} is neither on nor off: set it to 1 (replay, the "
+                         "default) or 0 (run the Pyro program at every evaluation)")
+    return _SWITCH[value.strip().lower()]
+
+
+def other_point(u: Tensor) -> Tensor:
+    """A second, different input of the same shape: the rows rotated by one, shrunk and shifted."""
+    return 0.5 * u.roll(1, 0) + 0.25
+
+
+class ReplayCache:
+    """Per-target recordings of one function of ``u``, keyed by the caller (path, shape, dtype, ...).
+
+    :meth:`run` evaluates eagerly for the first :data:`RECORD_AFTER` calls of a key, then records,
+    checks and from then on replays, as long as the caller's ``state`` (what the program reads besides
+    the tensors the recording holds, e.g. which tensors Pyro's param store holds) is the one it was
+    recorded in; a new state means a new recording. ``status`` maps each key to ``"replay"``,
+    ``"eager"`` (not recorded yet) or the reason it stays eager.
+    """
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.calls: Counter = Counter()
+        self.recordings: Counter = Counter()
+        self.replays: dict[Hashable, tuple[Callable, Hashable]] = {}
+        self.status: dict[Hashable, str] = {}
+
+    def run(self, key: Hashable, fn: Callable[[Tensor], object], u: Tensor, state: Hashable = None):
+        found = self.replays.get(key)
+        if found is not None:
+            if found[1] == state:
+                try:
+                    with torch.no_grad():
+                        return found[0](u)
+                except Exception as err:  # noqa: BLE001 - whatever it was, the program decides
+                    del self.replays[key]
+                    self._refuse(key, f"the replay failed: {type(err).__name__}: {_first_line(err)}")
+                    return fn(u)
+            del self.replays[key]  # the program changed since the recording: record it again
+            self.calls[key] = 0
+            self.status[key] = "eager"
+        out = fn(u)
+        if self.status.setdefault(key, "eager") != "eager" or not self.enabled:  # refused, or off
+            return out
+        self.calls[key] += 1
+        if self.calls[key] >= RECORD_AFTER:
+            if self.recordings[key] >= MAX_RECORDINGS:
+                self._refuse(key, f"its program changed after each of {MAX_RECORDINGS} recordings")
+                return out
+            self.recordings[key] += 1
+            graph, why = record(fn, u, out)
+            if graph is None:
+                self._refuse(key, why)
+            else:
+                self.replays[key] = (graph, state)
+                self.status[key] = "replay"
+        return out
+
+    def _refuse(self, key: Hashable, why: str) -> None:
+        self.status[key] = why
+        _log.info("pyrolik: evaluating %s eagerly: %s", key, why)
+
+
+def record(fn: Callable[[Tensor], object], u: Tensor, at_u: object) -> tuple[Callable | None, str]:
+    """Record ``fn`` at ``u`` (``at_u = fn(u)``, computed eagerly); the replay, or None and why not."""
+    try:
+        from torch.fx.experimental.proxy_tensor import make_fx
+    except ImportError:  # pragma: no cover - torch without torch.fx's tracer
+        return None, "this torch has no torch.fx.experimental.proxy_tensor.make_fx"
+    devices = [u.device] if u.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the eager calls have shown the program's own warnings
+        try:
+            graph = make_fx(fn)(u)
+            fold_constants(graph)
+            reuse_buffers(graph)
+        except Exception as err:  # noqa: BLE001 - any failure to record means: stay eager
+            return None, f"recording failed: {type(err).__name__}: {_first_line(err)}"
+        replay = graph.forward
+        v = other_point(u)
+        for point, want in ((u, at_u), (v, fn(v))):
+            with torch.no_grad():
+                got = replay(point)
+            if not _agree(got, want):
+                return None, ("the recorded operations disagree with the program (Python-side use "
+                              "of tensor values, or randomness)")
+    return replay, "replay"
+
+
+def _metadata_only() -> set:
+    """Operators that read only the shape, dtype and device of their tensor arguments."""
+    aten = torch.ops.aten
+    return {aten.new_zeros.default, aten.new_ones.default, aten.new_full.default,
+            aten.zeros_like.default, aten.ones_like.default, aten.full_like.default}
+
+
+def fold_constants(graph) -> int:
+    """Compute once what the program recomputes identically at every call; in place.
+
+    A node is *fresh* when it is a pure, non-random operator whose tensor arguments are all fresh:
+    tensors the program makes from Python numbers (``lift_fresh_copy``, factories such as
+    ``new_zeros``, which read only metadata) and what is computed from them alone, e.g. the
+    ``-log(sigma) - log(2 pi)/2`` of a ``Normal(0, 1)`` prior or the backward pass's seed. Tensors
+    the program closed over (parameters, data) are never fresh, so an in-place update of them is
+    still seen. The fresh nodes that feed the rest of the graph are replaced by their values; nothing
+    is folded where the program writes into a fresh tensor in place. Returns the number of operations
+    removed.
+    """
+    aten, metadata_only = torch.ops.aten, _metadata_only()
+    nodes = list(graph.graph.nodes)
+    fresh: set = set()
+    for node in nodes:
+        if _is_pure(node) and (node.target is aten.lift_fresh_copy.default
+                               or node.target in metadata_only
+                               or all(a in fresh for a in node.all_input_nodes)):
+            fresh.add(node)
+    if not fresh or any(_mutates(n) and any(a in fresh for a in n.all_input_nodes) for n in nodes):
+        return 0  # nothing to fold, or the program writes into what would be folded
+    values: dict = {}
+
+    def value(a):
+        if a in values:
+            return values[a]
+        if a.op == "get_attr":
+            return getattr(graph, a.target)
+        like = a.meta.get("val")  # an argument of a metadata-only operator: a stand-in will do
+        return torch.empty_strided(like.shape, like.stride(), dtype=like.dtype, device=like.device)
+
+    try:
+        with torch.no_grad():
+            for node in nodes:
+                if node in fresh:
+                    args, kwargs = fx.node.map_arg((node.args, node.kwargs), value)
+                    values[node] = node.target(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - e.g. no metadata for a stand-in: leave the graph as it is
+        return 0
+    for i, node in enumerate(n for n in nodes if n in fresh and any(u not in fresh for u in n.users)):
+        name = f"_folded_{i}"
+        graph.register_buffer(name, values[node], persistent=False)
+        with graph.graph.inserting_before(node):
+            node.replace_all_uses_with(graph.graph.get_attr(name))
+    removed = 0
+    for node in reversed(nodes):
+        if not node.users and (node in fresh or node.op == "get_attr" or _is_pure(node)):
+            graph.graph.erase_node(node)
+            removed += 1
+    graph.graph.lint()
+    graph.recompile()
+    return removed
+
+
+def _operator(node) -> torch._ops.OpOverload | None:
+    """The ATen operator a node calls, or None (placeholders, attributes, Python functions)."""
+    is_op = node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+    return node.target if is_op else None
+
+
+def _mutates(node) -> bool:
+    op = _operator(node)
+    return op is not None and op._schema.is_mutable
+
+
+def _is_pure(node) -> bool:
+    """An operator call that mutates nothing and draws no random numbers (unused: safe to drop)."""
+    op = _operator(node)
+    return op is not None and not op._schema.is_mutable \
+        and torch.Tag.nondeterministic_seeded not in op.tags
+
+
+def _returns_new_tensor(node) -> bool:
+    """Whether the operator's result owns its memory (``_unsafe_view`` shares it unannotated)."""
+    return _is_pure(node) and node.target is not torch.ops.aten._unsafe_view.default \
+        and all(r.alias_info is None for r in node.target._schema.returns)
+
+
+def _in_place_variants() -> dict:
+    aten = torch.ops.aten
+    return {aten.add.Tensor: aten.add_.Tensor, aten.sub.Tensor: aten.sub_.Tensor,
+            aten.mul.Tensor: aten.mul_.Tensor, aten.div.Tensor: aten.div_.Tensor,
+            aten.neg.default: aten.neg_.default}
+
+
+def reuse_buffers(graph) -> int:
+    """Write ``c = a op b`` as ``a.op_(b)`` where ``a`` is a fresh result used only there; in place.
+
+    Eager autograd does so in its backward formulas (e.g. Bernoulli-logits: ``(sigmoid(l) - x) * g``
+    computed in place), but under a tracer it takes the out-of-place variants, which at batch 1000 x
+    784 cost two new 3 MB buffers per evaluation. Conditions: ``a`` is a buffer of its own (from an
+    operator whose schema returns a new tensor and mutates nothing, or from an operation this pass
+    already made in place on such a buffer), ``a`` has no other user (so no view of it either) and it
+    has the shape and dtype of ``c``. Returns the number of operations rewritten.
+    """
+    variants = _in_place_variants()
+    owned: set = set()  # nodes whose result is a buffer no other node sees
+    done = 0
+    for node in graph.graph.nodes:
+        in_place = variants.get(node.target)
+        a = node.args[0] if node.args else None
+        if in_place is None or not isinstance(a, fx.Node) or len(a.users) != 1 \
+                or not (a in owned or _returns_new_tensor(a)):
+            continue
+        ma, mc = a.meta.get("tensor_meta"), node.meta.get("tensor_meta")
+        if ma is None or mc is None or ma.shape != mc.shape or ma.dtype != mc.dtype:
+            continue
+        node.target = in_place
+        owned.add(node)
+        done += 1
+    if done:
+        graph.graph.lint()
+        graph.recompile()
+    return done
+
+
+def _agree(got: object, want: object) -> bool:
+    a, spec_a = pytree.tree_flatten(got)
+    b, spec_b = pytree.tree_flatten(want)
+    if spec_a != spec_b:
+        return False
+    for x, y in zip(a, b, strict=True):
+        if not isinstance(x, Tensor):
+            if x != y:
+                return False
+            continue
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        rtol, atol = (1e-10, 1e-10) if x.dtype == torch.float64 else (1e-5, 1e-5)
+        if not torch.allclose(x, y.detach(), rtol=rtol, atol=atol, equal_nan=True):
+            return False
+    return True
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0][:200] if text else ""
