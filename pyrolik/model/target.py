@@ -42,9 +42,10 @@ from pyrolik.model.guide_cache import CachedGuide, SiteRecord, cache_guide
 from pyrolik.model.replay import ReplayCache, replay_default
 from pyrolik.model.site_density import normal_log_prob_and_score, per_row_log_prob, sum_to_rows
 
-__all__ = ["Draw", "SiteLayout", "Target", "ValueAndGrad", "make_target"]
+__all__ = ["AnnealingPath", "Draw", "SiteLayout", "Target", "ValueAndGrad", "make_target"]
 
 ModelFn = Callable[..., Any]
+PATHS = ("prior", "guide")  # the initial distributions f_0 of an annealing path
 
 
 class SiteLayout(NamedTuple):
@@ -233,6 +234,15 @@ class Target:
     @property
     def dtype(self) -> torch.dtype:
         return self.x.dtype if self.x.is_floating_point() else torch.get_default_dtype()
+
+    def path(self, name: str = "prior") -> AnnealingPath:
+        """The annealing path from ``"prior"`` (:math:`f_0 = p(z)`) or ``"guide"`` (:math:`f_0 = q(z
+        \mid x)`, AIS+encoder) to :math:`f_1 = p(x, z)`: what the annealing engine evaluates."""
+        if name not in PATHS:
+            raise ValueError(f"path must be one of {PATHS}, got {name!r}")
+        if name == "guide":
+            self.guide_or_raise()
+        return AnnealingPath(self, name)
 
     def first_chains(self, k: int) -> Target:
         """The same target restricted to its first ``k`` chains (rows are chain-major)."""
@@ -424,6 +434,36 @@ class Target:
         with torch.no_grad():
             ev = self._run(self.model, values, False)
         return _as_rows(ev.log_latent, self.x), _as_rows(ev.log_obs, self.x)
+
+
+@dataclass(frozen=True)
+class AnnealingPath:
+    r"""One annealing path of a :class:`Target`, :math:`\log f_\beta = (1-\beta)\log f_0 + \beta \log f_1`.
+
+    ``name == "prior"``: :math:`f_0 = p(z)`; ``"guide"``: :math:`f_0 = q(z \mid x)`; :math:`f_1 =
+    p(x, z)` in both. The engine sees only this: values and gradients of :math:`\log f_0` and of
+    :math:`\log f_1 - \log f_0` per row, and exact draws of :math:`f_0`.
+    """
+
+    target: Target
+    name: str
+
+    def value_and_grad(self, u: Tensor) -> ValueAndGrad:
+        return self.target.value_and_grad(u, self.name)
+
+    def sample_initial(self, generator: torch.Generator | None) -> Tensor:
+        """Exact draws of :math:`f_0`, flat unconstrained ``(rows, d)``."""
+        t = self.target
+        return (t.sample_guide(generator) if self.name == "guide" else t.sample_prior(generator)).u
+
+    def first_chains(self, k: int) -> AnnealingPath:
+        """The same path on the target's first ``k`` chains."""
+        return AnnealingPath(self.target.first_chains(k), self.name)
+
+    @property
+    def evaluation(self) -> str:
+        """How the model was evaluated: ``"replay"``, ``"eager"`` or ``"eager (why)"``."""
+        return self.target.evaluation(self.name)
 
 
 def _as_rows(value: Tensor | float, like: Tensor) -> Tensor:
