@@ -236,7 +236,7 @@ class Target:
         return self.x.dtype if self.x.is_floating_point() else torch.get_default_dtype()
 
     def path(self, name: str = "prior") -> AnnealingPath:
-        """The annealing path from ``"prior"`` (:math:`f_0 = p(z)`) or ``"guide"`` (:math:`f_0 = q(z
+        r"""The annealing path from ``"prior"`` (:math:`f_0 = p(z)`) or ``"guide"`` (:math:`f_0 = q(z
         \mid x)`, AIS+encoder) to :math:`f_1 = p(x, z)`: what the annealing engine evaluates."""
         if name not in PATHS:
             raise ValueError(f"path must be one of {PATHS}, got {name!r}")
