@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import pyrolik
-from models.linear_gaussian import LinearGaussian
+from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.model.target import make_target
 
 

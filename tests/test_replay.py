@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import pyrolik
-from models.linear_gaussian import LinearGaussian
+from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.model import replay as _replay
 from pyrolik.model.target import make_target
 from tests.test_site_density import _guide as _hierarchical_guide
