@@ -41,7 +41,6 @@ ArviZ 0.x's ``InferenceData`` and ``az.from_netcdf`` see (and that :func:`pyroli
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import platform
@@ -147,8 +146,8 @@ def _attrs(result: Any) -> dict[str, Any]:
         attrs["seed"] = _seed_attr(result.seed)
     if _is_ais(result):
         attrs.update(direction=str(result.direction), path=str(result.path))
-        if dataclasses.is_dataclass(result.kernel):
-            attrs["kernel"] = json.dumps(dataclasses.asdict(result.kernel), default=str)
+        if result.kernel is not None:
+            attrs["kernel"] = json.dumps(result.kernel.to_dict(), default=str)
     return attrs
 
 

@@ -21,8 +21,8 @@ import torch
 import xarray as xr
 
 from pyrolik.io.datatree import DEFAULT_EXAMPLE_DIM, NESTED, SITE_GROUPS, flatten, to_datatree
-from pyrolik.mcmc.adaptation import StepSizes
 from pyrolik.mcmc.hmc import HMC
+from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
 __all__ = ["from_datatree", "save", "load", "NOT_A_RESULT"]
