@@ -133,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluate the first N examples only")
     d.add_argument("--dtype", choices=("auto", "float32", "float64"), default="auto",
                    help="data dtype (auto: keep floating data; integers/booleans become float32)")
+    d.add_argument("--per-example", action="append", default=None, metavar="NAME=KEY",
+                   help="a per-example model argument (labels, a mask, covariates): the array KEY "
+                        "of the --data file (or NAME=PATH[:KEY]), passed as the model keyword NAME "
+                        "with its rows following the examples; repeatable")
     e = ev.add_argument_group("estimators")
     e.add_argument("-e", "--estimators", type=_estimators, default=["ais"], metavar="LIST",
                    help="comma-separated: ais (lower bound), iwae (needs --guide), lw (likelihood "
@@ -164,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="event shape of one example, e.g. 784 or 1,28,28")
     s.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="dtype of the simulated data (default float32)")
+    s.add_argument("--per-example", action="append", default=None, metavar="NAME=PATH[:KEY]",
+                   help="a per-example model argument with one row per simulated example, passed as "
+                        "the model keyword NAME; repeatable")
     s.add_argument("--guide", metavar="SPEC", default=None,
                    help="run both directions on the encoder path from this guide")
     _ais_options(bd)

@@ -25,7 +25,7 @@ from pyrolik.infer.driver import Leg, Run, anneal, finish, open_checkpoint, prep
 from pyrolik.infer.latents import expand_latents
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes
-from pyrolik.model.target import make_target
+from pyrolik.model.target import make_target, prepare_inputs
 from pyrolik.results import AISResult
 
 __all__ = ["ais", "reverse_ais"]
@@ -185,8 +185,9 @@ def reverse_ais(
     shard = current_shard(distributed)
     seed = broadcast_seed(resolve_seed(seed), shard)
     start = time.perf_counter()
-    probe = make_target(model, x[:1], num_chains, model_args=model_args,
-                        model_kwargs=model_kwargs)
+    first = prepare_inputs(model, x, model_args, model_kwargs).batch(0, 1)
+    probe = make_target(model, x[:1], num_chains, model_args=first.model_args,
+                        model_kwargs=first.model_kwargs)
     latents = expand_latents(probe, latents, x.shape[0])
     if step_sizes is not None and not isinstance(step_sizes, StepSizes):
         raise TypeError("step_sizes must be a StepSizes table (e.g. result.step_sizes of pyrolik.ais "

@@ -45,7 +45,7 @@ from pyrolik.io.checkpoint import Checkpoint, checkpoint_path, fingerprint
 from pyrolik.mcmc import schedules
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes, rows_of
-from pyrolik.model.target import AnnealingPath, Target, make_target
+from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
 from pyrolik.results import AISResult
 
 __all__ = ["Leg", "Run", "LegOutput", "anneal", "finish", "settings_of", "open_checkpoint", "prepare"]
@@ -187,11 +187,13 @@ def _starts(run: Run, path: AnnealingPath, batch: Batch) -> list[Tensor]:
     return starts
 
 
-def _batch(run: Run, batch: Batch, resume: dict | None, save: Callable | None) -> list[dict]:
+def _batch(run: Run, inputs: Inputs, batch: Batch, resume: dict | None, save: Callable | None
+           ) -> list[dict]:
     n = batch.stop - batch.start
     k_all = sum(leg.num_chains for leg in run.legs)
+    mine = inputs.batch(batch.start, batch.stop)  # per-example arguments and guide of the batch
     target = make_target(run.model, run.x[batch.start : batch.stop], k_all,
-                         model_args=run.model_args, model_kwargs=run.model_kwargs, guide=run.guide)
+                         model_args=mine.model_args, model_kwargs=mine.model_kwargs, guide=mine.guide)
     path = target.path(run.path_name)
     schedule = _schedule(run)
     kernel, strategy = run.kernel, run.kernel.adaptation
@@ -264,8 +266,9 @@ def anneal(run: Run, checkpoint: Checkpoint | None) -> list[list[LegOutput]] | N
     """Run every batch of ``run``; per leg, the outputs of all batches in order (``None`` off
     rank 0 of a multi-process run)."""
     k_all = sum(leg.num_chains for leg in run.legs)
+    inputs = prepare_inputs(run.model, run.x, run.model_args, run.model_kwargs, run.guide)
     parts = run_batches(run.x.shape[0], run.batch_size, run.seed, run.x.device,
-                        functools.partial(_batch, run),
+                        functools.partial(_batch, run, inputs),
                         shard=run.shard, rows_per_example=k_all, checkpoint=checkpoint)
     if parts is None:
         return None
