@@ -17,9 +17,11 @@ its wall time excludes compilation (printed apart).
 
     PYTHONPATH=.:.shim python benchmarks/bench_bdmc.py --configs default,fixed,blackjax
 
-Configurations (``--configs``, comma-separated): ``default`` (``HMC()``), ``fixed``
-(``HMC(adapt=None, step_size=0.1)``), ``pilot065`` (the pre-issue-17 pilot, target acceptance
-0.65, sigmoid schedule), ``blackjax``, and ``lab-...`` prototypes of ``_ais_lab.py``.
+Configurations (``--configs``, comma-separated): ``default`` (``HMC()`` and the default schedule),
+``fixed`` (``HMC(adapt=None, step_size=0.1, step_jitter=0)``, sigmoid: the fixed-step-size run the
+time ratio refers to), ``fixed-jitter``, ``pilot065`` (the default before issue 17: pilot on all
+chains aiming at acceptance 0.65, no jitter, sigmoid), ``pilot90-sigmoid``, ``pilot90-adaptive``,
+``blackjax``, and ``lab-...`` prototypes of ``_ais_lab.py``.
 """
 
 from __future__ import annotations
@@ -48,12 +50,19 @@ import torch  # noqa: E402
 import pyrolik  # noqa: E402
 from benchmarks._common import hand_value_and_grad, interleaved, machine  # noqa: E402
 from benchmarks._mnist import load_avg  # noqa: E402
-from pyrolik.mcmc.adaptation import WARMUP_TRANSITIONS, pilot_steps  # noqa: E402
 
+# name -> (kernel for L leapfrog steps, schedule); "default" is whatever HMC() and the estimators'
+# default schedule are
 LIBRARY = {
-    "default": lambda L: pyrolik.HMC(num_leapfrog=L),
-    "fixed": lambda L: pyrolik.HMC(num_leapfrog=L, adapt=None, step_size=0.1),
-    "pilot065": lambda L: pyrolik.HMC(num_leapfrog=L, target_accept=0.65),
+    "default": (lambda L: pyrolik.HMC(num_leapfrog=L), None),
+    "fixed": (lambda L: pyrolik.HMC(num_leapfrog=L, adapt=None, step_size=0.1, step_jitter=0.0),
+              "sigmoid"),
+    "fixed-jitter": (lambda L: pyrolik.HMC(num_leapfrog=L, adapt=None, step_size=0.1), "sigmoid"),
+    # the default before issue 17: pilot on all chains, target acceptance 0.65, no jitter, sigmoid
+    "pilot065": (lambda L: pyrolik.HMC(num_leapfrog=L, target_accept=0.65, pilot_chains=None,
+                                       step_jitter=0.0), "sigmoid"),
+    "pilot90-sigmoid": (lambda L: pyrolik.HMC(num_leapfrog=L), "sigmoid"),
+    "pilot90-adaptive": (lambda L: pyrolik.HMC(num_leapfrog=L), "adaptive"),
 }
 
 # prototypes (issue 17, phase 1): _ais_lab.pilot + plan; keys are read by run_lab
@@ -64,24 +73,18 @@ LAB = {
 }
 
 
-def library_pilot_grads(kernel, steps: int, chains: int) -> int:
-    """Gradient evaluations per example of the pilot of ``kernel`` for a run of ``steps``."""
-    if kernel.adapt != "pilot":
-        return 0
-    kp = min(kernel.pilot_chains or chains, chains)
-    return (pilot_steps(kernel, steps) + 2 * WARMUP_TRANSITIONS) * kp * kernel.num_leapfrog
-
-
 def run_library(name, model, data, args, seed):
-    kernel = LIBRARY[name](args.leapfrog)
+    make, schedule = LIBRARY[name]
+    extra = {} if schedule is None else {"schedule": schedule}
     t0 = time.perf_counter()
-    r = pyrolik.bdmc(model, data=data, num_steps=args.steps, num_chains=args.chains, kernel=kernel,
-                     seed=seed, progress=False)
+    r = pyrolik.bdmc(model, data=data, num_steps=args.steps, num_chains=args.chains,
+                     kernel=make(args.leapfrog), seed=seed, progress=False, **extra)
     wall = time.perf_counter() - t0
-    pilot = library_pilot_grads(kernel, args.steps, args.chains)
-    run = 2 * args.chains * args.steps * args.leapfrog
+    settings = r.lower.settings  # each leg records its own chains' cost; the pilot runs once
+    pilot = settings["pilot_gradient_evals_per_example"]
+    run = 2 * settings["gradient_evals_per_example"]
     return {"lower": r.lower.log_likelihood, "upper": r.upper.log_likelihood, "wall": wall,
-            "grads": run + pilot, "pilot_grads": pilot,
+            "grads": run + pilot, "pilot_grads": pilot, "schedule": settings["schedule"],
             "acc": float(r.lower.acceptance_rate.mean())}
 
 

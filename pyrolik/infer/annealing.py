@@ -21,7 +21,16 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
-from pyrolik.infer.driver import Leg, Run, anneal, finish, open_checkpoint, prepare, settings_of
+from pyrolik.infer.driver import (
+    Leg,
+    Run,
+    adaptive_of,
+    anneal,
+    finish,
+    open_checkpoint,
+    prepare,
+    settings_of,
+)
 from pyrolik.infer.latents import expand_latents
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes
@@ -120,7 +129,8 @@ def ais(
     settings = settings_of(num_steps or len(betas) - 1, num_chains, schedule, kernel, batch_size,
                            init)
     run = Run("ais", model, x, betas, kernel, (Leg("forward", num_chains),), seed, shard,
-              settings, guide=init, model_args=tuple(model_args),
+              settings, guide=init, adaptive=adaptive_of(schedule, kernel, num_chains),
+              model_args=tuple(model_args),
               model_kwargs=dict(model_kwargs or {}), batch_size=batch_size,
               record_every=record_every, record_states=record_states, progress=progress,
               desc="AIS", checkpoint_every=checkpoint_every)
@@ -197,7 +207,8 @@ def reverse_ais(
     if step_sizes is not None:
         extra.update({f"step_sizes.{i}": v for i, v in enumerate(step_sizes) if v is not None})
     run = Run("reverse_ais", model, x, betas, kernel, (Leg("reverse", num_chains, latents),),
-              seed, shard, settings, guide=init, model_args=tuple(model_args),
+              seed, shard, settings, guide=init, adaptive=adaptive_of(schedule, kernel, num_chains),
+              model_args=tuple(model_args),
               model_kwargs=dict(model_kwargs or {}), batch_size=batch_size,
               record_every=record_every, progress=progress, desc="reverse AIS",
               step_sizes=step_sizes, checkpoint_every=checkpoint_every)

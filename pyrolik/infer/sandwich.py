@@ -31,7 +31,16 @@ from pyrolik._random import fork_rng_from, resolve_seed
 from pyrolik._validate import check_count
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
-from pyrolik.infer.driver import Leg, Run, anneal, finish, open_checkpoint, prepare, settings_of
+from pyrolik.infer.driver import (
+    Leg,
+    Run,
+    adaptive_of,
+    anneal,
+    finish,
+    open_checkpoint,
+    prepare,
+    settings_of,
+)
 from pyrolik.infer.latents import expand_latents
 from pyrolik.model.target import Target, make_target
 from pyrolik.results import BDMCResult
@@ -178,6 +187,7 @@ def bdmc(
                            init)
     legs = (Leg("forward", num_chains), Leg("reverse", num_chains, latents))
     run = Run("bdmc", model, x, betas, kernel, legs, seed, shard, settings, guide=init,
+              adaptive=adaptive_of(schedule, kernel, num_chains),
               model_args=tuple(model_args), model_kwargs=dict(model_kwargs or {}),
               batch_size=batch_size, record_every=record_every, progress=progress, desc="BDMC",
               check=_check_posterior_start if user_data else None,
