@@ -46,7 +46,7 @@ def ais(
     *,
     num_steps: int | None,
     num_chains: int,
-    schedule: str | Tensor = "sigmoid",
+    schedule: str | Tensor = "auto",
     kernel: HMC | None = None,
     init: Callable[..., Any] | None = None,
     model_args: tuple = (),
@@ -78,8 +78,13 @@ def ais(
         Annealing steps T (transitions); ``None`` when ``schedule`` is a tensor.
     num_chains : int
         Independent AIS chains per example (K).
-    schedule : {"sigmoid", "linear", "geometric"} or torch.Tensor
-        Betas from exactly 0 to exactly 1 (see :mod:`pyrolik.mcmc.schedules`).
+    schedule : {"auto", "adaptive", "sigmoid", "linear", "geometric"} or torch.Tensor
+        Betas from exactly 0 to exactly 1 (see :mod:`pyrolik.mcmc.schedules`). ``"adaptive"``:
+        built per batch from the pilot run's variance of :math:`\log p(x \mid z)` along
+        :math:`\beta`, at constant thermodynamic speed (:func:`pyrolik.mcmc.schedules.adaptive`);
+        it needs ``adapt="pilot"`` and at least 2 pilot chains. ``"auto"`` (default): adaptive when
+        the kernel runs such a pilot, else sigmoid. ``settings["schedule"]`` records which, and
+        ``schedule`` on the result the betas visited.
     kernel : pyrolik.HMC, optional
         Transition kernel and its adaptation mode (default ``HMC()``: 10 leapfrog steps, step sizes
         from a pilot run, frozen per temperature).
@@ -149,7 +154,7 @@ def reverse_ais(
     *,
     num_steps: int | None,
     num_chains: int,
-    schedule: str | Tensor = "sigmoid",
+    schedule: str | Tensor = "auto",
     kernel: HMC | None = None,
     init: Callable[..., Any] | None = None,
     step_sizes: StepSizes | None = None,

@@ -129,7 +129,7 @@ def bdmc(
     data_shape: tuple[int, ...] | None = None,
     num_steps: int | None,
     num_chains: int,
-    schedule: str | Tensor = "sigmoid",
+    schedule: str | Tensor = "auto",
     kernel=None,
     init: Callable[..., Any] | None = None,
     data: tuple[Tensor, dict[str, Tensor] | Tensor] | None = None,

@@ -112,8 +112,10 @@ def adaptive(num_steps: int, betas: Tensor, log_ratio_var: Tensor, floor: float 
     length = seg.sum(0, keepdim=True)
     width = (grid[1:] - grid[:-1]).unsqueeze(-1)
     # density: (1 - floor) * sd / Lambda + floor (uniform); where Lambda = 0 only the floor counts
-    mass = torch.where(length > 0, (1 - floor) * seg / length.clamp_min(1e-300), 0.0) \
-        + torch.where(length > 0, floor, 1.0) * width
+    # (float64 throughout, whatever the default dtype: results must not depend on it)
+    spread = torch.where(length > 0, torch.full_like(length, floor), torch.ones_like(length))
+    mass = torch.where(length > 0, (1 - floor) * seg / length.clamp_min(1e-300),
+                       torch.zeros_like(seg)) + spread * width
     cum = torch.cat([torch.zeros_like(mass[:1]), mass.cumsum(0)])
     cum = cum / cum[-1:]
     c = cum.T.contiguous()  # (M, P): one cumulative per column, inverted piecewise linearly
@@ -135,8 +137,8 @@ _BY_NAME = {"linear": linear, "geometric": geometric, "sigmoid": sigmoid}
 def validate(schedule: Tensor) -> Tensor:
     """Check a user schedule: 1-D, finite, strictly increasing from exactly 0 to exactly 1."""
     if not isinstance(schedule, Tensor):
-        raise TypeError(f"schedule must be a name {sorted(_BY_NAME)} or a 1-D tensor, "
-                        f"got {type(schedule).__name__}")
+        raise TypeError(f"schedule must be a name {sorted(_BY_NAME) + list(PILOT_NAMES)} or a 1-D "
+                        f"tensor, got {type(schedule).__name__}")
     s = schedule.detach().to(torch.float64).cpu()
     if s.dim() != 1 or len(s) < 2:
         raise ValueError(f"schedule must be a 1-D tensor of at least 2 betas, got shape "
@@ -157,8 +159,8 @@ def resolve(schedule: str | Tensor, num_steps: int | None) -> Tensor:
     """A schedule by name (with ``num_steps``) or a validated tensor (whose length must agree)."""
     if isinstance(schedule, str):
         if schedule not in _BY_NAME:
-            raise ValueError(f"unknown schedule {schedule!r}; choose one of {sorted(_BY_NAME)} or "
-                             "pass a tensor of betas")
+            raise ValueError(f"unknown schedule {schedule!r}; choose one of "
+                             f"{sorted(_BY_NAME) + list(PILOT_NAMES)} or pass a tensor of betas")
         if num_steps is None:
             raise ValueError("num_steps is required with a named schedule")
         return _BY_NAME[schedule](num_steps)
