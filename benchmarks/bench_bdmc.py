@@ -21,6 +21,7 @@ Configurations (``--configs``, comma-separated): ``default`` (``HMC()`` and the 
 ``fixed`` (``HMC(adapt=None, step_size=0.1, step_jitter=0)``, sigmoid: the fixed-step-size run the
 time ratio refers to), ``fixed-jitter``, ``pilot065`` (the default before issue 17: pilot on all
 chains aiming at acceptance 0.65, no jitter, sigmoid), ``pilot90-sigmoid``, ``pilot90-adaptive``,
+``default-encoder`` / ``pilot065-encoder`` / ``fixed-encoder`` (the same with ``init=model.guide``),
 ``blackjax``, and ``lab-...`` prototypes of ``_ais_lab.py``.
 """
 
@@ -64,6 +65,8 @@ LIBRARY = {
     "pilot90-sigmoid": (lambda L: pyrolik.HMC(num_leapfrog=L), "sigmoid"),
     "pilot90-adaptive": (lambda L: pyrolik.HMC(num_leapfrog=L), "adaptive"),
 }
+# the same on the encoder path (AIS+encoder: f0 = the IWAE's guide q(z | x))
+ENCODER = {"default-encoder": "default", "pilot065-encoder": "pilot065", "fixed-encoder": "fixed"}
 
 # prototypes (issue 17, phase 1): _ais_lab.pilot + plan; keys are read by run_lab
 LAB = {
@@ -74,8 +77,11 @@ LAB = {
 
 
 def run_library(name, model, data, args, seed):
-    make, schedule = LIBRARY[name]
+    encoder = name in ENCODER
+    make, schedule = LIBRARY[ENCODER.get(name, name)]
     extra = {} if schedule is None else {"schedule": schedule}
+    if encoder:
+        extra["init"] = model.guide
     t0 = time.perf_counter()
     r = pyrolik.bdmc(model, data=data, num_steps=args.steps, num_chains=args.chains,
                      kernel=make(args.leapfrog), seed=seed, progress=False, **extra)
@@ -168,7 +174,7 @@ def main(argv=None):
           f"x {args.leapfrog} leapfrog, float32; {machine()}; {peer.available() or 'no jax'}",
           flush=True)
     print(f"load before: {load_avg()}", flush=True)
-    runners = {**{k: run_library for k in LIBRARY}, **{k: run_lab for k in LAB},
+    runners = {**{k: run_library for k in [*LIBRARY, *ENCODER]}, **{k: run_lab for k in LAB},
                "blackjax": run_blackjax}
     results: dict[str, list[dict]] = {n: [] for n in names}
     order = list(names)
