@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -105,11 +106,13 @@ def main(argv=None) -> int:
     names = [n for n in args.only.split(",") if n]
     threads = tuple(int(t) for t in args.threads.split(","))
     jobs = workloads(names)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the busy processes on kill too
     busy = start_busy(args.busy)
     try:
         time.sleep(2 if busy else 0)
         load0 = os.getloadavg()
-        print(f"machine: {machine()}, {os.cpu_count()} cores; {args.busy} busy processes started; "
+        print(f"machine: {machine()}, {os.cpu_count()} cores, nice {os.nice(0)}; {args.busy} busy "
+              f"processes started (same nice); "
               f"load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
         print(f"{'workload':<8} " + " ".join(f"{f'{t} thr [s]':>11}" for t in threads)
               + f" {'ratio':>8}")

@@ -47,11 +47,11 @@ def _barrier(shard: Shard) -> None:
         torch.distributed.barrier()
 
 
-def _load_model(args, device: torch.device) -> tuple[Any, Any, dict]:
+def _load_model(args, device: torch.device, shard: Shard) -> tuple[Any, Any, dict]:
     model, module = load_callable(args.model, "model")
     if args.weights:
         load_weights(model, module, args.weights)
-    elif defines_load(module):
+    elif defines_load(module) and shard.is_main:
         warnings.warn(f"{getattr(module, '__file__', None) or module.__name__} defines load(path) "
                       "but --weights was not given: the model runs with the parameters it has "
                       "after import (untrained ones, if load() is what fills them in); pass "
@@ -146,7 +146,7 @@ def evaluate(args) -> int:
 
     shard, device = _setup(args)
     try:
-        model, module, kwargs = _load_model(args, device)
+        model, module, kwargs = _load_model(args, device, shard)
         guide = _guide(args.guide, device)
         if "iwae" in args.estimators and guide is None:
             raise ValueError("the iwae estimator needs a guide: pass --guide path/to/file.py:guide")
@@ -208,7 +208,7 @@ def bdmc(args) -> int:
 
     shard, device = _setup(args)
     try:
-        model, module, kwargs = _load_model(args, device)
+        model, module, kwargs = _load_model(args, device, shard)
         guide = _guide(args.guide, device)
         paths = _outputs(args.output, ["bdmc"], args.overwrite)
         batch_size = _batch_size(args.batch_size, args.num_examples, shard)

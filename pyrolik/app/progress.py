@@ -42,7 +42,7 @@ class StageProgress:
 
             self._bar = tqdm(total=1000, file=self.stream, leave=False, dynamic_ncols=True,
                              desc=name, bar_format="{desc}: {percentage:3.0f}%|{bar}| "
-                                                   "{elapsed}<{remaining} {postfix}")
+                                                   "{elapsed}<{remaining}{postfix}")
             self._ticker = threading.Thread(target=self._tick, args=(tick,), daemon=True)
             self._ticker.start()
 
