@@ -63,8 +63,13 @@ def _header(label: Any) -> list[str]:
         return [text]
     if " (" in text:
         name, rest = text.split(" (", 1)
-        return textwrap.wrap(name, _HEADER) + textwrap.wrap("(" + rest, _HEADER)
-    return textwrap.wrap(text, _HEADER) or [""]
+        return _wrap(name) + _wrap("(" + rest)
+    return _wrap(text)
+
+
+def _wrap(text: str) -> list[str]:
+    """Lines of at most ``_HEADER`` characters, never splitting a word (a method name)."""
+    return textwrap.wrap(text, _HEADER, break_long_words=False, break_on_hyphens=False) or [""]
 
 
 def render(frame: pd.DataFrame, *, width: int = WIDTH, title: str | None = None) -> str:

@@ -24,11 +24,11 @@ def _build():
 def _warnings(nb) -> list[str]:
     """Text of the outputs that are warnings (a stderr stream naming one, or a warning line)."""
     out = []
-    for cell in nb.cells:
+    for i, cell in enumerate(nb.cells):
         for o in cell.get("outputs", []) if cell.cell_type == "code" else []:
             text = o.get("text", "") if o.get("output_type") == "stream" else ""
             if o.get("name") == "stderr" and "Warning" in text or "Warning:" in text:
-                out.append(text[:200])
+                out.append(f"cell {i} ({cell.source[:60]!r}...): {text[:300]}")
     return out
 
 

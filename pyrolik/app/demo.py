@@ -10,9 +10,10 @@ validation digits), and runs BDMC on data simulated from the model. It prints on
 estimators' warnings under it, and writes every result as netCDF plus a few PNG plots to the
 output folder.
 
-Time: about 2 minutes by default on a 2-core laptop that is busy with other work (one torch
-thread, see ``--threads``); ``--quick`` is a smoke test of about 20 s, ``--full`` runs the longer
-settings of the table below (about 25 minutes).
+Time: about 2 minutes by default on a 2-core laptop that is busy with other work (about 40 s of
+CPU time on one torch thread, see ``--threads``); ``--quick`` is a smoke test of about 20 s,
+``--full`` runs 250 digits, 1000 annealing steps x 16 chains and 50 simulated digits (25 times
+the work, about 20-30 minutes). ``benchmarks/RESULTS.md`` has the measurements.
 
 Units: the digits are dequantized grey levels ``(k + u) / 17`` in [0, 1]^64; ``log p(x)`` is in nats
 per image of that continuous data, ``bits/dim`` is ``-log p(x) / (64 ln 2)`` of it, and
@@ -315,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                       help="tiny settings: a smoke test of about 20 s")
     size.add_argument("--full", action="store_true",
                       help="longer settings (250 digits, 1000 steps x 16 chains, 50 simulated): "
-                           "about 25 minutes on a busy 2-core machine")
+                           "about 20-30 minutes on a busy 2-core machine")
     p.add_argument("--examples", type=int, default=None,
                    help=f"held-out test digits to evaluate (default {d['num_examples']})")
     p.add_argument("--steps", type=int, default=None,
@@ -331,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     set_threads(args.threads)
     start = time.perf_counter()
     if not args.quiet:
-        expected = "20 s" if args.quick else "25 minutes" if args.full else "2 minutes"
+        expected = "20 s" if args.quick else "20-30 minutes" if args.full else "2 minutes"
         print(f"pyrolik demo: VAE, GAN and GMMN on held-out digits; about {expected} on a busy "
               f"2-core machine (threads: {torch.get_num_threads()})", file=sys.stderr)
     table = run(args.output, num_examples=args.examples, num_steps=args.steps,
