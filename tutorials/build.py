@@ -1,8 +1,11 @@
 """Build the tutorial notebooks from their cell sources and execute them, storing the outputs.
 
-    python tutorials/build.py              # all notebooks: build, execute at full settings, store
+    PYROLIK_DATA=/path/to/data python tutorials/build.py   # all notebooks, full settings, stored
     python tutorials/build.py 01 02        # some of them
     python tutorials/build.py --check      # exit 1 if a stored notebook differs from its source
+
+Tutorial 05 evaluates MNIST-test representations when ``PYROLIK_DATA`` names the folder holding
+``mnist_test.npz`` and says it skipped them otherwise: set it when rebuilding.
 
 The cells live in ``sources.py`` (and ``sources_representations.py``); a notebook is never edited by
 hand. Rebuild after changing a source or anything that changes the library's numbers (the lead
