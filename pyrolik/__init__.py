@@ -34,6 +34,8 @@ from pyrolik.io.checkpoint import remove_checkpoint
 from pyrolik.io.export import load, save
 from pyrolik.mcmc import schedules
 from pyrolik.mcmc.hmc import HMC
+from pyrolik.model.arguments import per_example, shared
+from pyrolik.model.constructs import IdiomWarning
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
 from pyrolik import curves, diagnostics  # isort: skip  (subpackages that import the above)
@@ -61,6 +63,10 @@ __all__ = [
     "EstimateResult",
     "Simulated",
     "FailedExamplesWarning",
+    # Pyro idioms (docs/idioms.md)
+    "IdiomWarning",
+    "per_example",
+    "shared",
     "save",
     "load",
     "remove_checkpoint",

@@ -93,14 +93,12 @@ def render(frame: pd.DataFrame, *, width: int = WIDTH, title: str | None = None)
                               ("int", "uin")) for f, v in zip(fields, row, strict=True)]
         head = _header(label)
         columns.append((head, cells, max([len(h) for h in head] + [len(c) for c in cells])))
-    blocks: list[list[tuple[list[str], list[str], int]]] = [[]]
-    used = label_width
-    for col in columns:
-        if blocks[-1] and used + 2 + col[2] > width:
-            blocks.append([])
-            used = label_width
-        blocks[-1].append(col)
-        used += 2 + col[2]
+    sep = 2
+    blocks = _blocks(columns, label_width, width, sep)
+    if len(blocks) > 1 and len(_blocks(columns, label_width, width, 1)) < len(blocks):
+        sep = 1  # a long quantity name: one space between columns keeps the table in one block
+        blocks = _blocks(columns, label_width, width, sep)
+    gap = " " * sep
     lines = [] if title is None else [title]
     for b, block in enumerate(blocks):
         if b:
@@ -112,11 +110,24 @@ def render(frame: pd.DataFrame, *, width: int = WIDTH, title: str | None = None)
             for head, _, w in block:
                 text = head[i - (depth - len(head))] if i >= depth - len(head) else ""
                 parts.append(text.rjust(w))
-            lines.append("  ".join(parts).rstrip())
+            lines.append(gap.join(parts).rstrip())
         for j, field in enumerate(fields):
             parts = [field.ljust(label_width)] + [cells[j].rjust(w) for _, cells, w in block]
-            lines.append("  ".join(parts).rstrip())
+            lines.append(gap.join(parts).rstrip())
     return "\n".join(lines)
+
+
+def _blocks(columns: list, label_width: int, width: int, sep: int) -> list[list]:
+    """Columns grouped into blocks that fit ``width`` after the quantity names."""
+    blocks: list[list] = [[]]
+    used = label_width
+    for col in columns:
+        if blocks[-1] and used + sep + col[2] > width:
+            blocks.append([])
+            used = label_width
+        blocks[-1].append(col)
+        used += sep + col[2]
+    return blocks
 
 
 class Summary(pd.DataFrame):

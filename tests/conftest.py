@@ -10,8 +10,12 @@ import pyro
 import pytest
 import torch
 
-# Tests exercise the checkout's models/ (installed as pyrolik_models), whatever is installed.
+# Tests exercise the checkout's models/ (installed as pyrolik_models), whatever is installed: the
+# package and its submodules under both names, so that `pyrolik_models.oracles.rbm` is `models.oracles.rbm`.
 sys.modules.setdefault("pyrolik_models", importlib.import_module("models"))
+for _name, _module in list(sys.modules.items()):
+    if _name.startswith("models."):
+        sys.modules.setdefault("pyrolik_models" + _name[len("models"):], _module)
 
 SEED = int(os.environ.get("PYROLIK_TEST_SEED", "0"))
 # The tests run small tensors, where intra-op threads only add contention (10x slower on a loaded

@@ -104,3 +104,10 @@ def test_stage_progress_is_one_bar_on_a_terminal():
     progress.close()
     text = stream.getvalue()
     assert "demo:" in text and "[2/2] second" in text and "\n" not in text.strip("\n")
+
+
+def test_wide_numbers_still_fit_80_columns():
+    table = _table({"VAE": 123.45})
+    table.loc[0, ["log p(x) [nats]", "stderr", "MCSE", "seconds"]] = [-12345.67, 123.4, 1234.5,
+                                                                       1234.0]
+    assert max(len(line) for line in format_table(table).splitlines()) <= 80

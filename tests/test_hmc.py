@@ -10,7 +10,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from models.linear_gaussian import LinearGaussian
+from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.mcmc.hmc import HMC, HMCState, leapfrog
 from pyrolik.model.target import ValueAndGrad, make_target
 

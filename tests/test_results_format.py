@@ -93,3 +93,14 @@ def test_wide_tables_go_to_blocks_not_ellipses():
 ])
 def test_cells(value, count, expected):
     assert format_value(value, count=count) == expected
+
+
+def test_a_long_quantity_name_keeps_one_block():
+    """'mean MCSE (K=16 chains: rough below 25)' beside three BDMC columns: 81 characters with two
+    spaces between columns, so they get one: still one block, still within 80 columns."""
+    frame = pd.DataFrame({"log p(x) [nats]": [-1.0, -0.5, 0.5],
+                          "mean MCSE (K=16 chains: rough below 25)": [0.1, 0.2, float("nan")]},
+                         index=["forward AIS (lower)", "reverse AIS (upper)",
+                                "BDMC gap (upper - lower)"])
+    text = render(frame)
+    assert text.count("log p(x) [nats]") == 1 and max(len(ln) for ln in text.splitlines()) <= 80

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import pyrolik
-from models.linear_gaussian import LinearGaussian
-from models.quadrature import BimodalDecoder, UniformLatent
+from models.oracles.linear_gaussian import LinearGaussian
+from models.oracles.quadrature import BimodalDecoder, UniformLatent
 
 
 @pytest.fixture

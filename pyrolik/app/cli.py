@@ -150,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="convert the data to this dtype (default auto: keep floating data, make "
                         "integers/booleans float32; auto refuses floating data whose dtype "
                         "differs from the model's parameters and names the --dtype to pass)")
+    d.add_argument("--per-example", action="append", default=None, metavar="NAME=KEY",
+                   help="a per-example model argument (labels, a mask, covariates): the array KEY "
+                        "of the --data file (or NAME=PATH[:KEY]), passed as the model keyword NAME "
+                        "with its rows following the examples; repeatable (default: none)")
     e = ev.add_argument_group("estimators")
     e.add_argument("-e", "--estimators", type=_estimators, default=["ais"], metavar="LIST",
                    help="comma-separated: ais (lower bound), iwae (needs --guide), lw (likelihood "
@@ -187,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dtype", choices=("auto", "float32", "float64"), default="auto",
                    help="dtype of the simulated data (default auto: the dtype of the model's "
                         "parameters, float32 if it has none)")
+    s.add_argument("--per-example", action="append", default=None, metavar="NAME=PATH[:KEY]",
+                   help="a per-example model argument with one row per simulated example, passed as "
+                        "the model keyword NAME; repeatable (default: none)")
     s.add_argument("--guide", metavar="SPEC", default=None,
                    help="run both directions on the encoder path from this guide (default: the "
                         "prior path)")

@@ -16,15 +16,15 @@ from pyrolik.app.loading import (
     defines_load,
     load_callable,
     load_data,
+    load_per_example,
     load_weights,
     parameter_dtype,
     prepare_modules,
-    read_result,
 )
 from pyrolik.execution.distributed import Shard, init_from_env
 from pyrolik.execution.threads import set_threads
 from pyrolik.io.checkpoint import remove_checkpoint
-from pyrolik.io.files import save_result
+from pyrolik.io.netcdf import load, save
 from pyrolik.mcmc.hmc import HMC
 
 __all__ = ["evaluate", "bdmc", "summary"]
@@ -120,9 +120,9 @@ def _finish_checkpoint(args, shard: Shard) -> None:
     if not args.checkpoint or args.keep_checkpoint:
         return
     _barrier(shard)
-    from pyrolik.infer._assembly import checkpoint_path
+    from pyrolik.io.checkpoint import checkpoint_path
 
-    remove_checkpoint(checkpoint_path(args.checkpoint, shard))
+    remove_checkpoint(checkpoint_path(args.checkpoint, tuple(shard)))
 
 
 def _warn(messages: list[str]) -> None:
@@ -159,6 +159,11 @@ def evaluate(args) -> int:
                       device=device, integer_dtype=model_dtype or torch.float32)
         if args.dtype == "auto":
             check_data_dtype(x, model_dtype, args.data)
+        kwargs = {**kwargs, **load_per_example(args.per_example, args.data, x.shape[0], x,
+                                               args.limit, device)}
+        if args.per_example and "kde" in args.estimators:
+            raise ValueError("kde compares x with samples of the model's marginal, which has no "
+                             "per-example arguments: drop kde or --per-example")
         validation = None
         if "kde" in args.estimators and args.validation:  # read before hours of other work
             validation = load_data(args.validation, key=args.data_key,
@@ -182,7 +187,7 @@ def evaluate(args) -> int:
                 result = (_kde(args, model, kwargs, x, validation, device, progress)
                           if shard.is_main else None)
             if shard.is_main:
-                save_result(result, paths[name])
+                save(result, paths[name])
                 results[name] = result
             if name == "ais":
                 _finish_checkpoint(args, shard)
@@ -214,12 +219,14 @@ def bdmc(args) -> int:
         batch_size = _batch_size(args.batch_size, args.num_examples, shard)
         dtype = (parameter_dtype(model, module) or torch.float32 if args.dtype == "auto"
                  else getattr(torch, args.dtype))
+        kwargs = {**kwargs, **load_per_example(args.per_example, None, args.num_examples, None,
+                                               device=device)}
         sim = pyrolik.simulate(model, args.num_examples, data_shape=args.data_shape,
                                model_kwargs=kwargs, seed=args.seed, dtype=dtype, device=device)
         result = pyrolik.bdmc(model, data=sim, init=guide,
                               **_ais_kwargs(args, shard, batch_size, kwargs))
         if shard.is_main:
-            save_result(result, paths["bdmc"])
+            save(result, paths["bdmc"])
         _finish_checkpoint(args, shard)
         if shard.is_main:
             _report({"bdmc": result}, paths)
@@ -231,16 +238,15 @@ def bdmc(args) -> int:
 def summary(args) -> int:
     """``pyrolik summary``: print the summary (and warnings) of result files.
 
-    Only netCDF/zarr result files are read (:func:`pyrolik.app.loading.read_result`): a model
-    checkpoint or any other file is refused with a message that says what it is, and nothing is
-    unpickled.
+    Only netCDF/zarr result files are read (:func:`pyrolik.io.netcdf.load`): a model checkpoint
+    or any other file is refused with a message that says what it is, and nothing is unpickled.
     """
-    results = [(path, read_result(path)) for path in args.results]  # refuse before printing
+    results = [(path, load(path)) for path in args.results]  # refuse before printing anything
     for i, (path, result) in enumerate(results):
         if i:
             print()
         print(f"{path}:")
-        print(result.summary())
+        print(result.summary())  # fixed width: the estimate is never elided
         _warn(result.warnings())
         if args.per_example:
             print(_per_example(result).to_string())

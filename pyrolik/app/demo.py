@@ -244,7 +244,7 @@ def _plot_estimates(table: pd.DataFrame, plt):
 _SHORT = {"likelihood_weighting": "lw"}
 _COLUMNS = [("model", "model", "{}"), ("estimator", "estimator", "{}"), ("bound", "bound", "{}"),
             ("log p(x)", "log p(x) [nats]", "{:.2f}"), ("stderr", "stderr", "{:.2f}"),
-            ("MCSE", "MCSE", "{:.3f}"), ("bits/dim (k)", "bits/dim (k)", "{:.3f}"),
+            ("MCSE", "MCSE", "{:.2f}"), ("bits/dim (k)", "bits/dim (k)", "{:.3f}"),
             ("BDMC gap", "BDMC gap [nats]", "{:.2f}"), ("time", "seconds", "{:.0f} s")]
 
 
@@ -263,10 +263,11 @@ def format_table(table: pd.DataFrame, width: int = 80) -> str:
     heads = [h for h, _, _ in _COLUMNS]
     widths = [max([len(h)] + [len(c[j]) for c in cells]) for j, h in enumerate(heads)]
     left = {0, 1, 2}
+    sep = "  " if sum(widths) + 2 * (len(widths) - 1) <= width else " "
 
     def fmt_line(parts):
-        return "  ".join(p.ljust(w) if j in left else p.rjust(w)
-                         for j, (p, w) in enumerate(zip(parts, widths, strict=True))).rstrip()
+        return sep.join(p.ljust(w) if j in left else p.rjust(w)
+                        for j, (p, w) in enumerate(zip(parts, widths, strict=True))).rstrip()
 
     lines = [fmt_line(heads)] + [fmt_line(c) for c in cells]
     notes = table.attrs.get("warnings", [])

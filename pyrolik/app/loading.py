@@ -16,8 +16,8 @@ Model convention for ``pyrolik evaluate`` / ``pyrolik bdmc``:
   ``--weights`` gets a warning: its model would run with untrained parameters.
 - With ``--dtype auto``, floating data must have the dtype of the model's parameters (an error
   names the ``--dtype`` to pass); integer or boolean data become that dtype.
-- ``pyrolik summary`` reads result files with :func:`read_result`: netCDF or zarr only, never a
-  pickle.
+- ``pyrolik summary`` reads result files with :func:`pyrolik.io.netcdf.load`: netCDF or zarr
+  only, never a pickle.
 - Every ``torch.nn.Module`` at the top level of the model's module (and the model itself, if it is
   one) is put in ``eval()`` mode (chains must not interact through batch statistics) and moved to
   ``--device``.
@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 __all__ = ["load_callable", "load_weights", "defines_load", "prepare_modules", "parameter_dtype",
-           "load_data", "check_data_dtype", "read_result", "DATA_SUFFIXES"]
+           "load_data", "load_per_example", "check_data_dtype", "DATA_SUFFIXES"]
 
 DATA_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
 
@@ -150,41 +150,6 @@ def check_data_dtype(x: torch.Tensor, model_dtype: torch.dtype | None, path: Any
                      "model converts its inputs itself)")
 
 
-_MAGIC = {b"PK\x03\x04": "a PyTorch file (torch.save, a zip), such as model weights: give those to "
-                         "evaluate or bdmc with --weights",
-          b"\x93NUM": "a NumPy array: give data to evaluate with --data",
-          b"\x80": "a pickle file"}
-_NETCDF = (b"CDF\x01", b"CDF\x02", b"\x89HDF")
-
-
-def read_result(path: str | os.PathLike) -> Any:
-    """Read a result file written by ``pyrolik evaluate``/``bdmc`` or :func:`pyrolik.save`.
-
-    Only netCDF (or zarr) files are opened, with :func:`pyrolik.load`; nothing is unpickled, so a
-    file from elsewhere cannot run code. Anything else is refused with a message saying what the
-    file looks like.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"result file {path} does not exist")
-    if not path.is_dir():
-        with path.open("rb") as f:
-            head = f.read(4)
-        if head not in _NETCDF:
-            what = next((v for k, v in _MAGIC.items() if head.startswith(k)), "not a netCDF file")
-            raise ValueError(f"{path} is not a pyrolik result file ({what}); pyrolik summary "
-                             "reads the netCDF files (.nc) that pyrolik evaluate, pyrolik bdmc "
-                             "and pyrolik.save write")
-    from pyrolik.io.export import load
-
-    try:
-        return load(path)
-    except Exception as err:  # noqa: BLE001 - any failure means the file holds no result
-        first = str(err).splitlines()[0] if str(err) else ""
-        raise ValueError(f"{path} is not a pyrolik result file: pyrolik.load cannot read it as a "
-                         f"result ({type(err).__name__}: {first})") from err
-
-
 def _pick(arrays: dict[str, Any], key: str | None, path: Path) -> Any:
     if key is not None:
         if key not in arrays:
@@ -197,15 +162,8 @@ def _pick(arrays: dict[str, Any], key: str | None, path: Path) -> Any:
     raise ValueError(f"{path} holds several arrays {sorted(arrays)}: choose one with --data-key")
 
 
-def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "auto",
-              limit: int | None = None, device: torch.device | str = "cpu",
-              integer_dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Read observations ``(N, *event_shape)`` from .npy, .npz or .pt (a tensor or a dict of them).
-
-    ``dtype="auto"`` keeps floating data as they are and turns integer or boolean data (e.g.
-    binarized images) into ``integer_dtype`` (the model's, on the command line).
-    """
-    path = Path(path)
+def _read(path: Path, key: str | None) -> torch.Tensor:
+    """The array of a .npy, .npz or .pt file (``key`` picks one of several), as a tensor."""
     if not path.is_file():
         raise FileNotFoundError(f"data file {path} does not exist")
     suffix = path.suffix.lower()
@@ -226,6 +184,19 @@ def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "
         data = torch.from_numpy(np.ascontiguousarray(data))
     if not isinstance(data, torch.Tensor):
         raise ValueError(f"{path} holds a {type(data).__name__}, not an array of observations")
+    return data
+
+
+def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "auto",
+              limit: int | None = None, device: torch.device | str = "cpu",
+              integer_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Read observations ``(N, *event_shape)`` from .npy, .npz or .pt (a tensor or a dict of them).
+
+    ``dtype="auto"`` keeps floating data as they are and turns integer or boolean data (e.g.
+    binarized images) into ``integer_dtype`` (the model's, on the command line).
+    """
+    path = Path(path)
+    data = _read(path, key)
     if dtype == "auto":
         target = data.dtype if data.is_floating_point() else integer_dtype
     elif dtype in ("float32", "float64"):
@@ -237,3 +208,38 @@ def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "
     if limit is not None:
         data = data[:limit]
     return data.to(device=device, dtype=target)
+
+
+def load_per_example(specs: list[str] | None, data: str | os.PathLike | None, num_examples: int,
+                     like: torch.Tensor | None, limit: int | None = None,
+                     device: torch.device | str = "cpu") -> dict[str, Any]:
+    """``--per-example NAME=KEY`` (an array of the --data file) or ``NAME=PATH[:KEY]`` (another
+    file): model keyword arguments marked per example (``pyrolik.per_example``), one row per example.
+
+    Floating arrays take the dtype of ``like`` (the data); integer ones (labels) keep theirs.
+    """
+    from pyrolik.model.arguments import per_example
+
+    out: dict[str, Any] = {}
+    for spec in specs or []:
+        name, sep, source = spec.partition("=")
+        if not sep or not name.isidentifier() or not source:
+            raise ValueError(f"--per-example {spec!r}: write NAME=KEY (an array of the --data file) "
+                             "or NAME=PATH[:KEY]")
+        path_part, _, key = source.partition(":") if source.lower().split(":")[0].endswith(
+            DATA_SUFFIXES) else ("", "", source)
+        path = Path(path_part) if path_part else (Path(data) if data is not None else None)
+        if path is None:
+            raise ValueError(f"--per-example {spec!r}: name a file, NAME=PATH[:KEY] (there is no "
+                             "--data file here)")
+        value = _read(path, key or None)
+        if limit is not None and path_part == "":
+            value = value[:limit]
+        if value.dim() < 1 or value.shape[0] != num_examples:
+            raise ValueError(f"--per-example {name}: {path} holds an array of shape "
+                             f"{tuple(value.shape)}, not one row for each of the {num_examples} "
+                             "examples")
+        if value.is_floating_point() and like is not None:
+            value = value.to(like.dtype)
+        out[name] = per_example(value.to(device))
+    return out
