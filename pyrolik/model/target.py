@@ -35,6 +35,7 @@ from pyrolik.model.guide_cache import KeptGuide
 from pyrolik.model.layout import Layout, SiteLayout
 from pyrolik.model.modules import check_program
 from pyrolik.model.replay import Replayed, replay_default
+from pyrolik.model.rows import check_rows_independent
 
 __all__ = ["AnnealingPath", "Draw", "Inputs", "SiteLayout", "Target", "ValueAndGrad", "make_target",
            "prepare_inputs"]
@@ -318,7 +319,8 @@ def make_target(
         flipped_guide = check_guide_sites(guide, x_rep, num_chains, *marked, layout)
     program = Program(layout, model, x_rep, *marked, guide,
                       eval_modules=bool(flipped or flipped_guide))
-    check_program(program, flipped, flipped_guide)
+    u, density = check_program(program, flipped, flipped_guide)
+    check_rows_independent(program, u, density)
     return Target(layout, program, replay)
 
 
