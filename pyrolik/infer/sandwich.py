@@ -30,7 +30,16 @@ from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
-from pyrolik.infer.driver import Leg, Run, anneal, finish, open_checkpoint, prepare, settings_of
+from pyrolik.infer.driver import (
+    Leg,
+    Run,
+    adaptive_of,
+    anneal,
+    finish,
+    open_checkpoint,
+    prepare,
+    settings_of,
+)
 from pyrolik.infer.latents import expand_latents
 from pyrolik.model.simulation import draw_joint
 from pyrolik.model.target import Target, make_target, prepare_inputs
@@ -107,7 +116,7 @@ def bdmc(
     data_shape: tuple[int, ...] | None = None,
     num_steps: int | None,
     num_chains: int,
-    schedule: str | Tensor = "sigmoid",
+    schedule: str | Tensor = "auto",
     kernel=None,
     init: Callable[..., Any] | None = None,
     data: tuple[Tensor, dict[str, Tensor] | Tensor] | None = None,
@@ -166,6 +175,7 @@ def bdmc(
                            init)
     legs = (Leg("forward", num_chains), Leg("reverse", num_chains, latents))
     run = Run("bdmc", model, x, betas, kernel, legs, seed, shard, settings, guide=init,
+              adaptive=adaptive_of(schedule, kernel, num_chains),
               model_args=tuple(model_args), model_kwargs=dict(model_kwargs or {}),
               batch_size=batch_size, record_every=record_every, progress=progress, desc="BDMC",
               check=_check_posterior_start if user_data else None,
