@@ -36,6 +36,7 @@ from pyrolik.model.layout import Layout, SiteLayout
 from pyrolik.model.modules import check_program
 from pyrolik.model.replay import Replayed, replay_default
 from pyrolik.model.rows import check_rows_independent
+from pyrolik.model.supports import refuse_annealing
 
 __all__ = ["AnnealingPath", "Draw", "Inputs", "SiteLayout", "Target", "ValueAndGrad", "make_target",
            "prepare_inputs"]
@@ -229,6 +230,7 @@ class Target:
     def _check_path(self, name: str) -> None:
         if name not in PATHS:
             raise ValueError(f"path must be one of {PATHS}, got {name!r}")
+        refuse_annealing(self.layout.circular)  # HMC would move a circular latent over many turns
         if name == "guide":
             self.guide_or_raise()
 
