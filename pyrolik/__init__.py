@@ -9,6 +9,7 @@ The package is layered; each layer imports only the ones above it in this list:
   importance sampling, KDE, CSL);
 - :mod:`pyrolik.diagnostics`: statistics, checks in plain words, plots, comparison, units;
 - :mod:`pyrolik.io`: export to xarray/ArviZ, result files, checkpoints, data sets;
+- :mod:`pyrolik.training`: log p(x) of fixed train and test subsets inside a training loop;
 - :mod:`pyrolik.app`: the command line and the demo.
 """
 
@@ -34,6 +35,7 @@ from pyrolik.io.export import load, save
 from pyrolik.mcmc import schedules
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
+from pyrolik.training import TrainingMonitor
 
 from pyrolik import curves, diagnostics  # isort: skip  (subpackages that import the above)
 
@@ -68,6 +70,8 @@ __all__ = [
     # plots and modules
     "plot_bdmc_convergence",
     "plot_posterior_decodings",
+    # evaluation during training
+    "TrainingMonitor",
     "diagnostics",
     "plots",
     "units",
