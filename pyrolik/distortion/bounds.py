@@ -123,6 +123,13 @@ class DistortionBDMC:
         df.index.name = "checked beta"
         return df
 
+    def warnings(self) -> list[str]:
+        """Each checked point's BDMC warnings (a gap above 1 nat among them), in plain words."""
+        names = (self.sigmas if self.mode == "gaussian" else self.betas).tolist()
+        what = "sigma" if self.mode == "gaussian" else "beta"
+        return [f"at {what} {v:.4g}: {w}" for v, res in zip(names, self.results, strict=True)
+                for w in res.warnings()]
+
     def to_datatree(self):
         """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.distortion.export`)."""
         from pyrolik.distortion.export import bdmc_to_datatree

@@ -35,7 +35,7 @@ import xarray as xr
 from pyrolik.distortion.curve import OPTIMAL_SIGMA_WARNING, DistortionCurve
 from pyrolik.io.export import _versions, from_datatree, to_datatree
 
-__all__ = ["curve_to_datatree", "curve_from_datatree", "bdmc_to_datatree"]
+__all__ = ["curve_to_datatree", "curve_from_datatree", "bdmc_to_datatree", "bdmc_from_datatree"]
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -134,3 +134,19 @@ def bdmc_to_datatree(result: Any) -> xr.DataTree:
                   "method": "bdmc (distortion path)", "mode": result.mode, "bound": "sandwich",
                   "num_values": int(result.num_values), "wall_time": float(result.wall_time)}
     return tree
+
+
+def bdmc_from_datatree(tree: xr.DataTree) -> Any:
+    """Rebuild a :class:`~pyrolik.distortion.bounds.DistortionBDMC` from :func:`bdmc_to_datatree`."""
+    from pyrolik.distortion.bounds import DistortionBDMC
+
+    ds = tree["bdmc"].to_dataset()
+
+    def t(name: str) -> torch.Tensor:
+        return torch.from_numpy(np.array(ds[name].transpose("beta", "example").values))
+
+    results = [from_datatree(tree[f"beta_{j}"]) for j in range(ds.sizes["beta"])]
+    return DistortionBDMC(tree.attrs["mode"], torch.from_numpy(np.array(ds["beta"].values)),
+                          t("lower"), t("upper"), t("distortion"), int(tree.attrs["num_values"]),
+                          [r.x for r in results], results, None,
+                          float(tree.attrs.get("wall_time", np.nan)))

@@ -206,6 +206,8 @@ def to_datatree(result: Result) -> xr.DataTree:
     """
     if isinstance(result, BDMCResult):
         return _bdmc_tree(result)
+    if not isinstance(result, EstimateResult) and hasattr(result, "to_datatree"):
+        return result.to_datatree()  # results that export themselves (pyrolik.distortion)
     if not isinstance(result, EstimateResult):
         raise TypeError(f"expected a pyrolik result (EstimateResult, AISResult or BDMCResult), got "
                         f"{type(result).__name__}")
@@ -303,6 +305,11 @@ def from_datatree(tree: Any) -> Result:
     if kind is None:
         raise ValueError("this tree was not written by pyrolik (no 'pyrolik_result' attribute); "
                          "load files made by pyrolik.save or result.to_datatree()")
+    if kind in ("DistortionCurve", "DistortionBDMC"):  # pyrolik.distortion's own trees
+        from pyrolik.distortion import export as _distortion
+
+        return (_distortion.curve_from_datatree(tree) if kind == "DistortionCurve"
+                else _distortion.bdmc_from_datatree(tree))
     if kind == "BDMCResult":
         if "lower" not in tree.children:
             tree = _unflatten(tree)
