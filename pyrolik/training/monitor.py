@@ -63,7 +63,8 @@ class TrainingMonitor:
     kernel : pyrolik.HMC, optional
         AIS transition kernel (default ``HMC()``).
     model_args, model_kwargs : tuple, dict
-        Passed to the model and guide at every evaluation.
+        Passed to the model and guide at every evaluation (shared by both subsets: no
+        per-example tensors).
     module : torch.nn.Module, optional
         Put in ``eval()`` mode while evaluating (default: ``model`` itself when it is a module).
     seed : int
@@ -100,9 +101,10 @@ class TrainingMonitor:
         if not callable(model):
             raise TypeError(f"model must be a callable Pyro model, got {type(model).__name__}")
         self.subsets = {"train": validate_data(x_train), "test": validate_data(x_test)}
-        if x_train.shape[1:] != x_test.shape[1:]:
-            raise ValueError(f"x_train and x_test must have the same event shape, got "
-                             f"{tuple(x_train.shape[1:])} and {tuple(x_test.shape[1:])}")
+        if x_train.shape[1:] != x_test.shape[1:] or x_train.dtype != x_test.dtype:
+            raise ValueError(f"x_train and x_test must have the same event shape and dtype, got "
+                             f"{tuple(x_train.shape[1:])} {x_train.dtype} and "
+                             f"{tuple(x_test.shape[1:])} {x_test.dtype}")
         if isinstance(methods, str):
             methods = (methods,)
         methods = tuple(methods)
@@ -164,12 +166,15 @@ class TrainingMonitor:
             self.module.eval()
         try:
             row: dict[str, Any] = {}
+            # train and test in one call: one model trace, one pilot, one replay recording
+            both = torch.cat([self.subsets["train"], self.subsets["test"]])
+            n_train = self.subsets["train"].shape[0]
             for method in self.methods:
-                for subset, x in self.subsets.items():
-                    ll, mcse = self._estimate(method, x)
-                    self.estimates[method][subset].append(ll)
-                    self.mcse[method][subset].append(mcse)
-                    row[f"{method}/{subset}"] = float(ll.mean())
+                ll, mcse = self._estimate(method, both)
+                for subset, part in (("train", slice(None, n_train)), ("test", slice(n_train, None))):
+                    self.estimates[method][subset].append(ll[part])
+                    self.mcse[method][subset].append(mcse[part])
+                    row[f"{method}/{subset}"] = float(ll[part].mean())
         finally:
             if self.module is not None:
                 self.module.train(was_training)
