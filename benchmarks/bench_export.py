@@ -19,7 +19,7 @@ import torch
 
 import pyrolik
 from benchmarks._common import decoder, pyro_model
-from pyrolik.mcmc.adaptation import StepSizes
+from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.results import AISResult
 
 

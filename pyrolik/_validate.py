@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["validate_data", "check_count"]
+__all__ = ["validate_data", "check_count", "check_optional_count", "check_model", "check_guide"]
 
 
 def validate_data(x: Any) -> Tensor:
@@ -38,3 +38,26 @@ def check_count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return value
+
+
+def check_model(model: Any, name: str = "model") -> Any:
+    """Raise unless ``model`` is callable (a Pyro model)."""
+    if not callable(model):
+        raise TypeError(f"{name} must be a callable Pyro model, got {type(model).__name__}")
+    return model
+
+
+def check_guide(guide: Any, name: str = "guide", optional: bool = False) -> Any:
+    """Raise unless ``guide`` is a callable Pyro guide (or ``None`` when ``optional``)."""
+    if guide is None and optional:
+        return None
+    if not callable(guide):
+        allowed = " or None" if optional else ""
+        raise TypeError(f"{name} must be a callable Pyro guide{allowed}, got "
+                        f"{type(guide).__name__}")
+    return guide
+
+
+def check_optional_count(name: str, value: Any) -> int | None:
+    """Raise unless ``value`` is ``None`` or a positive integer."""
+    return None if value is None else check_count(name, value)

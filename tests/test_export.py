@@ -77,7 +77,7 @@ def check_ais(tree: xr.DataTree, r: AISResult) -> None:
     assert_array_equal(lw["mean_acceptance_rate"].values, n(r.acceptance_rate))
     assert_array_equal(lw["num_divergent"].values, n(r.num_divergent))
     assert tree.attrs["direction"] == r.direction and tree.attrs["path"] == r.path
-    assert json.loads(tree.attrs["kernel"]) == dataclasses.asdict(r.kernel)
+    assert json.loads(tree.attrs["kernel"]) == r.kernel.to_dict()
 
 
 def check_any(tree, r) -> None:
@@ -184,7 +184,7 @@ def test_saved_result_summarises_without_rerunning(results, name, tmp_path, monk
         raise AssertionError("loading must not rerun the estimator")
 
     for mod, fn in (("infer.annealing", "anneal"), ("infer.sandwich", "anneal"),
-                    ("mcmc.adaptation", "pilot")):
+                    ("infer.driver", "anneal"), ("mcmc.adaptation", "run_pilot")):
         monkeypatch.setattr(f"pyrolik.{mod}.{fn}", no_rerun)
     back = pyrolik.load(path)
     pd.testing.assert_frame_equal(back.summary(), r.summary())

@@ -250,7 +250,7 @@ def test_guide_errors():
         pyrolik.iwae(sm.model, _empty_guide, X, num_samples=2)
     with pytest.raises(ValueError, match="guide misses the latent site"):
         pyrolik.ais(sm.model, X, init=_empty_guide, **AIS)
-    with pytest.raises(TypeError, match="init must be a Pyro guide"):
+    with pytest.raises(TypeError, match="init must be a callable Pyro guide"):
         pyrolik.ais(sm.model, X, init="guide", **AIS)
 
 

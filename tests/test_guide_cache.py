@@ -60,7 +60,7 @@ def test_an_amortised_guide_is_run_once_and_gives_the_same_numbers(lg):
     guide = CountingGuide(lg.data_dim, lg.latent_dim)
     t, u = _target(lg, guide)
     first = t.value_and_grad(u, "guide")
-    assert t._memo["guide"] is not False  # the guide qualified
+    assert t.kept_guide.cached is not False  # the guide qualified
     calls = guide.calls
     for step in range(3):
         got = t.value_and_grad(u + 0.1 * step, "guide")
@@ -86,7 +86,7 @@ def test_random_and_latent_dependent_guides_are_rerun(lg):
     noisy = CountingGuide(lg.data_dim, lg.latent_dim, dropout=0.5)  # training mode: dropout on
     t, u = _target(lg, noisy)
     t.value_and_grad(u, "guide")
-    assert t._memo["guide"] is False
+    assert t.kept_guide.cached is False
     calls = noisy.calls
     t.value_and_grad(u, "guide")
     assert noisy.calls == calls + 1
@@ -112,7 +112,7 @@ def test_random_and_latent_dependent_guides_are_rerun(lg):
         t = make_target(model, x, num_chains=2, guide=guide)
         u = torch.randn(t.rows, t.latent_dim, generator=torch.Generator().manual_seed(1))
         got = t.value_and_grad(u, "guide")
-        assert t._memo["guide"] is False
+        assert t.kept_guide.cached is False
         if guide is chained:  # (with detach the guide's own gradient is not the density's)
             for a, b in zip(got, _reference(t, u), strict=True):
                 torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)

@@ -1,4 +1,4 @@
-"""The model adapter: log densities, gradients, layouts and the errors of API.md."""
+"""The adapter's facade: annealing paths as objects, the layers around one evaluation, first chains."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from models.linear_gaussian import LinearGaussian
-from pyrolik.model.target import make_target
+from pyrolik.model.target import AnnealingPath, make_target
 
 
 @pytest.fixture
@@ -16,138 +16,59 @@ def lg():
     return LinearGaussian.random(data_dim=5, latent_dim=2, s=0.5, seed=0)
 
 
-def test_linear_gaussian_log_joint_and_gradients(lg):
+def _mean_field(lg):
+    def guide(x):
+        post = lg.exact_posterior(x)
+        with pyro.plate("data", x.shape[0]):
+            sd = post.covariance_matrix.diagonal(dim1=-2, dim2=-1).sqrt()
+            pyro.sample("z", dist.Normal(post.loc, sd).to_event(1))
+
+    return guide
+
+
+def test_paths_are_objects_over_one_evaluation(lg):
     x = lg.sample(3, torch.Generator().manual_seed(1))
-    t = make_target(lg, x, num_chains=4)
-    assert (t.rows, t.latent_dim, t.plate_name, t.observed) == (12, 2, "data", ("x",))
-    u = torch.randn(12, 2, generator=torch.Generator().manual_seed(2))
+    t = make_target(lg, x, num_chains=2, guide=_mean_field(lg), replay=False)
+    u = torch.randn(t.rows, t.latent_dim, generator=torch.Generator().manual_seed(2))
+    prior, guide = t.path("prior"), t.path("guide")
+    assert isinstance(prior, AnnealingPath) and guide.name == "guide"
+    for path in (prior, guide):
+        a, b = path.value_and_grad(u), t.value_and_grad(u, path.name)
+        for p, q in zip(a, b, strict=True):
+            assert torch.equal(p, q)
     lp, lo = t.log_prior_and_obs(u)
-    ref_lp = dist.Normal(0.0, 1.0).log_prob(u).sum(-1)
-    ref_lo = dist.Normal(u @ lg.W.T + lg.b, lg.s).log_prob(x.repeat(4, 1)).sum(-1)
-    torch.testing.assert_close(lp, ref_lp, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(lo, ref_lo, rtol=1e-12, atol=1e-12)
-    vg = t.value_and_grad(u)
-    torch.testing.assert_close(vg.grad_init, -u)
-    resid = (x.repeat(4, 1) - u @ lg.W.T - lg.b) / lg.s**2
-    torch.testing.assert_close(vg.grad_ratio, resid @ lg.W)
+    vg = prior.value_and_grad(u)
+    assert torch.equal(vg.log_init, lp) and torch.equal(vg.log_ratio, lo)
+    vg = guide.value_and_grad(u)
+    torch.testing.assert_close(vg.log_init, t.log_guide(u), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(vg.log_ratio, lp + lo - t.log_guide(u), rtol=1e-12, atol=1e-12)
+    assert t.kept_guide.cached is not False  # the mean-field guide is kept, not rerun
+    draw = guide.sample_initial(torch.Generator().manual_seed(3))
+    assert draw.shape == (t.rows, t.latent_dim)
+    assert (prior.evaluation, guide.evaluation) == ("eager", "eager")
 
 
-def test_rows_are_chain_major_and_chains_do_not_interact(lg):
+def test_a_path_that_cannot_exist_is_refused(lg):
+    t = make_target(lg, lg.sample(2))
+    with pytest.raises(ValueError, match="built without a guide"):
+        t.path("guide")
+    with pytest.raises(ValueError, match=r"path must be one of \('prior', 'guide'\)"):
+        t.path("posterior")
+    with pytest.raises(ValueError, match="built without a guide"):
+        t.value_and_grad(torch.zeros(t.rows, t.latent_dim), "guide")
+
+
+def test_first_chains_is_the_same_target_on_fewer_rows(lg):
     x = lg.sample(3, torch.Generator().manual_seed(1))
-    t = make_target(lg, x, num_chains=2)
-    torch.testing.assert_close(t.x[4], x[1])  # row k*N + n holds example n
-    u = torch.randn(6, 2)
-    g = t.value_and_grad(u).grad_ratio
-    u2 = u.clone()
-    u2[5] += 10.0  # perturb chain 1 of example 2
-    g2 = t.value_and_grad(u2).grad_ratio
-    torch.testing.assert_close(g[:5], g2[:5])
-    assert not torch.allclose(g[5], g2[5])
-
-
-def test_constrained_sites_carry_their_log_jacobian():
-    def model(x):
-        with pyro.plate("data", x.shape[0]):
-            a = pyro.sample("a", dist.Uniform(-1.0, 2.0))
-            b = pyro.sample("b", dist.LogNormal(0.0, 1.0).expand([2]).to_event(1))
-            pyro.sample("x", dist.Normal(a.unsqueeze(-1) * b, 1.0).to_event(1), obs=x)
-
-    x = torch.randn(3, 2)
-    t = make_target(model, x, num_chains=2)
-    assert [(s.name, s.size) for s in t.sites] == [("a", 1), ("b", 2)]
-    u = torch.randn(6, 3)
-    lp, _ = t.log_prior_and_obs(u)
-    # by hand: a = -1 + 3 sigmoid(u0), b = exp(u1:3)
-    s = torch.sigmoid(u[:, 0])
-    ref_a = torch.log(torch.tensor(1 / 3.0)) + torch.log(3 * s * (1 - s))
-    ref_b = (dist.LogNormal(0.0, 1.0).log_prob(u[:, 1:].exp()) + u[:, 1:]).sum(-1)
-    torch.testing.assert_close(lp, ref_a + ref_b)
-    z = t.unravel(u)
-    assert z["a"].shape == (2, 3) and z["b"].shape == (2, 3, 2)
-    torch.testing.assert_close(t.ravel(t.constrain(u)), u)
-
-
-def test_sites_outside_the_plate_and_in_nested_plates():
-    def model(x):
-        with pyro.plate("data", x.shape[0], dim=-2):
-            with pyro.plate("pix", x.shape[1], dim=-1):
-                z = pyro.sample("z", dist.Normal(0.0, 1.0))
-                pyro.sample("x", dist.Normal(z, 1.0), obs=x)
-
-    x = torch.randn(4, 3)
-    t = make_target(model, x, num_chains=2)
-    assert t.latent_dim == 3 and t.sites[0].plate_index == 0
-    u = torch.randn(8, 3)
-    lp, lo = t.log_prior_and_obs(u)
-    torch.testing.assert_close(lo, dist.Normal(u, 1.0).log_prob(x.repeat(2, 1)).sum(-1))
-
-
-def test_errors_name_the_fix(lg):
-    x = lg.sample(3)
-    with pytest.raises(TypeError, match="torch.Tensor"):
-        make_target(lg, x.numpy())
-    bad = x.clone()
-    bad[1, 0] = float("nan")
-    with pytest.raises(ValueError, match=r"NaN or inf in examples \[1\]"):
-        make_target(lg, bad)
-    with pytest.raises(ValueError, match="does not fit|shape"):
-        make_target(lg, torch.randn(3, 7))
-    with pytest.raises(ValueError, match=r"x of shape \(3, 7\) \(run as 4 stacked copies"):
-        make_target(lg, torch.randn(3, 7), num_chains=4)
-    with pytest.raises(ValueError, match="num_chains must be a positive integer"):
-        make_target(lg, x, num_chains=0)
-
-    def no_obs(x):
-        with pyro.plate("data", x.shape[0]):
-            pyro.sample("z", dist.Normal(0.0, 1.0))
-
-    with pytest.raises(ValueError, match="no observed site"):
-        make_target(no_obs, x)
-
-    def no_plate(x):
-        z = pyro.sample("z", dist.Normal(torch.zeros(x.shape[0]), 1.0).to_event(1))
-        pyro.sample("x", dist.Normal(z.unsqueeze(-1).expand(x.shape), 1.0).to_event(2), obs=x)
-
-    with pytest.raises(ValueError, match="no plate over the examples"):
-        make_target(no_plate, x)
-
-    def discrete(x):
-        with pyro.plate("data", x.shape[0]):
-            c = pyro.sample("c", dist.Bernoulli(0.5))
-            pyro.sample("x", dist.Normal(c.unsqueeze(-1).expand(x.shape), 1.0).to_event(1), obs=x)
-
-    with pytest.raises(TypeError, match="discrete"):
-        make_target(discrete, x)
-
-    def global_latent(x):
-        g = pyro.sample("g", dist.Normal(0.0, 1.0))
-        with pyro.plate("data", x.shape[0]):
-            pyro.sample("x", dist.Normal(g, 1.0).expand([x.shape[1]]).to_event(1), obs=x)
-
-    with pytest.raises(ValueError, match="outside the plate"):
-        make_target(global_latent, x)
-
-    def bad_guide(x):
-        pass
-
-    with pytest.raises(ValueError, match="guide misses the latent site"):
-        make_target(lg, x, guide=bad_guide)
-
-
-def test_float32_data_give_float32_densities(lg):
-    x = lg.sample(3).float()
-    t = make_target(lg, x, num_chains=2)
-    draw = t.sample_prior(torch.Generator().manual_seed(0))
-    assert draw.u.dtype == torch.float32
-    vg = t.value_and_grad(draw.u)
-    assert vg.log_ratio.dtype == torch.float32 and vg.grad_ratio.dtype == torch.float32
-
-
-def test_sampling_is_seeded_and_leaves_global_rng_alone(lg):
-    x = lg.sample(3)
-    t = make_target(lg, x, num_chains=2)
-    state = torch.get_rng_state()
-    a = t.sample_prior(torch.Generator().manual_seed(5)).u
-    b = t.sample_prior(torch.Generator().manual_seed(5)).u
-    assert torch.equal(a, b)
-    assert torch.equal(state, torch.get_rng_state())
+    t = make_target(lg, x, num_chains=4, replay=True)
+    u = torch.randn(t.rows, t.latent_dim, generator=torch.Generator().manual_seed(2))
+    for _ in range(3):
+        t.value_and_grad(u)
+    assert t.replay_status == {"prior": "replay"} and t.evaluation("prior") == "replay"
+    two = t.path("prior").first_chains(2)
+    assert (two.target.rows, two.target.num_chains, two.target.num_examples) == (6, 2, 3)
+    assert two.evaluation == "eager"  # layers of its own: nothing recorded yet
+    got = two.value_and_grad(u[:6])
+    want = t.value_and_grad(u)
+    assert torch.equal(got.log_ratio, want.log_ratio[:6])
+    assert t.first_chains(4) is t

@@ -105,9 +105,9 @@ def _finish_checkpoint(args, shard: Shard) -> None:
     if not args.checkpoint or args.keep_checkpoint:
         return
     _barrier(shard)
-    from pyrolik.infer._assembly import checkpoint_path
+    from pyrolik.io.checkpoint import checkpoint_path
 
-    remove_checkpoint(checkpoint_path(args.checkpoint, shard))
+    remove_checkpoint(checkpoint_path(args.checkpoint, tuple(shard)))
 
 
 def _report(results: dict[str, Any], paths: dict[str, Path], quiet: bool) -> None:

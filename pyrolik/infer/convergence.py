@@ -15,7 +15,6 @@ import pandas as pd
 
 from pyrolik._validate import check_count
 from pyrolik.infer.sandwich import Simulated, bdmc, simulate
-from pyrolik.mcmc.adaptation import WARMUP_TRANSITIONS, pilot_steps
 
 __all__ = ["bdmc_convergence", "plot_bdmc_convergence"]
 
@@ -52,10 +51,9 @@ def bdmc_convergence(
         r = bdmc(model, data=data, num_steps=s, num_chains=num_chains, seed=seed,
                  **bdmc_kwargs)
         kern = r.lower.kernel
-        pilot = 0.0
-        if kern.adapt == "pilot":  # run on pilot_chains (default K) of the 2K chains per example
-            share = min(kern.pilot_chains or num_chains, num_chains) / (2 * num_chains)
-            pilot = (pilot_steps(kern, s) + 2 * WARMUP_TRANSITIONS) * share
+        strategy = kern.adaptation  # its pilot runs pilot_chains (default K) of the 2K chains
+        pilot = (strategy.pilot_transitions(s) * strategy.pilot_chains(num_chains)
+                 / (2 * num_chains))
         n = len(r.x)
         rows.append({
             "num_steps": s,

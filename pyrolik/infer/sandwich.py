@@ -31,19 +31,9 @@ from pyrolik._random import fork_rng_from, resolve_seed
 from pyrolik._validate import check_count
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
-from pyrolik.execution.runner import run_batches
-from pyrolik.infer._assembly import (
-    finish,
-    initial_draw,
-    open_checkpoint,
-    payload,
-    prepare,
-    settings_of,
-    table_of,
-)
-from pyrolik.infer.annealing import AnnealOutput, anneal, expand_latents, latents_to_flat
-from pyrolik.mcmc.adaptation import pilot
-from pyrolik.model.target import make_target
+from pyrolik.infer.driver import Leg, Run, anneal, finish, open_checkpoint, prepare, settings_of
+from pyrolik.infer.latents import expand_latents
+from pyrolik.model.target import Target, make_target
 from pyrolik.results import BDMCResult
 
 __all__ = ["Simulated", "simulate", "bdmc"]
@@ -101,35 +91,15 @@ def simulate(
     return Simulated(x, latents)
 
 
-def _split(out: AnnealOutput, k: int, n: int) -> tuple[AnnealOutput, AnnealOutput]:
-    """A 2K-chain pass -> (forward chains :K, reverse chains K:)."""
-    kn = k * n
-
-    def rows(t: Tensor, lo: bool) -> Tensor:
-        return t[:kn] if lo else t[kn:]
-
-    def traced(name: str, t: Tensor, lo: bool) -> Tensor:
-        if name == "beta":
-            return t[:, :k] if lo else t[:, k:]
-        return t[:, :kn] if lo else t[:, kn:]
-
-    halves = []
-    for lo in (True, False):
-        st = out.state
-        state = type(st)(*(rows(v, lo) for v in st))
-        halves.append(AnnealOutput(
-            rows(out.log_weight, lo), state, rows(out.acceptance_rate, lo),
-            rows(out.num_divergent, lo),
-            {name: traced(name, v, lo) for name, v in out.trace.items()}, out.trace_steps))
-    return halves[0], halves[1]
-
-
-def _check_posterior_start(lo_start: Tensor, lo_final: Tensor, k: int, d: int) -> None:
+def _check_posterior_start(target: Target, starts: list[Tensor], finals: list[Tensor]) -> None:
     """Warn when user latents explain x far worse than forward AIS's final states do.
 
     Under the posterior, log p(x | z) spreads by about sqrt(d / 2) nats (Gaussian case); a start more
-    than ``5 sd + d + 5`` nats below the forward chains is not a posterior draw.
+    than ``5 sd + d + 5`` nats below the forward chains is not a posterior draw. ``target`` holds
+    the forward leg's K chains; ``starts`` and ``finals`` are the legs' rows (forward, reverse).
     """
+    k, d = target.num_chains, target.latent_dim
+    lo_start, lo_final = target.log_obs(starts[1]), target.log_obs(finals[0])
     start = lo_start.reshape(k, -1).mean(0)
     fwd = lo_final.reshape(k, -1)
     slack = 5 * fwd.std(0) + d + 5.0 if k > 1 else torch.full_like(start, d + 5.0)
@@ -139,7 +109,7 @@ def _check_posterior_start(lo_start: Tensor, lo_final: Tensor, k: int, d: int) -
             f"for {bad} examples the given latents explain x far worse than forward AIS's final "
             "states do: they do not look like exact posterior samples, and the reverse estimate is "
             "then NOT an upper bound. Pass (x, latents) simulated from the model (pyrolik.simulate).",
-            stacklevel=3,
+            stacklevel=7,
         )
 
 
@@ -201,57 +171,23 @@ def bdmc(
     x, latents = data
     x, betas, kernel = prepare(model, x, num_steps, num_chains, schedule, kernel, init,
                                record_every)
-    k, path = num_chains, ("prior" if init is None else "guide")
-    probe = make_target(model, x[:1], k, model_args=model_args, model_kwargs=model_kwargs)
+    probe = make_target(model, x[:1], num_chains, model_args=model_args,
+                        model_kwargs=model_kwargs)
     latents = expand_latents(probe, latents, x.shape[0])
-    both = torch.cat([betas.unsqueeze(1).expand(-1, k), betas.flip(0).unsqueeze(1).expand(-1, k)], 1)
-    settings = settings_of(num_steps or len(betas) - 1, k, schedule, kernel, batch_size, init)
-    ckpt = open_checkpoint(
-        "bdmc", checkpoint, checkpoint_every, model=model, x=x, seed=seed, guide=init,
-        settings={**settings, "kernel": kernel, "path": path, "record_every": record_every},
-        model_args=model_args, model_kwargs=model_kwargs, shard=shard,
-        extra={"schedule": betas, **{f"latents.{n}": v for n, v in latents.items()}})
-
-    def work(batch, resume, save):
-        sl = slice(batch.start, batch.stop)
-        n = batch.stop - batch.start
-        target = make_target(model, x[sl], 2 * k, model_args=model_args,
-                             model_kwargs=model_kwargs, guide=init)
-        half = make_target(model, x[sl], k, model_args=model_args, model_kwargs=model_kwargs)
-        z0 = loop = None
-        z_rev = latents_to_flat(half, {name: v[:, sl] for name, v in latents.items()})
-        if resume is None:
-            table = None
-            if kernel.adapt == "pilot":  # tuned on the forward half's K chains, as in ais
-                forward = target.first_chains(k)
-                table = pilot(forward, path, initial_draw(forward, path, batch.generator), kernel,
-                              betas, batch.generator)
-            z_fwd = initial_draw(target, path, batch.generator)[: k * n]
-            z0 = torch.cat([z_fwd, z_rev])
-        else:
-            table, loop = table_of(resume["table"]), resume["loop"]
-        keep = None if save is None else (lambda state: save({"table": tuple(table) if table
-                                                               else None, "loop": state}))
-        out = anneal(target, path, z0, both, kernel, batch.generator, step_sizes=table,
-                     record_every=record_every, progress=progress,
-                     desc=f"BDMC [{batch.start}:{batch.stop}]", resume=loop, checkpoint_fn=keep,
-                     checkpoint_every=checkpoint_every)
-        fwd, rev = _split(out, k, n)
-        if user_data:
-            _check_posterior_start(half.log_obs(z_rev), half.log_obs(fwd.state.z), k,
-                                   half.latent_dim)
-        how = target.evaluation(path)
-        return {"forward": payload(fwd, k, n, table, half.unravel(fwd.state.z), how),
-                "reverse": payload(rev, k, n, table, half.unravel(rev.state.z), how)}
-
-    parts = run_batches(x.shape[0], batch_size, seed, x.device, work, shard=shard,
-                        rows_per_example=2 * k, checkpoint=ckpt)
+    settings = settings_of(num_steps or len(betas) - 1, num_chains, schedule, kernel, batch_size,
+                           init)
+    legs = (Leg("forward", num_chains), Leg("reverse", num_chains, latents))
+    run = Run("bdmc", model, x, betas, kernel, legs, seed, shard, settings, guide=init,
+              model_args=tuple(model_args), model_kwargs=dict(model_kwargs or {}),
+              batch_size=batch_size, record_every=record_every, progress=progress, desc="BDMC",
+              check=_check_posterior_start if user_data else None,
+              checkpoint_every=checkpoint_every)
+    extra = {"schedule": betas, **{f"latents.{n}": v for n, v in latents.items()}}
+    parts = anneal(run, open_checkpoint(run, checkpoint, extra))
     if parts is None:
         return None
-    lower = finish("ais", "forward", path, x, [p["forward"] for p in parts], betas, kernel, seed,
-                   settings, start, k)
-    upper = finish("reverse_ais", "reverse", path, x, [p["reverse"] for p in parts],
-                   betas.flip(0), kernel, seed, settings, start, k)
+    lower = finish("ais", "forward", run, parts[0], start, num_chains)
+    upper = finish("reverse_ais", "reverse", run, parts[1], start, num_chains)
     wall = time.perf_counter() - start
     lower.wall_time = upper.wall_time = wall
     simulated = {name: v[0] for name, v in latents.items()}

@@ -36,7 +36,7 @@ from pyrolik._random import fork_rng_from
 from pyrolik._validate import check_count
 
 __all__ = ["Checkpoint", "fingerprint", "hash_tensors", "qualified_name", "remove_checkpoint",
-           "atomic_write_bytes"]
+           "atomic_write_bytes", "checkpoint_path"]
 
 MAGIC = b"PYROLIK-CHECKPOINT 1\n"
 
@@ -290,3 +290,15 @@ class Checkpoint:
         self.done[str(start)] = data[len(MAGIC):len(MAGIC) + 64].decode()
         self.partial = None
         self._write()
+
+
+def checkpoint_path(path: str | os.PathLike, shard: tuple[int, int] = (0, 1)) -> Path:
+    """Each process of a multi-process run keeps its own checkpoint: ``ckpt.rank1-of-4.pt``.
+
+    ``shard`` is ``(rank, world_size)``.
+    """
+    path = Path(path)
+    rank, world_size = shard
+    if world_size == 1:
+        return path
+    return path.with_name(f"{path.stem}.rank{rank}-of-{world_size}{path.suffix}")

@@ -34,7 +34,6 @@ and ``upper`` subtrees (each the export of its AIS run), a ``bdmc`` group (per-e
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import importlib.util
 import json
@@ -52,8 +51,8 @@ import torch
 import xarray as xr
 
 from pyrolik._version import __version__
-from pyrolik.mcmc.adaptation import StepSizes
 from pyrolik.mcmc.hmc import HMC
+from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
 __all__ = ["to_datatree", "to_inference_data", "from_datatree", "save", "load"]
@@ -111,8 +110,8 @@ def _attrs(result: EstimateResult) -> dict[str, Any]:
         attrs["seed"] = int(result.seed)
     if isinstance(result, AISResult):
         attrs.update(direction=result.direction, path=result.path)
-        if dataclasses.is_dataclass(result.kernel):
-            attrs["kernel"] = json.dumps(dataclasses.asdict(result.kernel))
+        if result.kernel is not None:
+            attrs["kernel"] = json.dumps(result.kernel.to_dict())
     return attrs
 
 

@@ -1,137 +1,260 @@
-r"""Pilot tuning of HMC step sizes (and a diagonal mass matrix) per example and temperature.
+r"""Adaptation strategies: how each annealing step's HMC step size (and mass matrix) is chosen.
 
-A short AIS pass on a coarse copy of the schedule adapts one step size per example toward the target
-acceptance rate, from the *population* acceptance of that example's chains:
-:math:`\log\epsilon_n \mathrel{+}= g\,(\bar a_n - a^*)`. The sizes met at each pilot temperature are
-smoothed and stored in a :class:`StepSizes` table; the estimating run (forward or reverse) reads
-them, interpolated in :math:`\beta`, and never adapts. Because the pilot chains are independent of
-the estimating chains, the estimating run is an exact AIS estimator (Neal 2001) in both directions,
-which is what BDMC needs. Starting far from a good step size costs nothing: the pilot warms up at
-:math:`\beta = 0` first (the slow adaptation of ``PEERS.md`` is avoided).
+A strategy is chosen once, in :class:`pyrolik.HMC` (``adapt="pilot" | "online" | None``, or a
+strategy object), and used in one place, the AIS driver: before a batch's chains start,
+:meth:`prepare` may run a pilot and return a :class:`StepSizes` table; :meth:`tuning` then gives the
+engine a :class:`Tuning`, which it asks for the :class:`HMCParams` of every transition and updates
+with that transition's diagnostics.
+
+- :class:`Pilot` (the default): a short AIS pass on a coarse copy of the schedule adapts one step
+  size per example toward the target acceptance, from the *population* acceptance of that example's
+  chains, :math:`\log\epsilon_n \mathrel{+}= g\,(\bar a_n - a^*)`; the sizes met at each pilot
+  temperature are smoothed into a table that the estimating run reads, interpolated in
+  :math:`\beta`, and never changes. The pilot's chains are independent of the estimating chains, so
+  the run is an exact AIS estimator (Neal 2001) in both directions, which is what BDMC needs.
+- :class:`Online`: each chain adapts its own step size from its own acceptance during the run, as in
+  Wu et al. (2017); cheaper, but a chain's history then shapes its transitions, which biases the
+  weights slightly (outside Neal's unbiasedness argument).
+- :class:`Fixed`: one step size throughout.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import torch
 from torch import Tensor
 
-from pyrolik.mcmc.hmc import HMC, HMCState
-from pyrolik.model.target import Target
+from pyrolik.mcmc.pilot import WARMUP_TRANSITIONS, run_pilot
+from pyrolik.mcmc.step_sizes import HMCParams, StepSizes
 
-__all__ = ["StepSizes", "pilot", "pilot_steps", "WARMUP_TRANSITIONS"]
+if TYPE_CHECKING:
+    from pyrolik.mcmc.hmc import HMC, HMCInfo
+    from pyrolik.model.target import AnnealingPath
 
-WARMUP_TRANSITIONS = 10  # adaptation transitions at beta = 0 before the pilot anneals, and at 1
+__all__ = ["Tuning", "TableTuning", "RowTuning", "Adaptation", "Pilot", "Online", "Fixed",
+           "from_settings", "HMCParams", "StepSizes", "WARMUP_TRANSITIONS"]
 
+# -- what the engine reads ---------------------------------------------------------------------------
+class Tuning(Protocol):
+    """The engine's view of an adaptation: parameters for the next transition, updated after it."""
 
-class StepSizes(NamedTuple):
-    """Frozen per-example step sizes (and inverse masses) on a grid of betas."""
+    def params(self, beta: Tensor) -> HMCParams:
+        """Parameters of the transition to the betas ``(C,)`` of the C chain columns."""
 
-    betas: Tensor  # (P,) increasing from 0 to 1
-    log_step_size: Tensor  # (P, N)
-    inv_mass: Tensor | None = None  # (P, N, d)
+    def update(self, info: HMCInfo) -> Tuning:
+        """The tuning after a transition with diagnostics ``info`` (a new object; never in place)."""
 
-    def _weights(self, beta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        b = beta.to(self.betas).contiguous()
-        hi = torch.searchsorted(self.betas, b).clamp(1, len(self.betas) - 1)
-        lo = hi - 1
-        w = ((b - self.betas[lo]) / (self.betas[hi] - self.betas[lo])).clamp(0.0, 1.0)
-        return lo, hi, w
+    def state(self) -> tuple:
+        """Tensors to checkpoint; :meth:`restore` takes them back."""
 
-    def at(self, beta: Tensor) -> tuple[Tensor, Tensor | None]:
-        """Step sizes ``(C, N)`` and inverse masses ``(C, N, d)`` at the betas ``(C,)`` of C chains.
-
-        Log step sizes and log inverse masses are interpolated linearly in beta.
-        """
-        lo, hi, w = self._weights(beta)
-        w1 = w.unsqueeze(-1)
-        eps = torch.exp((1 - w1) * self.log_step_size[lo] + w1 * self.log_step_size[hi])
-        if self.inv_mass is None:
-            return eps, None
-        w2 = w1.unsqueeze(-1)
-        log_m = (1 - w2) * self.inv_mass[lo].log() + w2 * self.inv_mass[hi].log()
-        return eps, log_m.exp()
+    def restore(self, state: tuple) -> Tuning:
+        """The tuning with a checkpointed :meth:`state`."""
 
 
-def _smooth(table: Tensor, width: int = 5) -> Tensor:
-    """Centered moving average along dim 0 with edge padding (the pilot's estimates are noisy)."""
-    if table.shape[0] < width:
-        return table
-    pad = width // 2
-    padded = torch.cat([table[:1].expand(pad, *table.shape[1:]), table,
-                        table[-1:].expand(pad, *table.shape[1:])])
-    return padded.unfold(0, width, 1).mean(-1)
+@dataclass(frozen=True)
+class TableTuning:
+    """Step sizes (and masses) read from a frozen :class:`StepSizes` table: never updated."""
+
+    table: StepSizes
+    num_chains: int
+
+    def params(self, beta: Tensor) -> HMCParams:
+        k = self.num_chains
+        eps, inv_mass = self.table.at(beta.expand(k))
+        rows = eps.numel()
+        return HMCParams(eps.reshape(rows), None if inv_mass is None else inv_mass.reshape(rows, -1))
+
+    def update(self, info: HMCInfo) -> TableTuning:
+        return self
+
+    def state(self) -> tuple:
+        return ()
+
+    def restore(self, state: tuple) -> TableTuning:
+        return self
 
 
-def pilot_steps(kernel: HMC, num_steps: int) -> int:
-    """Annealing steps of the pilot for a run of ``num_steps``: ``pilot_fraction`` of them, at least
-    ``min_pilot_steps``, at most ``num_steps`` (the warm-ups' ``2 * WARMUP_TRANSITIONS`` come on top)."""
-    return min(num_steps, max(kernel.min_pilot_steps, round(kernel.pilot_fraction * num_steps)))
+@dataclass(frozen=True)
+class RowTuning:
+    r"""One log step size per row; with ``gain > 0``, :math:`\log\epsilon \mathrel{+}= g\,(a - a^*)`
+    after every transition, from that row's own acceptance ``a``."""
+
+    log_step_size: Tensor  # (rows,)
+    gain: float = 0.0
+    target_accept: float = 0.65
+
+    def params(self, beta: Tensor) -> HMCParams:
+        return HMCParams(self.log_step_size.exp())
+
+    def update(self, info: HMCInfo) -> RowTuning:
+        if not self.gain:
+            return self
+        return RowTuning(self.log_step_size + self.gain * (info.acceptance_rate - self.target_accept),
+                         self.gain, self.target_accept)
+
+    def state(self) -> tuple:
+        return (self.log_step_size,)
+
+    def restore(self, state: tuple) -> RowTuning:
+        return RowTuning(state[0], self.gain, self.target_accept)
 
 
-def _coarse(schedule: Tensor, num_pilot: int) -> Tensor:
-    idx = torch.linspace(0, len(schedule) - 1, num_pilot + 1).round().long()
-    return schedule[torch.unique(idx)]
+# -- the strategies ------------------------------------------------------------------------------------
+class Adaptation:
+    """Base of the strategies. ``name`` is what results and files record (``settings["adapt"]``)."""
+
+    name: ClassVar[str | None]
+    step_size: float
+    target_accept: float | None = None
+
+    def prepare(self, path: AnnealingPath, kernel: HMC, schedule: Tensor,
+                generator: torch.Generator | None, given: StepSizes | None = None
+                ) -> StepSizes | None:
+        """Work done before the estimating chains start, independent of them (a pilot run on
+        ``path``'s chains); ``given``: a table the user passed instead (reverse AIS)."""
+        return None
+
+    def tuning(self, table: StepSizes | None, num_chains: int, num_examples: int,
+               like: Tensor) -> Tuning:
+        """The engine's :class:`Tuning` for ``num_chains * num_examples`` rows (``like``: dtype
+        and device)."""
+        raise NotImplementedError
+
+    def pilot_transitions(self, num_steps: int) -> int:
+        """Transitions the pilot runs per pilot chain before a run of ``num_steps`` (0: no pilot)."""
+        return 0
+
+    def pilot_chains(self, num_chains: int) -> int:
+        """Chains per example the pilot runs when the run has ``num_chains``."""
+        return 0
+
+    def settings(self) -> dict:
+        """The :class:`pyrolik.HMC` constructor arguments that give this strategy."""
+        raise NotImplementedError
 
 
-def _variance(z: Tensor, k: int, n: int) -> Tensor:
-    """Per-example variance across chains, regularised toward 1e-3 as in Stan's warm-up."""
-    zz = z.reshape(k, n, -1)
-    var = zz.var(0, unbiased=True) if k > 1 else torch.ones_like(zz[0])
-    return (k / (k + 5.0)) * var + 1e-3 * (5.0 / (k + 5.0))
+def _row_tuning(step_size: float, gain: float, target: float, k: int, n: int, like: Tensor):
+    return RowTuning(like.new_full((k * n,), math.log(step_size)), gain, target)
 
 
-def pilot(
-    target: Target,
-    path: str,
-    z0: Tensor,
-    kernel: HMC,
-    schedule: Tensor,
-    generator: torch.Generator | None,
-) -> StepSizes:
-    """Run the pilot pass from ``z0`` (exact draws of the initial distribution); return the table.
+@dataclass(frozen=True)
+class Fixed(Adaptation):
+    """``step_size`` at every transition (``HMC(adapt=None)``)."""
 
-    Costs :func:`pilot_steps` ``+ 2 * WARMUP_TRANSITIONS``
-    transitions of ``kernel.pilot_chains`` chains per example (default: all of ``target``'s).
+    step_size: float = 0.1
+    name: ClassVar[str | None] = None
+
+    def tuning(self, table, num_chains, num_examples, like):
+        return _row_tuning(self.step_size, 0.0, 0.65, num_chains, num_examples, like)
+
+    def settings(self) -> dict:
+        return {"step_size": self.step_size, "adapt": None}
+
+
+@dataclass(frozen=True)
+class Online(Adaptation):
+    """Each chain adapts its own step size from its own acceptance (slightly biased; see module)."""
+
+    step_size: float = 0.1
+    target_accept: float = 0.65
+    gain: float = 1.0
+    name: ClassVar[str | None] = "online"
+
+    def tuning(self, table, num_chains, num_examples, like):
+        return _row_tuning(self.step_size, self.gain, self.target_accept, num_chains,
+                           num_examples, like)
+
+    def settings(self) -> dict:
+        return {"step_size": self.step_size, "target_accept": self.target_accept,
+                "adapt": "online", "adapt_gain": self.gain}
+
+
+@dataclass(frozen=True)
+class Pilot(Adaptation):
+    """Per-example, per-temperature step sizes from a pilot run, frozen for the estimating run.
+
+    Parameters
+    ----------
+    step_size : float
+        Where the pilot's adaptation starts.
+    target_accept : float
+        The acceptance rate the pilot aims for.
+    fraction, min_steps : float, int
+        Pilot annealing steps: ``fraction`` of the run's, at least ``min_steps``.
+    chains : int, optional
+        Chains per example the pilot runs (default: all of the run's; BDMC: its forward half).
+    mass_matrix : bool
+        Also a diagonal inverse mass matrix per example and temperature, from the variance of the
+        pilot chains.
+    gain : float
+        Gain of the pilot's update :math:`\\log\\epsilon \\mathrel{+}= g(\\bar a - a^*)`.
     """
-    if kernel.pilot_chains is not None and kernel.pilot_chains < target.num_chains:
-        z0 = z0[: kernel.pilot_chains * target.num_examples]
-        target = target.first_chains(kernel.pilot_chains)
-    k, n = target.num_chains, target.num_examples
-    num_steps = len(schedule) - 1
-    betas = _coarse(schedule, pilot_steps(kernel, num_steps)).to(z0.dtype)
 
-    def fn(z):
-        return target.value_and_grad(z, path)
+    step_size: float = 0.1
+    target_accept: float = 0.65
+    fraction: float = 0.2
+    min_steps: int = 20
+    chains: int | None = None
+    mass_matrix: bool = False
+    gain: float = 1.0
+    name: ClassVar[str | None] = "pilot"
 
-    state: HMCState = kernel.init(z0, fn)
-    log_eps = z0.new_full((n,), math.log(kernel.step_size))
-    inv_mass = _variance(z0, k, n) if kernel.mass_matrix else None
+    def pilot_steps(self, num_steps: int) -> int:
+        """Annealing steps of the pilot for a run of ``num_steps``: ``fraction`` of them, at least
+        ``min_steps``, at most ``num_steps`` (the warm-ups' ``2 * WARMUP_TRANSITIONS`` come on top)."""
+        return min(num_steps, max(self.min_steps, round(self.fraction * num_steps)))
 
-    def transition(state, beta, log_eps, inv_mass):
-        rows_beta = beta.expand(k * n)
-        eps = log_eps.exp().repeat(k)
-        im = None if inv_mass is None else inv_mass.repeat(k, 1)
-        state, info = kernel.step(state, fn, rows_beta, eps, generator, im)
-        acc = info.acceptance_rate.reshape(k, n).mean(0)
-        return state, log_eps + kernel.adapt_gain * (acc - kernel.target_accept)
+    def pilot_transitions(self, num_steps: int) -> int:
+        return self.pilot_steps(num_steps) + 2 * WARMUP_TRANSITIONS
 
-    logs, masses = [], []
-    for j, beta in enumerate(betas):
-        repeats = WARMUP_TRANSITIONS if j in (0, len(betas) - 1) else 1
-        history = []
-        for _ in range(repeats):
-            state, log_eps = transition(state, beta, log_eps, inv_mass)
-            history.append(log_eps)
-            if kernel.mass_matrix:
-                inv_mass = _variance(state.z, k, n)
-        # a warm-up's last value oscillates around the target (acceptance falls off a cliff just
-        # above the best step size in low dimensions): keep the mean of its second half
-        logs.append(torch.stack(history[len(history) // 2 :]).mean(0))
-        if kernel.mass_matrix:
-            masses.append(inv_mass)
-    log_table = _smooth(torch.stack(logs))
-    mass_table = _smooth(torch.stack(masses)) if kernel.mass_matrix else None
-    return StepSizes(betas, log_table, mass_table)
+    def pilot_chains(self, num_chains: int) -> int:
+        return min(self.chains or num_chains, num_chains)
+
+    def prepare(self, path, kernel, schedule, generator, given=None):
+        if given is not None:
+            return given
+        return run_pilot(self, path, path.sample_initial(generator), kernel, schedule, generator)
+
+    def tuning(self, table, num_chains, num_examples, like):
+        return TableTuning(table, num_chains)
+
+    def settings(self) -> dict:
+        return {"step_size": self.step_size, "target_accept": self.target_accept, "adapt": "pilot",
+                "pilot_fraction": self.fraction, "min_pilot_steps": self.min_steps,
+                "pilot_chains": self.chains, "mass_matrix": self.mass_matrix,
+                "adapt_gain": self.gain}
+
+
+ADAPT_MODES = ("pilot", "online", None)
+
+
+def from_settings(adapt: str | Adaptation | None = "pilot", *, step_size: float = 0.1,
+                  target_accept: float = 0.65, pilot_fraction: float = 0.2,
+                  min_pilot_steps: int = 20, pilot_chains: int | None = None,
+                  mass_matrix: bool = False, adapt_gain: float = 1.0) -> Adaptation:
+    """The strategy named by :class:`pyrolik.HMC`'s constructor arguments (checked here, once)."""
+    if isinstance(adapt, Adaptation):
+        return adapt
+    if not step_size > 0:
+        raise ValueError(f"step_size must be positive, got {step_size}")
+    if not 0 < target_accept < 1:
+        raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
+    if adapt not in ADAPT_MODES:
+        raise ValueError(f"adapt must be one of {ADAPT_MODES} or an adaptation strategy, got "
+                         f"{adapt!r}")
+    if not 0 < pilot_fraction <= 1:
+        raise ValueError(f"pilot_fraction must be in (0, 1], got {pilot_fraction}")
+    if pilot_chains is not None and (isinstance(pilot_chains, bool) or not isinstance(
+            pilot_chains, int) or pilot_chains < 1):
+        raise ValueError(f"pilot_chains must be a positive integer or None, got {pilot_chains!r}")
+    if mass_matrix and adapt != "pilot":
+        raise ValueError("mass_matrix=True needs adapt='pilot' (the pilot run estimates it)")
+    if adapt is None:
+        return Fixed(step_size)
+    if adapt == "online":
+        return Online(step_size, target_accept, adapt_gain)
+    return Pilot(step_size, target_accept, pilot_fraction, min_pilot_steps, pilot_chains,
+                 mass_matrix, adapt_gain)

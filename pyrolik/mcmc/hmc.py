@@ -24,12 +24,12 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from pyrolik.mcmc.adaptation import Adaptation, from_settings
 from pyrolik.model.target import ValueAndGrad
 
 __all__ = ["HMC", "HMCState", "HMCInfo", "leapfrog"]
 
 ValueAndGradFn = Callable[[Tensor], ValueAndGrad]
-ADAPT_MODES = ("pilot", "online", None)
 
 
 class HMCState(NamedTuple):
@@ -89,9 +89,14 @@ def _kinetic(p: Tensor, inv_mass: Tensor | None) -> Tensor:
     return (p * p).sum(-1) if inv_mass is None else (inv_mass * p * p).sum(-1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False)
 class HMC:
     r"""The AIS transition kernel: one HMC trajectory of ``num_leapfrog`` steps per annealing step.
+
+    The kernel holds what the integrator needs (``num_leapfrog``, ``max_energy_error``) and the
+    adaptation strategy that chooses its step sizes (``adaptation``, built from the arguments below
+    by :func:`pyrolik.mcmc.adaptation.from_settings`); :meth:`step` receives the step sizes and mass
+    matrix as arguments.
 
     Parameters
     ----------
@@ -101,13 +106,14 @@ class HMC:
         Initial step size (``adapt="pilot"`` / ``"online"``) or the fixed one (``adapt=None``).
     target_accept : float
         Acceptance rate the adaptation aims for (0.65, as in Wu et al. 2017).
-    adapt : {"pilot", "online", None}
+    adapt : {"pilot", "online", None} or an adaptation strategy
         ``"pilot"`` (default): a short pilot AIS run adapts one step size per example and
         temperature, then the estimating run uses them frozen: an exact AIS estimator, and the same
         sizes serve the reverse run of BDMC. ``"online"``: each chain adapts its own step size from
         its own acceptance during the run (as in Wu et al.); cheaper, but a chain's history then
         shapes its transitions, which biases the weights slightly (outside Neal's unbiasedness
-        argument). ``None``: ``step_size`` throughout.
+        argument). ``None``: ``step_size`` throughout. A strategy object
+        (:mod:`pyrolik.mcmc.adaptation`) is used as it is.
     pilot_fraction : float
         Pilot steps as a fraction of ``num_steps`` (at least ``min_pilot_steps``).
     pilot_chains : int, optional
@@ -123,34 +129,54 @@ class HMC:
         Energy errors above this count as divergences.
     """
 
-    num_leapfrog: int = 10
-    step_size: float = 0.1
-    target_accept: float = 0.65
-    adapt: str | None = "pilot"
-    pilot_fraction: float = 0.2
-    min_pilot_steps: int = 20
-    pilot_chains: int | None = None
-    mass_matrix: bool = False
-    adapt_gain: float = 1.0
-    max_energy_error: float = 1000.0
+    num_leapfrog: int
+    max_energy_error: float
+    adaptation: Adaptation
 
-    def __post_init__(self):
-        if isinstance(self.num_leapfrog, bool) or not isinstance(self.num_leapfrog, int) \
-                or self.num_leapfrog < 1:
-            raise ValueError(f"num_leapfrog must be a positive integer, got {self.num_leapfrog!r}")
-        if not self.step_size > 0:
-            raise ValueError(f"step_size must be positive, got {self.step_size}")
-        if not 0 < self.target_accept < 1:
-            raise ValueError(f"target_accept must be in (0, 1), got {self.target_accept}")
-        if self.adapt not in ADAPT_MODES:
-            raise ValueError(f"adapt must be one of {ADAPT_MODES}, got {self.adapt!r}")
-        if not 0 < self.pilot_fraction <= 1:
-            raise ValueError(f"pilot_fraction must be in (0, 1], got {self.pilot_fraction}")
-        if self.pilot_chains is not None and (isinstance(self.pilot_chains, bool) or not isinstance(
-                self.pilot_chains, int) or self.pilot_chains < 1):
-            raise ValueError(f"pilot_chains must be a positive integer or None, got {self.pilot_chains!r}")
-        if self.mass_matrix and self.adapt != "pilot":
-            raise ValueError("mass_matrix=True needs adapt='pilot' (the pilot run estimates it)")
+    def __init__(self, num_leapfrog: int = 10, step_size: float = 0.1, target_accept: float = 0.65,
+                 adapt: str | Adaptation | None = "pilot", pilot_fraction: float = 0.2,
+                 min_pilot_steps: int = 20, pilot_chains: int | None = None,
+                 mass_matrix: bool = False, adapt_gain: float = 1.0,
+                 max_energy_error: float = 1000.0):
+        if isinstance(num_leapfrog, bool) or not isinstance(num_leapfrog, int) or num_leapfrog < 1:
+            raise ValueError(f"num_leapfrog must be a positive integer, got {num_leapfrog!r}")
+        adaptation = from_settings(
+            adapt, step_size=step_size, target_accept=target_accept, pilot_fraction=pilot_fraction,
+            min_pilot_steps=min_pilot_steps, pilot_chains=pilot_chains, mass_matrix=mass_matrix,
+            adapt_gain=adapt_gain)
+        object.__setattr__(self, "num_leapfrog", num_leapfrog)
+        object.__setattr__(self, "max_energy_error", float(max_energy_error))
+        object.__setattr__(self, "adaptation", adaptation)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
+        return f"HMC({args})"
+
+    def to_dict(self) -> dict:
+        """The constructor arguments that rebuild this kernel (what results and files record)."""
+        return {"num_leapfrog": self.num_leapfrog, **self.adaptation.settings(),
+                "max_energy_error": self.max_energy_error}
+
+    # the adaptation settings, read through the strategy (the names of the constructor)
+    @property
+    def adapt(self) -> str | None:
+        return self.adaptation.name
+
+    @property
+    def step_size(self) -> float:
+        return self.adaptation.step_size
+
+    @property
+    def target_accept(self) -> float | None:
+        return self.adaptation.target_accept
+
+    @property
+    def mass_matrix(self) -> bool:
+        return bool(getattr(self.adaptation, "mass_matrix", False))
+
+    @property
+    def pilot_chains(self) -> int | None:
+        return getattr(self.adaptation, "chains", None)
 
     def init(self, z: Tensor, fn: ValueAndGradFn) -> HMCState:
         """The state at ``z``: one evaluation of ``fn``."""

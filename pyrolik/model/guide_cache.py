@@ -21,12 +21,13 @@ step. The kept parameters are re-derived if one of the guide's parameter tensors
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING
 
 import pyro.distributions as dist
 import torch
 from torch import Tensor
 
+from pyrolik.model.messenger import SiteRecord
 from pyrolik.model.site_density import (
     base_and_event_ndim,
     is_normal,
@@ -34,18 +35,49 @@ from pyrolik.model.site_density import (
     normal_log_prob_and_score,
 )
 
-__all__ = ["CachedGuide", "SiteRecord", "cache_guide"]
+if TYPE_CHECKING:
+    from pyrolik.model.evaluation import Program
+
+__all__ = ["CachedGuide", "KeptGuide", "cache_guide"]
 
 
-class SiteRecord(NamedTuple):
-    """What one run of the guide said about one latent site."""
+class KeptGuide:
+    """The kept-guide layer: a program's guide density, from kept Normal parameters where it qualifies.
 
-    name: str
-    fn: object  # the site's distribution
-    plate_dim: int
-    scale: object
-    mask: object
-    transformed: bool  # the site's support is not the real line
+    Called like :meth:`Program.guide_density <pyrolik.model.evaluation.Program.guide_density>`
+    (``u -> (log q per row, score)``) and gives its numbers. Whether the guide qualifies is checked at
+    the first call, and again whenever a parameter behind the kept values changed in place; ``epoch``
+    counts the derivations (a replay recorded with older kept values must be recorded again).
+    """
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.cached: CachedGuide | bool | None = None  # None: not checked yet; False: not kept
+        self.epoch = 0
+
+    def current(self, u: Tensor) -> CachedGuide | None:
+        """The kept parameters, derived (again) if needed; None if the guide does not qualify."""
+        cached = self.cached
+        if cached is None or (cached is not False and not cached.is_current()):
+            program = self.program
+            guide, z = program.guide_or_raise(), u.detach().requires_grad_(True)
+            with torch.enable_grad():
+                first = program.run(guide, program.layout.split(z), True, record=True).records
+                with torch.no_grad():  # at other latent values: catches detached dependences too
+                    second = program.run(guide, program.layout.split(z.detach() + 0.5), True,
+                                         record=True).records
+                cached = cache_guide(first, second, z)
+            self.cached = False if cached is None else cached
+            self.epoch += 1
+        return cached or None
+
+    def __call__(self, u: Tensor) -> tuple[Tensor, Tensor | None]:
+        cached = self.current(u)
+        if cached is None:
+            return self.program.guide_density(u)
+        log_q, scores = cached.log_prob_and_score(self.program.layout.split(u.detach()),
+                                                  self.program.rows)
+        return log_q, self.program.flat_score(scores, u)
 
 
 @dataclass(frozen=True)

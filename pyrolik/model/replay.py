@@ -46,8 +46,8 @@ import torch
 from torch import Tensor, fx
 from torch.utils import _pytree as pytree
 
-__all__ = ["MAX_RECORDINGS", "RECORD_AFTER", "ReplayCache", "fold_constants", "other_point",
-           "replay_default", "reuse_buffers"]
+__all__ = ["MAX_RECORDINGS", "RECORD_AFTER", "ReplayCache", "Replayed", "fold_constants",
+           "other_point", "replay_default", "reuse_buffers"]
 
 RECORD_AFTER = 2  # eager evaluations of a key before it is recorded: one-off calls never pay for it
 MAX_RECORDINGS = 3  # recordings of one key before giving up (its program keeps changing)
@@ -71,6 +71,39 @@ def replay_default() -> bool:
 def other_point(u: Tensor) -> Tensor:
     """A second, different input of the same shape: the rows rotated by one, shrunk and shifted."""
     return 0.5 * u.roll(1, 0) + 0.25
+
+
+class Replayed:
+    """The replay layer: a function of ``u`` replayed from a recording of its tensor operations.
+
+    Called like ``fn`` and gives its numbers. Recordings are kept per memory layout of ``u`` (shape,
+    strides, dtype, device: a view needs its own); ``state_fn(u)`` says what else the program reads
+    (e.g. which tensors Pyro's param store holds), and a new state means a new recording. With
+    ``enabled=False`` every call runs ``fn``.
+    """
+
+    def __init__(self, fn: Callable[[Tensor], object], enabled: bool = True,
+                 state_fn: Callable[[Tensor], Hashable] | None = None):
+        self.fn = fn
+        self.state_fn = state_fn
+        self.cache = ReplayCache(enabled)
+
+    def __call__(self, u: Tensor):
+        key = (tuple(u.shape), u.stride(), u.dtype, u.device)
+        state = self.state_fn(u) if self.cache.enabled and self.state_fn is not None else None
+        return self.cache.run(key, self.fn, u, state)
+
+    @property
+    def status(self) -> str | None:
+        """``"replay"``, ``"eager"`` or why it stays eager, for the latest layout of ``u``; None
+        before the first call."""
+        return next(reversed(self.cache.status.values()), None)
+
+    @property
+    def evaluation(self) -> str:
+        """One line for a result's settings: ``"replay"``, ``"eager"`` or ``"eager (why)"``."""
+        status = self.status or "eager"
+        return status if status in ("replay", "eager") else f"eager ({status})"
 
 
 class ReplayCache:

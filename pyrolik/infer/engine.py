@@ -1,0 +1,210 @@
+r"""The annealing engine: one pure AIS transition, and the loop that drives it over a schedule.
+
+Path: :math:`\log f_\beta(z) = (1-\beta) \log f_0(z) + \beta \log f_1(z)`, evaluated by an
+:class:`~pyrolik.model.target.AnnealingPath` as the split pair :math:`\log f_0` and
+:math:`r = \log f_1 - \log f_0` with their gradients. One annealing step (Neal 2001; Wu et al. 2017,
+eq. 4), for every row (chain x example) at once:
+
+.. math::
+    \log w \mathrel{+}= (\beta' - \beta)\, r(z), \qquad z \sim \mathcal T_{\beta'}(\cdot \mid z)
+
+where :math:`\mathcal T_{\beta'}` is an HMC transition leaving :math:`f_{\beta'}` invariant. The weight
+update reads the cached :math:`r` of the current state, so it costs no model pass; a step costs
+``num_leapfrog`` passes. The running log-weights are kept per row in float64 and reduced by
+log-mean-exp once, at the end (``PEERS.md``). :func:`step` is pure (BlackJAX's shape: the next
+``beta`` and the kernel's parameters are arguments, the schedule lives outside); :func:`run` drives it
+and calls hooks for recording (:class:`Recorder`), totals, checkpointing and progress, so memory does
+not grow with the number of steps unless a hook keeps what it sees.
+
+Reverse AIS is the same loop on the reversed schedule, started from exact posterior draws: then
+:math:`\mathbb E[w] = 1/p(x)` (Grosse, Ghahramani & Adams 2015).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+import torch
+from torch import Tensor
+
+from pyrolik.mcmc.hmc import HMC, HMCState, ValueAndGradFn
+from pyrolik.mcmc.step_sizes import HMCParams, rows_of
+
+if TYPE_CHECKING:
+    from pyrolik.mcmc.adaptation import Tuning
+
+__all__ = ["AISState", "AISInfo", "init", "step", "run", "Hook", "Recorder", "Totals",
+           "Checkpointer", "Progress"]
+
+
+class AISState(NamedTuple):
+    """What the next annealing step needs, per row (chains x examples, chain-major)."""
+
+    position: HMCState  # z and the split density cache: log f0, r = log f1 - log f0, gradients
+    log_weight: Tensor  # (rows,) float64, running
+    beta: Tensor  # (rows,) the inverse temperature the position was last moved at
+
+
+class AISInfo(NamedTuple):
+    """Diagnostics of one annealing step, per row; never fed back into the chain."""
+
+    acceptance_rate: Tensor  # (rows,)
+    is_accepted: Tensor  # (rows,) bool
+    is_divergent: Tensor  # (rows,) bool
+    energy_error: Tensor  # (rows,)
+    step_size: Tensor  # (rows,) the step size used
+
+
+def init(z: Tensor, density: ValueAndGradFn, kernel: HMC, beta: Tensor) -> AISState:
+    """The state at ``z`` (exact draws of :math:`f_{\\beta}`), weights zero; one evaluation."""
+    position = kernel.init(z, density)
+    return AISState(position, torch.zeros(z.shape[0], dtype=torch.float64, device=z.device), beta)
+
+
+def step(state: AISState, beta_next: Tensor, params: HMCParams, *, kernel: HMC,
+         density: ValueAndGradFn, generator: torch.Generator | None
+         ) -> tuple[AISState, AISInfo]:
+    r"""One annealing step to ``beta_next`` ``(rows,)``: the weight update, then one transition.
+
+    :math:`\log w \mathrel{+}= (\beta' - \beta)\,r(z)`, then :math:`z \sim \mathcal T_{\beta'}`
+    with the step sizes and inverse masses of ``params``.
+    """
+    increment = (beta_next - state.beta) * state.position.log_ratio
+    log_weight = state.log_weight + increment.double()
+    position, info = kernel.step(state.position, density, beta_next, params.step_size, generator,
+                                 params.inv_mass)
+    return (AISState(position, log_weight, beta_next),
+            AISInfo(info.acceptance_rate, info.is_accepted, info.is_divergent, info.energy_error,
+                    params.step_size))
+
+
+class Hook(Protocol):
+    """Called after every step of :func:`run`; checkpointable through ``state``/``restore``."""
+
+    def __call__(self, t: int, state: AISState, info: AISInfo, tuning: Tuning) -> None: ...
+
+
+def run(state: AISState, schedule: Tensor, tuning: Tuning, *, kernel: HMC,
+        density: ValueAndGradFn, generator: torch.Generator | None, num_examples: int,
+        first_step: int = 1, hooks: Sequence[Hook] = ()) -> tuple[AISState, Tuning]:
+    """Anneal every chain along its own column of ``schedule`` ``(T + 1, C)`` (C = 1 or K chains),
+    from step ``first_step`` (1, or where a checkpoint left off) to ``T``."""
+    k = state.log_weight.shape[0] // num_examples
+    for t in range(first_step, schedule.shape[0]):
+        beta_next = rows_of(schedule[t], k, num_examples)
+        state, info = step(state, beta_next, tuning.params(schedule[t]), kernel=kernel,
+                           density=density, generator=generator)
+        tuning = tuning.update(info)
+        for hook in hooks:
+            hook(t, state, info, tuning)
+    return state, tuning
+
+
+# -- hooks ---------------------------------------------------------------------------------------------
+class Totals:
+    """Acceptance summed and divergences counted over the run, per row."""
+
+    def __init__(self, rows: int, like: Tensor):
+        self.acceptance_sum = torch.zeros(rows, dtype=like.dtype, device=like.device)
+        self.num_divergent = torch.zeros(rows, dtype=torch.long, device=like.device)
+
+    def __call__(self, t, state, info, tuning) -> None:
+        self.acceptance_sum = self.acceptance_sum + info.acceptance_rate
+        self.num_divergent = self.num_divergent + info.is_divergent.long()
+
+    def state(self) -> dict[str, Tensor]:
+        return {"acceptance_sum": self.acceptance_sum, "num_divergent": self.num_divergent}
+
+    def restore(self, saved: dict[str, Tensor]) -> None:
+        self.acceptance_sum, self.num_divergent = saved["acceptance_sum"], saved["num_divergent"]
+
+
+class Recorder:
+    """Diagnostics at chosen steps: every ``stride`` steps and the last, or the given ``steps``.
+
+    Records, each ``(rows,)`` unless said: ``acceptance_rate``, ``step_size``, ``energy_error``,
+    ``diverging``, the running ``log_weight``, ``beta`` ``(C,)``, and the states ``z`` ``(rows, d)``
+    when ``record_states``. Memory grows with the number of records only.
+    """
+
+    NAMES = ("acceptance_rate", "step_size", "log_weight", "beta", "diverging", "energy_error")
+
+    def __init__(self, schedule: Tensor, num_chains: int, *, stride: int | None = None,
+                 steps: Sequence[int] | None = None, record_states: bool = False):
+        num_steps = schedule.shape[0] - 1
+        self.schedule, self.num_chains, self.num_steps = schedule, num_chains, num_steps
+        self.stride = stride or max(1, num_steps // 100)
+        self.steps = None if steps is None else frozenset(int(s) for s in steps)
+        self.records: dict[str, list[Tensor]] = {name: [] for name in self.NAMES}
+        if record_states:
+            self.records["z"] = []
+        self.record_steps: list[int] = []
+
+    def wants(self, t: int) -> bool:
+        if self.steps is not None:
+            return t in self.steps
+        return t % self.stride == 0 or t == self.num_steps
+
+    def __call__(self, t, state, info, tuning) -> None:
+        if not self.wants(t):
+            return
+        self.record_steps.append(t)
+        values = {"acceptance_rate": info.acceptance_rate, "step_size": info.step_size,
+                  "log_weight": state.log_weight, "beta": self.schedule[t].expand(self.num_chains),
+                  "diverging": info.is_divergent, "energy_error": info.energy_error,
+                  "z": state.position.z}
+        for name, record in self.records.items():
+            record.append(values[name])
+
+    def trace(self) -> tuple[dict[str, Tensor], Tensor]:
+        """``({name: (R, ...)}, record steps (R,))``."""
+        return ({name: torch.stack(v) for name, v in self.records.items()},
+                torch.tensor(self.record_steps, dtype=torch.long))
+
+    def state(self) -> dict[str, Any]:
+        return {"records": self.records, "record_steps": self.record_steps}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        self.records = {name: list(v) for name, v in saved["records"].items()}
+        self.record_steps = list(saved["record_steps"])
+
+
+class Checkpointer:
+    """Every ``every`` steps (not after the last), hand ``save`` everything :func:`run` needs to go
+    on bit for bit: the step, the state, the tuning, the other hooks' state and the generator's."""
+
+    def __init__(self, every: int, num_steps: int, save: Callable[[dict[str, Any]], None],
+                 hooks: dict[str, Totals | Recorder], generator: torch.Generator | None):
+        self.every, self.num_steps, self.save = every, num_steps, save
+        self.hooks, self.generator = hooks, generator
+
+    def __call__(self, t, state, info, tuning) -> None:
+        if t % self.every or t >= self.num_steps:
+            return
+        self.save({"step": t, "state": snapshot(state), "tuning": tuning.state(),
+                   "hooks": {name: hook.state() for name, hook in self.hooks.items()},
+                   "generator": None if self.generator is None else self.generator.get_state()})
+
+
+def snapshot(state: AISState) -> tuple:
+    """An :class:`AISState` as nested tuples of tensors (what a checkpoint file may hold)."""
+    return (tuple(state.position), state.log_weight, state.beta)
+
+
+def restore(saved: tuple) -> AISState:
+    """The inverse of :func:`snapshot`."""
+    position, log_weight, beta = saved
+    return AISState(HMCState(*position), log_weight, beta)
+
+
+class Progress:
+    """Advance a tqdm bar about 200 times over the run."""
+
+    def __init__(self, bar, num_steps: int):
+        self.bar, self.num_steps = bar, num_steps
+        self.every = max(1, num_steps // 200)
+
+    def __call__(self, t, state, info, tuning) -> None:
+        if t % self.every == 0 or t == self.num_steps:
+            self.bar.update(t - self.bar.n)

@@ -1,0 +1,56 @@
+"""The parameters of an HMC transition, and a frozen table of them over temperatures."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+__all__ = ["HMCParams", "StepSizes", "rows_of"]
+
+
+def rows_of(per_chain: Tensor, num_chains: int, num_examples: int) -> Tensor:
+    """Per-chain values ``(C,)`` (C = 1 or K) -> per-row ``(K * N,)``, rows chain-major."""
+    return per_chain.expand(num_chains).repeat_interleave(num_examples)
+
+
+class HMCParams(NamedTuple):
+    """What one HMC transition takes besides the state: per-row step sizes and inverse masses."""
+
+    step_size: Tensor  # (rows,)
+    inv_mass: Tensor | None = None  # (rows, d) diagonal inverse mass matrix, or None for identity
+
+
+class StepSizes(NamedTuple):
+    """Frozen per-example step sizes (and inverse masses) on a grid of betas."""
+
+    betas: Tensor  # (P,) increasing from 0 to 1
+    log_step_size: Tensor  # (P, N)
+    inv_mass: Tensor | None = None  # (P, N, d)
+
+    def _weights(self, beta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        b = beta.to(self.betas).contiguous()
+        hi = torch.searchsorted(self.betas, b).clamp(1, len(self.betas) - 1)
+        lo = hi - 1
+        w = ((b - self.betas[lo]) / (self.betas[hi] - self.betas[lo])).clamp(0.0, 1.0)
+        return lo, hi, w
+
+    def at(self, beta: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Step sizes ``(C, N)`` and inverse masses ``(C, N, d)`` at the betas ``(C,)`` of C chains.
+
+        Log step sizes and log inverse masses are interpolated linearly in beta.
+        """
+        lo, hi, w = self._weights(beta)
+        w1 = w.unsqueeze(-1)
+        eps = torch.exp((1 - w1) * self.log_step_size[lo] + w1 * self.log_step_size[hi])
+        if self.inv_mass is None:
+            return eps, None
+        w2 = w1.unsqueeze(-1)
+        log_m = (1 - w2) * self.inv_mass[lo].log() + w2 * self.inv_mass[hi].log()
+        return eps, log_m.exp()
+
+    def rows(self, start: int, stop: int) -> StepSizes:
+        """The table of examples ``[start, stop)``."""
+        return StepSizes(self.betas, self.log_step_size[:, start:stop],
+                         None if self.inv_mass is None else self.inv_mass[:, start:stop])

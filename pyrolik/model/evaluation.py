@@ -1,0 +1,183 @@
+r"""The plain evaluation: run the Pyro program at given latents and read off its per-row log-densities.
+
+:class:`Program` is the model (and guide) bound to the data, the arguments and the
+:class:`~pyrolik.model.layout.Layout`. Its :meth:`Program.value_and_grad` is the one callable the
+annealing path evaluates,
+
+.. math:: \log f_\beta = \log f_0 + \beta\,(\log f_1 - \log f_0), \qquad f_1 = p(x, z),
+
+returning both terms and their gradients; ``f_0`` is the prior :math:`p(z)` or, given a guide density,
+:math:`q(z \mid x)` (AIS+encoder). The speed layers wrap it without changing its numbers: the kept
+guide (:mod:`pyrolik.model.guide_cache`) replaces the guide density, replay
+(:mod:`pyrolik.model.replay`) replaces the whole call by a recording of its tensor operations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
+
+import pyro
+import torch
+from torch import Tensor
+
+from pyrolik._random import fork_rng_from
+from pyrolik.model.layout import Layout
+from pyrolik.model.messenger import SiteDensities
+
+__all__ = ["Draw", "GuideDensity", "Program", "ValueAndGrad"]
+
+ModelFn = Callable[..., Any]
+GuideDensity = Callable[[Tensor], "tuple[Tensor, Tensor | None]"]  # u -> (log q per row, score)
+
+
+class Draw(NamedTuple):
+    """Exact draws of the latents: flat unconstrained, constrained by site, and a log-density."""
+
+    u: Tensor  # (rows, d)
+    values: dict[str, Tensor]  # constrained, model layout
+    log_density: Tensor  # (rows,)
+
+
+class ValueAndGrad(NamedTuple):
+    """Values and gradients of the two terms of a tempered density, per row."""
+
+    log_init: Tensor  # (rows,)
+    log_ratio: Tensor  # (rows,): log_final - log_init
+    grad_init: Tensor  # (rows, d)
+    grad_ratio: Tensor  # (rows, d)
+
+
+@dataclass(frozen=True)
+class Program:
+    """A model (and optional guide) bound to ``x`` (``rows`` stacked copies of the data) and arguments.
+
+    ``memo`` keeps what the evaluations can reuse from one call to the next (the tensors Pyro's param
+    store hands back, the indices of full plates); it belongs to this program and no other.
+    """
+
+    layout: Layout
+    model: ModelFn
+    x: Tensor  # (rows, *event_shape)
+    model_args: tuple = ()
+    model_kwargs: dict = field(default_factory=dict)
+    guide: ModelFn | None = None
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def rows(self) -> int:
+        return self.layout.rows
+
+    def first_chains(self, k: int) -> Program:
+        """The same program on the first ``k`` chains, with a memo of its own."""
+        return replace(self, layout=self.layout.first_chains(k),
+                       x=self.x[: k * self.layout.num_examples], memo={})
+
+    def guide_or_raise(self) -> ModelFn:
+        """The guide; ``ValueError`` if the program was built without one."""
+        if self.guide is None:
+            raise ValueError("this target was built without a guide")
+        return self.guide
+
+    def run(self, fn: ModelFn, values: dict[str, Tensor] | None, unconstrained: bool,
+            scores: bool = False, record: bool = False) -> SiteDensities:
+        """Run ``fn`` (model or guide) once with the latents set to ``values`` (sampled if None)."""
+        ev = SiteDensities(self.layout.plate_name, self.rows, values, unconstrained, scores,
+                           self.memo, record)
+        with pyro.validation_enabled(False), ev:
+            fn(self.x, *self.model_args, **self.model_kwargs)
+        return ev
+
+    # -- densities --------------------------------------------------------------------------------
+    def log_prior_and_obs(self, u: Tensor) -> tuple[Tensor, Tensor]:
+        """``(log p(u) incl. log|det J|, log p(x | u))``, each ``(rows,)``, in one model pass."""
+        ev = self.run(self.model, self.layout.split(u), True)
+        return as_rows(ev.log_latent, u), as_rows(ev.log_obs, u)
+
+    def log_guide(self, u: Tensor) -> Tensor:
+        """Per-row log density of ``u`` under the guide, including the log-det-Jacobian."""
+        return as_rows(self.run(self.guide_or_raise(), self.layout.split(u), True).log_latent, u)
+
+    def guide_density(self, u: Tensor) -> tuple[Tensor, Tensor | None]:
+        """``log q(u | x)`` per row and its closed-form score (None: all by autograd from ``u``)."""
+        evq = self.run(self.guide_or_raise(), self.layout.split(u), True, scores=True)
+        return as_rows(evq.log_latent, u), self.flat_score(evq.scores, u)
+
+    def log_joint_constrained(self, values: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """``(log p(z), log p(x | z))`` of constrained site values (no Jacobian), ``(rows,)`` each."""
+        with torch.no_grad():
+            ev = self.run(self.model, values, False)
+        return as_rows(ev.log_latent, self.x), as_rows(ev.log_obs, self.x)
+
+    def flat_score(self, scores: dict[str, Tensor], u: Tensor) -> Tensor | None:
+        """Per-site closed-form scores as one ``(rows, d)`` tensor (zero where a site has none)."""
+        return self.layout.join(scores, fill=u) if scores else None
+
+    # -- the one callable the annealing path evaluates ------------------------------------------
+    def value_and_grad(self, u: Tensor, guide_density: GuideDensity | None = None) -> ValueAndGrad:
+        r"""Both terms of :math:`\log f_\beta` and their gradients, by running the Pyro program.
+
+        Without ``guide_density``: :math:`\log f_0 = \log p(u)`, ratio :math:`\log p(x \mid u)`.
+        With it: :math:`\log f_0 = \log q(u \mid x)`, ratio :math:`\log p(u) + \log p(x \mid u) -
+        \log q(u \mid x)`. One model pass (and one guide pass), forward and backward; keeping the two
+        gradients apart lets a change of beta cost no new pass (``PEERS.md``: no stale tempered
+        cache). Normal sites with gradient-free parameters contribute their closed-form score
+        :math:`-(z - \mu)/\sigma^2` instead of a backward pass; the sum is the same gradient.
+        """
+        with torch.enable_grad():
+            u = u.detach().requires_grad_(True)
+            ev = self.run(self.model, self.layout.split(u), True, scores=True)
+            lp, lo = as_rows(ev.log_latent, u), as_rows(ev.log_obs, u)
+            score_p = self.flat_score(ev.scores, u)  # closed-form part of d log p(u) / du
+            if guide_density is None:
+                init, ratio = lp, lo
+                g_ratio = _grad(ratio, u, retain=init.requires_grad)
+                g_init = _add(_grad(init, u, retain=False), score_p)
+            else:
+                init, score_q = guide_density(u)
+                ratio = lp + lo - init
+                g_ratio = _add(_grad(ratio, u, retain=True), score_p,
+                               None if score_q is None else -score_q)
+                g_init = _add(_grad(init, u, retain=False), score_q)
+        zero = None if g_ratio is not None and g_init is not None else torch.zeros_like(u)
+        return ValueAndGrad(init.detach(), ratio.detach(),
+                            zero if g_init is None else g_init, zero if g_ratio is None else g_ratio)
+
+    # -- exact draws ----------------------------------------------------------------------------
+    def sample_prior(self, generator: torch.Generator | None = None) -> Draw:
+        """Draw ``z ~ p(z)``; ``log_density`` is ``log p(x | z)``, all from one model pass."""
+        with fork_rng_from(generator, self.x.device), torch.no_grad():
+            ev = self.run(self.model, None, False)
+        return Draw(self.layout.unconstrain(ev.values), ev.values, as_rows(ev.log_obs, self.x))
+
+    def sample_guide(self, generator: torch.Generator | None = None) -> Draw:
+        """Draw ``z ~ q(z | x)``; ``log_density`` is ``log q(z | x)`` of the constrained ``z``."""
+        guide = self.guide_or_raise()
+        with fork_rng_from(generator, self.x.device), torch.no_grad():
+            ev = self.run(guide, None, False)
+        return Draw(self.layout.unconstrain(ev.values), ev.values, as_rows(ev.log_latent, self.x))
+
+
+def as_rows(value: Tensor | float, like: Tensor) -> Tensor:
+    """A per-row sum as a ``(rows,)`` tensor (a model without such sites gives a constant)."""
+    if isinstance(value, Tensor):
+        return value
+    return like.new_full((like.shape[0],), float(value))
+
+
+def _grad(out: Tensor, u: Tensor, retain: bool) -> Tensor | None:
+    """``d out.sum() / du`` by autograd, or None where ``out`` does not depend on ``u``."""
+    if not out.requires_grad:
+        return None
+    (g,) = torch.autograd.grad(out.sum(), u, retain_graph=retain, allow_unused=True)
+    return g
+
+
+def _add(*terms: Tensor | None) -> Tensor | None:
+    """Sum of the terms that are not None; None if all are."""
+    total = None
+    for t in terms:
+        if t is not None:
+            total = t if total is None else total + t
+    return total
