@@ -213,6 +213,15 @@ def test_best_fixed_sigma_and_per_example_sigma():
     assert c.optimal_sigma().fixed_sigma == pytest.approx(0.1)
     with pytest.raises(ValueError, match="not on the grid"):
         c.optimal_sigma(fixed_sigma=0.3)
+    # an example whose density is not finite is flagged and left out of the means
+    bad = ll.clone()
+    bad[1, 2] = float("nan")
+    c = _fake(bad, sigmas)
+    assert c.failed.tolist() == [False, False, True]
+    torch.testing.assert_close(c.mean_log_likelihood, ll[:, :2].mean(-1))
+    assert c.best_sigma().sigma == pytest.approx(0.2)  # means 3, 3.5, 1
+    assert any("1 of 3 examples failed" in w for w in c.warnings())
+    assert float(c.summary()["log p_sigma(x) [nats]"][1]) == pytest.approx(3.5)
 
 
 def test_export_round_trip_and_plots(curve, tmp_path):

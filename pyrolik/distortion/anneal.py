@@ -32,10 +32,11 @@ from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
 from pyrolik.distortion.curve import DistortionCurve
 from pyrolik.distortion.schedule import grid_from_betas, grid_from_sigmas, merge_grid
-from pyrolik.infer.annealing import ais
+from pyrolik.execution.distributed import current_shard
+from pyrolik.execution.faults import warn_failed
+from pyrolik.infer.driver import Leg, Run, anneal, finish, prepare, settings_of
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.distortion import DistortionFn, DistortionModel, distortion_model
-from pyrolik.model.target import make_target
 
 __all__ = ["sigma_curve", "rate_distortion", "run_curve"]
 
@@ -194,17 +195,19 @@ def run_curve(dm: DistortionModel, x: Tensor, betas: Tensor, mode: str, *, num_s
 
 def _recorded(dm, x, path, steps, num_chains, kernel, seed, batch_size, progress, model_args,
               model_kwargs):
-    """The run and, at the recorded steps, the log-weights and the states' log f1 - log f0
-    ``(m, K, N)`` float64 (TEMPORARY: records every step until the engine records chosen steps)."""
-    result = ais(dm, x, num_steps=None, num_chains=num_chains, schedule=path, kernel=kernel,
-                 model_args=model_args, model_kwargs=model_kwargs, seed=seed,
-                 batch_size=batch_size, record_every=1, record_states=True, progress=progress)
-    index = steps - 1  # record t = 1..T sits at index t - 1
-    log_w = result.trace["log_weight"][index].double()
-    z = result.trace["z"][index]  # (m, K, N, d) unconstrained
-    k, n = num_chains, x.shape[0]
-    target = make_target(dm, x, k, model_args=model_args, model_kwargs=model_kwargs)
-    with torch.no_grad():
-        ratio = torch.stack([target.log_obs(u.reshape(k * n, -1)).reshape(k, n) for u in z])
-    result.trace = {name: v for name, v in result.trace.items() if name != "z"}
-    return result, log_w, ratio.double()
+    """The run (the driver behind :func:`pyrolik.ais`, recording only at ``steps``) and there the
+    log-weights and the states' cached log f1 - log f0, each ``(m, K, N)`` float64."""
+    x, betas, kernel = prepare(dm, x, None, num_chains, path, kernel, None)
+    settings = settings_of(len(betas) - 1, num_chains, betas, kernel, batch_size, None)
+    run = Run("sigma_curve", dm, x, betas, kernel, (Leg("forward", num_chains),), seed,
+              current_shard(False), settings, model_args=tuple(model_args),
+              model_kwargs=dict(model_kwargs), batch_size=batch_size,
+              record_steps=tuple(int(t) for t in steps), record_log_ratio=True,
+              progress=progress, desc="AIS (distortion path)")
+    start = time.perf_counter()
+    result = finish("ais", "forward", run, anneal(run, None)[0], start, num_chains)
+    warn_failed(result, "sigma_curve")
+    assert torch.equal(result.trace_steps, steps.cpu())
+    log_w = result.trace["log_weight"].double()
+    ratio = result.trace["log_ratio"].double()
+    return result, log_w, ratio

@@ -47,7 +47,7 @@ from pyrolik.distortion.schedule import (
     merge_grid,
     sigma_of,
 )
-from pyrolik.infer.annealing import expand_latents, latents_to_flat
+from pyrolik.infer.latents import expand_latents, latents_to_flat
 from pyrolik.infer.sandwich import bdmc
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.distortion import DistortionFn, distortion_model

@@ -94,6 +94,12 @@ class OptimalSigma(NamedTuple):
                   f"fixed sigma = {self.fixed_sigma:g}", "improvement"])
 
 
+def _se(t: Tensor) -> Tensor:
+    """Standard error over the last dim (examples); NaN with fewer than two."""
+    n = t.shape[-1]
+    return t.std(-1) / math.sqrt(n) if n > 1 else torch.full_like(t.sum(-1), math.nan)
+
+
 @dataclass
 class DistortionCurve:
     """Per-example curves from one run along the distortion path (see the module docstring).
@@ -178,6 +184,12 @@ class DistortionCurve:
 
     # -- over examples ----------------------------------------------------------------------------
     @property
+    def failed(self) -> Tensor:
+        """``(N,)`` bool: examples whose estimate is not finite at some beta (the model's density
+        was not); they are left out of every mean over the examples."""
+        return ~torch.isfinite(self.log_z).all(0)
+
+    @property
     def mean_log_likelihood(self) -> Tensor:
         """``(m,)`` mean over the examples of :attr:`log_likelihood`."""
         return self._gaussian_only("mean_log_likelihood").mean(-1)
@@ -185,15 +197,14 @@ class DistortionCurve:
     @property
     def stderr(self) -> Tensor:
         """``(m,)`` standard error over the examples of :attr:`mean_log_likelihood`."""
-        ll = self._gaussian_only("stderr")
-        return ll.std(-1) / math.sqrt(ll.shape[-1]) if ll.shape[-1] > 1 else torch.full_like(
-            ll[:, 0], math.nan)
+        return _se(self._gaussian_only("stderr"))
 
     def _gaussian_only(self, what: str) -> Tensor:
+        """:attr:`log_likelihood` of the examples that did not fail."""
         if self.log_likelihood is None:
             raise ValueError(f"{what} needs the Gaussian mode (sigma curve): this curve was run "
                              "with a user distortion, which defines rate and distortion only")
-        return self.log_likelihood
+        return self.log_likelihood[:, ~self.failed]
 
     def best_sigma(self) -> SigmaChoice:
         """The grid sigma with the best mean log-likelihood over these examples.
@@ -215,8 +226,9 @@ class DistortionCurve:
         ``fixed_sigma``: the comparison (a grid sigma, e.g. chosen on validation data with
         :meth:`best_sigma`); default: the best fixed sigma on these examples.
         """
-        ll = self._gaussian_only("optimal_sigma")
-        best = torch.argmax(ll, dim=0)
+        self._gaussian_only("optimal_sigma")
+        ll = self.log_likelihood  # every example; a failed one gets NaN rows
+        best = torch.argmax(torch.nan_to_num(ll, nan=-math.inf), dim=0)
         if fixed_sigma is None:
             j = self.best_sigma().index
         else:
@@ -233,21 +245,17 @@ class DistortionCurve:
     def summary(self) -> pd.DataFrame:
         """One row per recorded beta: means over the examples of log Z (and log p_sigma), their
         standard errors, the mean MCSE and ESS, distortion and rate."""
-        n = self.num_examples
-
-        def se(t: Tensor) -> Tensor:
-            return t.std(-1) / math.sqrt(n) if n > 1 else torch.full_like(t[:, 0], math.nan)
-
+        ok = ~self.failed
         cols: dict[str, Any] = {"beta": self.betas}
         if self.mode == "gaussian":
             cols["sigma"] = self.sigmas
-            cols["log p_sigma(x) [nats]"] = self.log_likelihood.mean(-1)
-            cols["stderr"] = se(self.log_likelihood)
-        cols["log Z_beta"] = self.log_z.mean(-1)
-        cols["mean MCSE"] = self.mcse.mean(-1)
-        cols["min ESS"] = self.ess.min(-1).values
-        cols["distortion"] = self.distortion.mean(-1)
-        cols["rate [nats]"] = self.rate.mean(-1)
+            cols["log p_sigma(x) [nats]"] = self.log_likelihood[:, ok].mean(-1)
+            cols["stderr"] = _se(self.log_likelihood[:, ok])
+        cols["log Z_beta"] = self.log_z[:, ok].mean(-1)
+        cols["mean MCSE"] = self.mcse[:, ok].mean(-1)
+        cols["min ESS"] = self.ess[:, ok].min(-1).values if ok.any() else self.betas * math.nan
+        cols["distortion"] = self.distortion[:, ok].mean(-1)
+        cols["rate [nats]"] = self.rate[:, ok].mean(-1)
         df = pd.DataFrame({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
         df.index.name = "grid point"
         return df
@@ -255,7 +263,12 @@ class DistortionCurve:
     def warnings(self) -> list[str]:
         """Plain-words warnings (empty when nothing looks wrong)."""
         out = []
-        low = self.ess < MIN_ESS
+        num_failed = int(self.failed.sum())
+        if num_failed:
+            out.append(f"{num_failed} of {self.num_examples} examples failed (a NaN or inf estimate "
+                       "at some beta: the model's density was not finite); they are left out of "
+                       "the means (see curve.failed)")
+        low = (self.ess < MIN_ESS) & ~self.failed
         if self.num_chains > 1 and low.any():
             where = [round(float(b), 4) for b in self.betas[low.any(-1)]]
             out.append(f"at beta {where} some examples have fewer than {MIN_ESS:g} effective chains: "
