@@ -103,8 +103,7 @@ def scaling(x, chains, steps, procs, device, threads=None):
             total = time.perf_counter() - t0
             if proc.returncode:
                 raise SystemExit(proc.stderr[-3000:])
-            from pyrolik.io.files import load_result
-            out[p] = (load_result(result), total)
+            out[p] = (pyrolik.load(result), total)
     base = out[procs[0]][0]
     print(f"(b) torchrun scaling: {x.shape[0]} examples x {chains} chains, {steps} steps, "
           f"batch {x.shape[0] // max(procs)}, {cores} cores, device {device}")

@@ -37,17 +37,18 @@ def bits_per_dim(log_likelihood: Tensor | float, num_dims: int) -> Tensor | floa
 
 
 class _Exports:
-    """Export methods shared by every result (the work is in :mod:`pyrolik.io.export`)."""
+    """Export methods shared by every result (the work is in :mod:`pyrolik.io.datatree`, which
+    reads results by their attributes and does not import this module)."""
 
     def to_datatree(self):
-        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.io.export`)."""
-        from pyrolik.io.export import to_datatree
+        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.io.datatree`)."""
+        from pyrolik.io.datatree import to_datatree
 
         return to_datatree(self)
 
     def to_inference_data(self):
-        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.io.export`)."""
-        from pyrolik.io.export import to_inference_data
+        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.io.datatree`)."""
+        from pyrolik.io.datatree import to_inference_data
 
         return to_inference_data(self)
 
@@ -67,6 +68,8 @@ class EstimateResult(_Exports):
     settings: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None
     wall_time: float = float("nan")
+    # the name of the model's plate over the examples: the example dim of the export
+    example_dim: str = "example"
 
     @property
     def num_examples(self) -> int:

@@ -13,7 +13,6 @@ import torch
 import pyrolik
 from pyrolik.app import cli
 from pyrolik.io.checkpoint import Checkpoint
-from pyrolik.io.files import load_result, save_result
 from tests import scale_models as sm
 
 MODEL = "tests.scale_models:model"
@@ -41,11 +40,11 @@ def test_evaluate_writes_the_results_of_the_api(tmp_path, data, capsys, seed):
     x = torch.from_numpy(np.load(data))
     api = pyrolik.ais(sm.model, x, num_steps=6, num_chains=2, batch_size=2, seed=seed,
                       kernel=pyrolik.HMC(num_leapfrog=2), progress=False)
-    got = load_result(tmp_path / "res.ais.nc")
+    got = pyrolik.load(tmp_path / "res.ais.nc")
     assert torch.equal(got.log_weights, api.log_weights) and got.bound == "lower"
     lw = pyrolik.likelihood_weighting(sm.model, x, num_samples=7, batch_size=2, seed=seed,
                                       progress=False)
-    assert torch.equal(load_result(tmp_path / "res.lw.nc").log_likelihood, lw.log_likelihood)
+    assert torch.equal(pyrolik.load(tmp_path / "res.lw.nc").log_likelihood, lw.log_likelihood)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res.ais.nc", "res.lw.nc", "x.npy"]
     # existing outputs are not overwritten by accident
     status, _, err = run(["evaluate", MODEL, "--data", data, "-o", tmp_path / "res.ais.nc", *FAST],
@@ -97,7 +96,7 @@ def test_model_file_weights_hook_and_guide(tmp_path, data, capsys):
     # with the loaded weights the file's model is the linear-Gaussian model: same numbers
     x = torch.from_numpy(np.load(data))
     api = pyrolik.iwae(sm.model, module.guide, x, num_samples=9, seed=0, progress=False)
-    torch.testing.assert_close(load_result(tmp_path / "r.nc").log_likelihood, api.log_likelihood)
+    torch.testing.assert_close(pyrolik.load(tmp_path / "r.nc").log_likelihood, api.log_likelihood)
 
     (tmp_path / "nohook.py").write_text(MODEL_FILE)
     status, _, err = run(["evaluate", tmp_path / "nohook.py:model", "--data", data, "--weights",
@@ -160,7 +159,8 @@ def test_usage_errors_and_debug(tmp_path, data, capsys):
 def test_help_is_complete(capsys):
     parser = cli.build_parser()
     commands = parser._subparsers._group_actions[0].choices
-    assert set(commands) == {"evaluate", "bdmc", "summary", "demo"}
+    assert set(commands) == {"evaluate", "bdmc", "summary", "demo", "sigma-curve", "rate-distortion",
+                             "distortion-bdmc"}
     for name, sub in commands.items():
         for action in sub._actions:
             assert action.help, f"{name} {action.option_strings or action.dest} has no help"
@@ -196,7 +196,7 @@ def test_bdmc_command_matches_the_api(tmp_path, capsys, seed):
     sim = pyrolik.simulate(sm.model, 3, data_shape=(5,), seed=seed, dtype=torch.float64)
     api = pyrolik.bdmc(sm.model, data=sim, num_steps=6, num_chains=2, seed=seed,
                        kernel=pyrolik.HMC(num_leapfrog=2), progress=False)
-    got = load_result(tmp_path / "b.nc")
+    got = pyrolik.load(tmp_path / "b.nc")
     assert torch.equal(got.lower.log_weights, api.lower.log_weights)
     assert torch.equal(got.upper.log_weights, api.upper.log_weights)
 
@@ -223,7 +223,7 @@ def test_checkpoint_resume_from_the_command_line(tmp_path, data, capsys, monkeyp
     x = torch.from_numpy(np.load(data))
     api = pyrolik.ais(sm.model, x, num_steps=6, num_chains=2, batch_size=2, seed=0,
                       kernel=pyrolik.HMC(num_leapfrog=2), progress=False)
-    assert torch.equal(load_result(tmp_path / "r.nc").log_weights, api.log_weights)
+    assert torch.equal(pyrolik.load(tmp_path / "r.nc").log_weights, api.log_weights)
 
 
 def test_data_files(tmp_path):
@@ -249,14 +249,45 @@ def test_data_files(tmp_path):
 def test_result_files_are_atomic_and_checked(tmp_path, monkeypatch, capsys):
     result = pyrolik.likelihood_weighting(sm.model, sm.sample(3), num_samples=4, progress=False)
     path = tmp_path / "r.nc"
-    save_result(result, path)
+    pyrolik.save(result, path)
     before = path.read_bytes()
-    monkeypatch.setattr("pyrolik.io.checkpoint.os.replace",
+    monkeypatch.setattr("pyrolik.io.netcdf.os.replace",
                         lambda *a: (_ for _ in ()).throw(OSError("disk full")))
-    monkeypatch.setattr("pyrolik.io.files._export", lambda: None)
     with pytest.raises(OSError):
-        save_result(result, path)
+        pyrolik.save(result, path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["r.nc"]
     (tmp_path / "junk.nc").write_bytes(b"junk")
     status, _, err = run(["summary", tmp_path / "junk.nc"], capsys)
     assert status == 1 and "is not a pyrolik result file" in err
+
+
+class _Trap:
+    """Unpickling this object writes a file: the summary of a pickle must not create it."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_summary_of_a_state_dict_says_it_is_not_a_result_and_unpickles_nothing(tmp_path, capsys):
+    torch.save(torch.nn.Linear(2, 3).state_dict(), tmp_path / "model.pt")
+    status, out, err = run(["summary", tmp_path / "model.pt"], capsys)
+    assert status == 1 and out == ""
+    assert "model.pt is not a pyrolik result file" in err
+    assert "state dict" in err and "pyrolik.save(result" in err and "--output" in err
+    marker = tmp_path / "unpickled"
+    torch.save({"x": _Trap(marker)}, tmp_path / "trap.pt")
+    status, _, err = run(["summary", tmp_path / "trap.pt"], capsys)
+    assert status == 1 and "not a pyrolik result file" in err
+    assert not marker.exists()
+    with pytest.raises(ValueError, match="never unpickles"):
+        pyrolik.load(tmp_path / "trap.pt")
+    assert not marker.exists()
+    # a netCDF file that pyrolik did not write
+    import xarray as xr
+
+    xr.Dataset({"a": ("i", np.arange(3))}).to_netcdf(tmp_path / "other.nc")
+    status, _, err = run(["summary", tmp_path / "other.nc"], capsys)
+    assert status == 1 and "not a pyrolik result" in err and "pyrolik.save" in err

@@ -20,7 +20,6 @@ from pyrolik.distortion import (
     sigma_curve,
     squared_error,
 )
-from pyrolik.distortion.export import curve_from_datatree
 from pyrolik.distortion.schedule import merge_grid
 from tests.conftest import SEED
 
@@ -237,7 +236,7 @@ def test_export_round_trip_and_plots(curve, tmp_path):
 
     with xr.open_datatree(path) as back:
         back.load()
-        again = curve_from_datatree(back)
+        again = pyrolik.export.from_datatree(back)
     assert torch.equal(again.log_weights, curve.log_weights)
     torch.testing.assert_close(again.log_likelihood, curve.log_likelihood)
     assert again.ais is not None and torch.equal(again.ais.log_weights, curve.ais.log_weights)

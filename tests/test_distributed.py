@@ -14,7 +14,6 @@ import torch
 
 import pyrolik
 from pyrolik.execution.distributed import Shard, current_shard, map_tensors
-from pyrolik.io.files import load_result
 from tests import scale_models as sm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,14 +36,14 @@ def test_two_processes_with_torchrun_equal_one_process(tmp_path, seed):
     kernel = pyrolik.HMC(num_leapfrog=2)
     single = pyrolik.ais(sm.model, x, num_steps=6, num_chains=2, kernel=kernel, batch_size=2,
                          seed=seed, progress=False)
-    got = load_result(tmp_path / "res.ais.nc")
+    got = pyrolik.load(tmp_path / "res.ais.nc")
     assert torch.equal(got.log_weights, single.log_weights)
     assert torch.equal(got.final_state, single.final_state)
     assert all(torch.equal(got.trace[k], single.trace[k]) for k in single.trace)
     assert torch.equal(got.step_sizes.log_step_size, single.step_sizes.log_step_size)
     lw = pyrolik.likelihood_weighting(sm.model, x, num_samples=7, batch_size=2, seed=seed,
                                       progress=False)
-    assert torch.equal(load_result(tmp_path / "res.lw.nc").log_likelihood, lw.log_likelihood)
+    assert torch.equal(pyrolik.load(tmp_path / "res.lw.nc").log_likelihood, lw.log_likelihood)
     # each process deleted its own checkpoint once the result was written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res.ais.nc", "res.lw.nc", "x.npy"]
 

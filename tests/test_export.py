@@ -14,7 +14,8 @@ import xarray as xr
 from numpy.testing import assert_array_equal
 
 import pyrolik
-from pyrolik.io import export
+from pyrolik import export
+from pyrolik.io.datatree import example_dim
 from pyrolik.results import AISResult, BDMCResult
 from tests.export_cases import ESTIMATORS, build
 
@@ -24,8 +25,9 @@ def n(t):
 
 
 def check_estimate(tree: xr.DataTree, r, sample_dim: str) -> None:
+    ex = example_dim(r)
     lw = tree["log_weights"]
-    assert lw["log_likelihood"].dims == ("example",)
+    assert lw["log_likelihood"].dims == (ex,)
     assert_array_equal(lw["log_likelihood"].values, n(r.log_likelihood))
     for name in ("ess", "mcse", "khat"):
         if getattr(r, name) is None:
@@ -33,9 +35,9 @@ def check_estimate(tree: xr.DataTree, r, sample_dim: str) -> None:
         else:
             assert_array_equal(lw[name].values, n(getattr(r, name)))  # NaN == NaN here
     if r.log_weights is not None:
-        assert lw["log_weight"].dims == (sample_dim, "example")
+        assert lw["log_weight"].dims == (sample_dim, ex)
         assert_array_equal(lw["log_weight"].values, n(r.log_weights))
-    assert tree["observed_data"]["x"].dims == ("example", "x_dim_0")
+    assert tree["observed_data"]["x"].dims == (ex, "x_dim_0")
     assert_array_equal(tree["observed_data"]["x"].values, n(r.x))
     a = tree.attrs
     assert a["inference_library"] == "pyrolik" and a["inference_library_version"]
@@ -47,19 +49,20 @@ def check_estimate(tree: xr.DataTree, r, sample_dim: str) -> None:
 
 def check_ais(tree: xr.DataTree, r: AISResult) -> None:
     check_estimate(tree, r, "chain")
+    ex = example_dim(r)
     sites, flat = ("posterior", "unconstrained_posterior") if r.direction == "forward" else (
         "prior", "unconstrained_prior")
     for site, v in (r.latents or {}).items():
         da = tree[sites][site]
         extra = tuple(f"{site}_dim_{i}" for i in range(v.dim() - 2))
-        assert da.dims == ("chain", "draw", "example", *extra) and da.sizes["draw"] == 1
+        assert da.dims == ("chain", "draw", ex, *extra) and da.sizes["draw"] == 1
         assert_array_equal(da.values[:, 0], n(v))
     assert_array_equal(tree[flat]["u"].values[:, 0], n(r.final_state))
     stats = tree["sample_stats"]
-    for name in ("acceptance_rate", "step_size", "log_weight", "diverging"):
-        assert stats[name].dims == ("chain", "draw", "example")
-        assert_array_equal(stats[name].transpose("draw", "chain", "example").values,
-                           n(r.trace[name]))
+    for name in {"acceptance_rate", "step_size", "log_weight", "diverging"} | set(r.trace) - {
+            "beta", "z"}:
+        assert stats[name].dims == ("chain", "draw", ex)
+        assert_array_equal(stats[name].transpose("draw", "chain", ex).values, n(r.trace[name]))
     assert_array_equal(stats["draw"].values, n(r.trace_steps))
     assert stats["beta"].dims == ("draw",)
     assert_array_equal(stats["beta"].values, n(r.trace["beta"][:, 0]))
@@ -89,7 +92,7 @@ def check_any(tree, r) -> None:
         assert_array_equal(g["upper"].values, n(r.upper.log_likelihood))
         assert_array_equal(g["gap"].values, n(r.per_example_gap))
         for site, v in r.latents.items():
-            assert tree["simulated"][site].dims[0] == "example"
+            assert tree["simulated"][site].dims[0] == example_dim(r)
             assert_array_equal(tree["simulated"][site].values, n(v))
         assert tree.attrs["gap"] == r.gap and tree.attrs["bound"] == "sandwich"
     elif isinstance(r, AISResult):
@@ -166,8 +169,8 @@ def test_netcdf_round_trip_loses_nothing(results, name, tmp_path):
     r = results[name]
     tree = export.to_datatree(r)
     path = export.save(tree, tmp_path / "tree.nc")
-    with xr.open_datatree(path) as reopened:
-        xr.testing.assert_identical(reopened.load(), tree)
+    with xr.open_datatree(path) as reopened:  # a BDMC tree is written flat (ArviZ 0.x sees it)
+        xr.testing.assert_identical(reopened.load(), export.flatten(tree))
     back = pyrolik.load(export.save(r, tmp_path / "result.nc"))
     assert_same_result(back, r)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
@@ -205,9 +208,11 @@ def test_arviz_accepts_the_posterior_group(results):
     full = az.summary(idata.posterior)  # MCMC diagnostics: NaN with one draw per chain
     assert {"ess_bulk", "r_hat"} <= set(full.columns) and len(full) == 3 * 2 + 3
     ess = az.ess(idata.posterior)
-    assert ess["z"].dims == ("example", "z_dim_0") and ess["tau"].dims == ("example",)
+    dim = r.example_dim  # the model's plate over the examples
+    assert dim == "data"
+    assert ess["z"].dims == (dim, "z_dim_0") and ess["tau"].dims == (dim,)
     ess_stats = az.ess(idata.sample_stats, var_names=["log_weight"])  # several recorded draws
-    assert ess_stats["log_weight"].dims == ("example",)
+    assert ess_stats["log_weight"].dims == (dim,)
     assert np.isfinite(ess_stats["log_weight"].values).all()
 
 
@@ -261,3 +266,244 @@ def test_bad_input_raises():
         export.from_datatree(xr.DataTree())
     with pytest.raises(FileNotFoundError, match="no saved result"):
         export.load("/nonexistent/run.nc")
+
+
+# --- ArviZ's and xarray's own readers and writers -----------------------------------------------
+
+
+def _plain(value) -> bool:
+    return type(value) in (str, int, float)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_every_attribute_is_a_plain_str_int_or_float(results, name):
+    """netCDF, h5netcdf and zarr store str/int/float attrs; a TorchVersion or numpy object fails."""
+    r = results[name]
+    tree = r.to_datatree()
+    nodes = list(tree.subtree) + list(export.flatten(tree).subtree)
+    seen = 0
+    for node in nodes:
+        for key, value in node.attrs.items():
+            assert _plain(value), (node.path, key, type(value))
+            seen += 1
+        for var_name, var in node.dataset.variables.items():
+            for key, value in var.attrs.items():
+                assert _plain(value), (node.path, var_name, key, type(value))
+    idata = r.to_inference_data()
+    for key, value in idata.attrs.items():
+        assert _plain(value), ("InferenceData", key, type(value))
+    for group in idata.groups():
+        for key, value in idata[group].attrs.items():
+            assert _plain(value), (group, key, type(value))
+    assert seen > 10 and isinstance(tree.attrs["torch_version"], str)
+
+
+@pytest.mark.parametrize("engine", [None, "h5netcdf", "netcdf4"])  # None: ArviZ's default
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_arviz_writes_and_reads_every_export(results, name, engine, tmp_path):
+    import arviz as az
+
+    r = results[name]
+    idata = r.to_inference_data()
+    path = tmp_path / "idata.nc"
+    kw = {} if engine is None else {"engine": engine}
+    idata.to_netcdf(str(path), **kw)
+    with az.rc_context({"data.load": "eager"}):
+        back = az.from_netcdf(str(path), **kw)
+    assert set(back.groups()) == set(idata.groups())
+    for group in idata.groups():
+        xr.testing.assert_equal(back[group], idata[group])
+    assert back.attrs["pyrolik_result"] == type(r).__name__
+    assert_same_result(export.from_datatree(back), r)
+    with xr.open_datatree(path) as tree:  # xarray's reader of the same file
+        assert_same_result(export.from_datatree(tree.load()), r)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_saved_files_open_in_arviz_and_xarray(results, name, tmp_path):
+    """``pyrolik.save`` files: ``az.from_netcdf`` sees every group (BDMC's bounds included)."""
+    import arviz as az
+
+    r = results[name]
+    path = pyrolik.save(r, tmp_path / "run.nc")
+    with az.rc_context({"data.load": "eager"}):
+        idata = az.from_netcdf(str(path))
+    expected = r.to_inference_data()
+    assert set(idata.groups()) == set(expected.groups())
+    for group in expected.groups():
+        xr.testing.assert_equal(idata[group], expected[group])
+    assert_same_result(export.from_datatree(idata), r)
+    with xr.open_datatree(path) as tree:
+        assert set(tree.children) == set(expected.groups())
+
+
+def test_arviz_sees_both_bdmc_bounds(results, tmp_path):
+    import arviz as az
+
+    r = results["bdmc"]
+    with az.rc_context({"data.load": "eager"}):
+        idata = az.from_netcdf(str(pyrolik.save(r, tmp_path / "bdmc.nc")))
+    groups = set(idata.groups())
+    assert {"lower_posterior", "lower_sample_stats", "lower_log_weights", "upper_prior",
+            "upper_sample_stats", "upper_log_weights", "bdmc", "simulated"} <= groups
+    assert_array_equal(idata.lower_log_weights["log_weight"].values, n(r.lower.log_weights))
+    assert_array_equal(idata.upper_log_weights["log_likelihood"].values,
+                       n(r.upper.log_likelihood))
+    assert_array_equal(idata.bdmc["gap"].values, n(r.per_example_gap))
+    # each bound's groups carry its run's description
+    assert idata.lower_posterior.attrs["bound"] == "lower"
+    assert idata.upper_prior.attrs["bound"] == "upper"
+    assert idata.upper_prior.attrs["direction"] == "reverse"
+    # ArviZ's own functions accept the bound's groups
+    stats = az.summary(idata, group="lower_posterior", kind="stats", round_to="none")
+    np.testing.assert_allclose(stats.loc["z[1, 0]", "mean"], n(r.lower.latents["z"])[:, 1, 0].mean(),
+                               rtol=1e-12)
+    ess = az.ess(idata.lower_sample_stats, var_names=["log_weight"])
+    assert np.isfinite(ess["log_weight"].values).all()
+
+
+def test_nested_bdmc_files_written_before_still_load(results, tmp_path):
+    r = results["bdmc"]
+    path = tmp_path / "nested.nc"
+    r.to_datatree().to_netcdf(path)  # the layout pyrolik.save wrote before
+    with xr.open_datatree(path) as tree:
+        assert {"lower", "upper"} <= set(tree.children)
+    assert_same_result(pyrolik.load(path), r)
+
+
+@pytest.mark.parametrize("name", ["iwae", "likelihood_weighting"])
+def test_the_example_dim_is_the_models_plate(results, name, tmp_path):
+    r = results[name]
+    assert r.example_dim == "data"  # the plate of the linear-Gaussian model
+    tree = r.to_datatree()
+    assert tree["log_weights"]["log_weight"].dims == ("sample", "data")
+    assert tree["observed_data"]["x"].dims == ("data", "x_dim_0")
+    back = pyrolik.load(pyrolik.save(r, tmp_path / "r.nc"))
+    assert back.example_dim == "data"
+    assert_same_result(back, r)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_a_plate_name_on_any_result_names_the_example_dim(results, name, tmp_path):
+    r = results[name]
+    if isinstance(r, BDMCResult):
+        r = dataclasses.replace(r, lower=dataclasses.replace(r.lower, example_dim="pixels_row"),
+                                upper=dataclasses.replace(r.upper, example_dim="pixels_row"))
+    else:
+        r = dataclasses.replace(r, example_dim="pixels_row")
+    tree = r.to_datatree()
+    check_any(tree, r)
+    for node in tree.subtree:
+        assert "example" not in node.dataset.sizes, node.path
+    assert_same_result(pyrolik.load(pyrolik.save(r, tmp_path / "r.nc")), r)
+
+
+def test_files_with_the_old_example_dim_still_load(results, tmp_path):
+    """Files written before the dim was named after the plate have dim ``example``."""
+    for name in ESTIMATORS:
+        r = results[name]
+        if isinstance(r, BDMCResult):
+            old = dataclasses.replace(r, lower=dataclasses.replace(r.lower, example_dim="example"),
+                                      upper=dataclasses.replace(r.upper, example_dim="example"))
+        else:
+            old = dataclasses.replace(r, example_dim="example")
+        path = pyrolik.save(old, tmp_path / f"{name}.nc")
+        with xr.open_datatree(path) as tree:
+            group = "bdmc" if name == "bdmc" else "log_weights"
+            assert "example" in tree[group].dataset.sizes
+        back = pyrolik.load(path)
+        assert_same_result(back, old)
+        assert example_dim(back) == "example"
+
+
+def test_plate_names_that_clash_with_the_layout_export_as_example(results):
+    r = results["ais"]
+    for clash in ("chain", "draw", "sample", "latent_dim", "x_dim_0", ""):
+        tree = dataclasses.replace(r, example_dim=clash).to_datatree()
+        assert tree["log_weights"]["log_likelihood"].dims == ("example",), clash
+
+
+def test_energy_error_goes_to_sample_stats_and_round_trips(results, tmp_path):
+    r = results["ais"]
+    energy = torch.randn(r.trace["acceptance_rate"].shape, dtype=torch.float64,
+                         generator=torch.Generator().manual_seed(0))
+    r = dataclasses.replace(r, trace={**r.trace, "energy_error": energy})
+    tree = r.to_datatree()
+    stats = tree["sample_stats"]
+    assert stats["energy_error"].dims == ("chain", "draw", example_dim(r))
+    assert_array_equal(stats["energy_error"].transpose("draw", "chain", ...).values, n(energy))
+    back = pyrolik.load(pyrolik.save(r, tmp_path / "r.nc"))
+    torch.testing.assert_close(back.trace["energy_error"], energy, rtol=0, atol=0)
+    assert_same_result(back, r)
+    import arviz as az
+
+    idata = r.to_inference_data()  # ArviZ reads it under its own name
+    assert "energy_error" in idata.sample_stats and "energy_error" in az.ess(
+        idata.sample_stats, var_names=["energy_error"])
+
+
+def test_a_seed_beyond_int64_is_kept_as_a_string(results, tmp_path):
+    r = dataclasses.replace(results["iwae"], seed=2**70 + 3)
+    tree = r.to_datatree()
+    assert tree.attrs["seed"] == str(2**70 + 3)
+    assert pyrolik.load(pyrolik.save(r, tmp_path / "r.nc")).seed == 2**70 + 3
+    assert tree.attrs["seed"] == str(r.seed)
+
+
+def test_the_export_does_not_import_the_results_module():
+    """``results.to_datatree`` imports the export lazily; the export must not import results."""
+    import ast
+    from pathlib import Path
+
+    import pyrolik.io.datatree as datatree
+
+    tree = ast.parse(Path(datatree.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for a in node.names}
+    assert not {m for m in imported if m and m.startswith("pyrolik") and m != "pyrolik._version"}
+
+
+def test_the_package_has_no_import_cycle():
+    """Imports between pyrolik's modules, function-level ones included, form no cycle (the
+    package root, which re-exports everything, aside; imports for type checkers only never run)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(pyrolik.__file__).parent
+    modules = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps = set()
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(block.test) for n in ast.walk(block)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            deps |= {m for m in names if m in modules and m != name}
+        graph[name] = deps - {"pyrolik"} if name != "pyrolik" else set()
+    assert graph["pyrolik.results"] and graph["pyrolik.io.netcdf"] >= {"pyrolik.results"}
+    state: dict[str, int] = {}
+
+    def visit(m, stack):
+        state[m] = 1
+        for d in graph[m]:
+            if state.get(d) == 1:
+                raise AssertionError(f"import cycle: {' -> '.join([*stack, m, d])}")
+            if d not in state:
+                visit(d, [*stack, m])
+        state[m] = 2
+
+    for m in graph:
+        if m not in state:
+            visit(m, [])

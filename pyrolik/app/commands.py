@@ -13,7 +13,7 @@ import torch
 from pyrolik.app.loading import load_callable, load_data, load_weights, prepare_modules
 from pyrolik.execution.distributed import Shard, init_from_env
 from pyrolik.io.checkpoint import remove_checkpoint
-from pyrolik.io.files import load_result, save_result
+from pyrolik.io.netcdf import load, save
 from pyrolik.mcmc.hmc import HMC
 
 __all__ = ["evaluate", "bdmc", "summary"]
@@ -162,7 +162,7 @@ def evaluate(args) -> int:
                 result = (_kde(args, model, kwargs, x, validation, device, progress)
                           if shard.is_main else None)
             if shard.is_main:
-                save_result(result, paths[name])
+                save(result, paths[name])
                 results[name] = result
             if name == "ais":
                 _finish_checkpoint(args, shard)
@@ -198,7 +198,7 @@ def bdmc(args) -> int:
         result = pyrolik.bdmc(model, data=sim, init=guide,
                               **_ais_kwargs(args, shard, batch_size, kwargs))
         if shard.is_main:
-            save_result(result, paths["bdmc"])
+            save(result, paths["bdmc"])
         _finish_checkpoint(args, shard)
         if shard.is_main:
             _report({"bdmc": result}, paths, args.quiet)
@@ -214,7 +214,7 @@ def summary(args) -> int:
     with pd.option_context("display.width", 160, "display.max_columns", None,
                            "display.max_rows", None):
         for i, path in enumerate(args.results):
-            result = load_result(path)
+            result = load(path)  # netCDF/zarr only: never unpickles a file
             if i:
                 print()
             print(f"{path}:")

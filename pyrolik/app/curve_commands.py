@@ -119,9 +119,9 @@ def _run(args, work: Callable[[Any, dict, Any], Any], report: Callable[[Any], No
                       schedule=args.schedule, kernel=_kernel(args), model_kwargs=kwargs,
                       seed=args.seed, batch_size=args.batch_size, progress=not args.quiet)
         result = work(model, common, device)
-        from pyrolik.io.files import save_result
+        from pyrolik.io.netcdf import save
 
-        save_result(result, paths["curve"])
+        save(result, paths["curve"])
         if not args.quiet:
             import pandas as pd
 

@@ -32,7 +32,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
@@ -74,6 +74,8 @@ class DistortionBDMC:
     results: list[Any] = field(default_factory=list)  # the BDMCResult of each beta
     seed: int | None = None
     wall_time: float = float("nan")
+
+    exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.export.to_datatree call ours
 
     @property
     def sigmas(self) -> Tensor | None:
@@ -135,6 +137,13 @@ class DistortionBDMC:
         from pyrolik.distortion.export import bdmc_to_datatree
 
         return bdmc_to_datatree(self)
+
+    @classmethod
+    def from_datatree(cls, tree) -> DistortionBDMC:
+        """Rebuild from :meth:`to_datatree`'s output (``pyrolik.load`` calls this)."""
+        from pyrolik.distortion.export import bdmc_fields
+
+        return cls(**bdmc_fields(tree))
 
 
 def distortion_bdmc(

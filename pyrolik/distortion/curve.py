@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import pandas as pd
 import torch
@@ -123,6 +123,9 @@ class DistortionCurve:
     seed: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     wall_time: float = float("nan")
+
+    exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.export.to_datatree call ours
+    optimal_sigma_warning: ClassVar[str] = OPTIMAL_SIGMA_WARNING
 
     # -- per example ----------------------------------------------------------------------------
     @property
@@ -284,6 +287,13 @@ class DistortionCurve:
         from pyrolik.distortion.export import curve_to_datatree
 
         return curve_to_datatree(self)
+
+    @classmethod
+    def from_datatree(cls, tree) -> DistortionCurve:
+        """Rebuild a curve from :meth:`to_datatree`'s output (``pyrolik.load`` calls this)."""
+        from pyrolik.distortion.export import curve_fields
+
+        return cls(**curve_fields(tree))
 
     def to_dataset(self):
         """The per-beta, per-example curves as one :class:`xarray.Dataset` (``beta`` coordinate,

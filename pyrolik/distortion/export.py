@@ -32,10 +32,10 @@ import numpy as np
 import torch
 import xarray as xr
 
-from pyrolik.distortion.curve import OPTIMAL_SIGMA_WARNING, DistortionCurve
-from pyrolik.io.export import _versions, from_datatree, to_datatree
+from pyrolik.io.datatree import _versions, to_datatree
+from pyrolik.io.netcdf import from_datatree
 
-__all__ = ["curve_to_datatree", "curve_from_datatree", "bdmc_to_datatree", "bdmc_from_datatree"]
+__all__ = ["curve_to_datatree", "curve_fields", "bdmc_to_datatree", "bdmc_fields"]
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -46,7 +46,7 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat()
 
 
-def curve_to_datatree(curve: DistortionCurve) -> xr.DataTree:
+def curve_to_datatree(curve: Any) -> xr.DataTree:
     """See the module docstring; every value equals the curve's tensor."""
     m, k, n = curve.log_weights.shape
     coords: dict[str, Any] = {"beta": _np(curve.betas), "example": np.arange(n)}
@@ -86,14 +86,15 @@ def curve_to_datatree(curve: DistortionCurve) -> xr.DataTree:
                   "wall_time": float(curve.wall_time),
                   "bound": "log_z and log_likelihood: stochastic lower bounds at every beta; "
                            "(distortion, rate): on or above the rate-distortion curve in expectation",
-                  "per_example_sigma_warning": OPTIMAL_SIGMA_WARNING}
+                  "per_example_sigma_warning": curve.optimal_sigma_warning}
     if curve.seed is not None:
         tree.attrs["seed"] = int(curve.seed)
     return tree
 
 
-def curve_from_datatree(tree: xr.DataTree) -> DistortionCurve:
-    """Rebuild a :class:`DistortionCurve` from :func:`curve_to_datatree`'s output (no rerun)."""
+def curve_fields(tree: xr.DataTree) -> dict[str, Any]:
+    """The constructor arguments of a :class:`~pyrolik.distortion.curve.DistortionCurve` read back
+    from :func:`curve_to_datatree`'s output (no rerun)."""
     attrs = tree.attrs
     if attrs.get("pyrolik_result") != "DistortionCurve":
         raise ValueError(f"not a DistortionCurve tree (pyrolik_result={attrs.get('pyrolik_result')})")
@@ -104,7 +105,7 @@ def curve_from_datatree(tree: xr.DataTree) -> DistortionCurve:
         return torch.from_numpy(np.array(da.transpose(*dims).values))
 
     ais = from_datatree(tree["ais"]) if "ais" in tree.children else None
-    return DistortionCurve(
+    return dict(
         mode=attrs["mode"], betas=t(lw["beta"], "beta").double(),
         log_weights=t(lw["log_weight"], "beta", "chain", "example").double(),
         distortions=t(lw["distortion"], "beta", "chain", "example").double(),
@@ -136,17 +137,16 @@ def bdmc_to_datatree(result: Any) -> xr.DataTree:
     return tree
 
 
-def bdmc_from_datatree(tree: xr.DataTree) -> Any:
-    """Rebuild a :class:`~pyrolik.distortion.bounds.DistortionBDMC` from :func:`bdmc_to_datatree`."""
-    from pyrolik.distortion.bounds import DistortionBDMC
-
+def bdmc_fields(tree: xr.DataTree) -> dict[str, Any]:
+    """The constructor arguments of a :class:`~pyrolik.distortion.bounds.DistortionBDMC` read back
+    from :func:`bdmc_to_datatree`'s output."""
     ds = tree["bdmc"].to_dataset()
 
     def t(name: str) -> torch.Tensor:
         return torch.from_numpy(np.array(ds[name].transpose("beta", "example").values))
 
     results = [from_datatree(tree[f"beta_{j}"]) for j in range(ds.sizes["beta"])]
-    return DistortionBDMC(tree.attrs["mode"], torch.from_numpy(np.array(ds["beta"].values)),
-                          t("lower"), t("upper"), t("distortion"), int(tree.attrs["num_values"]),
-                          [r.x for r in results], results, None,
-                          float(tree.attrs.get("wall_time", np.nan)))
+    return dict(mode=tree.attrs["mode"], betas=torch.from_numpy(np.array(ds["beta"].values)),
+                lower=t("lower"), upper=t("upper"), distortion=t("distortion"),
+                num_values=int(tree.attrs["num_values"]), x=[r.x for r in results],
+                results=results, wall_time=float(tree.attrs.get("wall_time", np.nan)))

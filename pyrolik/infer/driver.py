@@ -308,6 +308,7 @@ def finish(method: str, direction: str, run: Run, parts: Sequence[LegOutput], st
         acceptance_rate=torch.cat([p.acceptance_rate for p in parts], dim=1),
         num_divergent=torch.cat([p.num_divergent for p in parts], dim=1),
         trace=trace, trace_steps=parts[0].trace_steps, kernel=run.kernel,
+        example_dim=parts[0].plate,
         latents={name: torch.cat([p.latents[name] for p in parts], dim=1)
                  for name in parts[0].latents},
     )

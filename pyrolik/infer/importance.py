@@ -170,6 +170,7 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
     num_chunks = -(-num_samples // chunk)
     owned = sum(shard.owns(i) for i in range(-(-n // size)))
     bar = progress_bar(num_chunks * owned, method, progress)
+    plate: dict[str, str] = {}  # the model's data plate, read off the first target made
 
     def work(batch, resume, save):
         xb = x[batch.start : batch.stop]
@@ -181,6 +182,7 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
             if k not in targets:
                 targets[k] = make_target(model, xb, k, model_args=model_args,
                                          model_kwargs=model_kwargs, guide=guide)
+                plate.setdefault("name", targets[k].plate_name)
             lw = log_weights_fn(targets[k], batch.generator).reshape(k, xb.shape[0])
             running.update(lw.detach())
             done += k
@@ -199,7 +201,8 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
     settings = {"num_samples": num_samples, "batch_size": batch_size, "chunk_size": chunk}
     result = EstimateResult(
         method=method, bound="lower", log_weights=kept, x=x, settings=settings, seed=seed,
-        wall_time=time.perf_counter() - start_time, **cat,
+        wall_time=time.perf_counter() - start_time, example_dim=plate.get("name", "example"),
+        **cat,
     )
     warn_failed(result, method)
     return result

@@ -1,0 +1,228 @@
+"""Result files: save a result to netCDF (or zarr) atomically, load it back, rebuild it from a tree.
+
+The reverse of :mod:`pyrolik.io.datatree`. Files are written with xarray's own writer, so ArviZ's
+and xarray's readers open them (``az.from_netcdf``, ``xr.open_datatree``); a BDMC result is written
+in the flat layout of :func:`pyrolik.io.datatree.flatten`, whose groups ArviZ 0.x sees. Files are
+never unpickled: a netCDF/zarr store holds arrays and plain attributes only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import xarray as xr
+
+from pyrolik.io.datatree import DEFAULT_EXAMPLE_DIM, NESTED, SITE_GROUPS, flatten, to_datatree
+from pyrolik.mcmc.hmc import HMC
+from pyrolik.mcmc.step_sizes import StepSizes
+from pyrolik.results import AISResult, BDMCResult, EstimateResult
+
+__all__ = ["from_datatree", "save", "load", "register_reader", "NOT_A_RESULT"]
+
+Result = EstimateResult | BDMCResult
+NOT_A_RESULT = ("make one with pyrolik.save(result, 'run.nc') or the pyrolik evaluate / bdmc "
+                "commands (their --output)")
+_NETCDF_MAGIC = (b"CDF\x01", b"CDF\x02", b"\x89HDF")
+
+
+def _t(da: xr.DataArray, *dims: str) -> torch.Tensor:
+    values = da.transpose(*dims, ...).values if dims else da.values
+    return torch.from_numpy(np.array(values))
+
+
+def _opt(ds: xr.Dataset | None, name: str, *dims: str) -> torch.Tensor | None:
+    return _t(ds[name], *dims) if ds is not None and name in ds else None
+
+
+def _unflatten(tree: xr.DataTree) -> xr.DataTree:
+    """Undo :func:`~pyrolik.io.datatree.flatten` for a BDMC tree."""
+    groups: dict[str, Any] = {}
+    for name, node in tree.children.items():
+        head, _, rest = name.partition("_")
+        path = f"{head}/{rest}" if head in NESTED and rest else name
+        groups[path] = node.to_dataset()
+    out = xr.DataTree.from_dict(groups)
+    out.attrs = dict(tree.attrs)
+    for name in NESTED:
+        out[name].attrs = dict(tree[f"{name}_log_weights"].attrs)
+    return out
+
+
+def _seed(attrs: dict) -> int | None:
+    return int(attrs["seed"]) if "seed" in attrs else None  # an int, or a str past int64
+
+
+#: Readers of trees that other packages write themselves (``exports_itself`` results), by their
+#: ``pyrolik_result`` attribute; registered by those packages (:func:`register_reader`), so that
+#: this module imports none of them.
+READERS: dict[str, Any] = {}
+
+
+def register_reader(kind: str, reader: Any) -> None:
+    """Let :func:`from_datatree` (and :func:`load`) rebuild trees whose ``pyrolik_result`` is ``kind``."""
+    READERS[kind] = reader
+
+
+def from_datatree(tree: Any) -> Result:
+    """Rebuild the result object from :func:`to_datatree`'s (or :func:`to_inference_data`'s) output.
+
+    Summaries, warnings, diagnostics and plots then work without rerunning anything. The kernel is
+    rebuilt from its recorded parameters. Trees written before the example dim was named after the
+    model's plate (dim ``example``) load the same way: the dim is read off ``log_likelihood``.
+    """
+    if not isinstance(tree, xr.DataTree):
+        if hasattr(tree, "to_datatree"):  # arviz.InferenceData
+            tree = tree.to_datatree()
+        else:
+            raise TypeError(f"expected an xarray.DataTree or arviz.InferenceData, got "
+                            f"{type(tree).__name__}")
+    kind = tree.attrs.get("pyrolik_result")
+    if kind is None:
+        raise ValueError("this tree was not written by pyrolik (no 'pyrolik_result' attribute); "
+                         "load files made by pyrolik.save or result.to_datatree()")
+    if kind in READERS:
+        return READERS[kind](tree)
+    if kind == "BDMCResult":
+        if "lower" not in tree.children:
+            tree = _unflatten(tree)
+        lower, upper = from_datatree(tree["lower"]), from_datatree(tree["upper"])
+        sim = tree.children.get("simulated")
+        latents = {} if sim is None else {s: _t(da) for s, da in sim.to_dataset().items()}
+        return BDMCResult(lower=lower, upper=upper, x=lower.x, latents=latents,
+                          wall_time=float(tree.attrs.get("wall_time", np.nan)))
+    attrs = tree.attrs
+    get = tree.children.get
+    lw = get("log_weights").to_dataset()
+    ex = lw["log_likelihood"].dims[0] if lw["log_likelihood"].dims else DEFAULT_EXAMPLE_DIM
+    obs = get("observed_data")
+    sample_dim = "chain" if kind == "AISResult" else "sample"
+    common = dict(
+        method=attrs["method"], log_likelihood=_t(lw["log_likelihood"]),
+        bound=None if attrs["bound"] == "none" else attrs["bound"],
+        log_weights=_opt(lw, "log_weight", sample_dim, ex), ess=_opt(lw, "ess"),
+        mcse=_opt(lw, "mcse"), khat=_opt(lw, "khat"),
+        x=None if obs is None else _t(obs.to_dataset()["x"], ex),
+        settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
+        wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
+    )
+    if kind != "AISResult":  # EstimateResult, or a newer estimator's subclass: the common fields
+        return EstimateResult(**common)
+    site_group, flat_group = SITE_GROUPS[attrs["direction"]]
+    sites, flat = get(site_group), get(flat_group)
+    latents = None if sites is None else {
+        s: _t(da, "chain", "draw", ex)[:, 0] for s, da in sites.to_dataset().items()}
+    const = get("constant_data")
+    const = None if const is None else const.to_dataset()
+    table = None
+    if const is not None and "pilot_beta" in const:
+        table = StepSizes(_t(const["pilot_beta"]), _t(const["log_step_size"], "pilot_step"),
+                          _opt(const, "inv_mass", "pilot_step", ex))
+    trace, steps = None, None
+    if "sample_stats" in tree.children:
+        stats = tree["sample_stats"].to_dataset()
+        trace = {name: _t(da, "draw", "chain", ex) for name, da in stats.items()}
+        k = stats.sizes["chain"]
+        beta = _t(stats["beta"]) if stats["beta"].ndim == 1 else None
+        trace["beta"] = (beta.unsqueeze(1).expand(-1, k).contiguous() if beta is not None
+                         else _t(stats["beta"], "draw", "chain"))
+        if "trajectory" in tree.children:
+            trace["z"] = _t(tree["trajectory"].to_dataset()["u"], "draw", "chain", ex)
+        steps = torch.from_numpy(np.array(stats["draw"].values))
+    return AISResult(
+        **common, direction=attrs["direction"], path=attrs["path"],
+        schedule=_opt(const, "schedule"), step_sizes=table,
+        kernel=HMC(**json.loads(attrs["kernel"])) if "kernel" in attrs else None,
+        final_state=None if flat is None else _t(flat.to_dataset()["u"], "chain", "draw")[:, 0],
+        latents=latents, acceptance_rate=_opt(lw, "mean_acceptance_rate", "chain"),
+        num_divergent=_opt(lw, "num_divergent", "chain"), trace=trace, trace_steps=steps,
+    )
+
+
+def _engine(path: Path, engine: str | None) -> str:
+    if engine is not None:
+        return engine
+    if path.suffix == ".zarr":
+        return "zarr"
+    for name, module in (("netcdf4", "netCDF4"), ("h5netcdf", "h5netcdf")):
+        if importlib.util.find_spec(module) is not None:
+            return name
+    raise ImportError("saving a result needs netCDF4 or h5netcdf (netCDF groups): "
+                      "pip install netCDF4, or save to a path ending in .zarr with zarr installed")
+
+
+def save(result: Result | xr.DataTree, path: str | os.PathLike, *, engine: str | None = None
+         ) -> Path:
+    """Write a result to netCDF (or zarr, for a path ending in ``.zarr``) atomically.
+
+    The tree is written to a temporary file beside ``path`` and moved into place with
+    :func:`os.replace`, so a crash never leaves a half-written file under ``path``. A BDMC result
+    is written flat (``lower_posterior``, ..., ``bdmc``, ``simulated``) so that ``az.from_netcdf``
+    sees every group; :func:`load` reads it back, and reads nested files too.
+    """
+    path = Path(path)
+    tree = result if isinstance(result, xr.DataTree) else to_datatree(result)
+    if tree.attrs.get("pyrolik_result") == "BDMCResult":
+        tree = flatten(tree)
+    engine = _engine(path, engine)
+    tmp, old = (path.with_name(f".{path.name}.{uuid.uuid4().hex}.{s}") for s in ("tmp", "old"))
+    try:
+        if engine == "zarr":
+            tree.to_zarr(tmp, consolidated=False)  # consolidated metadata is not zarr v3
+            if path.is_dir():  # os.replace cannot replace a non-empty directory: swap it out
+                os.replace(path, old)
+        else:
+            tree.to_netcdf(tmp, engine=engine)
+        os.replace(tmp, path)
+    finally:
+        if old.exists() and not path.exists():  # the swap failed: put the old store back
+            os.replace(old, path)
+        for leftover in (tmp, old):
+            if leftover.is_dir():
+                shutil.rmtree(leftover)
+            elif leftover.exists():
+                leftover.unlink()
+    return path
+
+
+def _check_format(path: Path) -> None:
+    """Refuse, in words, a file that is not a netCDF/HDF5 file or a zarr store (e.g. ``model.pt``)."""
+    if path.is_dir():
+        return
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head in _NETCDF_MAGIC:
+        return
+    kind = ""
+    if head.startswith(b"PK\x03\x04") or head[:1] == b"\x80":
+        kind = (" (it looks like a torch.save file, such as a model's state dict or a checkpoint; "
+                "pyrolik never unpickles it)")
+    raise ValueError(f"{path} is not a pyrolik result file: results are netCDF files or zarr "
+                     f"stores{kind}; {NOT_A_RESULT}")
+
+
+def load(path: str | os.PathLike, *, engine: str | None = None) -> Result:
+    """Read a result written by :func:`save` back into a result object (no rerun needed).
+
+    Only netCDF files and zarr stores are read; anything else (a ``torch.save`` file such as a
+    state dict) is refused with a ``ValueError`` that says how to make a result file.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no saved result at {path}")
+    _check_format(path)
+    engine = _engine(path, engine)
+    kwargs = {"consolidated": False} if engine == "zarr" else {}
+    with xr.open_datatree(path, engine=engine, **kwargs) as tree:
+        tree.load()
+    if "pyrolik_result" not in tree.attrs:
+        raise ValueError(f"{path} is a netCDF/zarr file but not a pyrolik result (no "
+                         f"'pyrolik_result' attribute); {NOT_A_RESULT}")
+    return from_datatree(tree)
