@@ -66,12 +66,15 @@ def monitor_dataset(monitor: Any) -> xr.Dataset:
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def plot_monitor(ds: xr.Dataset, ax=None):
-    """Mean log-likelihood against epoch: train solid, test dashed, 2 standard errors shaded."""
+def plot_monitor(ds: xr.Dataset, ax=None, start_epoch: int | None = None):
+    """Mean log-likelihood against epoch: train solid, test dashed, 2 standard errors shaded;
+    from ``start_epoch`` on (the untrained model's values would set the scale otherwise)."""
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4), layout="constrained")
+    if start_epoch is not None:
+        ds = ds.sel(epoch=ds["epoch"] >= start_epoch)
     methods = json.loads(ds.attrs["methods"])
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     epochs = ds["epoch"].values

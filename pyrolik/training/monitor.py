@@ -227,9 +227,9 @@ class TrainingMonitor:
 
         return monitor_dataset(self)
 
-    def plot(self, ax=None):
+    def plot(self, ax=None, start_epoch: int | None = None):
         """Train (solid) and test (dashed) mean log-likelihood against epoch, with 2 standard errors
-        over the examples, per method: Wu et al.'s figure 3."""
+        over the examples, per method: Wu et al.'s figure 3 (from ``start_epoch`` on)."""
         from pyrolik.training.export import plot_monitor
 
-        return plot_monitor(self.to_dataset(), ax=ax)
+        return plot_monitor(self.to_dataset(), ax=ax, start_epoch=start_epoch)
