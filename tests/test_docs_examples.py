@@ -1,5 +1,5 @@
-"""The runnable examples in docs/csl.md, docs/units.md, docs/compare.md and docs/export.md run as
-written."""
+"""The runnable examples in docs/csl.md, docs/units.md, docs/compare.md, docs/export.md and
+docs/sigma_and_rd.md run as written."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 
-@pytest.mark.parametrize("name", ["csl.md", "units.md", "compare.md", "export.md"])
+@pytest.mark.parametrize("name", ["csl.md", "units.md", "compare.md", "export.md",
+                                  "sigma_and_rd.md"])
 def test_doc_examples_run(name):
     text = (DOCS / name).read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
