@@ -42,6 +42,8 @@ from pyro.poutine.util import site_is_subsample
 from torch import Tensor
 from torch.distributions import Independent, Normal
 
+from pyrolik._random import fork_rng_from
+
 __all__ = ["DistortionModel", "distortion_model", "squared_error"]
 
 DistortionFn = Callable[[Tensor, Tensor], Tensor]
@@ -178,11 +180,14 @@ class DistortionModel:
                                    fn.batch_shape, fn.event_shape, name)
 
     def num_values(self, x: Tensor, *args: Any, **kwargs: Any) -> int:
-        """Observed values per example (D): counted from one trace of the model on ``x[:1]``."""
-        with pyro.poutine.block(), torch.no_grad(), pyro.validation_enabled(False):
-            tr = pyro.poutine.trace(self.model).get_trace(x[:1], *args, **kwargs)
-        return sum(int(s["value"].numel()) for s in tr.nodes.values()
-                   if s["type"] == "sample" and s["is_observed"] and not site_is_subsample(s))
+        """Observed values per example (D): counted from one trace of the model on ``x`` (the
+        whole batch, so that per-example model arguments fit), divided by the number of examples."""
+        with pyro.poutine.block(), torch.no_grad(), pyro.validation_enabled(False), \
+                fork_rng_from(None, x.device):
+            tr = pyro.poutine.trace(self.model).get_trace(x, *args, **kwargs)
+        total = sum(int(s["value"].numel()) for s in tr.nodes.values()
+                    if s["type"] == "sample" and s["is_observed"] and not site_is_subsample(s))
+        return total // x.shape[0]
 
 
 def _positive(name: str, value: Any) -> float:
