@@ -7,8 +7,7 @@ import math
 import matplotlib
 import pytest
 import torch
-from pyrolik_models import LinearGaussian
-from pyrolik_models.zoo import build
+from pyrolik_models import LinearGaussian, build
 
 import pyrolik
 from pyrolik.diagnostics.stats import effective_sample_size

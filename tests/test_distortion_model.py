@@ -8,8 +8,7 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from pyrolik_models import LinearGaussian
-from pyrolik_models.zoo import build
+from pyrolik_models import LinearGaussian, build
 
 import pyrolik
 from pyrolik.model.distortion import distortion_model, squared_error
