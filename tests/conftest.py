@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pkgutil
 import sys
 
 import pyro
@@ -11,7 +12,15 @@ import pytest
 import torch
 
 # Tests exercise the checkout's models/ (installed as pyrolik_models), whatever is installed.
-sys.modules.setdefault("pyrolik_models", importlib.import_module("models"))
+_models = importlib.import_module("models")
+sys.modules.setdefault("pyrolik_models", _models)
+if sys.modules["pyrolik_models"] is _models:
+    # its submodules under both names too: `from pyrolik_models.train_digits import ...` (as the
+    # docs write it) would otherwise load a second copy, which rebinds pyrolik_models.train_vae
+    # (the function) to that copy's submodule
+    for _info in pkgutil.iter_modules(_models.__path__):
+        sys.modules.setdefault(f"pyrolik_models.{_info.name}",
+                               importlib.import_module(f"models.{_info.name}"))
 
 SEED = int(os.environ.get("PYROLIK_TEST_SEED", "0"))
 # The tests run small tensors, where intra-op threads only add contention (10x slower on a loaded
