@@ -271,10 +271,11 @@ class DistortionCurve:
             out.append(f"{num_failed} of {self.num_examples} examples failed (a NaN or inf estimate "
                        "at some beta: the model's density was not finite); they are left out of "
                        "the means (see curve.failed)")
-        low = (self.ess < MIN_ESS) & ~self.failed
-        if self.num_chains > 1 and low.any():
+        floor = min(MIN_ESS, self.num_chains / 2)  # with 2 chains, below 1 cannot happen
+        low = (self.ess < floor) & ~self.failed
+        if low.any():
             where = [round(float(b), 4) for b in self.betas[low.any(-1)]]
-            out.append(f"at beta {where} some examples have fewer than {MIN_ESS:g} effective chains: "
+            out.append(f"at beta {where} some examples have fewer than {floor:g} effective chains: "
                        "one chain dominates the weights, so log Z, distortion and rate there are "
                        "unreliable (more annealing steps or chains)")
         if self.ais is not None:

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from pyrolik.mcmc import schedules
 
-__all__ = ["grid_from_sigmas", "grid_from_betas", "merge_grid"]
+__all__ = ["grid_from_sigmas", "grid_from_betas", "merge_grid", "sigma_of", "log_normal_constant"]
 
 
 def _as_grid(values: Sequence[float] | Tensor, name: str) -> Tensor:
