@@ -275,3 +275,22 @@ def test_merged_schedule_hits_every_grid_point():
         assert torch.equal(path[steps], grid)
     path, _ = merge_grid(grid, "geometric", 40)
     assert float(path[1]) == pytest.approx(1e-5)  # geometric starts below the first grid point
+
+
+@pytest.mark.statistical
+def test_a_poor_run_stays_above_the_rate_distortion_curve(lg, x, seed):
+    """With 3 annealing steps the estimates are far from the curve, but on its upper side (the
+    bound does not need a converged run)."""
+    betas = [0.5, 5.0, 50.0]
+    poor = rate_distortion(lg, x, betas, num_steps=3, num_chains=64, seed=seed, progress=False)
+    rate, _ = _exact_rd(lg, x, poor.betas)
+    n = x.shape[0]
+    gaps = []
+    for j, beta in enumerate(poor.betas):
+        d_hat, r_hat = float(poor.distortion[j].mean()), float(poor.rate[j].mean())
+        se = float(torch.sqrt((poor.mcse[j] ** 2 + beta**2 * poor.distortion_mcse[j] ** 2).sum())
+                   / n)
+        above = r_hat - _rate_at(lg, x, d_hat)
+        assert above >= -3 * se - 1e-6
+        gaps.append(above)
+    assert max(gaps) > 0.5  # the run is poor: the test is not about a converged estimate
