@@ -33,8 +33,8 @@ from pyrolik_models.train_digits import digits_split
 gan, vae = pyrolik_models.load("gan"), pyrolik_models.load("vae")
 split = digits_split(dtype=torch.float32)
 sigmas = [0.05, 0.07, 0.1, 0.14, 0.2, 0.28]
-n_valid = 4 if smoke_test else 100
-steps, chains = (10, 2) if smoke_test else (1000, 4)
+n_valid = 4 if smoke_test else 50
+steps, chains = (10, 2) if smoke_test else (500, 4)
 # the default kernel tunes its step sizes in a pilot run; the smoke test skips it
 kern = pyrolik.HMC(num_leapfrog=3, adapt=None, step_size=0.05) if smoke_test else pyrolik.HMC()
 '''),
@@ -161,7 +161,7 @@ before AIS does (the encoder overfits first, as Wu et al. observed).
 """),
     ("code", '''
 from pyro.infer import SVI, Trace_ELBO
-epochs, every = (4, 2) if smoke_test else (600, 25)
+epochs, every = (4, 2) if smoke_test else (600, 50)
 small = split.train[:200]
 pyro.set_rng_seed(0)
 model = pyrolik_models.build("digits-vae")
