@@ -31,9 +31,9 @@ def data_dir_or_exit(arg: str | None, filename: str) -> Path:
 
 
 def load_or_train(name: str, path: Path, data_dir: Path, train_args: list[str]):
-    """Load the checkpoint at ``path`` (training it with models.train_mnist first if absent)."""
+    """Load the checkpoint at ``path`` (training it with models.training.train_mnist first if absent)."""
     from models import load
-    from models.train_mnist import main as train_main
+    from models.training.train_mnist import main as train_main
     from models.zoo import PRESETS
 
     if not path.is_file():

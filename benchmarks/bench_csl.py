@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from models.rbm import RBM
+from models.oracles.rbm import RBM
 from pyrolik import biased_csl, compare, csl
 from pyrolik.infer.chains import sample_chain
 from pyrolik.io.datasets import find_data_dir, load_binarized_mnist, load_digits

@@ -17,7 +17,7 @@ import torch
 import models as pm
 import pyrolik
 from benchmarks._common import interleaved, machine
-from models.train_digits import digits_split
+from models.training.train_digits import digits_split
 
 
 def with_threads(n, fn):

@@ -19,7 +19,7 @@ import torch
 
 import pyrolik
 from benchmarks._common import machine
-from models.serialization import load
+from models.zoo.serialization import load
 from pyrolik.io.datasets import load_digits
 
 

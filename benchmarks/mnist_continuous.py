@@ -3,7 +3,7 @@
 Data: the 10,000 MNIST *test* images (the training images are not available here), dequantized
 (k+u)/256 and split 8000 train / 1000 valid / 1000 test with seed 0 (``split_mnist_test``); the paper
 used 50k/10k of the MNIST training set. VAE-10, GAN-10, GMMN-10 trained briefly by
-``models.train_mnist`` (defaults: 20 epochs). Per model: sigma chosen by AIS on validation images
+``models.training.train_mnist`` (defaults: 20 epochs). Per model: sigma chosen by AIS on validation images
 over a grid; AIS on the first ``--examples`` test and train images (one call, same settings), KDE
 with 10,000 samples and bandwidth chosen on 100 validation images, IWAE bound (VAE only).
 Run one model per process (``--models``) to use several cores; ``--report`` merges the JSON results
@@ -121,7 +121,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--checkpoint-dir", default=str(CHECKPOINTS))
     p.add_argument("--train-args", default="--threads 1",
-                   help="models.train_mnist arguments used when a checkpoint is absent")
+                   help="models.training.train_mnist arguments used when a checkpoint is absent")
     p.add_argument("--out-dir", default=str(Path(__file__).parent / "logs"))
     p.add_argument("--report", action="store_true", help="merge the saved per-model results")
     p.add_argument("--quick", action="store_true")

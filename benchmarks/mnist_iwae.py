@@ -64,7 +64,7 @@ def main(argv=None):
     p.add_argument("data_dir", nargs="?", default=None)
     p.add_argument("--checkpoint", default=str(CHECKPOINTS / "iwae_mnist.pt"))
     p.add_argument("--train-args", default="--epochs 4 --batch-size 100 --particles 5 --threads 1",
-                   help="models.train_mnist arguments used when the checkpoint is absent")
+                   help="models.training.train_mnist arguments used when the checkpoint is absent")
     p.add_argument("--num-test", type=int, default=100, help="first n test images")
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--ais-steps", default="100,500")

@@ -88,7 +88,7 @@ def main(argv=None):
     p.add_argument("--kde-samples", type=int, default=10000)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--train-args", default="--threads 1",
-                   help="models.train_mnist arguments used when the checkpoint is absent")
+                   help="models.training.train_mnist arguments used when the checkpoint is absent")
     p.add_argument("--plot", default=None)
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)

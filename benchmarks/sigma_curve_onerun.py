@@ -75,7 +75,7 @@ def main(argv=None):
         args.examples, args.steps, args.onerun_steps, args.chains = 4, 30, 30, 2
     torch.set_num_threads(args.threads)
     import pyrolik_models
-    from pyrolik_models.train_digits import digits_split
+    from pyrolik_models.training.train_digits import digits_split
 
     claims = Claims()
     x = digits_split(dtype=torch.float32).valid[: args.examples]

@@ -9,12 +9,16 @@ with the IWAE objective (Burda, Grosse & Salakhutdinov 2016) at ``k`` samples,
 
 .. math:: \mathcal L_k(x) = \mathbb E\Big[\log \frac1k \sum_{i=1}^k \frac{p(x, z_i)}{q(z_i \mid x)}\Big],
 
-by Adam on the 50,000 training images of the fixed binarization (Larochelle & Murray 2011), in plain
+by Adam (learning rate decayed by 10^(-1/7) at epochs 3^i) on the 50,000 training images of the fixed binarization (Larochelle & Murray 2011), in plain
 torch (no Pyro in the loop: the training is the benchmark's set-up, not what it measures). Every
 ``--eval-every`` epochs it prints the IWAE bound at k = 100 on 1000 test images, and saves the
 checkpoint (``pyrolik_models.save``; read with ``pyrolik_models.load("iwae", path)``). At the end it
-reports the test IWAE bound at ``--final-k`` (5000) on ``--final-examples`` test images: the model
-is "well trained" when that is -92 nats or better.
+reports the test IWAE bound at ``--final-k`` (5000) on ``--final-examples`` (all 10,000) test
+images: the model is "well trained" when that is -92 nats or better. The committed checkpoint
+``benchmarks/checkpoints/reference_iwae.pt`` was trained 200 epochs (``--epochs 200``; about 7 s per
+epoch on one idle core): test IWAE k=5000 **-89.06** nats (all 10,000 test images), k=100 -90.78 on
+the validation set and -88.12 on the first 10,000 training images (measured with
+``--evaluate-only``). The first 1,000 test images are harder than the rest (-99.8 at k=100).
 """
 
 from __future__ import annotations
@@ -66,8 +70,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--eval-every", type=int, default=10)
-    p.add_argument("--final-k", type=int, default=5000)
-    p.add_argument("--final-examples", type=int, default=1000)
+    p.add_argument("--final-k", type=int, default=5000)  # the test bound is on --final-examples
+    p.add_argument("--final-examples", type=int, default=10000)
+    p.add_argument("--evaluate-only", action="store_true",
+                   help="only evaluate the checkpoint at --out (train/valid at k=100, test at --final-k)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue from --out")
@@ -87,6 +93,14 @@ def main(argv: list[str] | None = None) -> None:
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda e: 10 ** (-sum(1 for i in range(8) if e + done >= 3 ** i) / 7))
     test = data.test[: args.final_examples]
+    if args.evaluate_only:
+        from models import load
+        model = load("iwae", args.out, dtype=torch.float32)
+        for name, xs in (("train[:10000]", data.train[:10000]), ("valid", data.valid)):
+            print(f"{name} IWAE bound k=100: {evaluate(model, xs, 100):.2f} nats", flush=True)
+        final = evaluate(model, test, args.final_k, batch=20)
+        print(f"test IWAE bound k={args.final_k} on {len(test)} test images: {final:.2f} nats")
+        return
     start = time.perf_counter()
     for epoch in range(done + 1, args.epochs + 1):
         perm = torch.randperm(len(data.train))

@@ -50,7 +50,7 @@ def main(argv=None):
         args.steps, args.samples = 5, 10
     torch.set_num_threads(1)
     from pyrolik_models import build
-    from pyrolik_models.train_digits import digits_split
+    from pyrolik_models.training.train_digits import digits_split
 
     claims = Claims()
     split = digits_split(dtype=torch.float32)

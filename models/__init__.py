@@ -1,30 +1,59 @@
 """Example decoder-based models as plain Pyro programs (installed as ``pyrolik_models``).
 
-No module here imports pyrolik: these are what a user would write. Analytic models also export
-``exact_log_marginal(x)`` and ``exact_posterior(x)`` so that estimators can be checked against them.
+No model here imports pyrolik: these are what a user would write. Three subpackages:
 
-The decoder-based models of Wu et al. (2017) are ``torch.nn.Module`` s whose call is the Pyro model
-(``vae(x, sigma=0.05)``), with ``.guide`` for those that have an encoder::
+- :mod:`.zoo`: the models of Wu et al. (2017), VAE, GAN, GMMN and IWAE, their presets and
+  checkpoint files; ``checkpoints/`` holds small pretrained digits models;
+- :mod:`.training`: their trainers (ELBO/IWAE, GAN, GMMN by MMD), the choice of the noise
+  ``sigma``, and the scripts that trained the checkpoints;
+- :mod:`.oracles`: models with known answers (linear-Gaussian, 1-D quadrature models, a small RBM)
+  against which the estimators are tested.
+
+:mod:`.example` is a short model to copy when writing your own. The decoder-based models are
+``torch.nn.Module`` s whose call is the Pyro model (``vae(x, sigma=0.05)``), with ``.guide`` for
+those that have an encoder::
 
     from pyrolik_models import build, load   # "models" in a source checkout
     gan = build("gan-50")            # untrained GAN-50 (784 pixels)
     vae = load("vae")                # the pretrained scikit-learn-digits VAE (64 pixels)
 """
 
-from .base import BernoulliDecoderModel, DecoderModel, GaussianDecoderModel
-from .gan import GAN
-from .gmmn import GMMN
-from .iwae import IWAE
-from .linear_gaussian import LinearGaussian
-from .mmd import mmd2
-from .serialization import load, save, shipped_checkpoint
-from .sigma import SigmaChoice, choose_sigma
-from .train_gan import train_gan
-from .train_gmmn import train_gmmn
-from .train_vae import make_elbo, train_vae
-from .training import TrainHistory
-from .vae import VAE
-from .zoo import KINDS, PRESETS, build
+import sys as _sys
+
+from . import oracles, training, zoo  # noqa: F401 (the subpackages)
+from .oracles import linear_gaussian, quadrature, rbm
+from .oracles.linear_gaussian import LinearGaussian
+from .training import (
+    SigmaChoice,
+    TrainHistory,
+    choose_sigma,
+    make_elbo,
+    mmd,
+    mmd2,
+    sigma,
+    train_gan,
+    train_gmmn,
+    train_vae,
+)
+from .zoo import (
+    GAN,
+    GMMN,
+    IWAE,
+    KINDS,
+    PRESETS,
+    VAE,
+    BernoulliDecoderModel,
+    DecoderModel,
+    GaussianDecoderModel,
+    base,
+    build,
+    decoders,
+    encoder,
+    load,
+    save,
+    serialization,
+    shipped_checkpoint,
+)
 
 __all__ = [
     "BernoulliDecoderModel",
@@ -50,3 +79,18 @@ __all__ = [
     "train_gmmn",
     "train_vae",
 ]
+
+# Module paths from before the subpackages (``models.oracles.linear_gaussian``, ``models.oracles.rbm``,
+# ``models.zoo.serialization``, ...) keep working: each old name is the module at its new place. (The
+# ``train_digits`` and ``train_mnist`` scripts keep small files of their own, for ``python -m``.)
+_MOVED = {
+    "base": base, "decoders": decoders, "encoder": encoder, "serialization": serialization,
+    "vae": zoo.vae, "gan": zoo.gan, "gmmn": zoo.gmmn, "iwae": zoo.iwae,
+    "mmd": mmd, "sigma": sigma, "train_vae": training.train_vae,
+    "train_gan": training.train_gan, "train_gmmn": training.train_gmmn,
+    "linear_gaussian": linear_gaussian, "quadrature": quadrature, "rbm": rbm,
+}
+for _old, _module in _MOVED.items():
+    _sys.modules.setdefault(f"{__name__}.{_old}", _module)
+    globals().setdefault(_old, _module)
+del _old, _module

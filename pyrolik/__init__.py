@@ -43,6 +43,8 @@ from pyrolik.io.checkpoint import remove_checkpoint
 from pyrolik.io.export import load, save
 from pyrolik.mcmc import schedules
 from pyrolik.mcmc.hmc import HMC
+from pyrolik.model.arguments import per_example, shared
+from pyrolik.model.constructs import IdiomWarning
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 from pyrolik.training import TrainingMonitor
 
@@ -71,6 +73,10 @@ __all__ = [
     "EstimateResult",
     "Simulated",
     "FailedExamplesWarning",
+    # Pyro idioms (docs/idioms.md)
+    "IdiomWarning",
+    "per_example",
+    "shared",
     "save",
     "load",
     "remove_checkpoint",

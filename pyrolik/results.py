@@ -3,7 +3,8 @@
 Fields fixed by ``API.md``: ``log_likelihood`` (N,), ``log_weights`` (K, N) where kept, ``bound``
 (``"lower"``, ``"upper"`` or ``None``), ``mean`` and ``stderr`` (over examples), ``summary()``,
 ``to_datatree()`` and ``to_inference_data()``. Per-example diagnostics: ``ess``, ``mcse`` (the
-delta-method standard error of ``log_likelihood``) and Pareto ``khat``.
+jackknife standard error of ``log_likelihood``, see :func:`pyrolik.diagnostics.stats.mcse_log_mean_exp`)
+and Pareto ``khat``.
 """
 
 from __future__ import annotations
@@ -16,9 +17,19 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-__all__ = ["EstimateResult", "AISResult", "BDMCResult", "KHAT_WARN", "bits_per_dim"]
+__all__ = ["EstimateResult", "AISResult", "BDMCResult", "KHAT_WARN", "MIN_WEIGHTS_FOR_MCSE",
+           "bits_per_dim"]
 
 KHAT_WARN = 0.7  # Pareto k-hat above this: the importance estimate is unreliable (Vehtari et al.)
+# fewer weights per example than this: k-hat cannot check their tail, so the MCSE is a rough guide
+# (the same 25 as pyrolik.diagnostics.stats.MIN_WEIGHTS_FOR_KHAT)
+MIN_WEIGHTS_FOR_MCSE = 25
+
+
+def _khat_threshold(num_samples: int) -> float:
+    from pyrolik.diagnostics.stats import khat_threshold
+
+    return khat_threshold(num_samples)
 
 
 def _mean(values: Tensor, failed: Tensor) -> float:
@@ -97,6 +108,34 @@ class EstimateResult(_Exports):
     def num_dims(self) -> int | None:
         return None if self.x is None else int(self.x[0].numel())
 
+    @property
+    def num_weights(self) -> int | None:
+        """Weights per example behind ``log_likelihood`` and ``mcse`` (chains or samples)."""
+        if self.log_weights is not None:
+            return int(self.log_weights.shape[0])
+        count = self.settings.get("num_chains", self.settings.get("num_samples"))
+        return int(count) if isinstance(count, int | float) else None
+
+    @property
+    def _weight_unit(self) -> str:
+        return "samples"
+
+    @property
+    def mcse_unreliable(self) -> Tensor | None:
+        """``(N,)`` bool: examples whose MCSE cannot be trusted.
+
+        Either there are fewer than 25 weights per example (too few for Pareto k-hat to check the
+        tail the MCSE depends on), or k-hat is above :func:`~pyrolik.diagnostics.stats.khat_threshold`
+        for this many weights (Vehtari et al. 2024). A NaN k-hat with 25+ weights (a flat tail, e.g.
+        equal weights) is not flagged.
+        """
+        if self.mcse is None:
+            return None
+        k = self.num_weights
+        if k is None or k < MIN_WEIGHTS_FOR_MCSE or self.khat is None:
+            return torch.ones_like(self.mcse, dtype=torch.bool)
+        return self.khat > _khat_threshold(k)
+
     def warnings(self) -> list[str]:
         """Plain-words warnings about this estimate (empty when nothing looks wrong)."""
         out = []
@@ -113,7 +152,29 @@ class EstimateResult(_Exports):
                     "importance weights are dominated by a few draws and the estimate is unreliable "
                     "(use more chains/samples, more annealing steps, or a better proposal)"
                 )
+        out += self._mcse_warnings()
         return out
+
+    def _mcse_warnings(self) -> list[str]:
+        k, unit = self.num_weights, self._weight_unit
+        if self.mcse is None or k is None:
+            return []
+        if k < MIN_WEIGHTS_FOR_MCSE:
+            return [f"the MCSE comes from {k} {unit} per example: it matches the spread of repeated "
+                    f"runs on average (jackknife), but {k} weights cannot show whether rare draws "
+                    f"dominate (Pareto k-hat needs {MIN_WEIGHTS_FOR_MCSE} or more), so read it as a "
+                    f"rough guide, not an error bar; use {MIN_WEIGHTS_FOR_MCSE}+ {unit} for an MCSE "
+                    "you can check"]
+        threshold = _khat_threshold(k)
+        if self.khat is None or threshold >= KHAT_WARN:
+            return []
+        bad = int(((self.khat > threshold) & (self.khat <= KHAT_WARN) & ~self.failed).sum())
+        if not bad:
+            return []
+        return [f"{bad} of {self.num_examples} examples have Pareto k-hat between {threshold:.2f} "
+                f"and {KHAT_WARN}: with {k} {unit} their estimate and MCSE converge too slowly to "
+                f"be trusted (the threshold rises with the number of {unit}: Vehtari et al. 2024); "
+                f"use more {unit}"]
 
     def per_example(self) -> pd.DataFrame:
         """One row per example: estimate, MCSE, ESS and k-hat."""
@@ -139,7 +200,11 @@ class EstimateResult(_Exports):
         if self.num_dims:
             row["NLL [bits/dim]"] = float(bits_per_dim(self.mean, self.num_dims))
         if self.mcse is not None:
-            row["mean MCSE"] = float(self.mcse[~self.failed].mean())
+            k = self.num_weights
+            label = ("mean MCSE" if k is None or k >= MIN_WEIGHTS_FOR_MCSE
+                     else f"mean MCSE (K={k} {self._weight_unit}: rough below "
+                          f"{MIN_WEIGHTS_FOR_MCSE})")
+            row[label] = float(self.mcse[~self.failed].mean())
         if self.ess is not None:
             row["min ESS"] = float(self.ess[~self.failed].min()) if (~self.failed).any() \
                 else float("nan")
@@ -176,6 +241,10 @@ class AISResult(EstimateResult):
     num_divergent: Tensor | None = None  # (K, N) count of non-finite proposals
     trace: dict[str, Tensor] | None = None  # recorded diagnostics, each (R, ...), see ``ais``
     trace_steps: Tensor | None = None  # (R,) the annealing step index of each record
+
+    @property
+    def _weight_unit(self) -> str:
+        return "chains"
 
     def _summary_row(self) -> dict[str, Any]:
         row = super()._summary_row()

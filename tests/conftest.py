@@ -11,16 +11,17 @@ import pyro
 import pytest
 import torch
 
-# Tests exercise the checkout's models/ (installed as pyrolik_models), whatever is installed.
+# Tests exercise the checkout's models/ (installed as pyrolik_models), whatever is installed: the
+# package and its submodules under both names, so that `pyrolik_models.oracles.rbm` is `models.oracles.rbm`.
+# The top-level modules are imported first, so that `from pyrolik_models.train_digits import ...` (as
+# the docs and tutorials write it) finds the same module instead of loading a second copy.
 _models = importlib.import_module("models")
 sys.modules.setdefault("pyrolik_models", _models)
-if sys.modules["pyrolik_models"] is _models:
-    # its submodules under both names too: `from pyrolik_models.train_digits import ...` (as the
-    # docs write it) would otherwise load a second copy, which rebinds pyrolik_models.train_vae
-    # (the function) to that copy's submodule
-    for _info in pkgutil.iter_modules(_models.__path__):
-        sys.modules.setdefault(f"pyrolik_models.{_info.name}",
-                               importlib.import_module(f"models.{_info.name}"))
+for _info in pkgutil.iter_modules(_models.__path__):
+    importlib.import_module(f"models.{_info.name}")
+for _name, _module in list(sys.modules.items()):
+    if _name.startswith("models."):
+        sys.modules.setdefault("pyrolik_models" + _name[len("models"):], _module)
 
 SEED = int(os.environ.get("PYROLIK_TEST_SEED", "0"))
 # The tests run small tensors, where intra-op threads only add contention (10x slower on a loaded

@@ -9,7 +9,7 @@ import pyro.distributions as dist
 import torch
 
 import pyrolik
-from models.linear_gaussian import LinearGaussian
+from models.oracles.linear_gaussian import LinearGaussian
 
 ESTIMATORS = ["ais", "reverse_ais", "iwae", "likelihood_weighting", "kde", "bdmc"]
 LG = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0, dtype=torch.float64)

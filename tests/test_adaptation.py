@@ -45,3 +45,41 @@ def test_the_strategy_is_chosen_in_one_place():
         HMC(adapt="sometimes")
     with pytest.raises(AttributeError):
         kernel.num_leapfrog = 3  # frozen
+
+
+def test_the_pilot_records_the_variance_of_the_log_likelihood_per_temperature(seed):
+    """Known answer at beta = 0, where the pilot's chains stay exact prior draws: the across-chain
+    variance of log p(x | z) matches the linear-Gaussian closed form (4 MC standard errors)."""
+    import math
+
+    from models.linear_gaussian import LinearGaussian
+    from pyrolik.mcmc import schedules
+    from pyrolik.model.target import make_target
+
+    lg = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.5, seed=0)
+    x = lg.sample(3, torch.Generator().manual_seed(seed))
+    k = 4000
+    path = make_target(lg, x, k).path("prior")
+    kernel = HMC(num_leapfrog=3)
+    g = torch.Generator().manual_seed(seed)
+    table = Pilot(chains=None).prepare(path, kernel, schedules.sigmoid(20), g)
+    assert table.log_ratio_var.shape == (len(table.betas), 3)
+    _, exact = lg.log_obs_moments(x, 0.0)
+    # the standard error of a sample variance, sqrt((m4 - var^2) / k), with m4 from exact draws
+    z = torch.randn(k, 3, 2, generator=g)
+    r = torch.distributions.Normal(z @ lg.W.T + lg.b, lg.s).log_prob(x).sum(-1)
+    c = r - r.mean(0)
+    se = ((c**4).mean(0) - c.var(0) ** 2).sqrt() / math.sqrt(k)
+    assert ((table.log_ratio_var[0] - exact[0]).abs() <= 4 * se).all()
+    # the variance falls as the chains anneal toward the narrow posterior
+    assert (table.log_ratio_var[-1] < table.log_ratio_var[0]).all()
+    one = Pilot(chains=1).prepare(path, kernel, schedules.sigmoid(20), g)
+    assert one.log_ratio_var.isnan().all()  # one chain: no variance
+
+
+def test_the_default_pilot_aims_high_on_four_chains():
+    kernel = HMC()
+    assert kernel.target_accept == 0.9 and kernel.pilot_chains == 4 and kernel.step_jitter == 0.5
+    assert HMC(adapt="online").target_accept == 0.65
+    assert kernel.adaptation.pilot_chains(10) == 4 and kernel.adaptation.pilot_chains(2) == 2
+    assert HMC(pilot_chains=None).adaptation.pilot_chains(10) == 10

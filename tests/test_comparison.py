@@ -199,7 +199,7 @@ def test_bad_input_raises():
 def test_compare_real_estimator_results(seed):
     # likelihood weighting and IWAE (exact posterior as guide) on the linear-Gaussian oracle: both
     # lower bounds from different estimators; IWAE with the exact posterior is exact.
-    from pyrolik_models.linear_gaussian import LinearGaussian
+    from pyrolik_models.oracles.linear_gaussian import LinearGaussian
 
     from pyrolik import iwae, likelihood_weighting
 

@@ -7,8 +7,8 @@ import math
 import pyro.distributions as dist
 import pytest
 import torch
-from pyrolik_models.linear_gaussian import LinearGaussian
-from pyrolik_models.rbm import RBM
+from pyrolik_models.oracles.linear_gaussian import LinearGaussian
+from pyrolik_models.oracles.rbm import RBM
 
 from pyrolik import likelihood_weighting
 from pyrolik._random import generator_for

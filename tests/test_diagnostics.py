@@ -12,7 +12,7 @@ import torch
 from numpy.testing import assert_array_equal
 
 import pyrolik
-from models.linear_gaussian import LinearGaussian
+from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.diagnostics import checks as diagnostics
 from tests.export_cases import build
 from tests.helpers import assert_lower_bound, assert_unbiased
@@ -139,7 +139,8 @@ def test_check_explains_khat_with_few_chains(results):
 def test_check_flags_an_inverted_sandwich(results):
     b = results["bdmc"]
     assert not any("below the lower bound" in m for m in diagnostics.check(b))
-    upper = dataclasses.replace(b.upper, log_likelihood=b.lower.log_likelihood - 10.0)
+    se = (b.lower.mcse**2 + b.upper.mcse**2).sqrt().max()  # beyond 4 standard errors everywhere
+    upper = dataclasses.replace(b.upper, log_likelihood=b.lower.log_likelihood - 4 * se - 1.0)
     bad = dataclasses.replace(b, upper=upper)
     msg = [m for m in diagnostics.check(bad) if "below the lower bound" in m]
     assert len(msg) == 1 and msg[0].startswith("for 3 examples")

@@ -7,7 +7,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from models.linear_gaussian import LinearGaussian
+from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.model.target import make_target
 
 

@@ -10,7 +10,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from models.linear_gaussian import LinearGaussian
+from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.mcmc.hmc import HMC, HMCState, leapfrog
 from pyrolik.model.target import ValueAndGrad, make_target
 
@@ -45,9 +45,11 @@ def test_leapfrog_is_reversible():
 
 
 @pytest.mark.statistical
+@pytest.mark.parametrize("jitter", [0.0, 0.5, 0.9])
 @pytest.mark.parametrize("beta", [0.0, 0.3, 1.0])
-def test_one_transition_leaves_the_tempered_posterior_invariant(beta, seed):
-    """Start from exact draws of p(z) p(x|z)^beta, take one step, compare moments (4 SE)."""
+def test_one_transition_leaves_the_tempered_posterior_invariant(beta, jitter, seed):
+    """Start from exact draws of p(z) p(x|z)^beta, take one step, compare moments (4 SE); with or
+    without the step-size jitter."""
     lg = LinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=1)
     x = lg.sample(1, torch.Generator().manual_seed(seed))
     k = 20_000
@@ -59,7 +61,7 @@ def test_one_transition_leaves_the_tempered_posterior_invariant(beta, seed):
     def fn(z):
         return target.value_and_grad(z)
 
-    kernel = HMC(num_leapfrog=5)
+    kernel = HMC(num_leapfrog=5, step_jitter=jitter)
     state = kernel.init(z0, fn)
     b = torch.full((k,), beta)
     state, info = kernel.step(state, fn, b, torch.full((k,), 0.3), g)
@@ -116,6 +118,30 @@ def test_divergences_are_rejections_never_nan():
     assert torch.equal(new.z, state.z) and torch.isfinite(new.log_ratio).all()
 
 
+def test_step_jitter_scales_each_rows_step_size_by_a_fresh_uniform():
+    """Known answer: a jittered step is the unjittered step at eps * (1 - j + 2 j u), with u the
+    generator's first draw per row (drawn before the momentum)."""
+    lg = LinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=1)
+    x = lg.sample(3, torch.Generator().manual_seed(0))
+    target = make_target(lg, x, num_chains=4)
+
+    def fn(z):
+        return target.value_and_grad(z)
+
+    z0 = torch.randn(12, 2, generator=torch.Generator().manual_seed(1))
+    beta, eps = torch.full((12,), 0.7), torch.linspace(0.05, 0.4, 12)
+    jittered = HMC(num_leapfrog=3, step_jitter=0.4)
+    a, info_a = jittered.step(jittered.init(z0, fn), fn, beta, eps, torch.Generator().manual_seed(5))
+    g = torch.Generator().manual_seed(5)
+    u = torch.rand(12, generator=g)
+    plain = HMC(num_leapfrog=3, step_jitter=0.0)
+    b, info_b = plain.step(plain.init(z0, fn), fn, beta, eps * (0.6 + 0.8 * u), g)
+    torch.testing.assert_close(a.z, b.z)
+    torch.testing.assert_close(info_a.energy_error, info_b.energy_error)
+    assert not torch.equal(a.z, plain.step(plain.init(z0, fn), fn, beta, eps,
+                                           torch.Generator().manual_seed(5))[0].z)
+
+
 def test_kernel_parameters_are_validated():
     with pytest.raises(ValueError, match="num_leapfrog"):
         HMC(num_leapfrog=0)
@@ -128,6 +154,9 @@ def test_kernel_parameters_are_validated():
     for bad in (0, 2.5, True):
         with pytest.raises(ValueError, match="pilot_chains"):
             HMC(pilot_chains=bad)
+    for bad in (-0.1, 1.0, True, "0.5"):
+        with pytest.raises(ValueError, match=r"step_jitter must be a number in \[0, 1\)"):
+            HMC(step_jitter=bad)
 
 
 def test_state_gradient_mixes_the_two_cached_terms():

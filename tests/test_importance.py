@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import pyrolik
-from models.linear_gaussian import LinearGaussian
-from models.quadrature import BernoulliDecoder, BimodalDecoder, UniformLatent
+from models.oracles.linear_gaussian import LinearGaussian
+from models.oracles.quadrature import BernoulliDecoder, BimodalDecoder, UniformLatent
 from tests.helpers import assert_lower_bound, assert_unbiased
 
 

@@ -244,7 +244,7 @@ def test_mmd_known_answers():
     a, b = torch.zeros(1, 3), torch.tensor([[1.0, 2.0, 2.0]])  # squared distance 9
     expected = 2 * sum(1 - math.exp(-9 / (2 * s**2)) for s in bw)
     assert float(pm.mmd2(a, b, bw)) == pytest.approx(expected, rel=1e-12)
-    mmd = submodule("mmd")
+    mmd = submodule("training.mmd")
     assert mmd.default_bandwidths(784) == pytest.approx(mmd.GMMN_BANDWIDTHS)
     assert mmd.default_bandwidths(196) == pytest.approx([s / 2 for s in mmd.GMMN_BANDWIDTHS])
     with pytest.raises(ValueError, match="bandwidths"):
@@ -320,7 +320,7 @@ def test_iwae_objective_is_per_example(seed):
 def test_train_gan_learns(digits, seed):
     """Measured by MMD to held-out digits (a GAN's own losses need not decrease)."""
     x_train, x_test = digits[:150], digits[150:]
-    bw = submodule("mmd").default_bandwidths(64)
+    bw = submodule("training.mmd").default_bandwidths(64)
     pyro.set_rng_seed(seed)
     model = build("digits-gan", discriminator_dropout=0.0)
 
@@ -445,8 +445,8 @@ def test_shipped_digits_checkpoints(kind):
         curve = model.meta["sigma_choice"]["mean_log_likelihood"]
         assert max(curve) == curve[model.meta["sigma_choice"]["sigmas"].index(model.sigma)]
     # trained: samples are much closer to held-out digits than an untrained model's
-    data = submodule("train_digits").digits_split(binarize=kind == "iwae")
-    bw = submodule("mmd").default_bandwidths(64)
+    data = submodule("training.train_digits").digits_split(binarize=kind == "iwae")
+    bw = submodule("training.mmd").default_bandwidths(64)
     untrained = build(f"digits-{kind}").sample(200, torch.Generator().manual_seed(0))
     assert pm.mmd2(samples, data.test, bw) < 0.5 * pm.mmd2(untrained, data.test, bw)
 
@@ -524,8 +524,44 @@ def test_train_mnist_cli(tmp_path):
     """The paper-scale command line trains a reduced run and writes a loadable checkpoint."""
     if pyrolik.io.datasets.find_data_dir() is None:
         pytest.skip("MNIST not found: set PYROLIK_DATA to the folder holding mnist_test.npz")
-    out = submodule("train_mnist").main(["gmmn-10", "--epochs", "1", "--max-train", "200",
+    out = submodule("training.train_mnist").main(["gmmn-10", "--epochs", "1", "--max-train", "200",
                                           "--batch-size", "100", "--out", str(tmp_path / "g.pt")])
     model = pm.load("gmmn", out)
     assert model.data_dim == 784 and model.meta["history"]["num_steps"] == 2
     assert "8000/1000/1000" in model.meta["data"]
+
+
+def test_the_example_model_is_evaluated_by_pyrolik(seed):
+    """models/example.py, the model a reader copies: every estimator takes it as it stands, and
+    BDMC sandwiches its log-likelihood on data simulated from it."""
+    ex = submodule("example")
+    dtype = next(ex.decoder.parameters()).dtype
+    sim = pyrolik.simulate(ex.model, 4, data_shape=(ex.DATA,), seed=seed, dtype=dtype)
+    assert sim.x.shape == (4, ex.DATA) and sim.latents["z"].shape == (4, ex.LATENT)
+    b = pyrolik.bdmc(ex.model, data=sim, num_steps=200, num_chains=8, seed=seed, progress=False)
+    se = float((b.lower.mcse**2 + b.upper.mcse**2).sum().sqrt()) / 4
+    assert -4 * se <= b.gap <= 1.0  # upper above lower (within noise) and close to it
+    iwae = pyrolik.iwae(ex.model, ex.guide, sim.x, num_samples=500, seed=seed, progress=False)
+    lw = pyrolik.likelihood_weighting(ex.model, sim.x, num_samples=500, seed=seed, progress=False)
+    for r in (iwae, lw):  # stochastic lower bounds: not above BDMC's upper bound beyond noise
+        assert torch.isfinite(r.log_likelihood).all() and r.example_dim == "data"
+        assert (r.log_likelihood <= b.upper.log_likelihood + 4 * (r.mcse**2 + b.upper.mcse**2)
+                .sqrt()).all()
+
+
+def test_pyproject_lists_every_subpackage():
+    """A non-editable install ships only the packages pyproject names: every folder with an
+    __init__.py under pyrolik/ and models/ (installed as pyrolik_models) must be listed."""
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    found = set()
+    for name, folder in config["package-dir"].items():
+        for init in (root / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(root / folder).parts
+            found.add(".".join((name, *rel)))
+    assert found == listed
+    assert "checkpoints/*.pt" in config["package-data"]["pyrolik_models"]

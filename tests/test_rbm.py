@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from pyrolik_models.rbm import RBM, binary_states
+from pyrolik_models.oracles.rbm import RBM, binary_states
 from scipy import stats
 
 from pyrolik.io.datasets import load_digits

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import pyrolik
-from models.linear_gaussian import LinearGaussian
-from models.quadrature import BimodalDecoder, UniformLatent
+from models.oracles.linear_gaussian import LinearGaussian
+from models.oracles.quadrature import BimodalDecoder, UniformLatent
 
 
 @pytest.fixture
@@ -129,3 +129,22 @@ def test_posterior_samples_and_decodings(lg, tmp_path):
     fig.savefig(tmp_path / "post.png")
     with pytest.raises(ValueError, match="examples must lie"):
         pyrolik.posterior_samples(r, 3, examples=[9])
+
+
+def test_tuning_and_schedule_do_not_depend_on_the_reverse_starts(lg, seed):
+    """BDMC's exactness in both directions: the pilot (step sizes, variances, hence the adaptive
+    schedule) runs forward from the prior on the forward half's chains, so other exact posterior
+    draws for the reverse chains change nothing on the forward side."""
+    x = lg.sample(4, torch.Generator().manual_seed(seed))
+    post = lg.exact_posterior(x)
+    a, b = (post.sample((1,))[0], post.sample((1,))[0])
+    kw = dict(num_steps=40, num_chains=5, seed=seed, progress=False)
+    ra = pyrolik.bdmc(lg, data=(x, a), **kw)
+    rb = pyrolik.bdmc(lg, data=(x, b), **kw)
+    assert ra.lower.settings["schedule"] == "adaptive"
+    assert torch.equal(ra.lower.schedule, rb.lower.schedule)
+    assert torch.equal(ra.upper.schedule, ra.lower.schedule.flip(0))
+    for ta, tb in zip(ra.lower.step_sizes, rb.lower.step_sizes, strict=True):
+        assert (ta is None and tb is None) or torch.equal(ta, tb)
+    assert torch.equal(ra.lower.log_weights, rb.lower.log_weights)
+    assert not torch.equal(ra.upper.log_weights, rb.upper.log_weights)

@@ -132,7 +132,7 @@ def test_pyro_svi_loop_on_a_digits_vae():
     """The callback inside an ordinary Pyro SVI loop (the shipped digits VAE, two short epochs)."""
     from pyrolik_models import load
 
-    from models.train_digits import digits_split  # the package pyrolik_models is, in tests
+    from models.training.train_digits import digits_split  # the package pyrolik_models is, in tests
 
     vae = load("vae")
     split = digits_split(dtype=torch.float32)

@@ -146,7 +146,7 @@ pyrolik (a VAE and a GAN with the same decoder; see `docs/models.md`).
     ("code", SETUP),
     ("code", '''
 import pyrolik_models
-from pyrolik_models.train_digits import digits_split
+from pyrolik_models.training.train_digits import digits_split
 vae, gan = pyrolik_models.load("vae"), pyrolik_models.load("gan")
 split = digits_split(dtype=torch.float32)
 print(vae.meta["data"]); print("sigma:", vae.sigma, gan.sigma)
@@ -218,7 +218,7 @@ are approximate posterior samples that show which parts of a digit the generator
     ("code", '''
 import inspect
 import pyrolik_models
-from pyrolik_models.train_digits import digits_split
+from pyrolik_models.training.train_digits import digits_split
 gan, gmmn = pyrolik_models.load("gan"), pyrolik_models.load("gmmn")
 split = digits_split(dtype=torch.float32)
 print(inspect.getsource(type(gan).__mro__[1]._observe))   # the observation-noise site
@@ -294,7 +294,7 @@ bounds of different kinds, so that a difference may be estimator bias rather tha
     ("code", SETUP),
     ("code", """
 import pyrolik_models
-from pyrolik_models.train_digits import digits_split
+from pyrolik_models.training.train_digits import digits_split
 split = digits_split(dtype=torch.float32)
 x = split.test[:10] if smoke_test else split.test[:200]
 steps, chains = (20, 2) if smoke_test else (500, 8)

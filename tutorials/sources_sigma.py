@@ -29,7 +29,7 @@ grid $\beta$ on the way: its running log-weights there are AIS estimates of ever
     ("code", SETUP),
     ("code", '''
 import pyrolik_models
-from pyrolik_models.train_digits import digits_split
+from pyrolik_models.training.train_digits import digits_split
 gan, vae = pyrolik_models.load("gan"), pyrolik_models.load("vae")
 split = digits_split(dtype=torch.float32)
 sigmas = [0.05, 0.07, 0.1, 0.14, 0.2, 0.28]

@@ -88,14 +88,18 @@ def _ais_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("annealed importance sampling")
     g.add_argument("--num-steps", type=_positive, default=1000, metavar="N", help="annealing steps (default 1000)")
     g.add_argument("--num-chains", type=_positive, default=16, metavar="K", help="chains per example (default 16)")
-    g.add_argument("--schedule", choices=("sigmoid", "linear", "geometric"), default="sigmoid",
-                   help="annealing schedule (default sigmoid)")
+    g.add_argument("--schedule", choices=("auto", "adaptive", "sigmoid", "linear", "geometric"),
+                   default="auto", help="annealing schedule (default auto: adaptive, built from the "
+                   "pilot's variances, when the step sizes come from a pilot; else sigmoid)")
     g.add_argument("--num-leapfrog", type=_positive, default=10, metavar="L", help="leapfrog steps per HMC move")
     g.add_argument("--step-size", type=float, default=0.1, metavar="EPS", help="initial HMC step size")
     g.add_argument("--adapt", choices=("pilot", "online", "none"), default="pilot",
                    help="step-size adaptation: a frozen pilot table (default, exact), online "
                         "(slightly biased) or none")
-    g.add_argument("--target-accept", type=float, default=0.65, metavar="A", help="target acceptance rate")
+    g.add_argument("--target-accept", type=float, default=None, metavar="A",
+                   help="target acceptance rate (default 0.9 with the pilot, 0.65 online)")
+    g.add_argument("--step-jitter", type=float, default=0.5, metavar="J",
+                   help="each transition's step size is drawn from eps * U(1-J, 1+J) (default 0.5)")
     g.add_argument("--mass-matrix", action="store_true",
                    help="diagonal mass matrix per example and temperature from the pilot")
     g.add_argument("--record-every", type=_positive, default=None, metavar="STEPS",
@@ -133,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluate the first N examples only")
     d.add_argument("--dtype", choices=("auto", "float32", "float64"), default="auto",
                    help="data dtype (auto: keep floating data; integers/booleans become float32)")
+    d.add_argument("--per-example", action="append", default=None, metavar="NAME=KEY",
+                   help="a per-example model argument (labels, a mask, covariates): the array KEY "
+                        "of the --data file (or NAME=PATH[:KEY]), passed as the model keyword NAME "
+                        "with its rows following the examples; repeatable")
     e = ev.add_argument_group("estimators")
     e.add_argument("-e", "--estimators", type=_estimators, default=["ais"], metavar="LIST",
                    help="comma-separated: ais (lower bound), iwae (needs --guide), lw (likelihood "
@@ -164,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="event shape of one example, e.g. 784 or 1,28,28")
     s.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="dtype of the simulated data (default float32)")
+    s.add_argument("--per-example", action="append", default=None, metavar="NAME=PATH[:KEY]",
+                   help="a per-example model argument with one row per simulated example, passed as "
+                        "the model keyword NAME; repeatable")
     s.add_argument("--guide", metavar="SPEC", default=None,
                    help="run both directions on the encoder path from this guide")
     _ais_options(bd)

@@ -10,7 +10,13 @@ from typing import Any
 
 import torch
 
-from pyrolik.app.loading import load_callable, load_data, load_weights, prepare_modules
+from pyrolik.app.loading import (
+    load_callable,
+    load_data,
+    load_per_example,
+    load_weights,
+    prepare_modules,
+)
 from pyrolik.execution.distributed import Shard, init_from_env
 from pyrolik.io.checkpoint import remove_checkpoint
 from pyrolik.io.netcdf import load, save
@@ -78,7 +84,7 @@ def _outputs(path: str, names: list[str], overwrite: bool) -> dict[str, Path]:
 def _kernel(args) -> HMC:
     return HMC(num_leapfrog=args.num_leapfrog, step_size=args.step_size,
                target_accept=args.target_accept, adapt=None if args.adapt == "none" else args.adapt,
-               mass_matrix=args.mass_matrix)
+               mass_matrix=args.mass_matrix, step_jitter=args.step_jitter)
 
 
 def _batch_size(batch_size: int | None, n: int, shard: Shard) -> int | None:
@@ -139,6 +145,11 @@ def evaluate(args) -> int:
             raise ValueError("kde needs --bandwidth H, or a grid H1,H2,... with --validation data")
         x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit,
                       device=device)
+        kwargs = {**kwargs, **load_per_example(args.per_example, args.data, x.shape[0], x,
+                                               args.limit, device)}
+        if args.per_example and "kde" in args.estimators:
+            raise ValueError("kde compares x with samples of the model's marginal, which has no "
+                             "per-example arguments: drop kde or --per-example")
         validation = None
         if "kde" in args.estimators and args.validation:  # read before hours of other work
             validation = load_data(args.validation, key=args.data_key,
@@ -192,6 +203,8 @@ def bdmc(args) -> int:
         guide = _guide(args.guide, device)
         paths = _outputs(args.output, ["bdmc"], args.overwrite)
         batch_size = _batch_size(args.batch_size, args.num_examples, shard)
+        kwargs = {**kwargs, **load_per_example(args.per_example, None, args.num_examples, None,
+                                               device=device)}
         sim = pyrolik.simulate(model, args.num_examples, data_shape=args.data_shape,
                                model_kwargs=kwargs, seed=args.seed,
                                dtype=getattr(torch, args.dtype), device=device)

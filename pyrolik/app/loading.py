@@ -31,7 +31,8 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["load_callable", "load_weights", "prepare_modules", "load_data", "DATA_SUFFIXES"]
+__all__ = ["load_callable", "load_weights", "prepare_modules", "load_data", "load_per_example",
+           "DATA_SUFFIXES"]
 
 DATA_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
 
@@ -127,14 +128,8 @@ def _pick(arrays: dict[str, Any], key: str | None, path: Path) -> Any:
     raise ValueError(f"{path} holds several arrays {sorted(arrays)}: choose one with --data-key")
 
 
-def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "auto",
-              limit: int | None = None, device: torch.device | str = "cpu") -> torch.Tensor:
-    """Read observations ``(N, *event_shape)`` from .npy, .npz or .pt (a tensor or a dict of them).
-
-    ``dtype="auto"`` keeps floating data as they are and turns integer or boolean data (e.g.
-    binarized images) into float32.
-    """
-    path = Path(path)
+def _read(path: Path, key: str | None) -> torch.Tensor:
+    """The array of a .npy, .npz or .pt file (``key`` picks one of several), as a tensor."""
     if not path.is_file():
         raise FileNotFoundError(f"data file {path} does not exist")
     suffix = path.suffix.lower()
@@ -155,6 +150,18 @@ def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "
         data = torch.from_numpy(np.ascontiguousarray(data))
     if not isinstance(data, torch.Tensor):
         raise ValueError(f"{path} holds a {type(data).__name__}, not an array of observations")
+    return data
+
+
+def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "auto",
+              limit: int | None = None, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Read observations ``(N, *event_shape)`` from .npy, .npz or .pt (a tensor or a dict of them).
+
+    ``dtype="auto"`` keeps floating data as they are and turns integer or boolean data (e.g.
+    binarized images) into float32.
+    """
+    path = Path(path)
+    data = _read(path, key)
     if dtype == "auto":
         target = data.dtype if data.is_floating_point() else torch.float32
     elif dtype in ("float32", "float64"):
@@ -166,3 +173,38 @@ def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "
     if limit is not None:
         data = data[:limit]
     return data.to(device=device, dtype=target)
+
+
+def load_per_example(specs: list[str] | None, data: str | os.PathLike | None, num_examples: int,
+                     like: torch.Tensor | None, limit: int | None = None,
+                     device: torch.device | str = "cpu") -> dict[str, Any]:
+    """``--per-example NAME=KEY`` (an array of the --data file) or ``NAME=PATH[:KEY]`` (another
+    file): model keyword arguments marked per example (``pyrolik.per_example``), one row per example.
+
+    Floating arrays take the dtype of ``like`` (the data); integer ones (labels) keep theirs.
+    """
+    from pyrolik.model.arguments import per_example
+
+    out: dict[str, Any] = {}
+    for spec in specs or []:
+        name, sep, source = spec.partition("=")
+        if not sep or not name.isidentifier() or not source:
+            raise ValueError(f"--per-example {spec!r}: write NAME=KEY (an array of the --data file) "
+                             "or NAME=PATH[:KEY]")
+        path_part, _, key = source.partition(":") if source.lower().split(":")[0].endswith(
+            DATA_SUFFIXES) else ("", "", source)
+        path = Path(path_part) if path_part else (Path(data) if data is not None else None)
+        if path is None:
+            raise ValueError(f"--per-example {spec!r}: name a file, NAME=PATH[:KEY] (there is no "
+                             "--data file here)")
+        value = _read(path, key or None)
+        if limit is not None and path_part == "":
+            value = value[:limit]
+        if value.dim() < 1 or value.shape[0] != num_examples:
+            raise ValueError(f"--per-example {name}: {path} holds an array of shape "
+                             f"{tuple(value.shape)}, not one row for each of the {num_examples} "
+                             "examples")
+        if value.is_floating_point() and like is not None:
+            value = value.to(like.dtype)
+        out[name] = per_example(value.to(device))
+    return out

@@ -21,11 +21,20 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
-from pyrolik.infer.driver import Leg, Run, anneal, finish, open_checkpoint, prepare, settings_of
+from pyrolik.infer.driver import (
+    Leg,
+    Run,
+    adaptive_of,
+    anneal,
+    finish,
+    open_checkpoint,
+    prepare,
+    settings_of,
+)
 from pyrolik.infer.latents import expand_latents
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes
-from pyrolik.model.target import make_target
+from pyrolik.model.target import make_target, prepare_inputs
 from pyrolik.results import AISResult
 
 __all__ = ["ais", "reverse_ais"]
@@ -37,7 +46,7 @@ def ais(
     *,
     num_steps: int | None,
     num_chains: int,
-    schedule: str | Tensor = "sigmoid",
+    schedule: str | Tensor = "auto",
     kernel: HMC | None = None,
     init: Callable[..., Any] | None = None,
     model_args: tuple = (),
@@ -69,8 +78,13 @@ def ais(
         Annealing steps T (transitions); ``None`` when ``schedule`` is a tensor.
     num_chains : int
         Independent AIS chains per example (K).
-    schedule : {"sigmoid", "linear", "geometric"} or torch.Tensor
-        Betas from exactly 0 to exactly 1 (see :mod:`pyrolik.mcmc.schedules`).
+    schedule : {"auto", "adaptive", "sigmoid", "linear", "geometric"} or torch.Tensor
+        Betas from exactly 0 to exactly 1 (see :mod:`pyrolik.mcmc.schedules`). ``"adaptive"``:
+        built per batch from the pilot run's variance of :math:`\log p(x \mid z)` along
+        :math:`\beta`, at constant thermodynamic speed (:func:`pyrolik.mcmc.schedules.adaptive`);
+        it needs ``adapt="pilot"`` and at least 2 pilot chains. ``"auto"`` (default): adaptive when
+        the kernel runs such a pilot, else sigmoid. ``settings["schedule"]`` records which, and
+        ``schedule`` on the result the betas visited.
     kernel : pyrolik.HMC, optional
         Transition kernel and its adaptation mode (default ``HMC()``: 10 leapfrog steps, step sizes
         from a pilot run, frozen per temperature).
@@ -120,7 +134,8 @@ def ais(
     settings = settings_of(num_steps or len(betas) - 1, num_chains, schedule, kernel, batch_size,
                            init)
     run = Run("ais", model, x, betas, kernel, (Leg("forward", num_chains),), seed, shard,
-              settings, guide=init, model_args=tuple(model_args),
+              settings, guide=init, adaptive=adaptive_of(schedule, kernel, num_chains),
+              model_args=tuple(model_args),
               model_kwargs=dict(model_kwargs or {}), batch_size=batch_size,
               record_every=record_every, record_states=record_states, progress=progress,
               desc="AIS", checkpoint_every=checkpoint_every)
@@ -139,7 +154,7 @@ def reverse_ais(
     *,
     num_steps: int | None,
     num_chains: int,
-    schedule: str | Tensor = "sigmoid",
+    schedule: str | Tensor = "auto",
     kernel: HMC | None = None,
     init: Callable[..., Any] | None = None,
     step_sizes: StepSizes | None = None,
@@ -185,8 +200,9 @@ def reverse_ais(
     shard = current_shard(distributed)
     seed = broadcast_seed(resolve_seed(seed), shard)
     start = time.perf_counter()
-    probe = make_target(model, x[:1], num_chains, model_args=model_args,
-                        model_kwargs=model_kwargs)
+    first = prepare_inputs(model, x, model_args, model_kwargs).batch(0, 1)
+    probe = make_target(model, x[:1], num_chains, model_args=first.model_args,
+                        model_kwargs=first.model_kwargs)
     latents = expand_latents(probe, latents, x.shape[0])
     if step_sizes is not None and not isinstance(step_sizes, StepSizes):
         raise TypeError("step_sizes must be a StepSizes table (e.g. result.step_sizes of pyrolik.ais "
@@ -197,7 +213,8 @@ def reverse_ais(
     if step_sizes is not None:
         extra.update({f"step_sizes.{i}": v for i, v in enumerate(step_sizes) if v is not None})
     run = Run("reverse_ais", model, x, betas, kernel, (Leg("reverse", num_chains, latents),),
-              seed, shard, settings, guide=init, model_args=tuple(model_args),
+              seed, shard, settings, guide=init, adaptive=adaptive_of(schedule, kernel, num_chains),
+              model_args=tuple(model_args),
               model_kwargs=dict(model_kwargs or {}), batch_size=batch_size,
               record_every=record_every, progress=progress, desc="reverse AIS",
               step_sizes=step_sizes, checkpoint_every=checkpoint_every)

@@ -57,7 +57,7 @@ def block_gibbs(rbm: Any) -> AlternatingChain:
     if not (hasattr(rbm, "sample_hidden") and hasattr(rbm, "sample_visible")):
         raise TypeError(
             f"block_gibbs needs an object with sample_hidden(v, generator) and "
-            f"sample_visible(h, generator) (e.g. models.rbm.RBM); got {type(rbm).__name__}"
+            f"sample_visible(h, generator) (e.g. models.oracles.rbm.RBM); got {type(rbm).__name__}"
         )
     return AlternatingChain(
         lambda x, g: rbm.sample_hidden(x, g), lambda h, x, g: rbm.sample_visible(h, g)

@@ -100,7 +100,7 @@ def csl(
     ----------
     log_obs_fn_or_model : callable or object
         One of: ``log_obs_fn(x, h) -> (S, N)``, the matrix :math:`\log P(x_n \mid h_s)`;
-        an object with such a ``log_obs`` method (e.g. ``models.rbm.RBM``); or a Pyro model
+        an object with such a ``log_obs`` method (e.g. ``models.oracles.rbm.RBM``); or a Pyro model
         following the API convention, recognised by ``latents`` being ``{site: tensor}`` dicts.
     x : Tensor, shape (N, *event_shape)
         Test examples.

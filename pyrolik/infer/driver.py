@@ -45,7 +45,7 @@ from pyrolik.io.checkpoint import Checkpoint, checkpoint_path, fingerprint
 from pyrolik.mcmc import schedules
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes, rows_of
-from pyrolik.model.target import AnnealingPath, Target, make_target
+from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
 from pyrolik.results import AISResult
 
 __all__ = ["Leg", "Run", "LegOutput", "anneal", "finish", "settings_of", "open_checkpoint", "prepare"]
@@ -85,6 +85,7 @@ class Run:
     desc: str = "AIS"
     checkpoint_every: int = 100
     step_sizes: StepSizes | None = None  # a given pilot table (reverse AIS after forward AIS)
+    adaptive: bool = False  # build each batch's schedule from its pilot (betas: the pilot's base)
     check: Callable[[Target, list[Tensor], list[Tensor]], None] | None = None  # after a batch
 
     @property
@@ -104,6 +105,7 @@ class LegOutput:
     trace_steps: Tensor  # (R,)
     latents: dict[str, Tensor]  # constrained final states (K, n, *site)
     table: tuple | None = None  # the pilot's StepSizes, as a tuple
+    schedule: Tensor | None = None  # (T + 1,) the forward betas this batch annealed along
     evaluation: str = "eager"  # how the model was evaluated (AnnealingPath.evaluation)
     plate: str = "example"  # the name of the model's plate over the examples
 
@@ -121,12 +123,36 @@ def prepare(model: Callable[..., Any], x: Tensor, num_steps: int | None, num_cha
     check_count("num_chains", num_chains)
     check_optional_count("num_steps", num_steps)
     check_optional_count("record_every", record_every)
-    betas = schedules.resolve(schedule, num_steps)
     kernel = HMC() if kernel is None else kernel
     if not isinstance(kernel, HMC):
         raise TypeError(f"kernel must be a pyrolik.HMC, got {type(kernel).__name__}")
+    adaptive_of(schedule, kernel, num_chains)
+    # a schedule built from the pilot starts from the sigmoid: the pilot's grid is taken from it
+    base = "sigmoid" if isinstance(schedule, str) and schedule in schedules.PILOT_NAMES \
+        else schedule
+    betas = schedules.resolve(base, num_steps)
     check_guide(init, "init", optional=True)
     return x, betas, kernel
+
+
+def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
+    """Whether the run's schedule is built from its pilot (:func:`pyrolik.mcmc.schedules.adaptive`):
+    ``"adaptive"``, or ``"auto"`` with a pilot of at least 2 chains per example (else the sigmoid).
+    """
+    if not isinstance(schedule, str) or schedule not in schedules.PILOT_NAMES:
+        return False
+    chains = kernel.adaptation.pilot_chains(num_chains)
+    if schedule == "auto":
+        return kernel.adapt == "pilot" and chains >= 2
+    if kernel.adapt != "pilot":
+        raise ValueError("schedule='adaptive' is built from the pilot run's variance of "
+                         "log p(x | z): use a kernel with adapt='pilot' (the default), or "
+                         "schedule='auto' (adaptive with a pilot, sigmoid without)")
+    if chains < 2:
+        raise ValueError(f"schedule='adaptive' needs at least 2 pilot chains per example to estimate "
+                         f"a variance; this run's pilot has {chains} (num_chains={num_chains}): "
+                         "raise num_chains or pilot_chains, or pass schedule='sigmoid'")
+    return True
 
 
 def settings_of(num_steps: int, num_chains: int, schedule: str | Tensor, kernel: HMC,
@@ -136,6 +162,8 @@ def settings_of(num_steps: int, num_chains: int, schedule: str | Tensor, kernel:
     strategy = kernel.adaptation
     pilot_chains = strategy.pilot_chains(num_chains)
     pilot = strategy.pilot_transitions(num_steps)
+    if isinstance(schedule, str) and schedule in schedules.PILOT_NAMES:
+        schedule = "adaptive" if adaptive_of(schedule, kernel, num_chains) else "sigmoid"
     return {"num_steps": num_steps, "num_chains": num_chains,
             "schedule": schedule if isinstance(schedule, str) else "custom",
             "num_leapfrog": kernel.num_leapfrog, "adapt": str(kernel.adapt),
@@ -166,9 +194,24 @@ def open_checkpoint(run: Run, path: str | os.PathLike | None,
                       run.x.device)
 
 
-def _schedule(run: Run) -> Tensor:
+def _betas(run: Run, table: StepSizes | None) -> Tensor:
+    """The batch's forward schedule: ``run.betas``, or with ``run.adaptive`` the schedule at
+    constant thermodynamic speed built from the pilot's variances of the batch's examples, pooled
+    (root mean square over examples: one schedule for the batch, which tuned better than one per
+    example from four pilot chains each). Independent of the estimating chains."""
+    if not run.adaptive:
+        return run.betas
+    if table is None or table.log_ratio_var is None or not torch.isfinite(table.log_ratio_var).all():
+        raise ValueError("schedule='adaptive' needs the pilot's variances of log p(x | z) "
+                         "(StepSizes.log_ratio_var); the given step_sizes table has none: pass a "
+                         "table from a pilot of this version, or schedule='sigmoid'")
+    return schedules.adaptive(run.betas.shape[0] - 1, table.betas,
+                              table.log_ratio_var.mean(1)).to(run.betas)
+
+
+def _schedule(run: Run, betas: Tensor) -> Tensor:
     """``(T + 1, C)``: one column for a single leg, else one per chain of every leg."""
-    columns = [run.betas if leg.direction == "forward" else run.betas.flip(0) for leg in run.legs]
+    columns = [betas if leg.direction == "forward" else betas.flip(0) for leg in run.legs]
     if len(run.legs) == 1:
         return columns[0].unsqueeze(-1)
     return torch.cat([c.unsqueeze(1).expand(-1, leg.num_chains)
@@ -191,13 +234,14 @@ def _starts(run: Run, path: AnnealingPath, batch: Batch) -> list[Tensor]:
     return starts
 
 
-def _batch(run: Run, batch: Batch, resume: dict | None, save: Callable | None) -> list[dict]:
+def _batch(run: Run, inputs: Inputs, batch: Batch, resume: dict | None, save: Callable | None
+           ) -> list[dict]:
     n = batch.stop - batch.start
     k_all = sum(leg.num_chains for leg in run.legs)
+    mine = inputs.batch(batch.start, batch.stop)  # per-example arguments and guide of the batch
     target = make_target(run.model, run.x[batch.start : batch.stop], k_all,
-                         model_args=run.model_args, model_kwargs=run.model_kwargs, guide=run.guide)
+                         model_args=mine.model_args, model_kwargs=mine.model_kwargs, guide=mine.guide)
     path = target.path(run.path_name)
-    schedule = _schedule(run)
     kernel, strategy = run.kernel, run.kernel.adaptation
     z0 = None
     if resume is None:
@@ -209,6 +253,8 @@ def _batch(run: Run, batch: Batch, resume: dict | None, save: Callable | None) -
     else:
         table = None if resume["table"] is None else StepSizes(*resume["table"])
         starts = None
+    betas = _betas(run, table)
+    schedule = _schedule(run, betas)
     if resume is None:
         state = engine.init(z0, path.value_and_grad, kernel,
                             rows_of(schedule[0].to(z0), k_all, n))
@@ -256,8 +302,8 @@ def _batch(run: Run, batch: Batch, resume: dict | None, save: Callable | None) -
             acceptance_rate=(totals.acceptance_sum[lo:hi] / num_steps).reshape(k, n),
             num_divergent=totals.num_divergent[lo:hi].reshape(k, n), trace=leg_trace,
             trace_steps=steps, latents=path.first_chains(k).target.unravel(z),
-            table=None if table is None else tuple(table), evaluation=path.evaluation,
-            plate=target.plate_name))
+            table=None if table is None else tuple(table), schedule=betas,
+            evaluation=path.evaluation, plate=target.plate_name))
         offset += k
     if run.check is not None and starts is not None:
         run.check(path.first_chains(run.legs[0].num_chains).target, starts,
@@ -269,8 +315,9 @@ def anneal(run: Run, checkpoint: Checkpoint | None) -> list[list[LegOutput]] | N
     """Run every batch of ``run``; per leg, the outputs of all batches in order (``None`` off
     rank 0 of a multi-process run)."""
     k_all = sum(leg.num_chains for leg in run.legs)
+    inputs = prepare_inputs(run.model, run.x, run.model_args, run.model_kwargs, run.guide)
     parts = run_batches(run.x.shape[0], run.batch_size, run.seed, run.x.device,
-                        functools.partial(_batch, run),
+                        functools.partial(_batch, run, inputs),
                         shard=run.shard, rows_per_example=k_all, checkpoint=checkpoint)
     if parts is None:
         return None
@@ -282,6 +329,21 @@ def _evaluation(parts: Sequence[LegOutput]) -> str:
     return next((p.evaluation for p in parts if p.evaluation != "replay"), "replay")
 
 
+def _visited(run: Run, parts: Sequence[LegOutput]) -> tuple[Tensor, Tensor]:
+    """The forward schedule ``(T + 1,)`` and the recorded betas ``(R, K)`` when every batch annealed
+    along the same betas; else (adaptive schedules of several batches) per example:
+    ``(T + 1, N)`` and ``(R, K, N)``."""
+    scheds = [run.betas if p.schedule is None else p.schedule for p in parts]
+    if all(torch.equal(s, scheds[0]) for s in scheds[1:]):
+        return scheds[0], parts[0].trace["beta"]
+    sizes = [p.log_weight.shape[1] for p in parts]
+    schedule = torch.cat([s.unsqueeze(1).expand(-1, n) for s, n in zip(scheds, sizes, strict=True)],
+                         dim=1)
+    beta = torch.cat([p.trace["beta"].unsqueeze(-1).expand(-1, -1, n)
+                      for p, n in zip(parts, sizes, strict=True)], dim=2)
+    return schedule, beta
+
+
 def finish(method: str, direction: str, run: Run, parts: Sequence[LegOutput], start: float,
            num_chains: int) -> AISResult:
     """Concatenate one leg's batch outputs along the examples and reduce them into an AISResult."""
@@ -289,13 +351,10 @@ def finish(method: str, direction: str, run: Run, parts: Sequence[LegOutput], st
     ll = log_mean_exp(lw) if direction == "forward" else -log_mean_exp(lw)
     trace = {name: torch.cat([p.trace[name] for p in parts], dim=2)
              for name in parts[0].trace if name != "beta"}
-    trace["beta"] = parts[0].trace["beta"]
+    schedule, trace["beta"] = _visited(run, parts)
     table = None
     if parts[0].table is not None:
-        tabs = [StepSizes(*p.table) for p in parts]
-        table = StepSizes(tabs[0].betas, torch.cat([t.log_step_size for t in tabs], dim=1),
-                          None if tabs[0].inv_mass is None
-                          else torch.cat([t.inv_mass for t in tabs], dim=1))
+        table = StepSizes.concat([StepSizes(*p.table) for p in parts])
     x = run.x
     return AISResult(
         method=method, log_likelihood=ll.to(x.dtype if x.is_floating_point() else ll.dtype),
@@ -303,7 +362,7 @@ def finish(method: str, direction: str, run: Run, parts: Sequence[LegOutput], st
         ess=effective_sample_size(lw), mcse=mcse_log_mean_exp(lw), khat=pareto_khat(lw), x=x,
         settings={**run.settings, "evaluation": _evaluation(parts)}, seed=run.seed,
         wall_time=time.perf_counter() - start, direction=direction, path=run.path_name,
-        schedule=run.betas if direction == "forward" else run.betas.flip(0), step_sizes=table,
+        schedule=schedule if direction == "forward" else schedule.flip(0), step_sizes=table,
         final_state=torch.cat([p.final_state for p in parts], dim=1),
         acceptance_rate=torch.cat([p.acceptance_rate for p in parts], dim=1),
         num_divergent=torch.cat([p.num_divergent for p in parts], dim=1),

@@ -27,7 +27,7 @@ from pyrolik.execution.batches import progress_bar
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
 from pyrolik.execution.runner import run_batches
-from pyrolik.model.target import Target, make_target
+from pyrolik.model.target import Target, make_target, prepare_inputs
 from pyrolik.results import EstimateResult
 
 __all__ = ["likelihood_weighting", "iwae"]
@@ -172,16 +172,19 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
     bar = progress_bar(num_chunks * owned, method, progress)
     plate: dict[str, str] = {}  # the model's data plate, read off the first target made
 
+    inputs = prepare_inputs(model, x, model_args, model_kwargs, guide)
+
     def work(batch, resume, save):
         xb = x[batch.start : batch.stop]
+        b = inputs.batch(batch.start, batch.stop)
         running = RunningLogWeights(num_samples, keep_weights)
         targets: dict[int, Target] = {}
         done = 0
         while done < num_samples:
             k = min(chunk, num_samples - done)
             if k not in targets:
-                targets[k] = make_target(model, xb, k, model_args=model_args,
-                                         model_kwargs=model_kwargs, guide=guide)
+                targets[k] = make_target(model, xb, k, model_args=b.model_args,
+                                         model_kwargs=b.model_kwargs, guide=b.guide)
                 plate.setdefault("name", targets[k].plate_name)
             lw = log_weights_fn(targets[k], batch.generator).reshape(k, xb.shape[0])
             running.update(lw.detach())

@@ -23,17 +23,26 @@ import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import pyro
 import torch
 from torch import Tensor
 
-from pyrolik._random import fork_rng_from, resolve_seed
+from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
-from pyrolik.infer.driver import Leg, Run, anneal, finish, open_checkpoint, prepare, settings_of
+from pyrolik.infer.driver import (
+    Leg,
+    Run,
+    adaptive_of,
+    anneal,
+    finish,
+    open_checkpoint,
+    prepare,
+    settings_of,
+)
 from pyrolik.infer.latents import expand_latents
-from pyrolik.model.target import Target, make_target
+from pyrolik.model.simulation import draw_joint
+from pyrolik.model.target import Target, make_target, prepare_inputs
 from pyrolik.results import BDMCResult
 
 __all__ = ["Simulated", "simulate", "bdmc"]
@@ -59,10 +68,14 @@ def simulate(
 ) -> Simulated:
     r"""Draw ``(x, latents)`` from the model's joint :math:`p(z)\,p(x \mid z)`.
 
-    The model runs once with its observed site released (``pyro.poutine.uncondition``) on a
-    placeholder ``x`` of shape ``(num_examples, *data_shape)``; ``latents`` are exact posterior
-    samples for the returned ``x``, which is what :func:`reverse_ais` and :func:`bdmc` need.
-    The model must have a single observed site whose value is all of ``x``.
+    As Pyro users expect (:func:`pyrolik.model.simulation.draw_joint`): the model runs with
+    ``x=None`` (the ``obs=x`` idiom samples the observed site), or else on a placeholder ``x`` of
+    shape ``(num_examples, *data_shape)`` with its observed site released
+    (``pyro.poutine.uncondition``); ``latents`` are exact posterior samples for the returned ``x``,
+    which is what :func:`reverse_ais` and :func:`bdmc` need. The model must have a single observed
+    site whose value is all of ``x``; per-example arguments have ``num_examples`` rows. When the
+    model cannot be simulated so (its structure reads the data), the error points to
+    ``bdmc(model, data=(x, latents))``.
     """
     check_count("num_examples", num_examples)
     data_shape = tuple(data_shape)
@@ -70,24 +83,7 @@ def simulate(
         raise ValueError(f"data_shape must be a tuple of positive ints, got {data_shape!r}")
     placeholder = torch.zeros((num_examples, *data_shape), dtype=dtype or torch.get_default_dtype(),
                               device=device)
-    target = make_target(model, placeholder, 1, model_args=model_args, model_kwargs=model_kwargs)
-    if len(target.observed) != 1:
-        raise ValueError(f"simulate needs a model with one observed site holding all of x; this one "
-                         f"has {list(target.observed)}: simulate (x, latents) yourself and pass "
-                         "data=(x, latents) to bdmc")
-    seed = resolve_seed(seed)
-    generator = torch.Generator(device=placeholder.device).manual_seed(seed)
-    with fork_rng_from(generator, placeholder.device), torch.no_grad(), \
-            pyro.validation_enabled(False):
-        tr = pyro.poutine.trace(pyro.poutine.uncondition(model)).get_trace(
-            placeholder, *model_args, **(model_kwargs or {}))
-    x = tr.nodes[target.observed[0]]["value"].detach()
-    if tuple(x.shape) != tuple(placeholder.shape):
-        raise ValueError(f"the observed site {target.observed[0]!r} draws values of shape "
-                         f"{tuple(x.shape)}, not (num_examples, *data_shape) = "
-                         f"{tuple(placeholder.shape)}")
-    latents = {s.name: tr.nodes[s.name]["value"].detach().movedim(s.plate_index, 0)
-               for s in target.sites}
+    x, latents = draw_joint(model, placeholder, resolve_seed(seed), model_args, model_kwargs)
     return Simulated(x, latents)
 
 
@@ -120,7 +116,7 @@ def bdmc(
     data_shape: tuple[int, ...] | None = None,
     num_steps: int | None,
     num_chains: int,
-    schedule: str | Tensor = "sigmoid",
+    schedule: str | Tensor = "auto",
     kernel=None,
     init: Callable[..., Any] | None = None,
     data: tuple[Tensor, dict[str, Tensor] | Tensor] | None = None,
@@ -171,13 +167,15 @@ def bdmc(
     x, latents = data
     x, betas, kernel = prepare(model, x, num_steps, num_chains, schedule, kernel, init,
                                record_every)
-    probe = make_target(model, x[:1], num_chains, model_args=model_args,
-                        model_kwargs=model_kwargs)
+    first = prepare_inputs(model, x, model_args, model_kwargs).batch(0, 1)
+    probe = make_target(model, x[:1], num_chains, model_args=first.model_args,
+                        model_kwargs=first.model_kwargs)
     latents = expand_latents(probe, latents, x.shape[0])
     settings = settings_of(num_steps or len(betas) - 1, num_chains, schedule, kernel, batch_size,
                            init)
     legs = (Leg("forward", num_chains), Leg("reverse", num_chains, latents))
     run = Run("bdmc", model, x, betas, kernel, legs, seed, shard, settings, guide=init,
+              adaptive=adaptive_of(schedule, kernel, num_chains),
               model_args=tuple(model_args), model_kwargs=dict(model_kwargs or {}),
               batch_size=batch_size, record_every=record_every, progress=progress, desc="BDMC",
               check=_check_posterior_start if user_data else None,

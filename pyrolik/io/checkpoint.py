@@ -34,6 +34,7 @@ from torch import nn
 
 from pyrolik._random import fork_rng_from
 from pyrolik._validate import check_count
+from pyrolik.model.arguments import mark_arguments, slice_arguments, unwrap
 
 __all__ = ["Checkpoint", "fingerprint", "hash_tensors", "qualified_name", "remove_checkpoint",
            "atomic_write_bytes", "checkpoint_path"]
@@ -116,10 +117,14 @@ def fingerprint(method: str, *, model: Any, x: torch.Tensor, seed: int, settings
                 extra: dict[str, Any] | None = None, shard: tuple[int, int] = (0, 1)
                 ) -> dict[str, Any]:
     """What identifies a run: a resumed run must match every entry (see the module docstring)."""
-    kwargs = dict(model_kwargs or {})
+    # per-example arguments (pyrolik.model.arguments) follow the one-example probe, and are hashed
+    # as tensors, not through the repr of their wrappers
+    marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), x.shape[0])
+    probe_args, probe_kwargs = unwrap(*slice_arguments(*marked, 0, 1))
+    model_args, kwargs = unwrap(*marked)
     probe = x[:1]
-    params = _param_sites(model, probe, tuple(model_args), kwargs)
-    params += [(f"guide.{k}", v) for k, v in _param_sites(guide, probe, tuple(model_args), kwargs)]
+    params = _param_sites(model, probe, probe_args, probe_kwargs)
+    params += [(f"guide.{k}", v) for k, v in _param_sites(guide, probe, probe_args, probe_kwargs)]
     return {
         "method": method,
         "data": hash_tensors([("x", x), ("device", x.device.type)]),

@@ -18,14 +18,17 @@ group                       variables (dims)
 ``sample_stats``            ``acceptance_rate``, ``step_size``, ``diverging``, ``energy_error``
                             (when the run recorded it), the running ``log_weight``
                             ``(chain, draw, <plate>)``; ``draw`` is the annealing step, ``beta`` a
-                            coordinate along it
+                            coordinate along it (``(chain, draw, <plate>)`` when batches annealed
+                            along their own adaptive schedules)
 ``log_weights``             ``log_weight`` ``(chain | sample, <plate>)``; per example
                             ``log_likelihood``, ``ess``, ``mcse``, ``khat``; for AIS the run-mean
                             ``mean_acceptance_rate`` and ``num_divergent`` ``(chain, <plate>)``
 ``trajectory``              recorded states ``u`` ``(chain, draw, <plate>, latent_dim)``, if kept
 ``observed_data``           ``x`` ``(<plate>, x_dim_i)``
-``constant_data``           ``schedule`` ``(step)``; the pilot table ``pilot_beta``,
-                            ``log_step_size``, ``inv_mass`` ``(pilot_step, <plate>[, latent_dim])``;
+``constant_data``           ``schedule`` ``(step)`` (``(step, <plate>)`` when batches annealed along
+                            their own adaptive schedules); the pilot table ``pilot_beta``,
+                            ``log_step_size``, ``inv_mass``, ``log_ratio_var``
+                            ``(pilot_step, <plate>[, latent_dim])``;
                             KDE: ``bandwidth_grid``, ``validation_log_likelihood``
 ==========================  ====================================================================
 
@@ -200,8 +203,13 @@ def _ais_groups(result: Any, ex: str) -> dict[str, xr.Dataset]:
         z = trace.pop("z", None)
         stats = _dataset(trace, {name: [ex, *_event_dims(name, v.dim() - 3)]
                                  for name, v in trace.items()}, coords, SAMPLE)
-        beta = _np(result.trace["beta"])  # (R, K)
-        beta_coord = ("draw", beta[:, 0]) if (beta == beta[:, :1]).all() else (SAMPLE, beta.T)
+        beta = _np(result.trace["beta"])  # (R, K), or (R, K, N): one schedule per batch
+        if beta.ndim == 3:
+            beta_coord = ([*SAMPLE, ex], beta.transpose(1, 0, 2))
+        elif (beta == beta[:, :1]).all():
+            beta_coord = ("draw", beta[:, 0])
+        else:
+            beta_coord = (SAMPLE, beta.T)
         groups["sample_stats"] = stats.assign_coords(beta=beta_coord)
         if z is not None:
             groups["trajectory"] = _dataset({"u": z}, {"u": [ex, "latent_dim"]}, coords,
@@ -209,7 +217,8 @@ def _ais_groups(result: Any, ex: str) -> dict[str, xr.Dataset]:
     constant: dict[str, Any] = {}
     dims: dict[str, list[str]] = {}
     if result.schedule is not None:
-        constant["schedule"], dims["schedule"] = result.schedule, ["step"]
+        constant["schedule"] = result.schedule
+        dims["schedule"] = ["step"] if result.schedule.dim() == 1 else ["step", ex]
     table = result.step_sizes
     if table is not None:
         constant["pilot_beta"], dims["pilot_beta"] = table.betas, ["pilot_step"]
@@ -217,6 +226,9 @@ def _ais_groups(result: Any, ex: str) -> dict[str, xr.Dataset]:
         if table.inv_mass is not None:
             constant["inv_mass"] = table.inv_mass
             dims["inv_mass"] = ["pilot_step", ex, "latent_dim"]
+        if table.log_ratio_var is not None:
+            constant["log_ratio_var"] = table.log_ratio_var
+            dims["log_ratio_var"] = ["pilot_step", ex]
     if constant:
         groups["constant_data"] = _dataset(constant, dims, {ex: np.arange(n)}, [])
     return groups

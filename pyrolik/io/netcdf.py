@@ -124,7 +124,8 @@ def from_datatree(tree: Any) -> Result:
     table = None
     if const is not None and "pilot_beta" in const:
         table = StepSizes(_t(const["pilot_beta"]), _t(const["log_step_size"], "pilot_step"),
-                          _opt(const, "inv_mass", "pilot_step", ex))
+                          _opt(const, "inv_mass", "pilot_step", ex),
+                          _opt(const, "log_ratio_var", "pilot_step", ex))
     trace, steps = None, None
     if "sample_stats" in tree.children:
         stats = tree["sample_stats"].to_dataset()
@@ -138,7 +139,7 @@ def from_datatree(tree: Any) -> Result:
         steps = torch.from_numpy(np.array(stats["draw"].values))
     return AISResult(
         **common, direction=attrs["direction"], path=attrs["path"],
-        schedule=_opt(const, "schedule"), step_sizes=table,
+        schedule=_opt(const, "schedule", "step"), step_sizes=table,
         kernel=HMC(**json.loads(attrs["kernel"])) if "kernel" in attrs else None,
         final_state=None if flat is None else _t(flat.to_dataset()["u"], "chain", "draw")[:, 0],
         latents=latents, acceptance_rate=_opt(lw, "mean_acceptance_rate", "chain"),

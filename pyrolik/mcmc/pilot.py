@@ -6,7 +6,11 @@ chains, :math:`\log\epsilon_n \mathrel{+}= g\,(\bar a_n - a^*)` (and, optionally
 mass matrix from the variance of the chains). It warms up at :math:`\beta = 0` and at
 :math:`\beta = 1` (``WARMUP_TRANSITIONS`` each), so starting far from a good step size costs nothing
 (the slow adaptation of ``PEERS.md`` is avoided). The sizes met at each pilot temperature are smoothed
-into a :class:`StepSizes` table.
+into a :class:`StepSizes` table, beside the across-chain variance of
+:math:`r = \log f_1 - \log f_0` per example at each pilot temperature (measured after that
+temperature's transitions), from which ``schedule="adaptive"`` is built
+(:func:`pyrolik.mcmc.schedules.adaptive`). The transitions use the kernel's step-size jitter, so the
+acceptance the pilot aims for is the one the estimating run will see.
 """
 
 from __future__ import annotations
@@ -80,7 +84,7 @@ def run_pilot(strategy: Pilot, path: AnnealingPath, z0: Tensor, kernel: HMC, sch
         acc = info.acceptance_rate.reshape(k, n).mean(0)
         return state, log_eps + strategy.gain * (acc - strategy.target_accept)
 
-    logs, masses = [], []
+    logs, masses, variances = [], [], []
     for j, beta in enumerate(betas):
         repeats = WARMUP_TRANSITIONS if j in (0, len(betas) - 1) else 1
         history = []
@@ -92,8 +96,10 @@ def run_pilot(strategy: Pilot, path: AnnealingPath, z0: Tensor, kernel: HMC, sch
         # a warm-up's last value oscillates around the target (acceptance falls off a cliff just
         # above the best step size in low dimensions): keep the mean of its second half
         logs.append(torch.stack(history[len(history) // 2 :]).mean(0))
+        variances.append(state.log_ratio.reshape(k, n).var(0) if k > 1
+                         else torch.full_like(log_eps, torch.nan))
         if strategy.mass_matrix:
             masses.append(inv_mass)
     log_table = _smooth(torch.stack(logs))
     mass_table = _smooth(torch.stack(masses)) if strategy.mass_matrix else None
-    return StepSizes(betas, log_table, mass_table)
+    return StepSizes(betas, log_table, mass_table, torch.stack(variances))

@@ -23,11 +23,14 @@ class HMCParams(NamedTuple):
 
 
 class StepSizes(NamedTuple):
-    """Frozen per-example step sizes (and inverse masses) on a grid of betas."""
+    r"""Frozen per-example step sizes (and inverse masses) on a grid of betas, with the pilot's
+    across-chain variance of :math:`r = \log f_1 - \log f_0` (what ``schedule="adaptive"`` reads;
+    NaN where the pilot ran one chain)."""
 
     betas: Tensor  # (P,) increasing from 0 to 1
     log_step_size: Tensor  # (P, N)
     inv_mass: Tensor | None = None  # (P, N, d)
+    log_ratio_var: Tensor | None = None  # (P, N)
 
     def _weights(self, beta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         b = beta.to(self.betas).contiguous()
@@ -53,4 +56,15 @@ class StepSizes(NamedTuple):
     def rows(self, start: int, stop: int) -> StepSizes:
         """The table of examples ``[start, stop)``."""
         return StepSizes(self.betas, self.log_step_size[:, start:stop],
-                         None if self.inv_mass is None else self.inv_mass[:, start:stop])
+                         None if self.inv_mass is None else self.inv_mass[:, start:stop],
+                         None if self.log_ratio_var is None else self.log_ratio_var[:, start:stop])
+
+    @staticmethod
+    def concat(tables: list[StepSizes]) -> StepSizes:
+        """The tables of consecutive batches of examples as one table (same pilot grid)."""
+        def cat(name: str) -> Tensor | None:
+            parts = [getattr(t, name) for t in tables]
+            return None if parts[0] is None else torch.cat(parts, dim=1)
+
+        return StepSizes(tables[0].betas, cat("log_step_size"), cat("inv_mass"),
+                         cat("log_ratio_var"))

@@ -2,13 +2,17 @@
 
 The model is traced on the data as the estimators will run it (``K`` stacked copies of ``x``) and on
 twice as many rows: the data plate is the plate around the observed sites whose size follows the
-number of rows. What discovery finds is frozen in a :class:`~pyrolik.model.layout.Layout`. Every
-failure is a ``ValueError``/``TypeError`` that names the site and the fix (``API.md``).
+number of rows. What discovery finds is frozen in a :class:`~pyrolik.model.layout.Layout`. On the
+way, every Pyro construct is checked against ``docs/idioms.md`` (:mod:`pyrolik.model.constructs`):
+evaluated as the model's unscaled, unsubsampled density, or refused. Every failure is a
+``ValueError``/``TypeError`` that names the construct, the site and the fix (``API.md``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyro
@@ -18,31 +22,83 @@ from torch import Tensor
 from torch.distributions import biject_to
 
 from pyrolik._random import fork_rng_from
+from pyrolik.model.arguments import describe_arguments, repeat_arguments
+from pyrolik.model.constructs import (
+    Watch,
+    check_index_free,
+    check_masked_latents,
+    check_sites,
+    check_subsampling,
+    subsampled_plates,
+)
+from pyrolik.model.hints import explain, short
 from pyrolik.model.layout import Layout, SiteLayout
-from pyrolik.model.messenger import plate_frame
+from pyrolik.model.messenger import is_zero_density, plate_frame
+from pyrolik.model.modules import eval_mode
 
-__all__ = ["discover", "check_guide_sites", "sample_sites", "trace_or_explain"]
+__all__ = ["Tracer", "discover", "check_guide_sites", "sample_sites", "trace_or_explain"]
 
 ModelFn = Callable[..., Any]
 
 
-def discover(model: ModelFn, x_rep: Tensor, num_chains: int, args: tuple, kwargs: dict) -> Layout:
-    """The :class:`Layout` of ``model`` run on ``x_rep`` (``num_chains`` stacked copies of the data)."""
+@dataclass
+class Tracer:
+    """Traces a model or guide as pyrolik evaluates it: fixed plate indices, modules in eval mode,
+    ``poutine.block`` watched; ``flipped`` collects the modules found in training mode."""
+
+    watch: Watch = field(default_factory=Watch)
+    flipped: list = field(default_factory=list)
+
+    def __call__(self, fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, shift: int = 0,
+                 no_grad: bool = True, validate: bool = False):
+        grad = torch.no_grad() if no_grad else contextlib.nullcontext()
+        with fork_rng_from(None), grad, pyro.validation_enabled(validate), self.watch(shift), \
+                eval_mode(self.flipped):
+            return pyro.poutine.trace(fn).get_trace(x, *args, **kwargs)
+
+
+def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
+             marked_kwargs: dict) -> tuple[Layout, list]:
+    """The :class:`Layout` of ``model`` run on ``x_rep`` (``num_chains`` stacked copies of the data),
+    and the modules it calls that were in training mode. The arguments come from
+    :func:`~pyrolik.model.arguments.mark_arguments`."""
     rows = x_rep.shape[0]
-    tr = trace_or_explain(model, x_rep, args, kwargs, "model", num_chains)
-    tr_2 = trace_or_explain(model, torch.cat([x_rep, x_rep]), args, kwargs, "model",
-                            2 * num_chains)
+    tracer = Tracer()
+    about = describe_arguments(marked_args, marked_kwargs)
+    args, kwargs = repeat_arguments(marked_args, marked_kwargs, num_chains)
+    tr = trace_or_explain(tracer, model, x_rep, args, kwargs, "model", num_chains, about)
+    args_2, kwargs_2 = repeat_arguments(marked_args, marked_kwargs, 2 * num_chains)
+    tr_2 = trace_or_explain(tracer, model, torch.cat([x_rep, x_rep]), args_2, kwargs_2, "model",
+                            2 * num_chains, about)
+    tracer.watch.refuse_blocked("model")
+    check_sites(tr, "model")
+    check_subsampling(tr, tr_2, rows, num_chains, None)
     plate_name = _find_plate(tr, tr_2, rows)
-    sites = _layout(tr, plate_name, rows)
+    check_subsampling(tr, tr_2, rows, num_chains, plate_name)
+    sites, enumerated = _layout(tr, plate_name, rows)
+    if plate_name in subsampled_plates(tr):
+        check_index_free(model, x_rep, args, kwargs, tr, plate_name, "model", tracer)
+    check_masked_latents(model, x_rep, args, kwargs, tr, [s.name for s in sites], tracer)
     observed = tuple(s["name"] for s in sample_sites(tr) if s["is_observed"])
     supports = {s.name: tr.nodes[s.name]["fn"].support for s in sites}
-    return Layout(plate_name, num_chains, rows // num_chains, sites, observed, supports)
+    enum_dims = None
+    if enumerated:
+        enum_dims = max(len(s["fn"].batch_shape) for s in sample_sites(tr))
+    layout = Layout(plate_name, num_chains, rows // num_chains, sites, observed, supports,
+                    enumerated, enum_dims)
+    return layout, tracer.flipped
 
 
-def check_guide_sites(guide: ModelFn, x_rep: Tensor, num_chains: int, args: tuple, kwargs: dict,
-                      layout: Layout) -> None:
-    """Raise unless ``guide`` samples exactly the model's latent sites."""
-    tr_g = trace_or_explain(guide, x_rep, args, kwargs, "guide", num_chains)
+def check_guide_sites(guide: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
+                      marked_kwargs: dict, layout: Layout) -> list:
+    """Raise unless ``guide`` samples exactly the model's latent sites, with a density pyrolik can
+    evaluate; return the modules it calls that were in training mode."""
+    tracer = Tracer()
+    args, kwargs = repeat_arguments(marked_args, marked_kwargs, num_chains)
+    tr_g = trace_or_explain(tracer, guide, x_rep, args, kwargs, "guide", num_chains,
+                            describe_arguments(marked_args, marked_kwargs))
+    tracer.watch.refuse_blocked("guide")
+    check_sites(tr_g, "guide")
     guide_latents = {s["name"] for s in sample_sites(tr_g) if not s["is_observed"]}
     missing = [s.name for s in layout.sites if s.name not in guide_latents]
     if missing:
@@ -50,21 +106,28 @@ def check_guide_sites(guide: ModelFn, x_rep: Tensor, num_chains: int, args: tupl
             f"the guide misses the latent site(s) {missing}: a guide must sample every latent "
             "site of the model, under the same name"
         )
+    summed = sorted(guide_latents & set(layout.enumerated))
+    if summed:
+        raise ValueError(f"the guide samples {summed}, which the model sums out by enumeration "
+                         "(infer={'enumerate': 'parallel'}): remove them from the guide")
     extra = sorted(guide_latents - {s.name for s in layout.sites})
     if extra:
         raise ValueError(f"the guide samples site(s) {extra} that are not latent in the model")
+    if layout.plate_name in subsampled_plates(tr_g):
+        check_index_free(guide, x_rep, args, kwargs, tr_g, layout.plate_name, "guide", tracer)
+    return tracer.flipped
 
 
 def sample_sites(tr) -> list[dict]:
     """The sample sites of a trace that carry a density (no deterministic or subsample sites)."""
     return [s for s in tr.nodes.values()
             if s["type"] == "sample" and not s["infer"].get("_deterministic")
-            and not site_is_subsample(s)]
+            and not site_is_subsample(s) and not is_zero_density(s["fn"])]
 
 
-def _get_trace(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, validate: bool):
+def _get_trace(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, validate: bool):
+    tr = tracer(fn, x, args, kwargs, validate=validate)
     with fork_rng_from(None), torch.no_grad(), pyro.validation_enabled(validate):
-        tr = pyro.poutine.trace(fn).get_trace(x, *args, **kwargs)
         for s in sample_sites(tr):
             if s["is_observed"]:
                 _check_observed_shape(s)
@@ -77,37 +140,31 @@ def _any_not_finite(tr) -> bool:
     return any(bool((~torch.isfinite(s["log_prob"])).any()) for s in sample_sites(tr))
 
 
-def _short(err: BaseException) -> str:
-    """Pyro's error message without its tensor dumps and trace tables."""
-    keep = []
-    for line in str(err).strip().splitlines():
-        text = line.strip()
-        if text.startswith("Trace Shapes"):
-            break
-        if text and not text.startswith(("tensor(", "[", "(", "-")) and not text[0].isdigit():
-            keep.append(text)
-    return " ".join(keep)[:600] or type(err).__name__
-
-
-def trace_or_explain(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, what: str, copies: int = 1):
-    """Trace ``fn`` on ``x`` (``copies`` stacked copies of the user's data, for the message)."""
+def trace_or_explain(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, what: str,
+                     copies: int = 1, about_args: str = ""):
+    """Trace ``fn`` on ``x`` (``copies`` stacked copies of the user's data), or raise a
+    ``ValueError`` that names the cause (:func:`pyrolik.model.hints.explain`)."""
     try:
-        return _get_trace(fn, x, args, kwargs, validate=True)
+        return _get_trace(tracer, fn, x, args, kwargs, validate=True)
+    except NotImplementedError as err:
+        raise ValueError(f"running the {what} failed: a site cannot be sampled "
+                         f"({type(err).__name__}: {short(err)}); pyrolik draws every latent from its "
+                         "prior, so an improper prior (e.g. ImproperUniform) cannot be evaluated: "
+                         "give the latent a proper prior") from err
     except (ValueError, RuntimeError, IndexError) as err:
         # A model whose density is NaN for some examples fails Pyro's validation; let it through
         # (the structure is all discovery needs) so that the estimators flag those examples.
         try:
-            tr = _get_trace(fn, x, args, kwargs, validate=False)
+            tr = _get_trace(tracer, fn, x, args, kwargs, validate=False)
         except (ValueError, RuntimeError, IndexError):
             tr = None
         if tr is not None and _any_not_finite(tr):
             return tr
-        shape = (x.shape[0] // copies,) + tuple(x.shape[1:])
-        stacked = f" (run as {copies} stacked copies: shape {tuple(x.shape)})" if copies > 1 else ""
-        raise ValueError(
-            f"running the {what} on x of shape {shape}{stacked} failed ({_short(err)}); check that "
-            "x has shape (N, *event_shape) matching the observed site, and model_args/model_kwargs"
-        ) from err
+
+        def run() -> None:
+            tracer(fn, x, args, kwargs)
+
+        raise ValueError(explain(err, tr, run, x, what, copies, about_args)) from err
 
 
 def _check_observed_shape(site: dict) -> None:
@@ -130,8 +187,8 @@ def _find_plate(tr_n, tr_2n, n: int) -> str:
         )
     names = None
     for s in observed:
-        sizes_n = {f.name: f.size for f in s["cond_indep_stack"]}
-        sizes_2n = {f.name: f.size for f in tr_2n.nodes[s["name"]]["cond_indep_stack"]}
+        sizes_n = _plate_sizes(s)
+        sizes_2n = _plate_sizes(tr_2n.nodes[s["name"]])
         cand = {k for k, v in sizes_n.items() if v == n and sizes_2n.get(k) == 2 * n}
         names = cand if names is None else names & cand
     if not names:
@@ -141,21 +198,58 @@ def _find_plate(tr_n, tr_2n, n: int) -> str:
         )
     if len(names) > 1:
         raise ValueError(f"several plates {sorted(names)} follow the number of examples; use one")
-    return names.pop()
+    name = names.pop()
+    frame = plate_frame(observed[0], name)
+    if frame.dim is None:
+        raise ValueError(
+            f"the plate {name!r} over the examples is sequential (for i in pyro.plate(...)): "
+            "pyrolik folds chains into a vectorised plate; write it as "
+            f"`with pyro.plate({name!r}, x.shape[0]):` with batched sample sites"
+        )
+    return name
 
 
-def _layout(tr, plate_name: str, n: int) -> tuple[SiteLayout, ...]:
-    sites, offset = [], 0
+def _plate_sizes(site: dict) -> dict[str, int]:
+    """``{plate: size}`` around a site; a plate without a size (``pyro.plate("data")``) has the size
+    of the site's batch dim there."""
+    out = {}
+    shape = site["fn"].batch_shape
+    for f in site["cond_indep_stack"]:
+        size = f.size
+        if (size is None or size == -1) and f.dim is not None and len(shape) >= -f.dim:
+            size = shape[f.dim]
+        out[f.name] = size
+    return out
+
+
+def _layout(tr, plate_name: str, n: int) -> tuple[tuple[SiteLayout, ...], tuple[str, ...]]:
+    """The continuous latent sites in flat order, and the discrete ones summed out by enumeration."""
+    sites, enumerated, offset = [], [], 0
     for s in sample_sites(tr):
         if s["is_observed"]:
             continue
         fn, name = s["fn"], s["name"]
-        if fn.support.is_discrete:
-            raise TypeError(
-                f"latent site {name!r} is discrete ({type(fn).__name__}); pyrolik's samplers need "
-                "continuous latents: marginalise it out in the model (sum over its values)"
-            )
         frame = plate_frame(s, plate_name)
+        if fn.support.is_discrete:
+            if s["infer"].get("enumerate") != "parallel":
+                raise TypeError(
+                    f"latent site {name!r} is discrete ({type(fn).__name__}); pyrolik's samplers "
+                    "need continuous latents: mark it infer={'enumerate': 'parallel'} (pyrolik then "
+                    "sums it out exactly), or marginalise it in the model by hand"
+                )
+            if frame is None:
+                raise ValueError(
+                    f"the enumerated site {name!r} is outside the plate {plate_name!r} over the "
+                    "examples; pyrolik sums out per-example discrete latents only"
+                )
+            if "_markov_scope" in s["infer"]:
+                raise ValueError(
+                    f"the enumerated site {name!r} is inside pyro.markov: pyrolik sums enumerated "
+                    "sites jointly and cannot reuse enumeration dimensions along a Markov chain; "
+                    "use pyro.markov only around continuous latents"
+                )
+            enumerated.append(name)
+            continue
         if frame is None:
             raise ValueError(
                 f"latent site {name!r} is outside the plate {plate_name!r} over the examples; "
@@ -172,5 +266,7 @@ def _layout(tr, plate_name: str, n: int) -> tuple[SiteLayout, ...]:
         sites.append(SiteLayout(name, offset, size, shape, plate_index))
         offset += size
     if not sites:
-        raise ValueError("the model has no latent site: there is nothing to integrate out")
-    return tuple(sites)
+        raise ValueError("the model has no latent site: there is nothing to integrate out"
+                         + (" (its discrete latents are summed out exactly: compute log p(x) "
+                            "directly)" if enumerated else ""))
+    return tuple(sites), tuple(enumerated)

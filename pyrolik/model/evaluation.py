@@ -14,6 +14,7 @@ guide (:mod:`pyrolik.model.guide_cache`) replaces the guide density, replay
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
@@ -23,8 +24,11 @@ import torch
 from torch import Tensor
 
 from pyrolik._random import fork_rng_from
+from pyrolik.model.arguments import repeat_arguments
+from pyrolik.model.autoguides import FittedGaussian
 from pyrolik.model.layout import Layout
 from pyrolik.model.messenger import SiteDensities
+from pyrolik.model.modules import eval_mode
 
 __all__ = ["Draw", "GuideDensity", "Program", "ValueAndGrad"]
 
@@ -55,15 +59,25 @@ class Program:
 
     ``memo`` keeps what the evaluations can reuse from one call to the next (the tensors Pyro's param
     store hands back, the indices of full plates); it belongs to this program and no other.
+    ``eval_modules``: run the modules the program calls in eval mode (:mod:`pyrolik.model.modules`).
     """
 
     layout: Layout
     model: ModelFn
     x: Tensor  # (rows, *event_shape)
-    model_args: tuple = ()
-    model_kwargs: dict = field(default_factory=dict)
+    marked_args: tuple = ()  # per-example tensors marked (pyrolik.model.arguments), one copy
+    marked_kwargs: dict = field(default_factory=dict)
     guide: ModelFn | None = None
+    eval_modules: bool = False
     memo: dict = field(default_factory=dict, repr=False, compare=False)
+    model_args: tuple = field(init=False)  # what the program is called with: per-example tensors
+    model_kwargs: dict = field(init=False)  # repeated over the chains, as x is
+
+    def __post_init__(self) -> None:
+        args, kwargs = repeat_arguments(self.marked_args, self.marked_kwargs,
+                                        self.layout.num_chains)
+        object.__setattr__(self, "model_args", args)
+        object.__setattr__(self, "model_kwargs", kwargs)
 
     @property
     def rows(self) -> int:
@@ -82,10 +96,17 @@ class Program:
 
     def run(self, fn: ModelFn, values: dict[str, Tensor] | None, unconstrained: bool,
             scores: bool = False, record: bool = False) -> SiteDensities:
-        """Run ``fn`` (model or guide) once with the latents set to ``values`` (sampled if None)."""
+        """Run ``fn`` (model or guide) once with the latents set to ``values`` (sampled if None).
+
+        The model's enumerated discrete sites are summed out when the latents are given.
+        """
+        enum_dims = self.layout.enum_dims if values is not None and fn is self.model else None
         ev = SiteDensities(self.layout.plate_name, self.rows, values, unconstrained, scores,
-                           self.memo, record)
-        with pyro.validation_enabled(False), ev:
+                           self.memo, record, enum_dims, self.layout.supports)
+        modules = eval_mode() if self.eval_modules else contextlib.nullcontext()
+        with pyro.validation_enabled(False), modules, ev:
+            if enum_dims is not None:
+                fn = pyro.poutine.enum(fn, first_available_dim=-1 - enum_dims)
             fn(self.x, *self.model_args, **self.model_kwargs)
         return ev
 
@@ -97,11 +118,17 @@ class Program:
 
     def log_guide(self, u: Tensor) -> Tensor:
         """Per-row log density of ``u`` under the guide, including the log-det-Jacobian."""
-        return as_rows(self.run(self.guide_or_raise(), self.layout.split(u), True).log_latent, u)
+        guide = self.guide_or_raise()
+        if isinstance(guide, FittedGaussian):
+            return guide.log_prob_and_score(u)[0]
+        return as_rows(self.run(guide, self.layout.split(u), True).log_latent, u)
 
     def guide_density(self, u: Tensor) -> tuple[Tensor, Tensor | None]:
         """``log q(u | x)`` per row and its closed-form score (None: all by autograd from ``u``)."""
-        evq = self.run(self.guide_or_raise(), self.layout.split(u), True, scores=True)
+        guide = self.guide_or_raise()
+        if isinstance(guide, FittedGaussian):
+            return guide.log_prob_and_score(u)
+        evq = self.run(guide, self.layout.split(u), True, scores=True)
         return as_rows(evq.log_latent, u), self.flat_score(evq.scores, u)
 
     def log_joint_constrained(self, values: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
@@ -149,11 +176,20 @@ class Program:
         """Draw ``z ~ p(z)``; ``log_density`` is ``log p(x | z)``, all from one model pass."""
         with fork_rng_from(generator, self.x.device), torch.no_grad():
             ev = self.run(self.model, None, False)
-        return Draw(self.layout.unconstrain(ev.values), ev.values, as_rows(ev.log_obs, self.x))
+        u = self.layout.unconstrain(ev.values)
+        if self.layout.enum_dims is not None:  # log p(x | z) with the discrete latents summed out
+            with torch.no_grad():
+                return Draw(u, ev.values, self.log_prior_and_obs(u)[1])
+        return Draw(u, ev.values, as_rows(ev.log_obs, self.x))
 
     def sample_guide(self, generator: torch.Generator | None = None) -> Draw:
         """Draw ``z ~ q(z | x)``; ``log_density`` is ``log q(z | x)`` of the constrained ``z``."""
         guide = self.guide_or_raise()
+        if isinstance(guide, FittedGaussian):
+            with torch.no_grad():
+                u = guide.sample(self.layout.num_chains, generator)
+                log_q = guide.log_prob_and_score(u)[0] - self.layout.log_abs_det_jacobian(u)
+            return Draw(u, self.layout.constrain(u), log_q)
         with fork_rng_from(generator, self.x.device), torch.no_grad():
             ev = self.run(guide, None, False)
         return Draw(self.layout.unconstrain(ev.values), ev.values, as_rows(ev.log_latent, self.x))

@@ -58,6 +58,8 @@ class KeptGuide:
     def current(self, u: Tensor) -> CachedGuide | None:
         """The kept parameters, derived (again) if needed; None if the guide does not qualify."""
         cached = self.cached
+        if not callable(self.program.guide):  # a FittedGaussian (an AutoGuide): already kept
+            return None
         if cached is None or (cached is not False and not cached.is_current()):
             program = self.program
             guide, z = program.guide_or_raise(), u.detach().requires_grad_(True)

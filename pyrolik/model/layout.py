@@ -27,6 +27,8 @@ from pyro.distributions import constraints
 from torch import Tensor
 from torch.distributions import biject_to
 
+from pyrolik.model.messenger import is_real
+
 __all__ = ["Layout", "SiteLayout"]
 
 
@@ -50,6 +52,8 @@ class Layout:
     sites: tuple[SiteLayout, ...]
     observed: tuple[str, ...]
     supports: Mapping[str, constraints.Constraint]
+    enumerated: tuple[str, ...] = ()  # discrete latents summed out (infer={"enumerate": "parallel"})
+    enum_dims: int | None = None  # batch dims right of Pyro's enumeration dims; None: none summed
 
     @property
     def rows(self) -> int:
@@ -95,6 +99,17 @@ class Layout:
         """Constrained site values (model layout) -> flat unconstrained ``u``."""
         return self.join({s.name: biject_to(self.supports[s.name]).inv(values[s.name])
                           for s in self.sites})
+
+    def log_abs_det_jacobian(self, u: Tensor) -> Tensor:
+        r"""Per-row :math:`\log|\det \partial T(u) / \partial u|` of :meth:`constrain`, ``(rows,)``."""
+        total = u.new_zeros(u.shape[0])
+        for s, part in zip(self.sites, self.split(u).values(), strict=True):
+            if is_real(self.supports[s.name]):
+                continue
+            t = biject_to(self.supports[s.name])
+            ladj = t.log_abs_det_jacobian(part, t(part))
+            total = total + ladj.movedim(s.plate_index, 0).reshape(u.shape[0], -1).sum(-1)
+        return total
 
     # -- model layout -> (chain, example, *site) -------------------------------------------------
     def by_chain(self, values: Mapping[str, Tensor]) -> dict[str, Tensor]:

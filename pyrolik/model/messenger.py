@@ -7,6 +7,18 @@ r"""The effect handler behind every evaluation: set the latents, sum each site's
 both per-row sums over every dimension but the data plate's. Each site's density comes from
 :mod:`pyrolik.model.site_density` (fewer full-size operations for Bernoulli and Normal sites, and the
 closed-form score of a Normal latent whose parameters need no gradient).
+
+What pyrolik evaluates is the model's density *unscaled and unsubsampled* (``docs/idioms.md``): a
+site's ``scale`` (``poutine.scale``, a subsampling plate's ``size / subsample_size``) is left out; a
+subsampling plate gets fixed indices (``arange(subsample_size) % size``, the indices were checked not
+to matter by :mod:`pyrolik.model.constructs`); masks stay on observed sites (the masked entries are
+not observed) and are lifted from latent sites, whose masked entries were checked to affect nothing
+else, so that every latent has a proper density. A guide's density is that of its draws: unscaled
+and unmasked. Discrete latents marked ``infer={"enumerate": "parallel"}`` are summed out
+(``enum_dims``): the per-site log-densities keep Pyro's enumeration dimensions and
+
+.. math:: \log p(z) = \log \sum_c p(c, z), \qquad \log p(x \mid z) =
+          \log \sum_c p(c, z)\, p(x \mid z, c) - \log p(z).
 """
 
 from __future__ import annotations
@@ -15,14 +27,16 @@ from typing import NamedTuple
 
 import torch
 from pyro.distributions import constraints
+from pyro.distributions.torch_distribution import MaskedDistribution
+from pyro.distributions.util import scale_and_mask
 from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import site_is_subsample
 from torch import Tensor
-from torch.distributions import biject_to
+from torch.distributions import Independent, biject_to
 
 from pyrolik.model.site_density import normal_log_prob_and_score, per_row_log_prob, sum_to_rows
 
-__all__ = ["SiteDensities", "SiteRecord", "is_real", "plate_frame"]
+__all__ = ["SiteDensities", "SiteRecord", "is_real", "is_zero_density", "plate_frame", "unmasked"]
 
 
 class SiteRecord(NamedTuple):
@@ -51,6 +65,33 @@ def plate_frame(msg: dict, plate_name: str):
     return None
 
 
+def is_zero_density(fn) -> bool:
+    """A site whose density is masked off entirely (``pyro.deterministic``, reparameterisers)."""
+    return isinstance(fn, MaskedDistribution) and fn._mask is False
+
+
+def unmasked(fn):
+    """``fn`` without distribution-level masks (``.mask(m)``, also under ``.to_event``)."""
+    if isinstance(fn, MaskedDistribution):
+        return unmasked(fn.base_dist)
+    if isinstance(fn, Independent) and isinstance(fn.base_dist, (MaskedDistribution, Independent)):
+        base = unmasked(fn.base_dist)
+        if base is not fn.base_dist:
+            return type(fn)(base, fn.reinterpreted_batch_ndims, validate_args=False)
+    return fn
+
+
+def enum_to_rows(log_prob: Tensor, plate_dim: int, batch_dims: int) -> Tensor:
+    """Sum a log-density over every batch dim but the data plate's, keeping the enumeration dims
+    (those left of the last ``batch_dims``): shape ``(*enum, rows)``."""
+    while log_prob.dim() < batch_dims:
+        log_prob = log_prob.unsqueeze(0)
+    log_prob = log_prob.movedim(plate_dim, -1)
+    if batch_dims > 1:
+        log_prob = log_prob.sum(tuple(range(-batch_dims, -1)))
+    return log_prob
+
+
 def _plus(total: Tensor | float, term: Tensor) -> Tensor:
     """Running per-row sum; the first term is taken as it is (no ``0.0 + x`` in the graph)."""
     return term if isinstance(total, float) else total + term
@@ -67,8 +108,13 @@ class SiteDensities(Messenger):
 
     def __init__(self, plate_name: str, rows: int, values: dict[str, Tensor] | None,
                  unconstrained: bool, scores: bool = False, memo: dict | None = None,
-                 record: bool = False):
+                 record: bool = False, enum_dims: int | None = None,
+                 supports: dict | None = None):
         super().__init__()
+        self.supports = supports  # the model's supports (the layout's), for guides
+        self.enum_dims = enum_dims  # batch dims right of Pyro's enumeration dims; None: no sums
+        self._enum_latent: Tensor | float = 0.0
+        self._enum_obs: Tensor | float = 0.0
         self.records: list[SiteRecord] | None = [] if record else None
         self.memo = {} if memo is None else memo  # kept by the caller across evaluations
         self.want_scores = scores  # closed-form scores of Normal latents (see site_density)
@@ -98,7 +144,8 @@ class SiteDensities(Messenger):
         if site_is_subsample(msg):
             self._full_plate_indices(msg)
             return
-        if msg["is_observed"] or self.given is None:
+        if msg["is_observed"] or self.given is None \
+                or msg["infer"].get("_enumerate_dim") is not None:
             return
         name = msg["name"]
         if name not in self.given:
@@ -108,27 +155,45 @@ class SiteDensities(Messenger):
             )
         value = self.given[name]
         if self.unconstrained:
-            support = msg["fn"].support
-            if not is_real(support):
-                t = biject_to(support)
+            t = self._transform(msg["fn"].support, name)
+            if t is not None:
                 z = t(value)
                 self._ladj[name] = t.log_abs_det_jacobian(value, z)
                 value = z
         msg["value"] = value
 
+    def _transform(self, support: constraints.Constraint, name: str):
+        """``biject_to(support)``, None on the real line; a support torch cannot transform (a guide's
+        ``MixtureSameFamily``) takes the model's, which the layout holds."""
+        if is_real(support):
+            return None
+        try:
+            return biject_to(support)
+        except NotImplementedError:
+            if self.supports is None or name not in self.supports:
+                raise
+            support = self.supports[name]
+            return None if is_real(support) else biject_to(support)
+
     def _full_plate_indices(self, msg: dict) -> None:
-        """A plate that does not subsample gets ``arange(size)``: made once, not at every call."""
+        """A plate that does not subsample gets ``arange(size)``, one that does ``arange(subsample_size)
+        % size`` (never random indices): made once, not at every call."""
         fn = msg["fn"]
-        if msg["value"] is not None or getattr(fn, "use_cuda", None) is not None \
-                or not (fn.subsample_size is None or fn.subsample_size >= fn.size):
+        if msg["value"] is not None or getattr(fn, "use_cuda", None) is not None:
             return
-        key = ("arange", fn.size, str(fn.device))
-        if key not in self.memo:
-            self.memo[key] = torch.arange(fn.size, device=fn.device)
+        if fn.subsample_size is None or fn.subsample_size == fn.size:
+            key = ("arange", fn.size, str(fn.device))
+            if key not in self.memo:
+                self.memo[key] = torch.arange(fn.size, device=fn.device)
+        else:
+            key = ("subsample", fn.size, fn.subsample_size, str(fn.device))
+            if key not in self.memo:
+                self.memo[key] = torch.arange(fn.subsample_size, device=fn.device) % fn.size
         msg["value"] = self.memo[key]
 
     def _pyro_post_sample(self, msg: dict) -> None:
-        if msg["infer"].get("_deterministic") or site_is_subsample(msg):
+        if msg["infer"].get("_deterministic") or site_is_subsample(msg) \
+                or is_zero_density(msg["fn"]):
             return
         frame = plate_frame(msg, self.plate_name)
         name = msg["name"]
@@ -139,28 +204,58 @@ class SiteDensities(Messenger):
                 "pyrolik estimates per-example log p(x): put every sample site inside the data plate "
                 "(global quantities belong in pyro.param)"
             )
-        if self.records is not None and not msg["is_observed"]:
-            self.records.append(SiteRecord(name, msg["fn"], frame.dim, msg["scale"], msg["mask"],
-                                           name in self._ladj))
-        if self.want_scores and not msg["is_observed"] and name not in self._ladj:
-            found = normal_log_prob_and_score(msg["fn"], msg["value"], msg["scale"], msg["mask"],
-                                              frame.dim, self.rows, name)
+        # unscaled; masks kept on observed sites only (see the module docstring)
+        observed = msg["is_observed"]
+        fn, scale = (msg["fn"], 1.0) if observed else (unmasked(msg["fn"]), 1.0)
+        mask = msg["mask"] if observed else None
+        if self.records is not None and not observed:
+            self.records.append(SiteRecord(name, fn, frame.dim, scale, mask, name in self._ladj))
+        if self.enum_dims is not None:
+            self._add_enumerated(msg, fn, mask, frame.dim)
+            return
+        if self.want_scores and not observed and name not in self._ladj:
+            found = normal_log_prob_and_score(fn, msg["value"], scale, mask, frame.dim, self.rows,
+                                              name)
             if found is not None:
                 self.log_latent = _plus(self.log_latent, found[0])
                 self.scores[name] = found[1]
                 return
-        lp = per_row_log_prob(msg["fn"], msg["value"], msg["scale"], msg["mask"], frame.dim,
-                              self.rows, name)
-        if msg["is_observed"]:
+        lp = per_row_log_prob(fn, msg["value"], scale, mask, frame.dim, self.rows, name)
+        if observed:
             self.log_obs = _plus(self.log_obs, lp)
             return
         ladj = self._ladj.pop(name, None)
         if ladj is not None:
-            # the Jacobian term, summed over the site's dims but the data plate's
-            batch_ndim = len(msg["fn"].batch_shape)
-            while ladj.dim() > batch_ndim:
-                ladj = ladj.sum(-1)
-            lp = lp + sum_to_rows(ladj, frame.dim, self.rows, name)
+            lp = lp + sum_to_rows(self._ladj_to_batch(ladj, fn), frame.dim, self.rows, name)
         self.log_latent = _plus(self.log_latent, lp)
         if self.given is None:
             self.values[name] = msg["value"]
+
+    @staticmethod
+    def _ladj_to_batch(ladj: Tensor, fn) -> Tensor:
+        """The Jacobian term summed over the site's event dims (to its batch shape)."""
+        batch_ndim = len(fn.batch_shape)
+        while ladj.dim() > batch_ndim:
+            ladj = ladj.sum(-1)
+        return ladj
+
+    def _add_enumerated(self, msg: dict, fn, mask, plate_dim: int) -> None:
+        """Accumulate a site's log-density keeping Pyro's enumeration dims (summed in ``__exit__``)."""
+        lp = enum_to_rows(scale_and_mask(fn.log_prob(msg["value"]), 1.0, mask), plate_dim,
+                          self.enum_dims)
+        if msg["is_observed"]:
+            self._enum_obs = _plus(self._enum_obs, lp)
+            return
+        ladj = self._ladj.pop(msg["name"], None)
+        if ladj is not None:
+            lp = lp + enum_to_rows(self._ladj_to_batch(ladj, fn), plate_dim, self.enum_dims)
+        self._enum_latent = _plus(self._enum_latent, lp)
+
+    def __exit__(self, *args, **kwargs):
+        if self.enum_dims is not None and isinstance(self._enum_latent, Tensor):
+            latent = self._enum_latent
+            joint = latent + self._enum_obs if isinstance(self._enum_obs, Tensor) else latent
+            rows = joint.shape[-1]
+            self.log_latent = latent.reshape(-1, latent.shape[-1]).logsumexp(0).expand(rows)
+            self.log_obs = joint.reshape(-1, rows).logsumexp(0) - self.log_latent
+        return super().__exit__(*args, **kwargs)

@@ -20,6 +20,8 @@ from pyro.poutine.util import site_is_subsample
 from torch import Tensor
 
 from pyrolik._random import fork_rng_from
+from pyrolik.model.arguments import fit_rows, has_per_example, mark_arguments
+from pyrolik.model.modules import eval_mode
 from pyrolik.model.target import Target, make_target
 
 __all__ = ["model_log_obs", "guide_sampler", "obs_sampler", "prior_draws"]
@@ -69,8 +71,11 @@ def model_log_obs(
 
 
 def _trace(fn: Callable, x: Tensor, data: Mapping[str, Tensor] | None, args, kwargs):
+    """Trace ``fn`` on ``x`` with modules in eval mode; per-example arguments marked with
+    ``pyrolik.per_example`` are repeated to the rows of ``x`` (whole copies of the examples)."""
     fn = poutine.condition(fn, data=dict(data)) if data else fn
-    with pyro.validation_enabled(False):
+    args, kwargs = fit_rows(args, kwargs, x.shape[0])
+    with pyro.validation_enabled(False), eval_mode():
         return poutine.trace(fn).get_trace(x, *args, **kwargs)
 
 
@@ -131,7 +136,12 @@ def prior_draws(
     model_args: tuple = (), model_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Tensor]:
     """``num_samples`` prior draws of every latent site, ``{site: (S, *site_shape)}``."""
-    target = make_target(model, x[:1], num_samples, model_args=model_args,
-                         model_kwargs=model_kwargs)
+    marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), x.shape[0])
+    per_example = has_per_example(*marked)
+    if per_example:
+        raise ValueError(f"prior samples shared by all examples cannot follow the per-example "
+                         f"argument(s) {per_example}: the prior may depend on them; estimate with "
+                         "pyrolik.likelihood_weighting (prior draws per example) instead")
+    target = make_target(model, x[:1], num_samples, model_args=marked[0], model_kwargs=marked[1])
     draw = target.sample_prior(generator)
     return {k: v.squeeze(1) for k, v in target.unravel(draw.u).items()}

@@ -27,13 +27,17 @@ from pyro.distributions import constraints
 from torch import Tensor
 
 from pyrolik._validate import check_count, validate_data
+from pyrolik.model.arguments import mark_arguments, slice_arguments
+from pyrolik.model.autoguides import FittedGaussian, fitted_gaussian, is_autoguide, slice_guide
 from pyrolik.model.discovery import check_guide_sites, discover
 from pyrolik.model.evaluation import Draw, Program, ValueAndGrad
 from pyrolik.model.guide_cache import KeptGuide
 from pyrolik.model.layout import Layout, SiteLayout
+from pyrolik.model.modules import check_program
 from pyrolik.model.replay import Replayed, replay_default
 
-__all__ = ["AnnealingPath", "Draw", "SiteLayout", "Target", "ValueAndGrad", "make_target"]
+__all__ = ["AnnealingPath", "Draw", "Inputs", "SiteLayout", "Target", "ValueAndGrad", "make_target",
+           "prepare_inputs"]
 
 ModelFn = Callable[..., Any]
 PATHS = ("prior", "guide")  # the initial distributions f_0 of an annealing path
@@ -299,10 +303,50 @@ def make_target(
         raise TypeError(f"replay must be True, False or None (the environment's PYROLIK_REPLAY), "
                         f"got {replay!r}")
     replay = replay_default() if replay is None else replay
-    model_kwargs = dict(model_kwargs or {})
-    model_args = tuple(model_args)
+    marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), x.shape[0])
     x_rep = x.repeat((num_chains,) + (1,) * (x.dim() - 1)) if num_chains > 1 else x
-    layout = discover(model, x_rep, num_chains, model_args, model_kwargs)
-    if guide is not None:
-        check_guide_sites(guide, x_rep, num_chains, model_args, model_kwargs, layout)
-    return Target(layout, Program(layout, model, x_rep, model_args, model_kwargs, guide), replay)
+    layout, flipped = discover(model, x_rep, num_chains, *marked)
+    flipped_guide = []
+    if is_autoguide(guide):
+        guide = fitted_gaussian(guide, layout, x.shape[0], x)
+    if isinstance(guide, FittedGaussian):
+        if guide.num_examples != x.shape[0] or guide.loc.shape[1] != layout.latent_dim:
+            raise ValueError(f"the guide ({guide.source}) holds proposals for {guide.num_examples} "
+                             f"examples of {guide.loc.shape[1]} latent values, x has {x.shape[0]} "
+                             f"examples of {layout.latent_dim}")
+    elif guide is not None:
+        flipped_guide = check_guide_sites(guide, x_rep, num_chains, *marked, layout)
+    program = Program(layout, model, x_rep, *marked, guide,
+                      eval_modules=bool(flipped or flipped_guide))
+    check_program(program, flipped, flipped_guide)
+    return Target(layout, program, replay)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What an estimator passes to :func:`make_target` for each batch of examples.
+
+    ``model_args``/``model_kwargs`` have their per-example tensors marked against all of ``x``
+    (:mod:`pyrolik.model.arguments`); ``guide`` is ready for batches (an AutoGuide's per-example
+    Gaussians, :mod:`pyrolik.model.autoguides`). :meth:`batch` gives those of examples
+    ``start:stop``.
+    """
+
+    model_args: tuple
+    model_kwargs: dict
+    guide: Any = None
+
+    def batch(self, start: int, stop: int) -> Inputs:
+        args, kwargs = slice_arguments(self.model_args, self.model_kwargs, start, stop)
+        return Inputs(args, kwargs, slice_guide(self.guide, start, stop))
+
+
+def prepare_inputs(model: ModelFn, x: Tensor, model_args: tuple = (),
+                   model_kwargs: dict | None = None, guide: Any = None) -> Inputs:
+    """Mark the per-example arguments against all of ``x`` and make an AutoGuide's per-example
+    Gaussians, once, before an estimator splits ``x`` into batches (:meth:`Inputs.batch`)."""
+    args, kwargs = mark_arguments(tuple(model_args), dict(model_kwargs or {}), x.shape[0])
+    if is_autoguide(guide):
+        layout, _ = discover(model, x, 1, args, kwargs)
+        guide = fitted_gaussian(guide, layout, x.shape[0], x)
+    return Inputs(args, kwargs, guide)

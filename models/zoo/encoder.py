@@ -48,7 +48,7 @@ class GaussianEncoder(nn.Module):
 
 
 class EncoderMixin:
-    """Adds ``self.encoder`` and the Pyro guide to a :class:`models.base.DecoderModel`."""
+    """Adds ``self.encoder`` and the Pyro guide to a :class:`models.zoo.base.DecoderModel`."""
 
     encoder: GaussianEncoder
 

@@ -53,7 +53,7 @@ class DecoderModel(nn.Module):
     sizes : sequence of int
         Decoder layer widths, latent dimension first and number of pixels last.
     activation : str
-        Hidden nonlinearity of the decoder (see :data:`models.decoders.ACTIVATIONS`).
+        Hidden nonlinearity of the decoder (see :data:`models.zoo.decoders.ACTIVATIONS`).
     """
 
     kind: ClassVar[str] = ""
@@ -64,7 +64,7 @@ class DecoderModel(nn.Module):
         self.sizes = check_sizes(sizes, "decoder sizes")
         self.activation = activation
         self.decoder = mlp(self.sizes, activation, output=self._decoder_output)
-        #: Training notes read from a checkpoint by :func:`models.serialization.load`.
+        #: Training notes read from a checkpoint by :func:`models.zoo.serialization.load`.
         self.meta: dict[str, Any] = {}
 
     @property
@@ -157,7 +157,7 @@ class GaussianDecoderModel(DecoderModel):
 
     ``sigma`` is a model keyword: ``model(x, sigma=0.05)``; when omitted, the instance's
     :attr:`sigma` is used (the value chosen on validation data for a shipped checkpoint, see
-    :func:`models.sigma.choose_sigma` and figure 2(a) of Wu et al. 2017).
+    :func:`models.training.sigma.choose_sigma` and figure 2(a) of Wu et al. 2017).
     """
 
     _decoder_output = "sigmoid"

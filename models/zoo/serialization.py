@@ -14,13 +14,13 @@ from typing import Any
 import torch
 
 from .base import DecoderModel
-from .zoo import KINDS
+from .presets import KINDS
 
 __all__ = ["FORMAT", "CHECKPOINT_DIR", "save", "load", "shipped_checkpoint"]
 
 FORMAT = "pyrolik-models/1"
 #: Where the small pretrained digits checkpoints live (``digits_<kind>.pt``).
-CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
 
 
 def _plain(value: Any, where: str = "meta") -> Any:

@@ -4,7 +4,7 @@ r"""Train a GMMN generator by minimising the maximum mean discrepancy to the dat
     \min_\theta \sqrt{\widehat{\mathrm{MMD}}^2\big(\{x_i\}, \{G_\theta(z_j)\}\big)}, \qquad
     z_j \sim \mathcal N(0, I),
 
-with the RBF-mixture kernel of :mod:`models.mmd` (Li, Swersky & Zemel 2015; Dziugaite et al.
+with the RBF-mixture kernel of :mod:`models.training.mmd` (Li, Swersky & Zemel 2015; Dziugaite et al.
 2015). Wu et al. (2017) used Li's implementation with SGD and momentum 0.9 (learning rate from
 0.1, 0.5, 1, 2); ``optimizer="sgd"`` does the same, and ``"adam"`` (the default) converges faster
 on small data.
@@ -17,9 +17,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from .gmmn import GMMN
-from .mmd import default_bandwidths, mmd2
-from .training import (
+from ..zoo.gmmn import GMMN
+from .common import (
     Timer,
     TrainHistory,
     check_training_args,
@@ -27,6 +26,7 @@ from .training import (
     minibatches,
     training_mode,
 )
+from .mmd import default_bandwidths, mmd2
 
 __all__ = ["train_gmmn"]
 
@@ -44,7 +44,7 @@ def train_gmmn(
     seed: int | None = None,
     progress: bool = False,
 ) -> TrainHistory:
-    """Fit a :class:`~models.gmmn.GMMN` in place.
+    """Fit a :class:`~models.zoo.gmmn.GMMN` in place.
 
     Parameters
     ----------
@@ -59,7 +59,7 @@ def train_gmmn(
     optimizer : {"adam", "sgd"}
         Adam, or SGD with ``momentum`` as in the paper.
     bandwidths : sequence of float or None
-        RBF bandwidths; default :func:`models.mmd.default_bandwidths` for the data size.
+        RBF bandwidths; default :func:`models.training.mmd.default_bandwidths` for the data size.
     seed : int or None
         Makes the run reproducible; the caller's RNG state is left untouched.
     progress : bool

@@ -5,7 +5,7 @@ r"""GMMN-10 / GMMN-50 of Wu et al. (2017): a ReLU generator trained by MMD, with
 As for GANs, the generator is deterministic and the fixed-sigma Gaussian observation site makes the
 likelihood defined. Hidden layers use ReLU and the output a sigmoid (appendix A.1). Training by
 maximum mean discrepancy with a mixture of RBF kernels (Li et al. 2015; Dziugaite et al. 2015) is in
-:func:`models.train_gmmn.train_gmmn`.
+:func:`models.training.train_gmmn.train_gmmn`.
 """
 
 from __future__ import annotations

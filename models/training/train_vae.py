@@ -24,8 +24,9 @@ import torch
 from pyro.infer import SVI, RenyiELBO, Trace_ELBO
 from torch import Tensor
 
-from .iwae import IWAE
-from .training import (
+from ..zoo.iwae import IWAE
+from ..zoo.vae import VAE
+from .common import (
     Timer,
     TrainHistory,
     _positive_int,
@@ -34,7 +35,6 @@ from .training import (
     minibatches,
     training_mode,
 )
-from .vae import VAE
 
 __all__ = ["train_vae", "make_elbo"]
 
@@ -67,7 +67,7 @@ def train_vae(
     seed: int | None = None,
     progress: bool = False,
 ) -> TrainHistory:
-    """Fit a :class:`~models.vae.VAE` or :class:`~models.iwae.IWAE` in place by SVI with Adam.
+    """Fit a :class:`~models.zoo.vae.VAE` or :class:`~models.zoo.iwae.IWAE` in place by SVI with Adam.
 
     Parameters
     ----------

@@ -7,7 +7,7 @@ r"""The binarized-MNIST IWAE of Wu et al. (2017), appendix A.2, after Burda et a
 
 Decoder 50-200-200-784 with tanh hidden units whose last layer gives the Bernoulli logits; encoder
 symmetric, 784-200-200-100, linear output. The same program is a Bernoulli VAE: whether it is an
-"IWAE" depends only on the training objective (:func:`models.train_vae.train_vae` with
+"IWAE" depends only on the training objective (:func:`models.training.train_vae.train_vae` with
 ``objective="iwae"``, k = 50 in the paper).
 """
 

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import DecoderModel
+from ..zoo.base import DecoderModel
 
 __all__ = ["TrainHistory", "check_training_args", "training_mode", "minibatches", "epochs"]
 

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .gan import GAN
-from .training import (
+from ..zoo.gan import GAN
+from .common import (
     Timer,
     TrainHistory,
     _positive_int,
@@ -47,7 +47,7 @@ def train_gan(
     seed: int | None = None,
     progress: bool = False,
 ) -> TrainHistory:
-    r"""Fit a :class:`~models.gan.GAN` in place by alternating Adam steps.
+    r"""Fit a :class:`~models.zoo.gan.GAN` in place by alternating Adam steps.
 
     Parameters
     ----------

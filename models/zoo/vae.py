@@ -7,7 +7,7 @@ r"""VAE-10 / VAE-50 of Wu et al. (2017): tanh decoder, fixed-sigma Gaussian obse
 Decoders 10-64-256-256-1024-784 and 50-1024-1024-1024-784 (tanh hidden, sigmoid output); encoders
 784-256-64-20 and 784-1024-1024-1024-100 (tanh hidden, linear output, dropout 0.2 between the larger
 encoder's hidden layers), appendix A.1. Trained by maximising the ELBO (eq. 1), see
-:func:`models.train_vae.train_vae`.
+:func:`models.training.train_vae.train_vae`.
 """
 
 from __future__ import annotations

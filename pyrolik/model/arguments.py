@@ -1,0 +1,166 @@
+"""Per-example arguments: tensors among ``model_args``/``model_kwargs`` that follow their rows.
+
+A conditional model's labels, a per-example mask, covariates: a tensor argument whose leading
+dimension is the number of examples ``N`` belongs to the examples (``API.md``). The estimators run
+``K`` chains of every example folded into the data plate (row ``k * N + n`` is chain ``k`` of example
+``n``) and split the examples into batches, so such a tensor is repeated across the chains
+(:func:`repeat_arguments`, inside :func:`~pyrolik.model.target.make_target`) and sliced with the
+batches (:func:`slice_arguments`, by the batch drivers), exactly as ``x`` is.
+
+The rule reads the leading dimension, decided once against the whole data set
+(:func:`mark_arguments`). Where it is ambiguous (a weight matrix whose first dimension happens to be
+``N``; ``N == 1``), say it explicitly: ``pyrolik.per_example(t)`` marks a tensor as per example (its
+leading dimension must then be ``N``), ``pyrolik.shared(t)`` as the same for every example. The guide
+receives the same arguments as the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from torch import Tensor
+
+__all__ = ["PerExample", "Shared", "describe_arguments", "fit_rows", "has_per_example",
+           "mark_arguments", "per_example", "repeat_arguments", "shared", "slice_arguments", "unwrap"]
+
+
+@dataclass(frozen=True)
+class PerExample:
+    """A tensor argument with one row per example (leading dimension ``N``)."""
+
+    value: Tensor
+    explicit: bool = True  # marked by the user (pyrolik.per_example), not by the leading-dim rule
+
+
+@dataclass(frozen=True)
+class Shared:
+    """An argument that is the same for every example: passed as it is, never repeated or sliced."""
+
+    value: Any
+
+
+def per_example(value: Tensor) -> PerExample:
+    """Mark a tensor argument as per example: repeated across chains and sliced with the batches.
+
+    Use it in ``model_args``/``model_kwargs`` where the leading-dimension rule is ambiguous, e.g.
+    ``model_kwargs={"y": pyrolik.per_example(labels)}``. Its leading dimension must be the number of
+    examples.
+    """
+    if isinstance(value, PerExample):
+        return value
+    if not isinstance(value, Tensor) or value.dim() < 1:
+        raise TypeError(f"per_example takes a tensor with one row per example, got "
+                        f"{type(value).__name__}{'' if not isinstance(value, Tensor) else ' of 0 dims'}")
+    return PerExample(value, explicit=True)
+
+
+def shared(value: Any) -> Shared:
+    """Mark an argument as the same for every example, even if its leading dimension is ``N``."""
+    return value if isinstance(value, Shared) else Shared(value)
+
+
+def _items(args: tuple, kwargs: dict) -> Iterator[tuple[str, Any]]:
+    for i, v in enumerate(args):
+        yield f"model_args[{i}]", v
+    for k, v in kwargs.items():
+        yield f"model_kwargs[{k!r}]", v
+
+
+def _rebuild(args: tuple, kwargs: dict, fn) -> tuple[tuple, dict]:
+    return (tuple(fn(f"model_args[{i}]", v) for i, v in enumerate(args)),
+            {k: fn(f"model_kwargs[{k!r}]", v) for k, v in kwargs.items()})
+
+
+def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple[tuple, dict]:
+    """Decide which tensor arguments are per example: wrap each as :class:`PerExample` or
+    :class:`Shared` (already wrapped ones are checked and kept); other values are left as they are.
+
+    Raises ``ValueError`` naming the argument when one marked per example has another number of rows.
+    """
+
+    def mark(name: str, v: Any) -> Any:
+        if isinstance(v, PerExample):
+            if v.value.shape[0] != num_examples:
+                raise ValueError(
+                    f"{name} is marked per example but has {v.value.shape[0]} rows, and x has "
+                    f"{num_examples} examples: give it one row per example of x (slice it as x "
+                    "is sliced), or mark it pyrolik.shared(...) if it is the same for all"
+                )
+            return v
+        if isinstance(v, Shared) or not isinstance(v, Tensor):
+            return v
+        if v.dim() >= 1 and v.shape[0] == num_examples:
+            return PerExample(v, explicit=False)
+        return Shared(v)
+
+    return _rebuild(tuple(args), dict(kwargs or {}), mark)
+
+
+def slice_arguments(args: tuple, kwargs: dict | None, start: int, stop: int) -> tuple[tuple, dict]:
+    """The arguments of examples ``start:stop``: per-example tensors sliced, the rest as they are.
+
+    Call it on arguments from :func:`mark_arguments` (marked against the whole data set).
+    """
+
+    def cut(name: str, v: Any) -> Any:
+        return PerExample(v.value[start:stop], v.explicit) if isinstance(v, PerExample) else v
+
+    return _rebuild(tuple(args), dict(kwargs or {}), cut)
+
+
+def repeat_arguments(args: tuple, kwargs: dict, num_chains: int) -> tuple[tuple, dict]:
+    """Plain arguments for ``num_chains`` chain-major copies of the examples (row ``k * N + n``)."""
+
+    def run(name: str, v: Any) -> Any:
+        if isinstance(v, PerExample):
+            t = v.value
+            return t.repeat((num_chains,) + (1,) * (t.dim() - 1)) if num_chains > 1 else t
+        return v.value if isinstance(v, Shared) else v
+
+    return _rebuild(args, kwargs, run)
+
+
+def unwrap(args: tuple, kwargs: dict | None) -> tuple[tuple, dict]:
+    """The plain values of marked arguments (one copy of the examples)."""
+    return repeat_arguments(tuple(args), dict(kwargs or {}), 1)
+
+
+def fit_rows(args: tuple, kwargs: dict | None, rows: int) -> tuple[tuple, dict]:
+    """Plain arguments for a run on ``rows`` rows made of whole chain-major copies of the examples:
+    per-example tensors of ``n`` rows are repeated ``rows // n`` times (``rows`` a multiple of ``n``)."""
+
+    def run(name: str, v: Any) -> Any:
+        if isinstance(v, PerExample):
+            n = v.value.shape[0]
+            if rows % n:
+                raise ValueError(f"{name} has {n} rows (one per example) but the model runs on "
+                                 f"{rows} rows, not a whole number of copies of the examples")
+            return repeat_arguments((v,), {}, rows // n)[0][0]
+        return v.value if isinstance(v, Shared) else v
+
+    return _rebuild(tuple(args), dict(kwargs or {}), run)
+
+
+def describe_arguments(args: tuple, kwargs: dict | None) -> str:
+    """How the tensor arguments were read, for an error message ('' if there are none)."""
+    parts = []
+    for name, v in _items(tuple(args), dict(kwargs or {})):
+        if isinstance(v, PerExample):
+            how = "marked per example" if v.explicit else (
+                "per example: its leading dimension is the number of examples")
+            parts.append(f"{name} of shape {tuple(v.value.shape)} ({how})")
+        elif isinstance(v, Shared) and isinstance(v.value, Tensor):
+            parts.append(f"{name} of shape {tuple(v.value.shape)} (shared by all examples)")
+    if not parts:
+        return ""
+    return ("; tensor arguments: " + ", ".join(parts) + " (say which are per example with "
+            "pyrolik.per_example(t) / pyrolik.shared(t))")
+
+
+def has_per_example(args: tuple, kwargs: dict | None) -> list[str]:
+    """The names of the per-example arguments among marked ones."""
+    return [name for name, v in _items(tuple(args), dict(kwargs or {}))
+            if isinstance(v, PerExample)]
+

@@ -1,0 +1,204 @@
+r"""Pyro's Gaussian AutoGuides, fitted on the examples being evaluated, as per-example proposals.
+
+``AutoNormal``, ``AutoDiagonalNormal``, ``AutoMultivariateNormal`` and ``AutoLowRankMultivariateNormal``
+(and an ``AutoGuideList`` of them) are Gaussian in the unconstrained space of the model's latents,
+the space pyrolik's samplers work in (both use ``biject_to(support)``). Fitted by SVI on ``N``
+examples, their parameters hold one block per example; a joint guide (the multivariate ones couple all
+``N * d`` coordinates) serves example ``n`` through its marginal,
+
+.. math:: q_n(u_n) = \mathcal N(u_n;\ \mu_{I_n},\ \Sigma_{I_n I_n}), \qquad
+          \Sigma = L L^\top \ \text{or}\ F F^\top + \mathrm{diag}(D),
+
+with :math:`I_n` the coordinates of example ``n``. :func:`fitted_gaussian` reads these per-example
+parameters once (no gradient), and the target repeats them over the chains: the AutoGuide itself is
+never run again (the kept-guide path of :mod:`pyrolik.model.guide_cache`). Its log-density and
+score are closed form, :math:`-\tfrac12\|w\|^2 - \sum\log\mathrm{diag}\,L_n - \tfrac d2\log 2\pi` and
+:math:`-L_n^{-\top} w`, :math:`w = L_n^{-1}(u - \mu_n)`.
+
+A guide fitted on other examples (another number of examples, or a subsampling plate over a larger
+data set) is refused: its parameters belong to examples pyrolik cannot identify.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from pyro.infer import autoguide
+from torch import Tensor
+from torch.distributions import biject_to
+
+from pyrolik.model.layout import Layout
+from pyrolik.model.messenger import plate_frame
+
+__all__ = ["FittedGaussian", "fitted_gaussian", "is_autoguide", "prepare_guide", "slice_guide"]
+
+_SUPPORTED = (autoguide.AutoNormal, autoguide.AutoDiagonalNormal,
+              autoguide.AutoMultivariateNormal, autoguide.AutoLowRankMultivariateNormal)
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def is_autoguide(guide: Any) -> bool:
+    return isinstance(guide, autoguide.AutoGuide)
+
+
+@dataclass(frozen=True)
+class FittedGaussian:
+    """Per-example Gaussians over pyrolik's flat unconstrained latent: ``loc`` ``(N, d)`` with a
+    diagonal ``scale`` ``(N, d)`` or a ``scale_tril`` ``(N, d, d)``."""
+
+    loc: Tensor
+    scale: Tensor | None
+    scale_tril: Tensor | None
+    source: str  # the AutoGuide class(es), for messages
+
+    @property
+    def num_examples(self) -> int:
+        return self.loc.shape[0]
+
+    def examples(self, start: int, stop: int) -> FittedGaussian:
+        """The proposals of examples ``start:stop``."""
+        return FittedGaussian(self.loc[start:stop],
+                              None if self.scale is None else self.scale[start:stop],
+                              None if self.scale_tril is None else self.scale_tril[start:stop],
+                              self.source)
+
+    def log_prob_and_score(self, u: Tensor) -> tuple[Tensor, Tensor]:
+        """``log q(u)`` per row and its score, rows chain-major (row ``k * N + n`` -> example ``n``)."""
+        n, d = self.loc.shape
+        diff = (u.detach().reshape(-1, n, d) - self.loc)  # (K, N, d)
+        if self.scale is not None:
+            w = diff / self.scale
+            log_det = torch.log(self.scale).sum(-1)
+            score = -w / self.scale
+        else:
+            w = torch.linalg.solve_triangular(self.scale_tril, diff.unsqueeze(-1), upper=False)
+            score = -torch.linalg.solve_triangular(self.scale_tril.mT, w, upper=True).squeeze(-1)
+            w = w.squeeze(-1)
+            log_det = torch.log(torch.diagonal(self.scale_tril, dim1=-2, dim2=-1)).sum(-1)
+        log_q = -0.5 * (w * w).sum(-1) - log_det - d * _HALF_LOG_2PI
+        return log_q.reshape(-1), score.reshape(u.shape)
+
+    def sample(self, num_chains: int, generator: torch.Generator | None) -> Tensor:
+        """``num_chains`` draws per example, flat ``(num_chains * N, d)``, chain-major."""
+        n, d = self.loc.shape
+        eps = torch.randn(num_chains, n, d, generator=generator, dtype=self.loc.dtype,
+                          device=self.loc.device)
+        if self.scale is not None:
+            u = self.loc + self.scale * eps
+        else:
+            u = self.loc + (self.scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
+        return u.reshape(num_chains * n, d)
+
+
+def prepare_guide(guide: Any, discover: Callable[[], Layout], num_examples: int, like: Tensor) -> Any:
+    """An AutoGuide as a :class:`FittedGaussian` for all ``num_examples`` (``discover()`` gives the
+    model's layout on the data); any other guide unchanged. Call it before splitting into batches."""
+    if not is_autoguide(guide):
+        return guide
+    return fitted_gaussian(guide, discover(), num_examples, like)
+
+
+def slice_guide(guide: Any, start: int, stop: int) -> Any:
+    """The guide of examples ``start:stop``: a :class:`FittedGaussian` is sliced, others are not."""
+    return guide.examples(start, stop) if isinstance(guide, FittedGaussian) else guide
+
+
+def fitted_gaussian(guide: Any, layout: Layout, num_examples: int, like: Tensor) -> FittedGaussian:
+    """The per-example Gaussians of a fitted AutoGuide, in ``layout``'s flat order, dtype of ``like``."""
+    parts = list(guide) if isinstance(guide, autoguide.AutoGuideList) else [guide]
+    names = ", ".join(type(p).__name__ for p in parts)
+    d, n = layout.latent_dim, num_examples
+    loc = like.new_zeros(n, d)
+    cov = like.new_zeros(n, d, d)
+    diagonal = True
+    covered: list[str] = []
+    with torch.no_grad():
+        for part in parts:
+            _check_part(part)
+            columns, mean, var = _part_gaussian(part, layout, n)
+            covered += [name for name, _ in columns]
+            offsets = {s.name: s.offset for s in layout.sites}
+            cols = torch.cat([torch.arange(offsets[name], offsets[name] + size)
+                              for name, size in columns])
+            loc[:, cols] = mean.to(like)
+            if var.dim() == 2:
+                cov[:, cols, cols] = var.to(like)
+            else:
+                diagonal = False
+                cov[:, cols.unsqueeze(-1), cols] = var.to(like)
+    missing = [s.name for s in layout.sites if s.name not in covered]
+    if missing or len(covered) != len(set(covered)):
+        raise ValueError(f"the AutoGuide ({names}) covers the latent sites {sorted(covered)}, the "
+                         f"model has {[s.name for s in layout.sites]}: each latent site needs "
+                         "exactly one Gaussian part")
+    if diagonal:
+        return FittedGaussian(loc, torch.diagonal(cov, dim1=-2, dim2=-1).sqrt(), None, names)
+    return FittedGaussian(loc, None, torch.linalg.cholesky(cov), names)
+
+
+def _check_part(part: Any) -> None:
+    if not isinstance(part, _SUPPORTED):
+        raise TypeError(
+            f"{type(part).__name__} is not a Gaussian AutoGuide pyrolik can evaluate at any latent: "
+            "use AutoNormal, AutoDiagonalNormal, AutoMultivariateNormal or "
+            "AutoLowRankMultivariateNormal (or an AutoGuideList of them), or an ordinary Pyro guide"
+        )
+    if part.prototype_trace is None:
+        raise ValueError(f"the {type(part).__name__} has not been fitted (it never ran): fit it with "
+                         "SVI on the examples you evaluate before using it as a proposal")
+
+
+def _part_gaussian(part: Any, layout: Layout, n: int) -> tuple[list, Tensor, Tensor]:
+    """``([(site, size)], loc (n, dp), var (n, dp) or cov (n, dp, dp))`` of one AutoGuide part."""
+    sites = {s.name: s for s in layout.sites}
+    blocks, pos = [], 0
+    for name, site in part.prototype_trace.iter_stochastic_nodes():
+        ushape = biject_to(site["fn"].support).inv(site["value"]).shape
+        if isinstance(part, autoguide.AutoNormal):
+            ushape = part._get_loc_and_scale(name)[0].shape  # full size when fitted on a subsample
+        if name not in sites:
+            raise ValueError(f"the AutoGuide has a site {name!r} that is not a continuous latent "
+                             f"site of the model ({sorted(sites)})")
+        frame = plate_frame(site, layout.plate_name)
+        index = len(site["fn"].batch_shape) + frame.dim if frame is not None else None
+        fitted_on = ushape[index] if index is not None else None
+        if fitted_on != n or index != sites[name].plate_index \
+                or tuple(ushape[:index]) + tuple(ushape[index + 1:]) != _per_example(sites[name]):
+            raise ValueError(
+                f"the AutoGuide was fitted on other examples: its site {name!r} has shape "
+                f"{tuple(ushape)} (plate {layout.plate_name!r} of size {fitted_on}), and x has {n} "
+                "examples. An AutoGuide's parameters belong to the examples it was fitted on: fit it "
+                "by SVI on these examples (all of them, without subsampling), or use an amortised "
+                "guide (an encoder)"
+            )
+        size = math.prod(ushape)
+        blocks.append((name, index, ushape, pos, size))
+        pos += size
+    columns = [(name, sites[name].size) for name, *_ in blocks]
+    if isinstance(part, autoguide.AutoNormal):
+        locs, scales = [], []
+        for name, index, _, _, _ in blocks:
+            loc, scale = part._get_loc_and_scale(name)
+            locs.append(loc.detach().movedim(index, 0).reshape(n, -1))
+            scales.append(scale.detach().movedim(index, 0).reshape(n, -1))
+        return columns, torch.cat(locs, -1), torch.cat(scales, -1) ** 2
+    idx = torch.cat([torch.arange(p, p + size).reshape(ushape).movedim(index, 0).reshape(n, -1)
+                     for _, index, ushape, p, size in blocks], -1)  # (n, dp) packed positions
+    post = part.get_posterior()
+    if isinstance(part, autoguide.AutoDiagonalNormal):
+        base = post.base_dist
+        return columns, base.loc.detach()[idx], base.scale.detach()[idx] ** 2
+    if isinstance(part, autoguide.AutoMultivariateNormal):
+        rows = post.scale_tril.detach()[idx]  # (n, dp, D)
+        return columns, post.loc.detach()[idx], rows @ rows.mT
+    factor = post.cov_factor.detach()[idx]  # (n, dp, rank)
+    return columns, post.loc.detach()[idx], factor @ factor.mT + torch.diag_embed(
+        post.cov_diag.detach()[idx])
+
+
+def _per_example(site) -> tuple[int, ...]:
+    return tuple(site.shape)

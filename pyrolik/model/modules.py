@@ -1,0 +1,146 @@
+r"""Modules in training mode, and evaluations that are not deterministic at a fixed latent.
+
+Right after SVI a model's networks are in training mode: dropout draws a new mask at every call and
+batch normalisation normalises with the statistics of the batch, which couples the chains and the
+examples folded into it. Either way :math:`\log p(x \mid z)` is not a function of :math:`(x, z)`.
+pyrolik evaluates a model and its guide with every module they call in eval mode (as ``.eval()``
+would, for the duration of each call only: the user's modules keep their flags), and warns with an
+:class:`~pyrolik.model.constructs.IdiomWarning` when that changes the density. An evaluation that is
+still not deterministic at a fixed latent (``torch.randn`` in the model, a custom random layer) is
+refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn.modules.module import register_module_forward_pre_hook
+
+from pyrolik.model.constructs import IdiomWarning
+
+__all__ = ["eval_mode", "check_deterministic", "check_program", "training_dependent"]
+
+_KNOWN = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm, nn.RReLU,
+          nn.modules.instancenorm._InstanceNorm)
+
+
+@contextlib.contextmanager
+def eval_mode(flipped: list[nn.Module] | None = None) -> Iterator[list[nn.Module]]:
+    """Run every module called inside in eval mode; restore the flags on exit.
+
+    The modules that were in training mode are appended to ``flipped`` (when given).
+    """
+    switched: list[nn.Module] = []
+
+    def hook(module: nn.Module, args) -> None:
+        if module.training:
+            module.training = False
+            switched.append(module)
+
+    handle = register_module_forward_pre_hook(hook)
+    try:
+        yield switched
+    finally:
+        handle.remove()
+        for m in switched:
+            m.training = True
+        if flipped is not None:
+            flipped.extend(m for m in switched if all(m is not f for f in flipped))
+
+
+@contextlib.contextmanager
+def training_mode(modules: list[nn.Module]) -> Iterator[None]:
+    """Run ``modules`` in training mode with their buffers (batch-norm statistics) restored after."""
+    saved = [{k: b.clone() for k, b in m.named_buffers(recurse=False)} for m in modules]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for m, buffers in zip(modules, saved, strict=True):
+                for k, b in buffers.items():
+                    getattr(m, k).copy_(b)
+
+
+def training_dependent(flipped: list[nn.Module], evaluate: Callable[[bool], Tensor],
+                       what: str) -> None:
+    """Warn if running the ``flipped`` modules (found in training mode) in training mode changes the
+    ``what``'s density; ``evaluate(train)`` gives the density at a fixed latent, in either mode."""
+    if not flipped:
+        return
+    known = sorted({type(m).__name__ for m in flipped if _depends_on_mode(m)})
+    if not known:
+        custom = [m for m in flipped if not isinstance(m, _KNOWN)]
+        if not custom:
+            return
+        # a module of another kind may read self.training: compare the two modes (state restored)
+        with torch.random.fork_rng(), training_mode(flipped):
+            train = evaluate(True)
+        if _agree(train, evaluate(False)):
+            return
+        known = sorted({type(m).__name__ for m in custom})[:6]
+    warnings.warn(
+        f"the {what} calls modules in training mode ({', '.join(known)}): their output is random "
+        "or depends on the batch, so pyrolik evaluates them in eval mode, as .eval() would (your "
+        "modules keep their flags); call .eval() on them to silence this warning",
+        IdiomWarning, stacklevel=4,
+    )
+
+
+def check_deterministic(evaluate: Callable[[], Tensor], what: str) -> None:
+    """Refuse a ``what`` whose density at a fixed latent differs between two evaluations."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        first = evaluate()
+        torch.manual_seed(1)
+        second = evaluate()
+    if not _agree(first, second):
+        gap = float((first - second).abs().nan_to_num(0.0).max())
+        raise ValueError(
+            f"the {what}'s log density at a fixed latent changed from one evaluation to the next "
+            f"(by up to {gap:.3g} nats): something in it draws random numbers outside pyro.sample "
+            "(torch.randn, a random layer, .sample() on a distribution). pyrolik needs the density "
+            "to be a function of (x, z): make those draws pyro.sample sites, or remove them"
+        )
+
+
+def check_program(program: Any, flipped_model: list[nn.Module], flipped_guide: list[nn.Module]
+                  ) -> None:
+    """Run the checks above on a :class:`~pyrolik.model.evaluation.Program` at one prior draw."""
+    with torch.no_grad():
+        u = program.sample_prior(None).u
+
+        def model_density(train: bool = False) -> Tensor:
+            p = replace(program, eval_modules=False) if train else program
+            return torch.stack(p.log_prior_and_obs(u))
+
+        training_dependent(flipped_model, model_density, "model")
+        check_deterministic(model_density, "model")
+        if program.guide is None or not callable(program.guide):
+            return
+
+        def guide_density(train: bool = False) -> Tensor:
+            p = replace(program, eval_modules=False) if train else program
+            return p.log_guide(u)
+
+        training_dependent(flipped_guide, guide_density, "guide")
+        check_deterministic(guide_density, "guide")
+
+
+def _depends_on_mode(module: nn.Module) -> bool:
+    """A module of a kind whose output depends on its training flag (dropout with p > 0, ...)."""
+    if isinstance(module, nn.modules.dropout._DropoutNd):
+        return module.p > 0
+    if isinstance(module, nn.modules.instancenorm._InstanceNorm):
+        return module.track_running_stats
+    return isinstance(module, _KNOWN)
+
+
+def _agree(a: Tensor, b: Tensor) -> bool:
+    tol = 1e-9 if a.dtype == torch.float64 else 1e-4
+    return bool(torch.allclose(a, b, rtol=tol, atol=tol, equal_nan=True))
