@@ -265,6 +265,13 @@ def test_refusals(lg, x):
                         num_chains=1, progress=False)
     with pytest.raises(ValueError, match="exactly one of sigmas= or betas="):
         distortion_bdmc(lg, 3, data_shape=(5,), num_steps=2, num_chains=1)
+    # pyrolik.ais's default schedule is built per batch from the pilot: the grid needs fixed steps
+    for name in ("auto", "adaptive"):
+        with pytest.raises(ValueError, match=f"schedule='{name}' is not available on the distortion"):
+            sigma_curve(lg, x, [0.1, 0.2], num_steps=2, num_chains=1, schedule=name, progress=False)
+        with pytest.raises(ValueError, match="fixed steps|same steps"):
+            rate_distortion(lg, x, [1.0, 2.0], num_steps=2, num_chains=1, schedule=name,
+                            progress=False)
 
 
 def test_merged_schedule_hits_every_grid_point():

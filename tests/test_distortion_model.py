@@ -106,7 +106,8 @@ def test_simulating_from_the_gaussian_mode_uses_the_new_scale(lg, seed):
     var = resid.pow(2).mean()
     se = s * s * math.sqrt(2 / resid.numel())  # sd of a mean of chi-square(1) * s^2 terms
     assert abs(float(var) - s * s) < 4 * se
-    with pytest.raises(NotImplementedError, match="cannot be simulated"):
+    # simulate wraps the refusal in its own ValueError, which keeps the site's message
+    with pytest.raises(ValueError, match="site 'x' carries a user distortion.*cannot be simulated"):
         pyrolik.simulate(distortion_model(lg, distortion=squared_error, beta_max=1.0), 3,
                          data_shape=(5,), seed=seed)
 

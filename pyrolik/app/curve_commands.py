@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from pyrolik.app.commands import _load_model, _outputs, _setup, _teardown
+from pyrolik.app.commands import _kernel, _load_model, _outputs, _setup, _teardown
 from pyrolik.app.loading import load_callable, load_data
 
 __all__ = ["add_parsers", "COMMANDS"]
@@ -26,14 +26,16 @@ def _curve_options(p: argparse.ArgumentParser, positive: Callable[[str], int]) -
                    help="chains per example (default 16)")
     g.add_argument("--schedule", choices=("geometric", "sigmoid", "linear"), default="geometric",
                    help="base schedule in beta / beta_max (default geometric: equal steps in log "
-                        "sigma)")
+                        "sigma; not auto/adaptive, which would move the grid points per batch)")
     g.add_argument("--num-leapfrog", type=positive, default=10, metavar="L",
                    help="leapfrog steps per HMC move")
     g.add_argument("--step-size", type=float, default=0.1, metavar="EPS", help="initial HMC step size")
     g.add_argument("--adapt", choices=("pilot", "online", "none"), default="pilot",
                    help="step-size adaptation (default pilot: a frozen table, exact)")
-    g.add_argument("--target-accept", type=float, default=0.65, metavar="A",
-                   help="target acceptance rate")
+    g.add_argument("--target-accept", type=float, default=None, metavar="A",
+                   help="target acceptance rate (default 0.9 with the pilot, 0.65 online)")
+    g.add_argument("--step-jitter", type=float, default=0.5, metavar="J",
+                   help="each transition's step size is drawn from eps * U(1-J, 1+J) (default 0.5)")
     g.add_argument("--mass-matrix", action="store_true",
                    help="diagonal mass matrix per example and temperature from the pilot")
 
@@ -97,14 +99,6 @@ def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable
     db.add_argument("--data-shape", type=shape, required=True, metavar="SHAPE",
                     help="event shape of one example, e.g. 64 or 1,8,8")
     _curve_options(db, positive)
-
-
-def _kernel(args):
-    from pyrolik.mcmc.hmc import HMC
-
-    return HMC(num_leapfrog=args.num_leapfrog, step_size=args.step_size,
-               target_accept=args.target_accept, adapt=None if args.adapt == "none" else args.adapt,
-               mass_matrix=args.mass_matrix)
 
 
 def _run(args, work: Callable[[Any, dict, Any], Any], report: Callable[[Any], None]) -> int:

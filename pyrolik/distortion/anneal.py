@@ -81,7 +81,9 @@ def sigma_curve(
         AIS chains per example.
     schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
         Base schedule in :math:`b = \beta/\beta_{\max} = (\sigma_{\min}/\sigma)^2` from 0 to 1
-        (default geometric: equal steps in log sigma, :mod:`pyrolik.distortion.schedule`).
+        (default geometric: equal steps in log sigma, :mod:`pyrolik.distortion.schedule`). Not
+        ``"auto"``/``"adaptive"`` (:func:`pyrolik.ais`'s default builds each batch's schedule from
+        its pilot; the grid needs fixed steps): a ``ValueError`` says so.
     kernel, model_args, model_kwargs, seed, batch_size, progress
         As in :func:`pyrolik.ais`.
 

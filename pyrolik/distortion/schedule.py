@@ -9,7 +9,10 @@ The default base schedule is geometric in :math:`b` (log-spaced from ``b_min`` t
 posterior that narrows like a Gaussian, :math:`\mathrm{Var}_{q_\beta}[d] \approx d_z / (2\beta^2)`, so
 equal steps in :math:`\log\beta` are equal steps of thermodynamic length, which is what makes the
 AIS variance spread evenly (Grosse, Maddison & Salakhutdinov 2013); equal steps in :math:`\log\beta`
-are equal steps in :math:`\log\sigma`.
+are equal steps in :math:`\log\sigma`. ``pyrolik.ais``'s default ``schedule="auto"`` (a schedule
+built per batch from the pilot run's variances) is refused here: the grid betas must sit at fixed
+steps of one schedule shared by every batch, and the geometric base already spaces the steps by
+thermodynamic length on this path.
 """
 
 from __future__ import annotations
@@ -66,6 +69,12 @@ def merge_grid(grid_b: Tensor, schedule: str | Tensor, num_steps: int | None
         ``schedule`` (T + 1,) float64 strictly increasing from 0 to 1; ``steps`` (m,) long with
         ``schedule[steps] == grid_b``.
     """
+    if isinstance(schedule, str) and schedule in schedules.PILOT_NAMES:
+        raise ValueError(
+            f"schedule={schedule!r} is not available on the distortion path: a schedule built from "
+            "the pilot run differs from batch to batch, and the curve needs its grid betas at the "
+            "same steps of one schedule; use 'geometric' (the default here: equal steps in log "
+            "sigma), 'sigmoid', 'linear' or a tensor of betas from 0 to 1")
     if schedule == "geometric":
         if num_steps is None:
             raise ValueError("num_steps is required with a named schedule")
