@@ -21,7 +21,7 @@ def decoder(latent: int = 50, hidden: int = 200, pixels: int = 784, seed: int = 
 
 
 def pyro_model(dec: nn.Module, latent: int = 50):
-    """The same decoder as an ordinary Pyro program (API.md convention)."""
+    """The same decoder as an ordinary Pyro program (the model convention of the README)."""
 
     def model(x):
         d = pyro.module("decoder", dec)

@@ -30,6 +30,7 @@ from pyrolik.distortion import (
     sigma_curve,
 )
 from pyrolik.execution.faults import FailedExamplesWarning
+from pyrolik.execution.threads import set_threads
 from pyrolik.infer import chains
 from pyrolik.infer.annealing import ais, reverse_ais
 from pyrolik.infer.conservative import biased_csl, csl
@@ -102,10 +103,12 @@ __all__ = [
     "curves",
     "distortion",
     "training",
+    # CPU threads
+    "set_threads",
 ]
 
 # The modules users reach by their short names (``from pyrolik.schedules import sigmoid``,
-# ``pyrolik.plots.plot_diagnostics``) keep those spellings (API.md) in the layered package.
+# ``pyrolik.plots.plot_diagnostics``) keep those spellings in the layered package.
 for _name, _module in {"schedules": schedules, "plots": plots, "units": units, "scoring": scoring,
                        "chains": chains, "datasets": datasets, "export": export}.items():
     _sys.modules.setdefault(f"{__name__}.{_name}", _module)

@@ -1,8 +1,7 @@
 """Argument checks at the public boundary: one function per kind of argument, one wording each.
 
 Every estimator validates what the user passed here, before any work, and raises ``ValueError`` or
-``TypeError`` with a message that names the argument and the fix (``API.md``: nothing is silently
-coerced). Internals assume valid input.
+``TypeError`` with a message that names the argument and the fix (nothing is silently coerced). Internals assume valid input.
 """
 
 from __future__ import annotations

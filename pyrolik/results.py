@@ -1,7 +1,7 @@
 """Result objects returned by every estimator: per-example estimates, weights and diagnostics.
 
-Fields fixed by ``API.md``: ``log_likelihood`` (N,), ``log_weights`` (K, N) where kept, ``bound``
-(``"lower"``, ``"upper"`` or ``None``), ``mean`` and ``stderr`` (over examples), ``summary()``,
+Fields every result has (the public API): ``log_likelihood`` (N,), ``log_weights`` (K, N) where
+kept, ``bound`` (``"lower"``, ``"upper"`` or ``None``), ``mean`` and ``stderr`` (over examples), ``summary()``,
 ``to_datatree()`` and ``to_inference_data()``. Per-example diagnostics: ``ess``, ``mcse`` (the
 jackknife standard error of ``log_likelihood``, see :func:`pyrolik.diagnostics.stats.mcse_log_mean_exp`)
 and Pareto ``khat``.
@@ -16,6 +16,8 @@ from typing import Any
 import pandas as pd
 import torch
 from torch import Tensor
+
+from pyrolik.results_format import Summary
 
 __all__ = ["EstimateResult", "AISResult", "BDMCResult", "KHAT_WARN", "MIN_WEIGHTS_FOR_MCSE",
            "bits_per_dim"]
@@ -213,9 +215,13 @@ class EstimateResult(_Exports):
         row["wall time [s]"] = self.wall_time
         return row
 
-    def summary(self) -> pd.DataFrame:
-        """A one-row table a person can read: the mean estimate, its errors and diagnostics."""
-        return pd.DataFrame([self._summary_row()]).set_index("method")
+    def summary(self) -> Summary:
+        """A one-row table a person can read: the mean estimate, its errors and diagnostics.
+
+        A :class:`pandas.DataFrame` (index: the method); printed, it is a fixed-width table with
+        one line per quantity that fits 80 columns (:mod:`pyrolik.results_format`).
+        """
+        return Summary(pd.DataFrame([self._summary_row()]).set_index("method"))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(method={self.method!r}, bound={self.bound!r}, "
@@ -264,13 +270,30 @@ class AISResult(EstimateResult):
             if low:
                 out.append(
                     f"HMC acceptance collapsed (< 0.1) for {low} of {self.num_examples} examples: "
-                    "the chains barely moved, so the estimate is far from converged; lower the step "
-                    "size or use adapt='pilot'"
+                    "the chains barely moved, so the estimate is far from converged; "
+                    + _acceptance_fix(self.kernel)
                 )
         num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
         if num_div:
             out.append(f"{num_div} HMC proposals were non-finite (divergent) and rejected")
         return out
+
+
+def _acceptance_fix(kernel: Any) -> str:
+    """What to change when acceptance collapsed, given the adaptation the run actually used."""
+    adapt = getattr(kernel, "adapt", None)
+    adapt = getattr(adapt, "name", adapt)  # a strategy object or its name
+    if adapt == "pilot":
+        return ("the pilot's step sizes were too large at some temperatures: raise target_accept "
+                "(e.g. HMC(target_accept=0.8)), give the pilot more steps (pilot_fraction) or "
+                "chains (pilot_chains), or anneal with more num_steps")
+    if adapt == "online":
+        return ("the online adaptation could not keep up: use adapt='pilot' (the default), or a "
+                "smaller starting step_size")
+    if kernel is None:
+        return "lower the step size or use adapt='pilot'"
+    return (f"the fixed step size ({getattr(kernel, 'step_size', '?')}) is too large: lower it, "
+            "or use adapt='pilot' (the default) to tune it per temperature")
 
 
 @dataclass
@@ -323,15 +346,16 @@ class BDMCResult(_Exports):
     def stderr(self) -> float:
         return _stderr(self.log_likelihood, self.failed)
 
-    def summary(self) -> pd.DataFrame:
-        """Lower and upper rows, plus the gap with its standard error."""
+    def summary(self) -> Summary:
+        """Lower and upper rows, plus the gap with its standard error (a :class:`pandas.DataFrame`
+        that prints as a fixed-width table, see :mod:`pyrolik.results_format`)."""
         df = pd.concat([self.lower.summary(), self.upper.summary()])
         df.index = ["forward AIS (lower)", "reverse AIS (upper)"]
         df.index.name = "estimate"
         gap = {"log p(x) [nats]": self.gap, "stderr": self.gap_stderr,
                "examples": len(self.x), "bound": "gap"}
         df.loc["BDMC gap (upper - lower)", list(gap)] = list(gap.values())
-        return df
+        return Summary(df)
 
     def warnings(self) -> list[str]:
         out = [f"forward: {w}" for w in self.lower.warnings()]

@@ -30,13 +30,15 @@ def test_nan_examples_are_marked_and_do_not_touch_the_others(method, seed):
     kernel = pyrolik.HMC(num_leapfrog=2)
     z = torch.zeros(6, 2)
 
-    def run(model):
+    # the adaptive schedule is pooled over a batch's examples (a failed one would change the
+    # others' schedule): the isolation of the estimates themselves is checked on a fixed schedule
+    def run(model, schedule="sigmoid"):
         if method == "ais":
             return pyrolik.ais(model, x, num_steps=10, num_chains=3, kernel=kernel, seed=seed,
-                               progress=False)
+                               progress=False, schedule=schedule)
         if method == "reverse_ais":
             return pyrolik.reverse_ais(model, x, z, num_steps=10, num_chains=3, kernel=kernel,
-                                       seed=seed, progress=False)
+                                       seed=seed, progress=False, schedule=schedule)
         if method == "iwae":
             return pyrolik.iwae(model, _prior_guide, x, num_samples=20, seed=seed, progress=False)
         return pyrolik.likelihood_weighting(model, x, num_samples=20, seed=seed, progress=False)
@@ -53,6 +55,14 @@ def test_nan_examples_are_marked_and_do_not_touch_the_others(method, seed):
     assert r.stderr == pytest.approx(float(ok.std() / math.sqrt(len(ok))), abs=1e-12)
     assert any("2 of 6 examples failed" in w for w in r.warnings())
     assert r.summary()["failed"].iloc[0] == 2
+    if method in ("ais", "reverse_ais"):
+        # the default schedule is built from the pilot's variances of the examples that did not fail
+        with pytest.warns(FailedExamplesWarning, match=r"2 of 6 examples failed"):
+            d = run(sm.nan_model, schedule="auto")
+        assert d.settings["schedule"] == "adaptive"
+        assert torch.equal(d.failed, bad) and torch.isfinite(d.log_likelihood[~bad]).all()
+        steps = d.schedule.diff() * (1 if method == "ais" else -1)  # reverse AIS stores 1 -> 0
+        assert torch.isfinite(d.schedule).all() and (steps > 0).all()
 
 
 def _prior_guide(x):

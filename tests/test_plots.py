@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import matplotlib
 
@@ -72,23 +73,34 @@ def test_ess_is_the_fraction_of_weights(results):
     assert_allclose(ax.lines[1].get_ydata(), n(b.upper.ess) / k)
 
 
-def test_khat_goes_through_arviz(results):
+def test_khat_points_are_the_khat(results):
     r = results["likelihood_weighting"]  # 40 samples: PSIS can fit a tail
-    ax = plots.plot_khat(r)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ArviZ FutureWarning (it was ignored only in pytest)
+        ax = plots.plot_khat(r)
     points = ax.collections[0].get_offsets()
     assert_allclose(points[:, 1], n(r.khat))
-    few = plots.plot_khat(results["ais"])  # 6 chains: no k-hat, and the plot says so
-    assert "unavailable" in few.texts[0].get_text()
+    assert "0.7" in ax.get_title()
 
 
-def test_khat_without_arviz_plot_khat(results, monkeypatch):
-    """ArviZ 1.x has no plot_khat: the same panel is drawn with matplotlib."""
-    import arviz
-
-    monkeypatch.delattr(arviz, "plot_khat")
-    r = results["likelihood_weighting"]
+def test_khat_panel_with_few_chains_shows_the_largest_weight(results):
+    """6 chains: no k-hat; the panel says why and shows max_k w_k / sum_j w_j instead."""
+    r = results["ais"]
     ax = plots.plot_khat(r)
-    assert_allclose(ax.lines[0].get_ydata(), n(r.khat))
+    k = r.log_weights.shape[0]
+    w = np.exp(n(r.log_weights) - n(r.log_weights).max(0))
+    assert_allclose(ax.lines[0].get_ydata(), w.max(0) / w.sum(0))
+    assert "25" in ax.get_title() and f"got {k}" in ax.get_title()
+    b = plots.plot_khat(results["bdmc"])  # forward and reverse
+    assert len([ln for ln in b.lines if ln.get_marker() == "o"]) == 2
+
+
+def test_log_weights_panel_says_which_examples(results):
+    r = results["likelihood_weighting"]
+    n_ex = r.num_examples
+    assert f"all {n_ex} examples" in plots.plot_log_weights(r).get_title()
+    assert f"examples 0-1 of {n_ex}" in plots.plot_log_weights(r, max_examples=2).get_title()
+    assert f"2 of {n_ex} examples" in plots.plot_log_weights(r, examples=[2, 0]).get_title()
 
 
 @pytest.mark.parametrize("name", ["ais", "reverse_ais"])
@@ -114,10 +126,28 @@ def test_bdmc_bounds_per_example(results):
     assert len(axes[0].lines) >= 2
 
 
-def test_kde_bandwidth(results):
+def test_kde_bandwidth(results, tmp_path):
     r = results["kde"]
     ax = plots.plot_bandwidth(r)
     assert_allclose(ax.lines[0].get_ydata(), r.settings["validation_log_likelihood"])
+
+
+def test_kde_bandwidth_ticks_are_short_and_apart():
+    """A 12-point log grid (0.0101321...) gets round, non-overlapping tick labels."""
+    import torch
+
+    x = torch.rand(30, 4, generator=torch.Generator().manual_seed(0))
+    grid = torch.logspace(np.log10(0.0101321), np.log10(0.5), 12).tolist()
+    r = pyrolik.kde(x[:20], x[20:25], bandwidth=grid, validation=x[25:], progress=False)
+    ax = plots.plot_bandwidth(r)
+    ax.figure.canvas.draw()
+    lo, hi = ax.get_xlim()
+    labels = [(t.get_position()[0], t.get_text()) for t in ax.get_xticklabels()
+              if t.get_text() and lo <= t.get_position()[0] <= hi]
+    assert 2 <= len(labels) <= 8 and all(len(text) <= 5 for _, text in labels), labels
+    boxes = [t.get_window_extent() for t in ax.get_xticklabels()
+             if t.get_text() and lo <= t.get_position()[0] <= hi]
+    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:], strict=False))  # no overlap
 
 
 def test_plots_refuse_what_they_cannot_draw(results):

@@ -22,4 +22,8 @@ def test_readme_python_snippets_run(capsys):
     exec(compile(code, str(README), "exec"), namespace)
     assert namespace["result"].log_likelihood.shape == (8,)
     assert namespace["sandwich"].gap == namespace["sandwich"].gap  # a number, not NaN
-    assert "BDMC gap (upper - lower)" in capsys.readouterr().out  # the summaries were printed
+    out = capsys.readouterr().out  # the summaries were printed, the estimates in them
+    assert "BDMC gap" in out and "(upper - lower)" in out
+    lines = [ln for ln in out.splitlines() if ln.startswith("log p(x) [nats]")]
+    assert lines[0].split()[-1] == f"{namespace['result'].mean:.3f}"
+    assert lines[1].split()[-1] == f"{namespace['sandwich'].gap:.3f}"

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch, pyro
 import pyrolik
+pyrolik.set_threads()   # one CPU thread (PYROLIK_NUM_THREADS to change): fastest for small models
 torch.manual_seed(0); pyro.set_rng_seed(0)
 pd.set_option("display.precision", 3); pd.set_option("display.width", 140)
 '''

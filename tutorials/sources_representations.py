@@ -51,6 +51,7 @@ from pyrolik.datasets import find_data_dir, load_digits, load_mnist_test
 %matplotlib inline
 matplotlib.rcParams["figure.dpi"] = 72
 smoke_test = "CI" in os.environ          # CI runs a shrunken version of this notebook
+torch.set_num_threads(1)                  # small probes: one thread is fastest on a busy machine
 torch.manual_seed(0)
 pd.set_option("display.precision", 3)
 NUM_SEEDS = 2 if smoke_test else 8        # probes per training-set size

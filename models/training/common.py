@@ -98,9 +98,15 @@ def minibatches(data: Tensor, batch_size: int, generator: torch.Generator) -> It
 
 
 def epochs(num_epochs: int, progress: bool, desc: str) -> Iterator[int]:
-    """``range(num_epochs)``, with a tqdm bar when ``progress``."""
+    """``range(num_epochs)``, with a tqdm bar when ``progress`` (a notebook widget only where
+    ipywidgets is installed: ``tqdm.auto`` without it warns "IProgress not found")."""
     if progress:
-        from tqdm.auto import trange
+        import importlib.util
+
+        if importlib.util.find_spec("ipywidgets") is not None:
+            from tqdm.auto import trange
+        else:
+            from tqdm import trange
 
         yield from trange(num_epochs, desc=desc)
     else:

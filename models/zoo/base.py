@@ -6,7 +6,8 @@ r"""The skeleton of every decoder-based model: a latent prior, a decoder, an obs
 where :math:`g_\theta` is a neural decoder and the observation model is a spherical Gaussian with
 fixed standard deviation :math:`\sigma` (continuous data, Wu et al. 2017 section 5.2) or a Bernoulli
 with logits :math:`g_\theta(z)` (binary data). An instance is a ``torch.nn.Module`` whose
-``forward`` (also reachable as ``.model``) is the Pyro program of ``API.md``: first argument the
+``forward`` (also reachable as ``.model``) is a Pyro program of pyrolik's model convention (see
+the README): first argument the
 data ``x`` of shape ``(N, *event_shape)``, a plate ``"data"`` over dim 0, a latent site ``"z"`` and
 one observed site ``"x"``. The decoder is registered with ``pyro.module("decoder", ...)``.
 """

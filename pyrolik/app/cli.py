@@ -1,8 +1,12 @@
 """The ``pyrolik`` command line: ``evaluate``, ``bdmc``, ``summary`` and ``demo``.
 
-Run ``pyrolik COMMAND --help`` for every option. Errors print one line on stderr and exit with
-status 1 (2 for a malformed command line); ``--debug`` shows the traceback instead. Under
-``torchrun`` the work is sharded across the processes (see ``docs/scale.md``).
+Run ``pyrolik COMMAND --help`` for every option and its default. Errors print one line on stderr
+and exit with status 1 (2 for a malformed command line, 130 on Ctrl-C), on a line of their own
+even when a progress bar was showing; ``--debug`` shows the traceback instead. Warnings print on
+stderr as ``pyrolik: warning: ...``, also under ``--quiet``, which silences the progress bars only.
+Each process uses one CPU thread unless ``--threads`` or ``PYROLIK_NUM_THREADS`` says otherwise
+(:func:`pyrolik.set_threads`). Under ``torchrun`` the work is sharded across the processes (see
+``docs/scale.md``).
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ def _estimators(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, output_help: str) -> None:
     g = p.add_argument_group("model and run")
     g.add_argument("model", help="the Pyro model: path/to/file.py:function or package.module:function")
     g.add_argument("--weights", metavar="PATH",
@@ -71,16 +75,20 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=_positive, default=None, metavar="N",
                    help="examples per pass (default: all at once; lower it if memory runs out)")
     g.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1 ... "
-                   "(under torchrun, cuda means one GPU per process: LOCAL_RANK)")
+                   "(default cpu; under torchrun, cuda means one GPU per process: LOCAL_RANK)")
     g.add_argument("--threads", type=_positive, default=None, metavar="N",
-                   help="CPU threads per process (torch.set_num_threads)")
+                   help="CPU threads per process (torch.set_num_threads; default: "
+                        "PYROLIK_NUM_THREADS if set, else 1, the fastest on a shared or busy "
+                        "machine, see pyrolik.set_threads)")
     g.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
-                   help="torch.distributed backend under torchrun (auto: NCCL on CUDA, else gloo)")
+                   help="torch.distributed backend under torchrun (default auto: NCCL on CUDA, "
+                        "else gloo)")
     o = p.add_argument_group("output")
-    o.add_argument("-o", "--output", required=True, metavar="PATH",
-                   help="result file (.nc); with several estimators, PATH.<name>.nc for each")
-    o.add_argument("--overwrite", action="store_true", help="replace existing result files")
-    o.add_argument("-q", "--quiet", action="store_true", help="no progress bars and no summary")
+    o.add_argument("-o", "--output", required=True, metavar="PATH", help=output_help)
+    o.add_argument("--overwrite", action="store_true",
+                   help="replace existing result files (default: refuse)")
+    o.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bars (the summary still goes to stdout, warnings to stderr)")
     o.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 
 
@@ -91,23 +99,29 @@ def _ais_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--schedule", choices=("auto", "adaptive", "sigmoid", "linear", "geometric"),
                    default="auto", help="annealing schedule (default auto: adaptive, built from the "
                    "pilot's variances, when the step sizes come from a pilot; else sigmoid)")
-    g.add_argument("--num-leapfrog", type=_positive, default=10, metavar="L", help="leapfrog steps per HMC move")
-    g.add_argument("--step-size", type=float, default=0.1, metavar="EPS", help="initial HMC step size")
+    g.add_argument("--num-leapfrog", type=_positive, default=10, metavar="L",
+                   help="leapfrog steps per HMC move (default 10)")
+    g.add_argument("--step-size", type=float, default=0.1, metavar="EPS",
+                   help="HMC step size: the adaptation's start, or the fixed size with --adapt "
+                        "none (default 0.1)")
     g.add_argument("--adapt", choices=("pilot", "online", "none"), default="pilot",
                    help="step-size adaptation: a frozen pilot table (default, exact), online "
                         "(slightly biased) or none")
     g.add_argument("--target-accept", type=float, default=None, metavar="A",
-                   help="target acceptance rate (default 0.9 with the pilot, 0.65 online)")
+                   help="acceptance rate the step-size adaptation aims for (default 0.9 with the "
+                        "pilot, 0.65 online)")
     g.add_argument("--step-jitter", type=float, default=0.5, metavar="J",
                    help="each transition's step size is drawn from eps * U(1-J, 1+J) (default 0.5)")
     g.add_argument("--mass-matrix", action="store_true",
-                   help="diagonal mass matrix per example and temperature from the pilot")
+                   help="diagonal mass matrix per example and temperature from the pilot "
+                        "(default: identity)")
     g.add_argument("--record-every", type=_positive, default=None, metavar="STEPS",
                    help="stride of the recorded diagnostics (default: about 100 records)")
     c = p.add_argument_group("checkpoint and resume (AIS and BDMC)")
     c.add_argument("--checkpoint", metavar="PATH", default=None,
                    help="save the run's state here every --checkpoint-every steps; if PATH exists, "
-                        "resume from it (same model, data, settings and seed required)")
+                        "resume from it (same model, data, settings and seed required; "
+                        "default: no checkpoint)")
     c.add_argument("--checkpoint-every", type=_positive, default=100, metavar="STEPS",
                    help="annealing steps between checkpoints (default 100)")
     c.add_argument("--keep-checkpoint", action="store_true",
@@ -127,36 +141,42 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="estimate log p(x) of a data file under a model",
                         description="Estimate log p(x) of every example of a data file. Writes one "
                         "result file per estimator; prints a summary.")
-    _common(ev)
+    _common(ev, "result file (.nc); with several estimators, PATH.<name>.nc for each "
+                "(run.nc -> run.ais.nc, run.iwae.nc, ...)")
     d = ev.add_argument_group("data")
     d.add_argument("--data", required=True, metavar="PATH",
                    help="observations (N, *event_shape): .npy, .npz or .pt")
     d.add_argument("--data-key", default=None, metavar="KEY",
                    help="array to use in an .npz or a dict .pt (default: the only one, or 'x')")
     d.add_argument("--limit", type=_positive, default=None, metavar="N",
-                   help="evaluate the first N examples only")
+                   help="evaluate the first N examples only (default: all)")
     d.add_argument("--dtype", choices=("auto", "float32", "float64"), default="auto",
-                   help="data dtype (auto: keep floating data; integers/booleans become float32)")
+                   help="convert the data to this dtype (default auto: keep floating data, make "
+                        "integers/booleans float32; auto refuses floating data whose dtype "
+                        "differs from the model's parameters and names the --dtype to pass)")
     d.add_argument("--per-example", action="append", default=None, metavar="NAME=KEY",
                    help="a per-example model argument (labels, a mask, covariates): the array KEY "
                         "of the --data file (or NAME=PATH[:KEY]), passed as the model keyword NAME "
-                        "with its rows following the examples; repeatable")
+                        "with its rows following the examples; repeatable (default: none)")
     e = ev.add_argument_group("estimators")
     e.add_argument("-e", "--estimators", type=_estimators, default=["ais"], metavar="LIST",
                    help="comma-separated: ais (lower bound), iwae (needs --guide), lw (likelihood "
                         "weighting), kde (Parzen, biased) (default: ais)")
     e.add_argument("--guide", metavar="SPEC", default=None,
-                   help="a Pyro guide q(z|x): path/to/file.py:guide (for iwae and --ais-init guide)")
+                   help="a Pyro guide q(z|x): path/to/file.py:guide (for iwae and --ais-init "
+                        "guide; default: none)")
     e.add_argument("--ais-init", choices=("prior", "guide"), default="prior",
                    help="AIS path: from the prior (default) or from the guide (AIS+encoder)")
     e.add_argument("--num-samples", type=_positive, default=1000, metavar="K",
                    help="samples per example for iwae and lw (default 1000)")
     e.add_argument("--chunk-size", type=_positive, default=None, metavar="K",
-                   help="samples per example per model pass for iwae and lw")
+                   help="samples per example per model pass for iwae and lw (default: all "
+                        "--num-samples at once)")
     e.add_argument("--bandwidth", type=_floats, default=None, metavar="H[,H...]",
-                   help="kde bandwidth, or a grid chosen on --validation data")
+                   help="kde bandwidth, or a grid chosen on --validation data (required by kde)")
     e.add_argument("--validation", metavar="PATH", default=None,
-                   help="held-out data for choosing the kde bandwidth (never the evaluated data)")
+                   help="held-out data for choosing the kde bandwidth (never the evaluated data; "
+                        "required with a bandwidth grid)")
     e.add_argument("--kde-samples", type=_positive, default=10_000, metavar="S",
                    help="model samples for kde (default 10000)")
     _ais_options(ev)
@@ -165,24 +185,29 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Bidirectional Monte Carlo: simulate data from the model, then "
                         "forward AIS (lower bound) and reverse AIS (upper bound); the gap bounds "
                         "the error of AIS with these settings.")
-    _common(bd)
+    _common(bd, "result file (.nc) holding the simulated data and both runs: forward AIS "
+                "(lower bound) and reverse AIS (upper bound)")
     s = bd.add_argument_group("simulation")
-    s.add_argument("--num-examples", type=_positive, required=True, metavar="N", help="examples to simulate")
+    s.add_argument("--num-examples", type=_positive, required=True, metavar="N",
+                   help="examples to simulate (required)")
     s.add_argument("--data-shape", type=_shape, required=True, metavar="SHAPE",
-                   help="event shape of one example, e.g. 784 or 1,28,28")
-    s.add_argument("--dtype", choices=("float32", "float64"), default="float32",
-                   help="dtype of the simulated data (default float32)")
+                   help="event shape of one example, e.g. 784 or 1,28,28 (required)")
+    s.add_argument("--dtype", choices=("auto", "float32", "float64"), default="auto",
+                   help="dtype of the simulated data (default auto: the dtype of the model's "
+                        "parameters, float32 if it has none)")
     s.add_argument("--per-example", action="append", default=None, metavar="NAME=PATH[:KEY]",
                    help="a per-example model argument with one row per simulated example, passed as "
-                        "the model keyword NAME; repeatable")
+                        "the model keyword NAME; repeatable (default: none)")
     s.add_argument("--guide", metavar="SPEC", default=None,
-                   help="run both directions on the encoder path from this guide")
+                   help="run both directions on the encoder path from this guide (default: the "
+                        "prior path)")
     _ais_options(bd)
 
     sm = sub.add_parser("summary", help="print the summary of result files",
                         description="Print a readable summary (and warnings) of result files.")
     sm.add_argument("results", nargs="+", metavar="RESULT", help="result files written by pyrolik")
-    sm.add_argument("--per-example", action="store_true", help="also print one row per example")
+    sm.add_argument("--per-example", action="store_true",
+                    help="also print one row per example (default: the summary only)")
     sm.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 
     from pyrolik.app import curve_commands  # sigma-curve, rate-distortion, distortion-bdmc
@@ -230,15 +255,29 @@ def main(argv: list[str] | None = None) -> int:
             return {"evaluate": _commands.evaluate, "bdmc": _commands.bdmc,
                     "summary": _commands.summary, **_curves.COMMANDS}[args.command](args)
     except KeyboardInterrupt:
+        _end_progress_line()
         print("pyrolik: interrupted" + (" (rerun the same command to resume from the checkpoint)"
                                         if getattr(args, "checkpoint", None) else ""),
               file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - the command line reports every error in one line
+        _end_progress_line()
         if debug:
             raise
         print(f"pyrolik: error: {_one_line(err)}", file=sys.stderr)
         return 1
+
+
+def _end_progress_line() -> None:
+    """Close the progress bars an error or Ctrl-C left open, so that the message that follows
+    starts a line of its own (a terminal's bar is erased; a log file gets a newline)."""
+    from tqdm import tqdm
+
+    bars = list(getattr(tqdm, "_instances", ()))
+    for bar in bars:
+        bar.close()
+    if bars and not sys.stderr.isatty():
+        sys.stderr.write("\n")
 
 
 def _demo(argv: list[str]) -> int:

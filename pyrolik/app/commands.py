@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -11,13 +12,17 @@ from typing import Any
 import torch
 
 from pyrolik.app.loading import (
+    check_data_dtype,
+    defines_load,
     load_callable,
     load_data,
     load_per_example,
     load_weights,
+    parameter_dtype,
     prepare_modules,
 )
 from pyrolik.execution.distributed import Shard, init_from_env
+from pyrolik.execution.threads import set_threads
 from pyrolik.io.checkpoint import remove_checkpoint
 from pyrolik.io.netcdf import load, save
 from pyrolik.mcmc.hmc import HMC
@@ -26,8 +31,7 @@ __all__ = ["evaluate", "bdmc", "summary"]
 
 
 def _setup(args) -> tuple[Shard, torch.device]:
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)  # default: PYROLIK_NUM_THREADS, else 1 (benchmarks/RESULTS.md)
     if str(args.device).startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"--device {args.device} but no CUDA device is available; use --device cpu")
     return init_from_env(args.device, args.backend)
@@ -43,10 +47,15 @@ def _barrier(shard: Shard) -> None:
         torch.distributed.barrier()
 
 
-def _load_model(args, device: torch.device) -> tuple[Any, dict]:
+def _load_model(args, device: torch.device, shard: Shard) -> tuple[Any, Any, dict]:
     model, module = load_callable(args.model, "model")
     if args.weights:
         load_weights(model, module, args.weights)
+    elif defines_load(module) and shard.is_main:
+        warnings.warn(f"{getattr(module, '__file__', None) or module.__name__} defines load(path) "
+                      "but --weights was not given: the model runs with the parameters it has "
+                      "after import (untrained ones, if load() is what fills them in); pass "
+                      "--weights PATH to load the trained parameters", UserWarning, stacklevel=2)
     prepare_modules(model, module, device)
     kwargs: Any = {}
     if args.model_kwargs:
@@ -57,7 +66,7 @@ def _load_model(args, device: torch.device) -> tuple[Any, dict]:
                              "'{\"name\": value}'") from err
         if not isinstance(kwargs, dict):
             raise ValueError("--model-kwargs must be a JSON object such as '{\"sigma\": 0.05}'")
-    return model, kwargs
+    return model, module, kwargs
 
 
 def _guide(spec: str | None, device: torch.device):
@@ -116,17 +125,19 @@ def _finish_checkpoint(args, shard: Shard) -> None:
     remove_checkpoint(checkpoint_path(args.checkpoint, tuple(shard)))
 
 
-def _report(results: dict[str, Any], paths: dict[str, Path], quiet: bool) -> None:
-    if quiet:
-        return
-    import pandas as pd
+def _warn(messages: list[str]) -> None:
+    """A result's warnings: on stderr, one ``pyrolik: warning:`` line each (also under --quiet)."""
+    sys.stdout.flush()
+    for w in messages:
+        print(f"pyrolik: warning: {' '.join(w.split())}", file=sys.stderr)
+    sys.stderr.flush()
 
-    with pd.option_context("display.width", 160, "display.max_columns", None):
-        for name, result in results.items():
-            print(result.summary().to_string())
-            for w in result.warnings():
-                print(f"warning: {w}")
-            print(f"wrote {paths[name]}\n")
+
+def _report(results: dict[str, Any], paths: dict[str, Path]) -> None:
+    for name, result in results.items():
+        print(result.summary())  # fixed width: the estimate is never elided
+        _warn(result.warnings())
+        print(f"wrote {paths[name]}\n")
 
 
 def evaluate(args) -> int:
@@ -135,7 +146,7 @@ def evaluate(args) -> int:
 
     shard, device = _setup(args)
     try:
-        model, kwargs = _load_model(args, device)
+        model, module, kwargs = _load_model(args, device, shard)
         guide = _guide(args.guide, device)
         if "iwae" in args.estimators and guide is None:
             raise ValueError("the iwae estimator needs a guide: pass --guide path/to/file.py:guide")
@@ -143,8 +154,11 @@ def evaluate(args) -> int:
             raise ValueError("--ais-init guide needs --guide path/to/file.py:guide")
         if "kde" in args.estimators and not args.bandwidth:
             raise ValueError("kde needs --bandwidth H, or a grid H1,H2,... with --validation data")
+        model_dtype = parameter_dtype(model, module)
         x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit,
-                      device=device)
+                      device=device, integer_dtype=model_dtype or torch.float32)
+        if args.dtype == "auto":
+            check_data_dtype(x, model_dtype, args.data)
         kwargs = {**kwargs, **load_per_example(args.per_example, args.data, x.shape[0], x,
                                                args.limit, device)}
         if args.per_example and "kde" in args.estimators:
@@ -178,7 +192,7 @@ def evaluate(args) -> int:
             if name == "ais":
                 _finish_checkpoint(args, shard)
         if shard.is_main:
-            _report(results, paths, args.quiet)
+            _report(results, paths)
         return 0
     finally:
         _teardown(shard)
@@ -199,43 +213,43 @@ def bdmc(args) -> int:
 
     shard, device = _setup(args)
     try:
-        model, kwargs = _load_model(args, device)
+        model, module, kwargs = _load_model(args, device, shard)
         guide = _guide(args.guide, device)
         paths = _outputs(args.output, ["bdmc"], args.overwrite)
         batch_size = _batch_size(args.batch_size, args.num_examples, shard)
+        dtype = (parameter_dtype(model, module) or torch.float32 if args.dtype == "auto"
+                 else getattr(torch, args.dtype))
         kwargs = {**kwargs, **load_per_example(args.per_example, None, args.num_examples, None,
                                                device=device)}
         sim = pyrolik.simulate(model, args.num_examples, data_shape=args.data_shape,
-                               model_kwargs=kwargs, seed=args.seed,
-                               dtype=getattr(torch, args.dtype), device=device)
+                               model_kwargs=kwargs, seed=args.seed, dtype=dtype, device=device)
         result = pyrolik.bdmc(model, data=sim, init=guide,
                               **_ais_kwargs(args, shard, batch_size, kwargs))
         if shard.is_main:
             save(result, paths["bdmc"])
         _finish_checkpoint(args, shard)
         if shard.is_main:
-            _report({"bdmc": result}, paths, args.quiet)
+            _report({"bdmc": result}, paths)
         return 0
     finally:
         _teardown(shard)
 
 
 def summary(args) -> int:
-    """``pyrolik summary``: print the summary (and warnings) of result files."""
-    import pandas as pd
+    """``pyrolik summary``: print the summary (and warnings) of result files.
 
-    with pd.option_context("display.width", 160, "display.max_columns", None,
-                           "display.max_rows", None):
-        for i, path in enumerate(args.results):
-            result = load(path)  # netCDF/zarr only: never unpickles a file
-            if i:
-                print()
-            print(f"{path}:")
-            print(result.summary().to_string())
-            for w in result.warnings():
-                print(f"warning: {w}")
-            if args.per_example:
-                print(_per_example(result).to_string())
+    Only netCDF/zarr result files are read (:func:`pyrolik.io.netcdf.load`): a model checkpoint
+    or any other file is refused with a message that says what it is, and nothing is unpickled.
+    """
+    results = [(path, load(path)) for path in args.results]  # refuse before printing anything
+    for i, (path, result) in enumerate(results):
+        if i:
+            print()
+        print(f"{path}:")
+        print(result.summary())  # fixed width: the estimate is never elided
+        _warn(result.warnings())
+        if args.per_example:
+            print(_per_example(result).to_string())
     return 0
 
 

@@ -1,13 +1,19 @@
 """The one-command demo: evaluate small digits models with every estimator, and check AIS with BDMC.
 
-    python -m pyrolik demo [--output DIR] [--quick]
+    python -m pyrolik demo [--output DIR] [--quick | --full]
 
 It needs no download: scikit-learn ships the 1,797 8x8 digits and ``models/checkpoints`` ships a VAE,
 a GAN and a GMMN trained on them (``models/train_digits.py`` reproduces them; ``docs/models.md``
 says how). For each model it estimates log p(x) of held-out test digits with AIS (prior path; the
 VAE also along its encoder path), IWAE (VAE), likelihood weighting and KDE (bandwidth chosen on
-validation digits), and runs BDMC on data simulated from the model. It prints one table and writes
-every result as netCDF plus a few PNG plots to the output folder.
+validation digits), and runs BDMC on data simulated from the model. It prints one table, with the
+estimators' warnings under it, and writes every result as netCDF plus a few PNG plots to the
+output folder.
+
+Time: about 2 minutes by default on a 2-core laptop that is busy with other work (about 40 s of
+CPU time on one torch thread, see ``--threads``); ``--quick`` is a smoke test of about 20 s,
+``--full`` runs 250 digits, 1000 annealing steps x 16 chains and 50 simulated digits (25 times
+the work, about 20-30 minutes). ``benchmarks/RESULTS.md`` has the measurements.
 
 Units: the digits are dequantized grey levels ``(k + u) / 17`` in [0, 1]^64; ``log p(x)`` is in nats
 per image of that continuous data, ``bits/dim`` is ``-log p(x) / (64 ln 2)`` of it, and
@@ -20,6 +26,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -27,11 +35,26 @@ import pandas as pd
 import torch
 
 import pyrolik
+from pyrolik.app.progress import StageProgress
+from pyrolik.execution.threads import set_threads
 
-__all__ = ["run", "main"]
+__all__ = ["run", "main", "SETTINGS", "GAP_WARN"]
 
 PIXELS = 64
 LEVELS = 17  # digits grey levels 0..16
+KINDS = ("vae", "gan", "gmmn")
+#: A BDMC gap above this many nats means AIS has not converged at the demo's settings.
+GAP_WARN = 1.0
+#: The demo's sizes: default (about 2 minutes on a busy 2-core machine), quick and full.
+SETTINGS = {
+    "default": dict(num_examples=100, num_steps=200, num_chains=8, num_simulated=20,
+                    iwae_samples=1000, lw_samples=5000, kde_samples=5000),
+    "quick": dict(num_examples=10, num_steps=30, num_chains=4, num_simulated=5,
+                  iwae_samples=100, lw_samples=500, kde_samples=1000),
+    "full": dict(num_examples=250, num_steps=1000, num_chains=16, num_simulated=50,
+                 iwae_samples=5000, lw_samples=20000, kde_samples=10000),
+}
+NUM_LEAPFROG = 10
 
 
 def _models():
@@ -40,6 +63,10 @@ def _models():
     except ImportError:  # a source checkout run without installing
         import models
     return models
+
+
+def _encoder_steps(num_steps: int) -> int:
+    return max(3, num_steps // 10)
 
 
 def _row(model: str, result, seconds: float, gap: float | None = None) -> dict:
@@ -58,86 +85,139 @@ def _row(model: str, result, seconds: float, gap: float | None = None) -> dict:
     }
 
 
+def _plan(s: dict) -> list[tuple[str, str, str, float]]:
+    """``(kind, stage, label, weight)`` for every stage, for one progress display.
+
+    Weights count rows x leapfrog evaluations, scaled by factors read off the stage times of a
+    default run (``seconds`` in the table): the pilot, BDMC's two directions and simulation, the
+    encoder path's minimum pilot, and a model pass without gradient for IWAE, likelihood weighting
+    and KDE.
+    """
+    grad = NUM_LEAPFROG + 1
+    chain_steps = s["num_chains"] * s["num_steps"] * grad
+    enc_steps = _encoder_steps(s["num_steps"])
+    enc = s["num_examples"] * s["num_chains"] * (enc_steps + max(20, enc_steps // 5)) * grad
+    plan = []
+    for kind in KINDS:
+        name = kind.upper()
+        plan.append((kind, "bdmc", f"{name}: BDMC on {s['num_simulated']} simulated digits",
+                     3.5 * s["num_simulated"] * chain_steps))
+        plan.append((kind, "ais", f"{name}: AIS from the prior",
+                     1.2 * s["num_examples"] * chain_steps))
+        if kind == "vae":
+            plan.append((kind, "ais+encoder", f"{name}: AIS from the encoder", 1.5 * enc))
+            plan.append((kind, "iwae", f"{name}: IWAE",
+                         0.7 * s["num_examples"] * s["iwae_samples"]))
+        plan.append((kind, "lw", f"{name}: likelihood weighting",
+                     s["num_examples"] * s["lw_samples"]))
+        plan.append((kind, "kde", f"{name}: KDE", 10 * s["kde_samples"]))
+    fixed = 0.02 * sum(w for *_, w in plan) / len(plan)  # tracing, recording, bookkeeping
+    return [(k, st, label, w + fixed) for k, st, label, w in plan]
+
+
 def run(
     output: str | Path = "pyrolik-demo-output",
     *,
-    num_examples: int = 100,
-    num_steps: int = 300,
-    num_chains: int = 8,
-    num_simulated: int = 20,
+    num_examples: int | None = None,
+    num_steps: int | None = None,
+    num_chains: int | None = None,
+    num_simulated: int | None = None,
     seed: int = 0,
     quick: bool = False,
+    full: bool = False,
     progress: bool = True,
-    log=print,
+    log=None,
 ) -> pd.DataFrame:
-    """Run the demo; return the table (also written to ``output/summary.csv``)."""
+    """Run the demo; return the table (also written to ``output/summary.csv``).
+
+    The table's ``attrs`` hold ``"warnings"`` (a list of ``(label, message)``: every estimator's
+    ``warnings()``, BDMC's among them, which flags a gap above 1 nat) and ``"settings"``. ``progress`` shows one
+    progress display on stderr for the whole run; ``log`` is accepted for compatibility and unused.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if quick:
-        num_examples, num_steps, num_chains, num_simulated = 10, 30, 4, 5
+    if quick and full:
+        raise ValueError("choose --quick or --full, not both")
+    s = dict(SETTINGS["quick" if quick else "full" if full else "default"])
+    for key, value in (("num_examples", num_examples), ("num_steps", num_steps),
+                       ("num_chains", num_chains), ("num_simulated", num_simulated)):
+        if value is not None:
+            s[key] = value
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     models = _models()
     train_digits = importlib.import_module(models.__name__ + ".train_digits")
     split = train_digits.digits_split(dtype=torch.float32)  # the split the checkpoints used
-    x, valid = split.test[:num_examples], split.valid[:200]
-    hmc = pyrolik.HMC(num_leapfrog=10)
-    common = dict(seed=seed, progress=progress)
-    rows, figs = [], {}
-    for kind in ("vae", "gan", "gmmn"):
-        model = models.load(kind, dtype=torch.float32)
-        name = kind.upper()
-        log(f"[{name}] sigma = {model.sigma:g} (chosen on validation digits); "
-            f"{num_examples} test digits, {num_chains} chains, {num_steps} annealing steps")
-        t0 = time.perf_counter()
-        sandwich = pyrolik.bdmc(model, num_simulated, data_shape=(PIXELS,), num_steps=num_steps,
-                                num_chains=num_chains, kernel=hmc, **common)
-        pyrolik.save(sandwich, out / f"{kind}_bdmc.nc")
-        log(f"[{name}] BDMC on {num_simulated} simulated digits: gap {sandwich.gap:.3f} "
-            f"+- {sandwich.gap_stderr:.3f} nats ({time.perf_counter() - t0:.1f} s)")
-        results = []
-        t0 = time.perf_counter()
-        ais = pyrolik.ais(model, x, num_steps=num_steps, num_chains=num_chains, kernel=hmc,
-                          **common)
-        results.append((ais, time.perf_counter() - t0, sandwich.gap))
-        if kind == "vae":
-            t0 = time.perf_counter()
-            enc = pyrolik.ais(model, x, num_steps=max(3, num_steps // 10), num_chains=num_chains,
-                              kernel=hmc, init=model.guide, **common)
-            results.append((enc, time.perf_counter() - t0, None))
-            t0 = time.perf_counter()
-            iw = pyrolik.iwae(model, model.guide, x, num_samples=100 if quick else 1000, **common)
-            results.append((iw, time.perf_counter() - t0, None))
-        t0 = time.perf_counter()
-        lw = pyrolik.likelihood_weighting(model, x, num_samples=500 if quick else 5000, **common)
-        results.append((lw, time.perf_counter() - t0, None))
-        t0 = time.perf_counter()
-        samples = model.sample(1000 if quick else 5000, torch.Generator().manual_seed(seed))
-        grid = torch.logspace(math.log10(0.02), math.log10(0.5), 12).tolist()
-        kde = pyrolik.kde(samples, x, bandwidth=grid, validation=valid, progress=progress)
-        results.append((kde, time.perf_counter() - t0, None))
-        for result, seconds, gap in results:
-            suffix = result.method + ("_encoder" if getattr(result, "path", "") == "guide" else "")
+    x, valid = split.test[:s["num_examples"]], split.valid[:200]
+    hmc = pyrolik.HMC(num_leapfrog=NUM_LEAPFROG)
+    common = dict(seed=seed, progress=False)
+    rows, figs, notes = [], {}, []
+    plan = _plan(s)
+    bar = StageProgress([(label, w) for *_, label, w in plan], enabled=progress,
+                        name="pyrolik demo")
+    loaded: dict[str, object] = {}
+    sandwich = ais = None
+    try:
+        for kind, stage, _label, _w in plan:
+            name = kind.upper()
+            if kind not in loaded:
+                loaded[kind] = models.load(kind, dtype=torch.float32)
+            model = loaded[kind]
+            with bar.stage():
+                t0 = time.perf_counter()
+                if stage == "bdmc":
+                    sandwich = pyrolik.bdmc(model, s["num_simulated"], data_shape=(PIXELS,),
+                                            num_steps=s["num_steps"], num_chains=s["num_chains"],
+                                            kernel=hmc, **common)
+                    pyrolik.save(sandwich, out / f"{kind}_bdmc.nc")
+                    notes += [(f"{name} BDMC", w) for w in sandwich.warnings()]
+                    continue
+                if stage == "ais":
+                    result = ais = pyrolik.ais(model, x, num_steps=s["num_steps"],
+                                              num_chains=s["num_chains"], kernel=hmc, **common)
+                elif stage == "ais+encoder":
+                    result = pyrolik.ais(model, x, num_steps=_encoder_steps(s["num_steps"]),
+                                         num_chains=s["num_chains"], kernel=hmc, init=model.guide,
+                                         **common)
+                elif stage == "iwae":
+                    result = pyrolik.iwae(model, model.guide, x, num_samples=s["iwae_samples"],
+                                          **common)
+                elif stage == "lw":
+                    result = pyrolik.likelihood_weighting(model, x, num_samples=s["lw_samples"],
+                                                          **common)
+                else:
+                    samples = model.sample(s["kde_samples"], torch.Generator().manual_seed(seed))
+                    grid = torch.logspace(math.log10(0.02), math.log10(0.5), 12).tolist()
+                    result = pyrolik.kde(samples, x, bandwidth=grid, validation=valid,
+                                         progress=False)
+                seconds = time.perf_counter() - t0
+            gap = sandwich.gap if stage == "ais" else None
+            row = _row(name, result, seconds, gap)
+            rows.append(row)
+            suffix = result.method + ("_encoder" if stage == "ais+encoder" else "")
             pyrolik.save(result, out / f"{kind}_{suffix}.nc")
-            rows.append(_row(name, result, seconds, gap))
-            for w in result.warnings():
-                log(f"[{name}] {result.method}: {w}")
-        if kind == "vae":
-            figs["bdmc_vae.png"] = pyrolik.diagnostics.plots.plot_bdmc(sandwich).figure
-            figs["diagnostics_vae_ais.png"] = pyrolik.diagnostics.plots.plot_diagnostics(ais)
-        if kind == "gan":
-            figs["posterior_gan.png"] = pyrolik.plot_posterior_decodings(
-                ais, lambda lat, m=model: m.decode(lat["z"]), examples=range(min(4, num_examples)),
-                num_samples=8, image_shape=(8, 8))
+            label = f"{name} {_SHORT.get(row['estimator'], row['estimator'])}"
+            notes += [(label, w) for w in result.warnings()]
+            if stage == "ais" and kind == "vae":
+                figs["bdmc_vae.png"] = pyrolik.plots.plot_bdmc(sandwich).figure
+                figs["diagnostics_vae_ais.png"] = pyrolik.plots.plot_diagnostics(ais)
+            if stage == "ais" and kind == "gan":
+                figs["posterior_gan.png"] = pyrolik.plot_posterior_decodings(
+                    ais, lambda lat, m=model: m.decode(lat["z"]),
+                    examples=range(min(4, s["num_examples"])), num_samples=8, image_shape=(8, 8))
+    finally:
+        bar.close()
     table = pd.DataFrame(rows)
     table.to_csv(out / "summary.csv", index=False)
     figs["estimates.png"] = _plot_estimates(table, plt)
     for fname, fig in figs.items():
         fig.savefig(out / fname, dpi=110, bbox_inches="tight")
         plt.close(fig)
+    table.attrs["warnings"] = notes
+    table.attrs["settings"] = s
     return table
 
 
@@ -161,30 +241,108 @@ def _plot_estimates(table: pd.DataFrame, plt):
     return fig
 
 
+_SHORT = {"likelihood_weighting": "lw"}
+_COLUMNS = [("model", "model", "{}"), ("estimator", "estimator", "{}"), ("bound", "bound", "{}"),
+            ("log p(x)", "log p(x) [nats]", "{:.2f}"), ("stderr", "stderr", "{:.2f}"),
+            ("MCSE", "MCSE", "{:.2f}"), ("bits/dim (k)", "bits/dim (k)", "{:.3f}"),
+            ("BDMC gap", "BDMC gap [nats]", "{:.2f}"), ("time", "seconds", "{:.0f} s")]
+
+
+def format_table(table: pd.DataFrame, width: int = 80) -> str:
+    """The demo's table in at most ``width`` columns, its warnings under it, wrapped."""
+    cells = []
+    for _, row in table.iterrows():
+        line = []
+        for _, key, fmt in _COLUMNS:
+            value = row[key]
+            if isinstance(value, float) and math.isnan(value):
+                line.append("-")
+            else:
+                line.append(fmt.format(_SHORT.get(value, value) if key == "estimator" else value))
+        cells.append(line)
+    heads = [h for h, _, _ in _COLUMNS]
+    widths = [max([len(h)] + [len(c[j]) for c in cells]) for j, h in enumerate(heads)]
+    left = {0, 1, 2}
+    sep = "  " if sum(widths) + 2 * (len(widths) - 1) <= width else " "
+
+    def fmt_line(parts):
+        return sep.join(p.ljust(w) if j in left else p.rjust(w)
+                        for j, (p, w) in enumerate(zip(parts, widths, strict=True))).rstrip()
+
+    lines = [fmt_line(heads)] + [fmt_line(c) for c in cells]
+    notes = table.attrs.get("warnings", [])
+    if notes:
+        lines += ["", f"Warnings ({len(notes)}):"]
+        for label, message in notes:
+            lines += textwrap.wrap(f"{label}: {message}", width, initial_indent="- ",
+                                   subsequent_indent="  ")
+    return "\n".join(lines)
+
+
+def _footer(table: pd.DataFrame, s: dict, output: Path, seconds: float, width: int = 80) -> str:
+    gaps = table["BDMC gap [nats]"].dropna()
+    enc = _encoder_steps(s["num_steps"])
+    text = [
+        f"Settings: {s['num_examples']} test digits; AIS {s['num_steps']} annealing steps x "
+        f"{s['num_chains']} chains from the prior, {enc} steps from the encoder (ais+encoder); "
+        f"IWAE {s['iwae_samples']} samples, lw (likelihood weighting) {s['lw_samples']}, KDE "
+        f"{s['kde_samples']} model samples; BDMC on {s['num_simulated']} simulated digits with "
+        "the AIS settings.",
+        "log p(x): nats per 8x8 digit (dequantized to [0,1]); bits/dim (k): a bound on the NLL of "
+        "the integer grey levels. Forward AIS is a stochastic lower bound; KDE is no bound at all.",
+    ]
+    if len(gaps) and float(gaps.max()) <= GAP_WARN:
+        text.append(f"On data simulated from each model the BDMC gap (at most "
+                    f"{float(gaps.max()):.2f} nats here) bounds the error of AIS at these "
+                    "settings.")
+    elif len(gaps):
+        big = ", ".join(f"{m} {g:.1f}" for m, g in zip(table.loc[gaps.index, "model"], gaps,
+                                                        strict=True) if g > GAP_WARN)
+        text.append(f"The BDMC gaps are large ({big} nats): AIS has not converged at "
+                    f"{s['num_steps']} steps, and those rows are loose lower bounds, not "
+                    "estimates within the gap; see the warnings, and run --full or more --steps.")
+    text.append(f"Results (netCDF) and plots in {output.resolve()} ({seconds:.0f} s).")
+    return "\n".join(textwrap.fill(t, width) for t in text)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point of the demo (``python -m pyrolik demo``)."""
     p = argparse.ArgumentParser(prog="pyrolik demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--output", default="pyrolik-demo-output", help="folder for netCDF files and plots")
-    p.add_argument("--examples", type=int, default=100, help="held-out test digits to evaluate")
-    p.add_argument("--steps", type=int, default=300, help="annealing steps of AIS and BDMC")
-    p.add_argument("--chains", type=int, default=8, help="AIS chains per example")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="tiny settings (a smoke test, ~20 s)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars or stage messages")
+    d = SETTINGS["default"]
+    p.add_argument("--output", default="pyrolik-demo-output",
+                   help="folder for netCDF files and plots (default pyrolik-demo-output)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true",
+                      help="tiny settings: a smoke test of about 20 s")
+    size.add_argument("--full", action="store_true",
+                      help="longer settings (250 digits, 1000 steps x 16 chains, 50 simulated): "
+                           "about 20-30 minutes on a busy 2-core machine")
+    p.add_argument("--examples", type=int, default=None,
+                   help=f"held-out test digits to evaluate (default {d['num_examples']})")
+    p.add_argument("--steps", type=int, default=None,
+                   help=f"annealing steps of AIS and BDMC (default {d['num_steps']})")
+    p.add_argument("--chains", type=int, default=None,
+                   help=f"AIS chains per example (default {d['num_chains']})")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: PYROLIK_NUM_THREADS, else 1, the fastest "
+                        "for these small networks)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
     args = p.parse_args(argv)
+    set_threads(args.threads)
     start = time.perf_counter()
+    if not args.quiet:
+        expected = "20 s" if args.quick else "20-30 minutes" if args.full else "2 minutes"
+        print(f"pyrolik demo: VAE, GAN and GMMN on held-out digits; about {expected} on a busy "
+              f"2-core machine (threads: {torch.get_num_threads()})", file=sys.stderr)
     table = run(args.output, num_examples=args.examples, num_steps=args.steps,
-                num_chains=args.chains, seed=args.seed, quick=args.quick,
-                progress=not args.quiet, log=(lambda *a: None) if args.quiet else print)
-    with pd.option_context("display.width", 160, "display.max_columns", 20,
-                           "display.float_format", "{:.3f}".format):
-        print(table.to_string(index=False))
-    print(f"\nlog p(x): nats per 8x8 digit (dequantized to [0,1]); bits/dim (k): bound on the NLL of "
-          f"the integer grey levels. Forward AIS is a stochastic lower bound whose error on data "
-          f"like the model's is bounded by the BDMC gap; KDE is no bound at all.\n"
-          f"Results (netCDF) and plots in {Path(args.output).resolve()} "
-          f"({time.perf_counter() - start:.0f} s)")
+                num_chains=args.chains, seed=args.seed, quick=args.quick, full=args.full,
+                progress=not args.quiet)
+    print(format_table(table))
+    print()
+    print(_footer(table, table.attrs["settings"], Path(args.output),
+                  time.perf_counter() - start))
     return 0
 
 

@@ -4,14 +4,20 @@ Model convention for ``pyrolik evaluate`` / ``pyrolik bdmc``:
 
 - ``MODEL`` is ``path/to/file.py:name`` or ``package.module:name``; ``name`` may be dotted
   (``file.py:vae.model`` takes the attribute ``model`` of the object ``vae``). It must be a Pyro
-  model following ``API.md`` (first argument ``x``, a plate over the examples). The file's folder is
+  model following the model convention of the README (first argument ``x``, a plate over the
+  examples). The file's folder is
   put on ``sys.path`` so it can import its neighbours.
 - ``--weights PATH`` loads trained parameters: if the model's module defines a function
   ``load(path)``, it is called (it loads ``path`` into the model's modules, e.g.
   ``DECODER.load_state_dict(torch.load(path))``). Otherwise, if the model is itself a
   ``torch.nn.Module`` (a ``PyroModule``, or a model of ``pyrolik_models``),
   ``model.load_state_dict(...)`` with the file's state dict (or its ``"state_dict"`` entry).
-  Otherwise an error says to add ``load(path)``.
+  Otherwise an error says to add ``load(path)``. A file that defines ``load(path)`` run without
+  ``--weights`` gets a warning: its model would run with untrained parameters.
+- With ``--dtype auto``, floating data must have the dtype of the model's parameters (an error
+  names the ``--dtype`` to pass); integer or boolean data become that dtype.
+- ``pyrolik summary`` reads result files with :func:`pyrolik.io.netcdf.load`: netCDF or zarr
+  only, never a pickle.
 - Every ``torch.nn.Module`` at the top level of the model's module (and the model itself, if it is
   one) is put in ``eval()`` mode (chains must not interact through batch statistics) and moved to
   ``--device``.
@@ -31,8 +37,8 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["load_callable", "load_weights", "prepare_modules", "load_data", "load_per_example",
-           "DATA_SUFFIXES"]
+__all__ = ["load_callable", "load_weights", "defines_load", "prepare_modules", "parameter_dtype",
+           "load_data", "load_per_example", "check_data_dtype", "DATA_SUFFIXES"]
 
 DATA_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
 
@@ -106,14 +112,42 @@ def load_weights(model: Any, module: ModuleType, path: str | os.PathLike) -> Non
                      "the model's modules (or make the model a torch.nn.Module)")
 
 
-def prepare_modules(model: Any, module: ModuleType, device: torch.device) -> None:
-    """Put the model's modules in eval mode on ``device``."""
+def defines_load(module: ModuleType) -> bool:
+    """Whether the model's file defines its own ``load(path)`` weights hook."""
+    hook = getattr(module, "load", None)
+    return callable(hook) and getattr(hook, "__module__", None) == module.__name__
+
+
+def _modules(model: Any, module: ModuleType) -> list[nn.Module]:
     found = [v for v in vars(module).values() if isinstance(v, nn.Module)]
     if isinstance(model, nn.Module):
         found.append(model)
-    for m in found:
+    return found
+
+
+def prepare_modules(model: Any, module: ModuleType, device: torch.device) -> None:
+    """Put the model's modules in eval mode on ``device``."""
+    for m in _modules(model, module):
         m.eval()
         m.to(device)
+
+
+def parameter_dtype(model: Any, module: ModuleType) -> torch.dtype | None:
+    """The one floating dtype of the parameters of the model's modules (``None`` if they have none,
+    or several)."""
+    dtypes = {p.dtype for m in _modules(model, module) for p in m.parameters()
+              if p.is_floating_point()}
+    return dtypes.pop() if len(dtypes) == 1 else None
+
+
+def check_data_dtype(x: torch.Tensor, model_dtype: torch.dtype | None, path: Any) -> None:
+    """Refuse floating data whose dtype differs from the model's parameters, naming ``--dtype``."""
+    if model_dtype is None or not x.is_floating_point() or x.dtype == model_dtype:
+        return
+    have, want = str(x.dtype).split(".")[-1], str(model_dtype).split(".")[-1]
+    raise ValueError(f"{path} holds {have} data but the model's parameters are {want}: pass "
+                     f"--dtype {want} to convert the data (or --dtype {have} to keep them, if the "
+                     "model converts its inputs itself)")
 
 
 def _pick(arrays: dict[str, Any], key: str | None, path: Path) -> Any:
@@ -154,16 +188,17 @@ def _read(path: Path, key: str | None) -> torch.Tensor:
 
 
 def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "auto",
-              limit: int | None = None, device: torch.device | str = "cpu") -> torch.Tensor:
+              limit: int | None = None, device: torch.device | str = "cpu",
+              integer_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Read observations ``(N, *event_shape)`` from .npy, .npz or .pt (a tensor or a dict of them).
 
     ``dtype="auto"`` keeps floating data as they are and turns integer or boolean data (e.g.
-    binarized images) into float32.
+    binarized images) into ``integer_dtype`` (the model's, on the command line).
     """
     path = Path(path)
     data = _read(path, key)
     if dtype == "auto":
-        target = data.dtype if data.is_floating_point() else torch.float32
+        target = data.dtype if data.is_floating_point() else integer_dtype
     elif dtype in ("float32", "float64"):
         target = getattr(torch, dtype)
     else:

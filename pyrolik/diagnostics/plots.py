@@ -1,12 +1,14 @@
 r"""Plots of an evaluation: log-weights, ESS and k-hat per example, annealing traces, BDMC bounds.
 
-Matplotlib, through ArviZ where ArviZ has the plot (``az.plot_khat``). Every function takes a result
-(fresh, or reloaded with :func:`pyrolik.load`), draws on ``ax`` when given, and returns the axes.
+Matplotlib. Every function takes a result (fresh, or reloaded with :func:`pyrolik.load`), draws on
+``ax`` when given, and returns the axes.
 Diagnostics come from :mod:`pyrolik.diagnostics.checks`; what the panels mean:
 
 - log-weights centred per example, :math:`\log w_k - \log\frac1K\sum_j w_j`: a wide spread, or one
   point far above the rest, means a few chains carry the estimate (low ESS, high k-hat);
-- ESS as a fraction of the chains or samples, and Pareto :math:`\hat k` (unreliable above 0.7);
+- ESS as a fraction of the chains or samples, and Pareto :math:`\hat k` (unreliable above 0.7;
+  with fewer than 25 weights per example PSIS cannot fit a tail, and the panel shows the largest
+  normalised weight instead);
 - acceptance rate and step size against :math:`\beta` (a collapse of acceptance at some temperature
   is the trap of a stale density cache, ``PEERS.md``), and the running estimate of
   :math:`\log Z_\beta`;
@@ -15,8 +17,6 @@ Diagnostics come from :mod:`pyrolik.diagnostics.checks`; what the panels mean:
 """
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 
@@ -91,7 +91,11 @@ def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_
                   rotation=90 if len(idx) > 15 else 0)
     ax.set_xlabel("example")
     ax.set_ylabel("log w - log mean w")
-    ax.set_title(f"{_label(result)}: log-weights ({lw.shape[0]} per example)")
+    n = lw.shape[1]
+    shown = (f"examples {idx[0]}-{idx[-1]} of {n}" if len(idx) < n and np.array_equal(
+        idx, np.arange(idx[0], idx[0] + len(idx))) else f"{len(idx)} of {n} examples"
+        if len(idx) < n else f"all {n} examples")
+    ax.set_title(f"{_label(result)}: log-weights ({lw.shape[0]} per example), {shown}")
     return ax
 
 
@@ -122,46 +126,57 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
     return ax
 
 
+KHAT_MIN_WEIGHTS = 25  # fewer weights per example leave PSIS no tail to fit (k-hat is NaN)
+
+
 def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
-    """Pareto k-hat per example through ``arviz.plot_khat`` (lines at 0, 0.5, 0.7 and 1; drawn with
-    matplotlib directly under ArviZ 1.x, which has no ``plot_khat``).
+    r"""Pareto k-hat per example, with lines at 0.5, 0.7 (unreliable above) and 1.
 
-    A BDMC result draws its forward (blue) and reverse (red) runs on the same axes.
+    PSIS fits a generalised Pareto tail to the largest weights and needs at least 25 weights per
+    example (Vehtari et al. 2024). With fewer (8 AIS chains, say) k-hat is undefined and the panel
+    shows, with a title that says so, the largest normalised weight
+    :math:`\max_k w_k / \sum_j w_j` per example instead: near :math:`1/K` when the chains share
+    the estimate, near 1 when one chain carries it. A BDMC result draws its forward (blue) and
+    reverse (red) runs on the same axes. Drawn with matplotlib (the same under ArviZ 0.x and 1.x).
     """
-    from matplotlib import MatplotlibDeprecationWarning
-
-    az_plot_khat = getattr(__import__("arviz"), "plot_khat", None)  # ArviZ 0.x
     ax = _axes(ax)
     parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
-    shown = False
-    for part, color in zip(parts, (FORWARD, REVERSE), strict=False):
+    for part in parts:
         if part.khat is None:
             raise ValueError(f"the {part.method} result has no k-hat (KDE has no weights)")
-        khat = part.khat.double().numpy()
-        if not np.isfinite(khat).any():
-            continue
-        khat = np.where(np.isfinite(khat), khat, np.nan)
-        if az_plot_khat is None:  # ArviZ 1.x: the same panel in plain matplotlib
-            ax.plot(np.arange(len(khat)), khat, "+", color=color)
-            for level, style in ((0.5, ":"), (KHAT_WARN, "-."), (1.0, "--")):
-                ax.axhline(level, color="C1", ls=style, lw=1)
-        else:
-            with warnings.catch_warnings():
-                # ArviZ 0.23 calls a matplotlib API deprecated in 3.11; harmless for this plot
-                warnings.simplefilter("ignore", MatplotlibDeprecationWarning)
-                az_plot_khat(khat, ax=ax, show_bins=False, color=color, show_hlines=not shown,
-                             textsize=10)
-        ax.plot([], [], "+", color=color, label=_label(part))
-        shown = True
-    if not shown:
-        ax.text(0.5, 0.5, "k-hat unavailable: PSIS needs at least 25 weights\nper example "
-                "(and not all equal)",
-                ha="center", va="center", transform=ax.transAxes)
-    else:
+    if any(np.isfinite(part.khat.double().numpy()).any() for part in parts):
+        for part, color in zip(parts, (FORWARD, REVERSE), strict=False):
+            khat = part.khat.double().numpy()
+            ax.scatter(np.arange(len(khat)), np.where(np.isfinite(khat), khat, np.nan),
+                       marker="+", color=color, label=_label(part))
+        for level, style in ((0.5, ":"), (KHAT_WARN, "-."), (1.0, "--")):
+            ax.axhline(level, color="C1", ls=style, lw=1)
         ax.legend(loc="best", fontsize="small")
         _integer_ticks(ax)
+        ax.set_xlabel("example")
+        ax.set_ylabel("Pareto k-hat")
+        ax.set_title(f"Pareto k-hat (unreliable above {KHAT_WARN})")
+        return ax
+    if any(part.log_weights is None for part in parts):
+        ax.text(0.5, 0.5, f"k-hat unavailable: PSIS needs at least {KHAT_MIN_WEIGHTS} weights\n"
+                "per example, and the weights were not kept", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_title("Pareto k-hat")
+        return ax
+    for part, color in zip(parts, (FORWARD, REVERSE), strict=False):
+        lw = _weights_of(part)
+        share = (lw.max(0).values - (log_mean_exp(lw) + np.log(lw.shape[0]))).exp().numpy()
+        ax.plot(np.arange(len(share)), share, "o", ms=3, color=color, label=_label(part))
+    k = parts[0].log_weights.shape[0]
+    ax.axhline(1.0 / k, color="0.5", ls=":", lw=1, label=f"1/{k}: weights equal")
+    ax.axhline(0.5, color="C1", ls="-.", lw=1, label="one chain carries half")
+    ax.set_ylim(0, 1.05)
+    ax.legend(loc="best", fontsize="small")
+    _integer_ticks(ax)
     ax.set_xlabel("example")
-    ax.set_title(f"Pareto k-hat (unreliable above {KHAT_WARN})")
+    ax.set_ylabel("largest weight / sum of weights")
+    ax.set_title(f"largest normalised weight (k-hat needs >= {KHAT_MIN_WEIGHTS} weights per "
+                 f"example, got {k})", fontsize="medium")
     return ax
 
 
@@ -238,12 +253,17 @@ def plot_bandwidth(result: EstimateResult, *, ax=None):
     scores = result.settings.get("validation_log_likelihood")
     if result.method != "kde" or scores is None:
         raise ValueError("plot_bandwidth needs a kde result chosen on a bandwidth grid")
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     ax = _axes(ax)
     ax.plot(grid, scores, "o-", color=FORWARD)
-    ax.axvline(result.settings["bandwidth"], color="0.5", ls=":", label="chosen")
+    chosen = result.settings["bandwidth"]
+    ax.axvline(chosen, color="0.5", ls=":", label=f"chosen: {chosen:.3g}")
     ax.set_xscale("log")
-    ax.set_xticks(grid, [f"{h:g}" for h in grid], minor=False)
-    ax.set_xticks([], minor=True)
+    # round ticks (0.02, 0.05, 0.1, ...), not the grid's own values (0.0101321...), which overlap
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("bandwidth h")
     ax.set_ylabel("mean validation log-likelihood")
     ax.legend(loc="best", fontsize="small")

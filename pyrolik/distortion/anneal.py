@@ -68,8 +68,9 @@ def sigma_curve(
     Parameters
     ----------
     model : callable
-        Pyro model (``API.md``) whose observed sites are ``Normal`` (a Bernoulli or other observation
-        site raises ``ValueError``: use :func:`rate_distortion` with a ``distortion``).
+        Pyro model (the README's model convention) whose observed sites are ``Normal`` (a
+        Bernoulli or other observation site raises ``ValueError``: use :func:`rate_distortion`
+        with a ``distortion``).
     x : torch.Tensor, shape (N, *event_shape)
         Observations.
     sigmas : sequence of float

@@ -71,7 +71,7 @@ def ais(
     Parameters
     ----------
     model : callable
-        Pyro model ``model(x, *model_args, **model_kwargs)`` (``API.md`` convention).
+        Pyro model ``model(x, *model_args, **model_kwargs)`` (the model convention of the README).
     x : torch.Tensor, shape (N, *event_shape)
         Observations; the model's data plate runs over dim 0.
     num_steps : int

@@ -201,12 +201,16 @@ def _betas(run: Run, table: StepSizes | None) -> Tensor:
     example from four pilot chains each). Independent of the estimating chains."""
     if not run.adaptive:
         return run.betas
-    if table is None or table.log_ratio_var is None or not torch.isfinite(table.log_ratio_var).all():
+    if table is None or table.log_ratio_var is None:
         raise ValueError("schedule='adaptive' needs the pilot's variances of log p(x | z) "
                          "(StepSizes.log_ratio_var); the given step_sizes table has none: pass a "
                          "table from a pilot of this version, or schedule='sigmoid'")
+    # examples whose density failed (NaN/inf, marked failed later) take no part in the pooling
+    finite = torch.isfinite(table.log_ratio_var).all(0)
+    if not finite.any():
+        return run.betas
     return schedules.adaptive(run.betas.shape[0] - 1, table.betas,
-                              table.log_ratio_var.mean(1)).to(run.betas)
+                              table.log_ratio_var[:, finite].mean(1)).to(run.betas)
 
 
 def _schedule(run: Run, betas: Tensor) -> Tensor:

@@ -60,7 +60,8 @@ def likelihood_weighting(
     Parameters
     ----------
     model : callable
-        A Pyro model ``model(x, *model_args, **model_kwargs)`` following the convention of ``API.md``.
+        A Pyro model ``model(x, *model_args, **model_kwargs)`` following the model convention of
+        the README (first argument ``x``, a plate over its dim 0, an observed site).
     x : torch.Tensor, shape (N, *event_shape)
         Observations; the model's data plate runs over dim 0.
     num_samples : int

@@ -1,7 +1,7 @@
 """Per-example arguments: tensors among ``model_args``/``model_kwargs`` that follow their rows.
 
 A conditional model's labels, a per-example mask, covariates: a tensor argument whose leading
-dimension is the number of examples ``N`` belongs to the examples (``API.md``). The estimators run
+dimension is the number of examples ``N`` belongs to the examples (see the README). The estimators run
 ``K`` chains of every example folded into the data plate (row ``k * N + n`` is chain ``k`` of example
 ``n``) and split the examples into batches, so such a tensor is repeated across the chains
 (:func:`repeat_arguments`, inside :func:`~pyrolik.model.target.make_target`) and sliced with the

@@ -5,7 +5,7 @@ twice as many rows: the data plate is the plate around the observed sites whose 
 number of rows. What discovery finds is frozen in a :class:`~pyrolik.model.layout.Layout`. On the
 way, every Pyro construct is checked against ``docs/idioms.md`` (:mod:`pyrolik.model.constructs`):
 evaluated as the model's unscaled, unsubsampled density, or refused. Every failure is a
-``ValueError``/``TypeError`` that names the construct, the site and the fix (``API.md``).
+``ValueError``/``TypeError`` that names the construct, the site and the fix.
 """
 
 from __future__ import annotations

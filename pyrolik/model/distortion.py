@@ -205,7 +205,7 @@ def distortion_model(model: Callable[..., Any], *, sigma: float | None = None,
     Parameters
     ----------
     model : callable
-        A Pyro model (``API.md`` convention).
+        A Pyro model (the model convention of the README).
     sigma : float, optional
         Gaussian mode: every observed site must be ``Normal`` (optionally ``.to_event``); its scale
         becomes ``sigma``. Then :math:`\beta_{\max} = 1/(2\sigma^2)`, the distortion is the squared

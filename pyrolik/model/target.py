@@ -1,6 +1,6 @@
 r"""Turn a Pyro model (and optionally a guide) into batched log-density functions: the adapter's facade.
 
-Given a model that follows the convention of ``API.md`` (first argument ``x`` of shape ``(N,
+Given a model that follows the model convention of the README (first argument ``x`` of shape ``(N,
 *event_shape)``, a plate over dim 0 of ``x``, observed sites conditioned on ``x``), :func:`make_target`
 traces it to discover the latent sites, the observed sites and the plate over examples
 (:mod:`pyrolik.model.discovery`, frozen in a :class:`~pyrolik.model.layout.Layout`), then offers

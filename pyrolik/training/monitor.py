@@ -47,7 +47,8 @@ class TrainingMonitor:
     Parameters
     ----------
     model : callable
-        The Pyro model being trained (``API.md`` convention); evaluated with its current parameters.
+        The Pyro model being trained (the README's model convention); evaluated with its current
+        parameters.
     x_train, x_test : torch.Tensor, shape (n, *event_shape)
         Fixed subsets (a few dozen examples each is the intended size).
     guide : callable, optional
