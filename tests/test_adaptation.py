@@ -53,6 +53,7 @@ def test_the_pilot_records_the_variance_of_the_log_likelihood_per_temperature(se
     import math
 
     from models.linear_gaussian import LinearGaussian
+
     from pyrolik.mcmc import schedules
     from pyrolik.model.target import make_target
 

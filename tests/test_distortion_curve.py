@@ -249,6 +249,25 @@ def test_export_round_trip_and_plots(curve, tmp_path):
     assert plot_rate_distortion(curve, analytic=([1.0, 2.0], [3.0, 1.0])).lines
 
 
+def test_log_axes_are_labelled_with_plain_numbers_thinned_by_span():
+    """matplotlib's minor labels (3 x 10^-1, 4 x 10^-1, ...) overlapped on 1-2 decade axes."""
+    import matplotlib.pyplot as plt
+
+    from pyrolik.distortion.plots import _plain_log_x
+
+    shown = {}
+    for lo, hi in ((0.3, 5.9), (0.01, 1000.0)):
+        fig, ax = plt.subplots()
+        _plain_log_x(ax)
+        ax.plot([lo, hi], [1.0, 0.0])
+        fig.canvas.draw()
+        shown[lo] = [t.get_text() for t in [*ax.get_xticklabels(), *ax.get_xticklabels(minor=True)]
+                     if t.get_text() and lo <= t.get_position()[0] <= hi]
+        plt.close(fig)
+    assert sorted(shown[0.3], key=float) == ["0.3", "0.5", "1", "2", "3", "5"]
+    assert sorted(shown[0.01], key=float) == ["0.01", "0.1", "1", "10", "100", "1000"]
+
+
 def test_refusals(lg, x):
     with pytest.raises(ValueError, match="is Bernoulli, not Normal"):
         sigma_curve(build("digits-iwae"), torch.zeros(2, 64), [0.1], num_steps=2, num_chains=1,

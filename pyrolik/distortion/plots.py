@@ -3,6 +3,7 @@ the rate-distortion curve with its BDMC checks (Huang et al. 2020, figure 1)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -18,6 +19,28 @@ def _axes(ax, size=(5, 3.5)):
     if ax is None:
         _, ax = plt.subplots(figsize=size, layout="constrained")
     return ax
+
+
+def _plain_log_x(ax) -> None:
+    """A log x axis labelled with plain numbers (0.3, 0.5, 1, 2) at 1, 2, 3, 5 x 10^k, thinned to
+    1 and 2 (or 1 alone) as the axis spans more decades: matplotlib's own labels of the minor ticks
+    (3 x 10^-1, 4 x 10^-1, ...) overlap on an axis that spans one to two decades."""
+    from matplotlib.ticker import Formatter
+
+    class PlainLog(Formatter):
+        def __call__(self, x, pos=None):
+            lo, hi = sorted(abs(v) for v in self.axis.get_view_interval())
+            decades = math.log10(hi / lo) if lo > 0 else math.inf
+            keep = (1, 2, 3, 5) if decades <= 1.6 else (1, 2, 5) if decades <= 2.5 else \
+                (1, 2) if decades <= 3.5 else (1,)
+            if not x > 0:
+                return ""
+            mantissa = round(x / 10 ** math.floor(math.log10(x) + 1e-9), 6)
+            return f"{x:g}" if mantissa in keep else ""
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(PlainLog())
+    ax.xaxis.set_minor_formatter(PlainLog())
 
 
 def plot_sigma_curve(curve: DistortionCurve, ax=None, *, label: str = "one AIS run",
@@ -38,7 +61,7 @@ def plot_sigma_curve(curve: DistortionCurve, ax=None, *, label: str = "one AIS r
                     fmt="s--", capsize=2, label=per_sigma.get("label", "per-sigma runs"))
     best = curve.best_sigma()
     ax.axvline(best.sigma, color="grey", lw=0.8, ls=":")
-    ax.set_xscale("log")
+    _plain_log_x(ax)
     ax.set_xlabel("observation sigma")
     ax.set_ylabel("mean log p_sigma(x) [nats]")
     ax.set_title(f"log-likelihood against sigma (best {best.sigma:.3g})", fontsize=10)
@@ -58,7 +81,7 @@ def plot_optimal_sigma(curve: DistortionCurve, fixed_sigma: float | None = None,
     ax.plot(opt.sigma.numpy(), opt.improvement.numpy(), "o", color="tab:red", ms=3,
             label=f"per-example best sigma (mean gain {opt.mean_improvement:.1f} nats)")
     ax.axvline(opt.fixed_sigma, color="k", ls="--", lw=0.8, label=f"fixed sigma {opt.fixed_sigma:g}")
-    ax.set_xscale("log")
+    _plain_log_x(ax)
     ax.set_ylim(bottom=max(float(centred.min()), -3 * max(opt.mean_improvement, 1.0)))
     ax.set_xlabel("observation sigma")
     ax.set_ylabel("log p_sigma(x) - log p_fixed(x) [nats]")
@@ -84,7 +107,7 @@ def plot_rate_distortion(curve: DistortionCurve, ax=None, *, bdmc: Any = None,
         dd = bdmc.distortion.mean(-1).numpy()
         lo, hi = bdmc.rate_lower.mean(-1).numpy(), bdmc.rate_upper.mean(-1).numpy()
         ax.vlines(dd, lo, hi, color="tab:red", lw=2, label="BDMC sandwich (simulated data)")
-    ax.set_xscale("log")
+    _plain_log_x(ax)
     ax.set_xlabel("distortion (mean squared error summed over values)" if curve.mode == "gaussian"
                   else "distortion")
     ax.set_ylabel("rate [nats]")
