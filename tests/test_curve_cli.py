@@ -31,9 +31,12 @@ def run(argv, capsys):
 
 def test_sigma_curve_command(tmp_path, data, capsys, seed):
     out = tmp_path / "curve.nc"
-    status, _, err = run(["sigma-curve", MODEL, "--data", data, "--sigmas", "0.2,0.5,1",
-                          "--seed", seed, "-o", out, *FAST], capsys)
+    status, quiet, err = run(["sigma-curve", MODEL, "--data", data, "--sigmas", "0.2,0.5,1",
+                              "--seed", seed, "-o", out, *FAST], capsys)
     assert status == 0, err
+    # -q silences progress only (as the other commands): the fixed-width table is printed
+    assert "log p_sigma(x) [nats]" in quiet and "wrote" in quiet
+    assert max(len(line) for line in quiet.split("best fixed sigma")[0].splitlines()) <= 80
     x = torch.from_numpy(np.load(data))
     api = pyrolik.sigma_curve(sm.model, x, [0.2, 0.5, 1.0], num_steps=6, num_chains=2,
                               kernel=KERNEL, seed=seed, progress=False)

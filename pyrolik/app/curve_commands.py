@@ -12,8 +12,10 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from pyrolik.app.commands import _kernel, _load_model, _outputs, _setup, _teardown
-from pyrolik.app.loading import load_callable, load_data
+import torch
+
+from pyrolik.app.commands import _kernel, _load_model, _outputs, _setup, _teardown, _warn
+from pyrolik.app.loading import check_data_dtype, load_callable, load_data, parameter_dtype
 
 __all__ = ["add_parsers", "COMMANDS"]
 
@@ -61,7 +63,8 @@ def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable
         "the smallest grid sigma and read log p_sigma(x) of every example at every grid sigma "
         "(stochastic lower bounds): the sigma curve, the best fixed sigma and sigma per example. "
         "The model's observation sites must be Gaussian.")
-    common(sc)
+    common(sc, "result file (.nc): the curve at every grid sigma and its AIS run (read back by "
+               "pyrolik summary and pyrolik.load)")
     _data_options(sc, positive)
     sc.add_argument("--sigmas", type=floats, required=True, metavar="S1,S2,...",
                     help="the grid of observation standard deviations")
@@ -75,7 +78,8 @@ def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable
         description="Huang et al. (2020): anneal p(z) exp(-beta d(x, f(z))) up to the largest beta "
         "and report, at each grid beta, distortion D and rate R = -beta D - log Z in nats (a point "
         "on or above the model's rate-distortion curve in expectation).")
-    common(rd)
+    common(rd, "result file (.nc): the curve at every grid beta and its AIS run (read back by "
+               "pyrolik summary and pyrolik.load)")
     _data_options(rd, positive)
     rd.add_argument("--betas", type=floats, required=True, metavar="B1,B2,...",
                     help="inverse temperatures (the largest ends the run)")
@@ -89,7 +93,8 @@ def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable
         description="At each checked sigma, simulate data with that observation noise and sandwich "
         "log p_sigma(x) between forward and reverse AIS along the betas the one-run curve visits "
         "(same --sigmas, --num-steps and --schedule as the sigma-curve run to check).")
-    common(db)
+    common(db, "result file (.nc): both bounds at every checked sigma and the simulated data "
+               "(read back by pyrolik summary and pyrolik.load)")
     db.add_argument("--sigmas", type=floats, required=True, metavar="S1,S2,...",
                     help="the grid of the sigma-curve run to check")
     db.add_argument("--check", type=floats, default=None, metavar="S1,...",
@@ -101,29 +106,37 @@ def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable
     _curve_options(db, positive)
 
 
-def _run(args, work: Callable[[Any, dict, Any], Any], report: Callable[[Any], None]) -> int:
+def _run(args, work: Callable[[Any, dict, Callable[[], Any]], Any], report: Callable[[Any], None]) -> int:
     shard, device = _setup(args)
     try:
         if shard.world_size > 1:
             raise ValueError(f"pyrolik {args.command} runs in one process; start it without "
                              "torchrun")
-        model, kwargs = _load_model(args, device)
+        model, module, kwargs = _load_model(args, device, shard)
+
+        def read_x():
+            """The data as ``pyrolik evaluate`` reads them: integers in the model's dtype, and
+            under --dtype auto floating data of another dtype than the parameters refused."""
+            model_dtype = parameter_dtype(model, module)
+            x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit,
+                          device=device, integer_dtype=model_dtype or torch.float32)
+            if args.dtype == "auto":
+                check_data_dtype(x, model_dtype, args.data)
+            return x
+
         paths = _outputs(args.output, ["curve"], args.overwrite)
         common = dict(num_steps=args.num_steps, num_chains=args.num_chains,
                       schedule=args.schedule, kernel=_kernel(args), model_kwargs=kwargs,
                       seed=args.seed, batch_size=args.batch_size, progress=not args.quiet)
-        result = work(model, common, device)
+        result = work(model, common, read_x)
         from pyrolik.io.netcdf import save
 
         save(result, paths["curve"])
-        if not args.quiet:
-            import pandas as pd
-
-            with pd.option_context("display.width", 160, "display.max_columns", None):
-                report(result)
-                for w in getattr(result, "warnings", lambda: [])():
-                    print(f"warning: {w}")
-            print(f"wrote {paths['curve']}")
+        # as the other commands: fixed-width tables (results_format), --quiet silences progress
+        # only, warnings go to stderr
+        report(result)
+        _warn(getattr(result, "warnings", lambda: [])())
+        print(f"wrote {paths['curve']}")
         return 0
     finally:
         _teardown(shard)
@@ -133,17 +146,15 @@ def sigma_curve(args) -> int:
     """``pyrolik sigma-curve``."""
     import pyrolik
 
-    def work(model, common, device):
-        x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit,
-                      device=device)
-        return pyrolik.sigma_curve(model, x, args.sigmas, **common)
+    def work(model, common, read_x):
+        return pyrolik.sigma_curve(model, read_x(), args.sigmas, **common)
 
     def report(curve):
-        print(curve.summary().to_string())
+        print(curve.summary())
         best = curve.best_sigma()
         print(f"best fixed sigma on these data: {best.sigma:g} (choose it on validation data)")
         table = curve.optimal_sigma(args.fixed_sigma)
-        print(table.summary().to_string())
+        print(table.summary())
         print(f"note: {table.warning}")
 
     return _run(args, work, report)
@@ -153,25 +164,24 @@ def rate_distortion(args) -> int:
     """``pyrolik rate-distortion``."""
     import pyrolik
 
-    def work(model, common, device):
-        x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit,
-                      device=device)
+    def work(model, common, read_x):
+        x = read_x()
         distortion = None if args.distortion is None else load_callable(args.distortion,
                                                                         "distortion")[0]
         return pyrolik.rate_distortion(model, x, args.betas, distortion=distortion, **common)
 
-    return _run(args, work, lambda curve: print(curve.summary().to_string()))
+    return _run(args, work, lambda curve: print(curve.summary()))
 
 
 def distortion_bdmc(args) -> int:
     """``pyrolik distortion-bdmc``."""
     import pyrolik
 
-    def work(model, common, device):
+    def work(model, common, read_x):
         return pyrolik.distortion_bdmc(model, args.num_examples, sigmas=args.sigmas,
                                        check=args.check, data_shape=args.data_shape, **common)
 
-    return _run(args, work, lambda res: print(res.summary().to_string()))
+    return _run(args, work, lambda res: print(res.summary()))
 
 
 COMMANDS: dict[str, Callable[[Any], int]] = {"sigma-curve": sigma_curve,

@@ -52,6 +52,7 @@ from pyrolik.infer.sandwich import bdmc
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.distortion import DistortionFn, distortion_model
 from pyrolik.model.target import make_target
+from pyrolik.results_format import Summary
 
 __all__ = ["distortion_bdmc", "DistortionBDMC"]
 
@@ -121,7 +122,7 @@ class DistortionBDMC:
                      "gap [nats]": self.gap, "gap stderr": self.gap_stderr,
                      "distortion (exact draws)": self.distortion.mean(-1),
                      "rate lower": self.rate_lower.mean(-1), "rate upper": self.rate_upper.mean(-1)})
-        df = pd.DataFrame({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
+        df = Summary({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
         df.index.name = "checked beta"
         return df
 

@@ -42,6 +42,7 @@ from torch import Tensor
 
 from pyrolik.diagnostics.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
 from pyrolik.distortion.schedule import log_normal_constant, sigma_of
+from pyrolik.results_format import Summary
 
 __all__ = ["DistortionCurve", "SigmaChoice", "OptimalSigma", "OPTIMAL_SIGMA_WARNING"]
 
@@ -85,7 +86,7 @@ class OptimalSigma(NamedTuple):
         def se(t: Tensor) -> float:
             return float(t.std() / math.sqrt(n)) if n > 1 else math.nan
 
-        return pd.DataFrame({
+        return Summary({
             "mean": [float(self.log_likelihood.mean()), float(self.fixed_log_likelihood.mean()),
                      self.mean_improvement],
             "stderr": [se(self.log_likelihood), se(self.fixed_log_likelihood),
@@ -259,7 +260,7 @@ class DistortionCurve:
         cols["min ESS"] = self.ess[:, ok].min(-1).values if ok.any() else self.betas * math.nan
         cols["distortion"] = self.distortion[:, ok].mean(-1)
         cols["rate [nats]"] = self.rate[:, ok].mean(-1)
-        df = pd.DataFrame({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
+        df = Summary({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
         df.index.name = "grid point"
         return df
 
