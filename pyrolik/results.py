@@ -17,15 +17,20 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from pyrolik.advice import (
+    ACCEPTANCE_COLLAPSE,
+    BDMC_GAP_WARN,
+    KHAT_WARN,
+    MIN_WEIGHTS,
+    acceptance_fix,
+)
 from pyrolik.results_format import Summary
 
 __all__ = ["EstimateResult", "AISResult", "BDMCResult", "KHAT_WARN", "MIN_WEIGHTS_FOR_MCSE",
            "bits_per_dim"]
 
-KHAT_WARN = 0.7  # Pareto k-hat above this: the importance estimate is unreliable (Vehtari et al.)
 # fewer weights per example than this: k-hat cannot check their tail, so the MCSE is a rough guide
-# (the same 25 as pyrolik.diagnostics.stats.MIN_WEIGHTS_FOR_KHAT)
-MIN_WEIGHTS_FOR_MCSE = 25
+MIN_WEIGHTS_FOR_MCSE = MIN_WEIGHTS  # thresholds: pyrolik.advice
 
 
 def _khat_threshold(num_samples: int) -> float:
@@ -155,7 +160,20 @@ class EstimateResult(_Exports):
                     "(use more chains/samples, more annealing steps, or a better proposal)"
                 )
         out += self._mcse_warnings()
+        out += self._method_warnings()
         return out
+
+    def _method_warnings(self) -> list[str]:
+        """Warnings particular to one estimator, from what its settings recorded."""
+        scores = self.settings.get("validation_log_likelihood") if self.method == "kde" else None
+        if scores and len(scores) > 1:
+            best = max(range(len(scores)), key=scores.__getitem__)
+            if best in (0, len(scores) - 1):
+                side = "smallest" if best == 0 else "largest"
+                return [f"the KDE bandwidth chosen on the validation data is the {side} of the grid "
+                        f"({self.settings['bandwidth']:.4g}): the best one may lie outside it; "
+                        "widen the grid (bandwidths=)"]
+        return []
 
     def _mcse_warnings(self) -> list[str]:
         k, unit = self.num_weights, self._weight_unit
@@ -266,34 +284,18 @@ class AISResult(EstimateResult):
         out = super().warnings()
         if self.acceptance_rate is not None:
             per_example = self.acceptance_rate.mean(0)
-            low = int(((per_example < 0.1) & ~self.failed).sum())  # failed ones are reported apart
+            # failed examples are reported apart
+            low = int(((per_example < ACCEPTANCE_COLLAPSE) & ~self.failed).sum())
             if low:
                 out.append(
-                    f"HMC acceptance collapsed (< 0.1) for {low} of {self.num_examples} examples: "
-                    "the chains barely moved, so the estimate is far from converged; "
-                    + _acceptance_fix(self.kernel)
+                    f"HMC acceptance collapsed (< {ACCEPTANCE_COLLAPSE}) for {low} of "
+                    f"{self.num_examples} examples: the chains barely moved, so the estimate is far "
+                    "from converged; " + acceptance_fix(self.kernel)
                 )
         num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
         if num_div:
             out.append(f"{num_div} HMC proposals were non-finite (divergent) and rejected")
         return out
-
-
-def _acceptance_fix(kernel: Any) -> str:
-    """What to change when acceptance collapsed, given the adaptation the run actually used."""
-    adapt = getattr(kernel, "adapt", None)
-    adapt = getattr(adapt, "name", adapt)  # a strategy object or its name
-    if adapt == "pilot":
-        return ("the pilot's step sizes were too large at some temperatures: raise target_accept "
-                "(e.g. HMC(target_accept=0.8)), give the pilot more steps (pilot_fraction) or "
-                "chains (pilot_chains), or anneal with more num_steps")
-    if adapt == "online":
-        return ("the online adaptation could not keep up: use adapt='pilot' (the default), or a "
-                "smaller starting step_size")
-    if kernel is None:
-        return "lower the step size or use adapt='pilot'"
-    return (f"the fixed step size ({getattr(kernel, 'step_size', '?')}) is too large: lower it, "
-            "or use adapt='pilot' (the default) to tune it per temperature")
 
 
 @dataclass
@@ -360,7 +362,7 @@ class BDMCResult(_Exports):
     def warnings(self) -> list[str]:
         out = [f"forward: {w}" for w in self.lower.warnings()]
         out += [f"reverse: {w}" for w in self.upper.warnings()]
-        if self.gap > 1.0:
+        if self.gap > BDMC_GAP_WARN:
             out.append(f"the BDMC gap is {self.gap:.2f} nats: AIS has not converged on this model; "
                        "increase num_steps until the gap is small")
         return out

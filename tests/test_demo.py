@@ -111,3 +111,18 @@ def test_wide_numbers_still_fit_80_columns():
     table.loc[0, ["log p(x) [nats]", "stderr", "MCSE", "seconds"]] = [-12345.67, 123.4, 1234.5,
                                                                        1234.0]
     assert max(len(line) for line in format_table(table).splitlines()) <= 80
+
+
+def test_the_demo_says_each_warning_once_with_the_estimates_it_concerns():
+    table = pd.DataFrame({"model": ["VAE"]})
+    table.attrs["warnings"] = [("VAE BDMC", "forward: few chains"), ("VAE BDMC", "reverse: few chains"),
+                               ("VAE ais", "few chains"), ("VAE iwae", "k-hat > 0.7"),
+                               ("GAN BDMC", "the BDMC gap is 3.10 nats")]
+    groups = demo._grouped(table.attrs["warnings"])
+    assert groups == {"few chains": ["VAE BDMC forward", "VAE BDMC reverse", "VAE ais"],
+                      "k-hat > 0.7": ["VAE iwae"], "the BDMC gap is 3.10 nats": ["GAN BDMC"]}
+    empty = pd.DataFrame({key: [] for _, key, _ in demo._COLUMNS})  # no rows: only the warnings
+    empty.attrs["warnings"] = table.attrs["warnings"]
+    text = demo.format_table(empty)
+    assert "Warnings (3):" in text
+    assert "- VAE BDMC forward, VAE BDMC reverse, VAE ais: few chains" in text

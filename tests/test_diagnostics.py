@@ -132,8 +132,9 @@ def test_check_is_quiet_on_a_healthy_run(seed):
 
 def test_check_explains_khat_with_few_chains(results):
     messages = diagnostics.check(results["ais"])  # 6 chains: PSIS cannot fit a tail
-    assert any("at least 25 chains" in m for m in messages)
-    assert not any("at least 25" in m for m in diagnostics.check(results["likelihood_weighting"]))
+    few = [m for m in messages if "k-hat needs 25 or more" in m]
+    assert len(few) == 1 and "6 chains" in few[0]  # said once (it was said twice before)
+    assert not any("25 or more" in m for m in diagnostics.check(results["likelihood_weighting"]))
 
 
 def test_check_flags_an_inverted_sandwich(results):
@@ -146,10 +147,19 @@ def test_check_flags_an_inverted_sandwich(results):
     assert len(msg) == 1 and msg[0].startswith("for 3 examples")
 
 
-def test_check_surfaces_kde_notes(results):
-    r = results["kde"]
-    note = r.settings.get("note")
-    assert (note in diagnostics.check(r)) if note else diagnostics.check(r) == []
+@pytest.mark.parametrize("grid,edge", [((0.05, 0.1, 0.2), "largest"), ((1.0, 2.0, 4.0), "smallest"),
+                                       ((0.1, 0.7, 5.0), None)])
+def test_a_kde_bandwidth_at_the_edge_of_its_grid_is_reported(grid, edge):
+    # samples and held-out data from N(0, 1) in 2-D: the best bandwidth is about 0.5-0.8
+    g = torch.Generator().manual_seed(0)
+    samples, x, valid = (torch.randn(n, 2, generator=g, dtype=torch.float64) for n in (2000, 50, 200))
+    r = pyrolik.kde(samples, x, bandwidth=list(grid), validation=valid)
+    msgs = [m for m in diagnostics.check(r) if "KDE bandwidth" in m]
+    if edge is None:
+        assert msgs == [] and r.settings["bandwidth"] == 0.7
+    else:
+        assert len(msgs) == 1 and f"the {edge} of the grid" in msgs[0] and "widen the grid" in msgs[0]
+        assert r.warnings() == msgs  # the result says it itself, and says it once
 
 
 def test_bad_input_raises(results):

@@ -270,13 +270,25 @@ def format_table(table: pd.DataFrame, width: int = 80) -> str:
                         for j, (p, w) in enumerate(zip(parts, widths, strict=True))).rstrip()
 
     lines = [fmt_line(heads)] + [fmt_line(c) for c in cells]
-    notes = table.attrs.get("warnings", [])
-    if notes:
-        lines += ["", f"Warnings ({len(notes)}):"]
-        for label, message in notes:
-            lines += textwrap.wrap(f"{label}: {message}", width, initial_indent="- ",
+    groups = _grouped(table.attrs.get("warnings", []))
+    if groups:
+        lines += ["", f"Warnings ({len(groups)}):"]
+        for message, labels in groups.items():
+            lines += textwrap.wrap(f"{', '.join(labels)}: {message}", width, initial_indent="- ",
                                    subsequent_indent="  ")
     return "\n".join(lines)
+
+
+def _grouped(notes: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """Each distinct message once, with the estimates it concerns (BDMC's ``forward: ...`` and
+    ``reverse: ...`` messages name their leg in the label), in the order they first came."""
+    groups: dict[str, list[str]] = {}
+    for label, message in notes:
+        for leg in ("forward", "reverse"):
+            if message.startswith(f"{leg}: "):
+                label, message = f"{label} {leg}", message[len(leg) + 2:]
+        groups.setdefault(message, []).append(label)
+    return groups
 
 
 def _footer(table: pd.DataFrame, s: dict, output: Path, seconds: float, width: int = 80) -> str:

@@ -18,14 +18,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pyrolik.diagnostics.stats import log_mean_exp, pareto_tail_size
+from pyrolik.advice import ACCEPTANCE_COLLAPSE, NEGATIVE_GAP_SE, acceptance_fix
+from pyrolik.diagnostics.stats import log_mean_exp
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
 __all__ = ["PyrolikWarning", "ACCEPTANCE_COLLAPSE", "per_example", "temperature_trace",
            "running_log_normalizer", "bdmc_gap", "check", "warn"]
-
-ACCEPTANCE_COLLAPSE = 0.1  # mean acceptance below this at a temperature: the chains stopped moving
-NEGATIVE_GAP_SE = 4.0  # upper < lower by more than this many standard errors: not a valid sandwich
 
 
 class PyrolikWarning(UserWarning):
@@ -129,36 +127,22 @@ def _temperature_warnings(result: AISResult) -> list[str]:
     if not bool(low.any()):
         return []
     betas = result.trace["beta"][:, 0][low.any(1)]
-    pilot = result.kernel is not None and result.kernel.adapt == "pilot"
-    fix = ("raise the kernel's target_accept (e.g. 0.8) so that the pilot run picks smaller steps"
-           if pilot else "use adapt='pilot' or a smaller step_size")
     return [f"HMC acceptance fell below {ACCEPTANCE_COLLAPSE} at {int(low.any(1).sum())} of "
             f"{per_step.shape[0]} recorded temperatures (beta {float(betas.min()):.3g} to "
             f"{float(betas.max()):.3g}) for {int(low.any(0).sum())} examples: the chains barely "
             "moved there, so those steps were wasted and the estimate is noisier than it should "
-            f"be; the step size is too large at those temperatures: {fix}"]
-
-
-def _nan_khat(result: EstimateResult) -> list[str]:
-    if result.khat is None or result.log_weights is None:
-        return []
-    k = result.log_weights.shape[0]
-    if pareto_tail_size(k) <= 4:  # ArviZ's PSIS returns k-hat = inf for so short a tail
-        return [f"Pareto k-hat needs at least 25 chains or samples per example (got {k}): PSIS "
-                "cannot fit the tail, so the k-hat values are not meaningful and the weights "
-                "could not be checked; use more chains or samples"]
-    return []
+            f"be; {acceptance_fix(result.kernel)}"]
 
 
 def check(result: EstimateResult | BDMCResult) -> list[str]:
     """All plain-words warnings about a result: ``result.warnings()`` plus per-temperature
-    acceptance collapse, a negative BDMC gap beyond noise, and notes recorded in the settings.
+    acceptance collapse and a negative BDMC gap beyond noise (thresholds: :mod:`pyrolik.advice`).
     """
     _check_result(result)
     out = list(result.warnings())
     if isinstance(result, BDMCResult):
         for name, part in (("forward", result.lower), ("reverse", result.upper)):
-            out += [f"{name}: {w}" for w in _temperature_warnings(part) + _nan_khat(part)]
+            out += [f"{name}: {w}" for w in _temperature_warnings(part)]
         g = bdmc_gap(result)
         se = np.sqrt(g.get("mcse_lower", 0.0) ** 2 + g.get("mcse_upper", 0.0) ** 2)
         bad = int((g["gap"] < -NEGATIVE_GAP_SE * se - 1e-9).sum())
@@ -169,9 +153,6 @@ def check(result: EstimateResult | BDMCResult) -> list[str]:
         return out
     if isinstance(result, AISResult):
         out += _temperature_warnings(result)
-    out += _nan_khat(result)
-    if "note" in result.settings:
-        out.append(str(result.settings["note"]))
     return out
 
 

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyrolik.advice import KHAT_WARN
+from pyrolik.advice import MIN_WEIGHTS as KHAT_MIN_WEIGHTS
 from pyrolik.diagnostics.checks import temperature_trace
 from pyrolik.diagnostics.stats import log_mean_exp
-from pyrolik.results import KHAT_WARN, AISResult, BDMCResult, EstimateResult
+from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
 __all__ = ["plot_log_weights", "plot_ess", "plot_khat", "plot_annealing", "plot_bdmc",
            "plot_bandwidth", "plot_diagnostics"]
@@ -126,7 +128,6 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
     return ax
 
 
-KHAT_MIN_WEIGHTS = 25  # fewer weights per example leave PSIS no tail to fit (k-hat is NaN)
 
 
 def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
@@ -206,8 +207,9 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
             ax.fill_between(beta, band.min(-1), band.max(-1), color=color, alpha=0.2, lw=0)
             ax.plot(beta, mean.to_numpy(), color=color, label=label)
         axes[2].plot(beta, df["log_normalizer"].to_numpy(), color=color, label=label)
-        if run.kernel is not None and run.kernel.adapt is not None:
-            axes[0].axhline(run.kernel.target_accept, color="0.5", ls=":", lw=0.8)
+        target = getattr(run.kernel, "target_accept", None)  # None without adaptation
+        if target is not None:
+            axes[0].axhline(target, color="0.5", ls=":", lw=0.8)
     axes[0].set_ylim(0, 1.02)
     axes[0].set_ylabel("acceptance rate")
     axes[1].set_yscale("log")

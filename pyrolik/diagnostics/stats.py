@@ -30,6 +30,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from pyrolik.advice import MIN_WEIGHTS
+
 __all__ = [
     "log_mean_exp",
     "effective_sample_size",
@@ -142,7 +144,7 @@ def mcse_log_mean_exp(log_weights: Tensor, dim: int = 0, method: str = "jackknif
     return _mcse_from_top(top, torch.logsumexp(lw, 0), {}, lw.shape[0])
 
 
-MIN_WEIGHTS_FOR_KHAT = 25  # PSIS fits a tail of at least 5 of the largest weights
+MIN_WEIGHTS_FOR_KHAT = MIN_WEIGHTS  # PSIS fits a tail of at least 5 of the largest weights
 
 
 def khat_threshold(num_samples: int) -> float:

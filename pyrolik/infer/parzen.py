@@ -116,7 +116,6 @@ def kde(
         "validation_log_likelihood": None if scores is None else scores.tolist(),
         "num_model_samples": samples.shape[0],
     }
-    if scores is not None and int(torch.argmax(scores)) in (0, len(grid) - 1):
-        settings["note"] = "the chosen bandwidth is at the edge of the grid; widen the grid"
+    # a bandwidth at the edge of the grid is reported by the result's warnings()
     return EstimateResult(method="kde", log_likelihood=ll, bound=None, x=x, settings=settings,
                           wall_time=time.perf_counter() - start_time)

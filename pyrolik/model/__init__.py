@@ -6,9 +6,10 @@
   finds in a :class:`~pyrolik.model.layout.Layout` (flat unconstrained ``u`` <-> per-site values);
 - the rule of ``docs/idioms.md`` (every Pyro construct evaluated as the model's unscaled,
   unsubsampled density, or refused in words): :mod:`~pyrolik.model.constructs`,
-  :mod:`~pyrolik.model.modules` (training mode, randomness), :mod:`~pyrolik.model.arguments`
-  (per-example arguments), :mod:`~pyrolik.model.autoguides`, :mod:`~pyrolik.model.hints` (errors by
-  cause), :mod:`~pyrolik.model.simulation`;
+  :mod:`~pyrolik.model.modules` (training mode, randomness), :mod:`~pyrolik.model.supports`
+  (supports pyrolik can map, circular latents), :mod:`~pyrolik.model.rows` (per-row densities),
+  :mod:`~pyrolik.model.arguments` (per-example arguments), :mod:`~pyrolik.model.autoguides`,
+  :mod:`~pyrolik.model.hints` (errors by cause), :mod:`~pyrolik.model.simulation`;
 - evaluation: :mod:`~pyrolik.model.evaluation` (the one plain evaluation) over
   :mod:`~pyrolik.model.messenger` and :mod:`~pyrolik.model.site_density`, with the optional layers
   :mod:`~pyrolik.model.guide_cache` (kept guide) and :mod:`~pyrolik.model.replay`;

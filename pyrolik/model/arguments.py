@@ -23,7 +23,8 @@ from typing import Any
 from torch import Tensor
 
 __all__ = ["PerExample", "Shared", "describe_arguments", "fit_rows", "has_per_example",
-           "mark_arguments", "per_example", "repeat_arguments", "shared", "slice_arguments", "unwrap"]
+           "mark_arguments", "per_example", "repeat_arguments", "shared", "slice_arguments", "take_rows",
+           "unwrap"]
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,19 @@ def repeat_arguments(args: tuple, kwargs: dict, num_chains: int) -> tuple[tuple,
         return v.value if isinstance(v, Shared) else v
 
     return _rebuild(args, kwargs, run)
+
+
+def take_rows(args: tuple, kwargs: dict, num_chains: int, index: Tensor) -> tuple[tuple, dict]:
+    """Marked arguments for the rows ``index`` of ``num_chains`` chain-major copies of the examples,
+    as one copy of ``len(index)`` examples: per-example tensors repeated, then indexed."""
+
+    def take(name: str, v: Any) -> Any:
+        if isinstance(v, PerExample):
+            t = repeat_arguments((v,), {}, num_chains)[0][0]
+            return PerExample(t[index.to(t.device)], v.explicit)
+        return v
+
+    return _rebuild(tuple(args), dict(kwargs), take)
 
 
 def unwrap(args: tuple, kwargs: dict | None) -> tuple[tuple, dict]:

@@ -16,7 +16,9 @@ score are closed form, :math:`-\tfrac12\|w\|^2 - \sum\log\mathrm{diag}\,L_n - \t
 :math:`-L_n^{-\top} w`, :math:`w = L_n^{-1}(u - \mu_n)`.
 
 A guide fitted on other examples (another number of examples, or a subsampling plate over a larger
-data set) is refused: its parameters belong to examples pyrolik cannot identify.
+data set) is refused: its parameters belong to examples pyrolik cannot identify. So are the
+``AutoMessenger`` guides (``AutoNormalMessenger``, ``AutoHierarchicalNormalMessenger``,
+``AutoRegressiveMessenger``), which run the model inside the guide: pyrolik does not read them.
 """
 
 from __future__ import annotations
@@ -42,6 +44,15 @@ _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
 def is_autoguide(guide: Any) -> bool:
+    """Whether ``guide`` is an AutoGuide (read as per-example Gaussians); refuses AutoMessengers."""
+    if isinstance(guide, autoguide.AutoMessenger):
+        raise TypeError(
+            f"{type(guide).__name__} is an AutoMessenger: it runs the model inside the guide, with "
+            "parameters shaped for the rows it was fitted on, and pyrolik cannot read it as one "
+            "proposal density per example (it runs chains x examples rows). Fit AutoNormal (or "
+            "AutoDiagonalNormal, AutoMultivariateNormal, AutoLowRankMultivariateNormal) by SVI on "
+            "the examples you evaluate instead, or write an amortised guide (an encoder)"
+        )
     return isinstance(guide, autoguide.AutoGuide)
 
 

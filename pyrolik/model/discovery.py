@@ -19,7 +19,6 @@ import pyro
 import torch
 from pyro.poutine.util import site_is_subsample
 from torch import Tensor
-from torch.distributions import biject_to
 
 from pyrolik._random import fork_rng_from
 from pyrolik.model.arguments import describe_arguments, repeat_arguments
@@ -31,10 +30,17 @@ from pyrolik.model.constructs import (
     check_subsampling,
     subsampled_plates,
 )
-from pyrolik.model.hints import explain, short
+from pyrolik.model.hints import ObservedShapeError, explain, integer_data, short
 from pyrolik.model.layout import Layout, SiteLayout
 from pyrolik.model.messenger import is_zero_density, plate_frame
 from pyrolik.model.modules import eval_mode
+from pyrolik.model.supports import (
+    check_circular_guide,
+    check_fixed_supports,
+    check_guide_supports,
+    circular_sites,
+    to_unconstrained,
+)
 
 __all__ = ["Tracer", "discover", "check_guide_sites", "sample_sites", "trace_or_explain"]
 
@@ -78,14 +84,16 @@ def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
     sites, enumerated = _layout(tr, plate_name, rows)
     if plate_name in subsampled_plates(tr):
         check_index_free(model, x_rep, args, kwargs, tr, plate_name, "model", tracer)
-    check_masked_latents(model, x_rep, args, kwargs, tr, [s.name for s in sites], tracer)
+    names = [s.name for s in sites]
+    check_masked_latents(model, x_rep, args, kwargs, tr, names, tracer)
+    check_fixed_supports(model, x_rep, args, kwargs, tr, names, tracer)
     observed = tuple(s["name"] for s in sample_sites(tr) if s["is_observed"])
     supports = {s.name: tr.nodes[s.name]["fn"].support for s in sites}
     enum_dims = None
     if enumerated:
         enum_dims = max(len(s["fn"].batch_shape) for s in sample_sites(tr))
     layout = Layout(plate_name, num_chains, rows // num_chains, sites, observed, supports,
-                    enumerated, enum_dims)
+                    enumerated, enum_dims, circular_sites(tr, names))
     return layout, tracer.flipped
 
 
@@ -112,10 +120,43 @@ def check_guide_sites(guide: ModelFn, x_rep: Tensor, num_chains: int, marked_arg
                          "(infer={'enumerate': 'parallel'}): remove them from the guide")
     extra = sorted(guide_latents - {s.name for s in layout.sites})
     if extra:
-        raise ValueError(f"the guide samples site(s) {extra} that are not latent in the model")
+        aux = [n for n in extra if tr_g.nodes[n]["infer"].get("is_auxiliary")]
+        why = (f" ({aux} marked infer={{'is_auxiliary': True}}: an auxiliary variable makes the "
+               "guide's density of the model's latents an integral over it, which pyrolik cannot "
+               "evaluate; use a guide without auxiliary sites)" if aux else "")
+        raise ValueError(f"the guide samples site(s) {extra} that are not latent in the model{why}")
+    _check_guide_layout(tr_g, layout)
+    check_guide_supports(tr_g, layout)
+    check_circular_guide(tr_g, layout.circular)
     if layout.plate_name in subsampled_plates(tr_g):
         check_index_free(guide, x_rep, args, kwargs, tr_g, layout.plate_name, "guide", tracer)
     return tracer.flipped
+
+
+def _check_guide_layout(tr_g, layout: Layout) -> None:
+    """Refuse a guide whose latent sites are not laid out as the model's: outside its data plate,
+    or of another shape (a plate at another dim would broadcast log q across the rows)."""
+    like = next(iter(tr_g.nodes[s.name]["value"] for s in layout.sites))
+    expected = layout.constrain(torch.zeros(layout.rows, layout.latent_dim, dtype=like.dtype,
+                                            device=like.device))
+    for s in layout.sites:
+        site = tr_g.nodes[s.name]
+        if plate_frame(site, layout.plate_name) is None:
+            plates = [f.name for f in site["cond_indep_stack"]]
+            raise ValueError(
+                f"the guide samples {s.name!r} outside the model's plate {layout.plate_name!r} over "
+                f"the examples (the guide's plates there: {plates}): pyrolik folds chains into that "
+                "plate, in the model and the guide alike; sample it in the guide inside a plate of "
+                f"the model's name, pyro.plate({layout.plate_name!r}, x.shape[0])"
+            )
+        shape, want = tuple(site["value"].shape), tuple(expected[s.name].shape)
+        if shape != want:
+            raise ValueError(
+                f"the guide samples {s.name!r} with shape {shape} where the model's has {want} (on "
+                f"{layout.num_chains} chain(s) of {layout.num_examples} examples): give the guide's "
+                "site the model's plate dims and event shape (the same dim for "
+                f"pyro.plate({layout.plate_name!r}, ...), the same .to_event)"
+            )
 
 
 def sample_sites(tr) -> list[dict]:
@@ -147,10 +188,11 @@ def trace_or_explain(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs
     try:
         return _get_trace(tracer, fn, x, args, kwargs, validate=True)
     except NotImplementedError as err:
-        raise ValueError(f"running the {what} failed: a site cannot be sampled "
-                         f"({type(err).__name__}: {short(err)}); pyrolik draws every latent from its "
-                         "prior, so an improper prior (e.g. ImproperUniform) cannot be evaluated: "
-                         "give the latent a proper prior") from err
+        raise ValueError(
+            integer_data(err, x, what, lambda xf: _runs(tracer, fn, xf, args, kwargs))
+            or f"running the {what} failed: a site cannot be sampled ({type(err).__name__}: "
+               f"{short(err)}); pyrolik draws every latent from its prior, so an improper prior "
+               "(e.g. ImproperUniform) cannot be evaluated: give the latent a proper prior") from err
     except (ValueError, RuntimeError, IndexError) as err:
         # A model whose density is NaN for some examples fails Pyro's validation; let it through
         # (the structure is all discovery needs) so that the estimators flag those examples.
@@ -164,17 +206,23 @@ def trace_or_explain(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs
         def run() -> None:
             tracer(fn, x, args, kwargs)
 
-        raise ValueError(explain(err, tr, run, x, what, copies, about_args)) from err
+        raise ValueError(integer_data(err, x, what, lambda xf: _runs(tracer, fn, xf, args, kwargs))
+                         or explain(err, tr, run, x, what, copies, about_args)) from err
+
+
+def _runs(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs: dict) -> bool:
+    """Whether ``fn`` runs on ``x`` (integer data cast to floats, to name the cause)."""
+    try:
+        _get_trace(tracer, fn, x, args, kwargs, validate=True)
+    except (ValueError, RuntimeError, IndexError, NotImplementedError, TypeError):
+        return False
+    return True
 
 
 def _check_observed_shape(site: dict) -> None:
     fn, value = site["fn"], site["value"]
-    expected = tuple(fn.batch_shape + fn.event_shape)
-    if tuple(value.shape) != expected:
-        raise ValueError(
-            f"observed site {site['name']!r} has a distribution of shape {expected} but its value "
-            f"has shape {tuple(value.shape)}"
-        )
+    if tuple(value.shape) != tuple(fn.batch_shape + fn.event_shape):
+        raise ObservedShapeError(site)
 
 
 def _find_plate(tr_n, tr_2n, n: int) -> str:
@@ -185,13 +233,15 @@ def _find_plate(tr_n, tr_2n, n: int) -> str:
             "the model has no observed site: condition its observation-noise site on the data, "
             "e.g. pyro.sample('x', dist.Normal(decoder(z), sigma).to_event(1), obs=x)"
         )
-    names = None
+    names, per_site = None, {}
     for s in observed:
         sizes_n = _plate_sizes(s)
         sizes_2n = _plate_sizes(tr_2n.nodes[s["name"]])
         cand = {k for k, v in sizes_n.items() if v == n and sizes_2n.get(k) == 2 * n}
+        per_site[s["name"]] = cand
         names = cand if names is None else names & cand
     if not names:
+        _refuse_outside(per_site)
         raise ValueError(
             "no plate over the examples: wrap the model's sample sites in "
             "`with pyro.plate('data', x.shape[0]):` so that dim 0 of x indexes examples"
@@ -207,6 +257,21 @@ def _find_plate(tr_n, tr_2n, n: int) -> str:
             f"`with pyro.plate({name!r}, x.shape[0]):` with batched sample sites"
         )
     return name
+
+
+def _refuse_outside(per_site: dict[str, set]) -> None:
+    """Name the observed sites outside the one plate over the examples that the others share."""
+    inside = [c for c in per_site.values() if c]
+    common = set.intersection(*inside) if inside else set()
+    outside = [name for name, c in per_site.items() if not c]
+    if outside and len(common) == 1:
+        plate = common.pop()
+        raise ValueError(
+            f"observed site(s) {outside} are outside the plate {plate!r} over the examples: pyrolik "
+            "estimates log p(x_n) per example, and an observation shared by all examples is no "
+            f"part of any one of them; put every observed site inside pyro.plate({plate!r}, "
+            "x.shape[0]) (one value per example), or leave the shared one out when evaluating"
+        )
 
 
 def _plate_sizes(site: dict) -> dict[str, int]:
@@ -255,7 +320,7 @@ def _layout(tr, plate_name: str, n: int) -> tuple[tuple[SiteLayout, ...], tuple[
                 f"latent site {name!r} is outside the plate {plate_name!r} over the examples; "
                 "every latent must be per-example (global quantities belong in pyro.param)"
             )
-        u = biject_to(fn.support).inv(s["value"])
+        u = to_unconstrained(name, fn, s["value"])
         batch_ndim = len(fn.batch_shape)
         plate_index = batch_ndim + frame.dim
         per_example = u.movedim(plate_index, 0)

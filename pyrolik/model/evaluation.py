@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from pyrolik._random import fork_rng_from
-from pyrolik.model.arguments import repeat_arguments
+from pyrolik.model.arguments import repeat_arguments, take_rows
 from pyrolik.model.autoguides import FittedGaussian
 from pyrolik.model.layout import Layout
 from pyrolik.model.messenger import SiteDensities
@@ -87,6 +87,15 @@ class Program:
         """The same program on the first ``k`` chains, with a memo of its own."""
         return replace(self, layout=self.layout.first_chains(k),
                        x=self.x[: k * self.layout.num_examples], memo={})
+
+    def on_rows(self, index: Tensor, x: Tensor | None = None) -> Program:
+        """The same program on the rows ``index`` of its batch, as one chain of ``len(index)``
+        examples (per-example arguments follow their rows; ``x`` replaces the rows' data), with a
+        memo of its own."""
+        args, kwargs = take_rows(self.marked_args, self.marked_kwargs, self.layout.num_chains, index)
+        layout = replace(self.layout, num_chains=1, num_examples=len(index))
+        return replace(self, layout=layout, x=self.x[index] if x is None else x, marked_args=args,
+                       marked_kwargs=kwargs, memo={})
 
     def guide_or_raise(self) -> ModelFn:
         """The guide; ``ValueError`` if the program was built without one."""

@@ -19,7 +19,22 @@ from pyro.poutine.util import site_is_subsample
 from torch import Tensor, nn
 from torch.nn.modules.module import register_module_forward_pre_hook
 
-__all__ = ["explain", "short"]
+__all__ = ["ObservedShapeError", "explain", "integer_data", "short"]
+
+_CAST = {torch.float32: "x.float()", torch.float64: "x.double()", torch.float16: "x.half()"}
+
+
+class ObservedShapeError(ValueError):
+    """An observed site whose value's shape is not its distribution's (read by :func:`explain`)."""
+
+    def __init__(self, site: dict):
+        fn, value = site["fn"], site["value"]
+        self.site = site["name"]
+        self.value_shape = tuple(value.shape)
+        self.dist_shape = tuple(fn.batch_shape + fn.event_shape)
+        self.plates = [(f.name, f.size) for f in site["cond_indep_stack"] if f.dim is not None]
+        super().__init__(f"observed site {self.site!r} has a distribution of shape {self.dist_shape} "
+                         f"but its value has shape {self.value_shape}")
 
 _PLATE_MISMATCH = re.compile(r"Shape mismatch inside plate\('([^']+)'\) at site (\S+) dim (-?\d+), "
                              r"(\d+) vs (\d+)")
@@ -46,7 +61,8 @@ def explain(err: BaseException, unvalidated, run: Callable[[], Any], x: Tensor, 
     """
     n = x.shape[0] // copies
     shape = (n,) + tuple(x.shape[1:])
-    found = (_support(unvalidated) if unvalidated is not None else None) \
+    found = (_observed_rows(err, x, n, copies) if isinstance(err, ObservedShapeError) else None) \
+        or (_support(unvalidated) if unvalidated is not None else None) \
         or _dtype(err, run, x) or _event_shape(err, x, n, copies)
     if found:
         return found
@@ -54,6 +70,42 @@ def explain(err: BaseException, unvalidated, run: Callable[[], Any], x: Tensor, 
     return (f"running the {what} on x of shape {shape}{stacked} failed ({short(err)}); check that "
             f"x has shape (N, *event_shape) matching the observed site, and model_args/model_kwargs"
             f"{about_args}")
+
+
+def integer_data(err: BaseException, x: Tensor, what: str, runs: Callable[[Tensor], bool]
+                 ) -> str | None:
+    """Integer (or boolean) ``x`` where the program needs floats: it failed on ``x`` and ``runs``
+    (the program run again) succeeds on ``x`` cast to a floating dtype. None otherwise."""
+    if x.is_floating_point() or x.is_complex():
+        return None
+    casts = [_CAST[dtype] for dtype in (torch.float32, torch.float64) if runs(x.to(dtype))]
+    if not casts:
+        return None
+    fix = casts[0] + (f" (or {casts[1]}, to compute in float64)" if len(casts) > 1 else "")
+    return (f"x is {str(x.dtype).replace('torch.', '')} and running the {what} on it failed "
+            f"({short(err)}): the {what} computes with floating-point values where it reads x, and "
+            f"it runs on {' and '.join(casts)}; pass {fix}")
+
+
+def _observed_rows(err: ObservedShapeError, x: Tensor, n: int, copies: int) -> str | None:
+    """An observed value that does not follow the rows of x, or a data plate sized from elsewhere."""
+    value, dist, rows, name = err.value_shape, err.dist_shape, x.shape[0], err.site
+    if not value or len(value) != len(dist) or value[1:] != dist[1:]:
+        return None
+    run_as = (f"{copies} {'copy' if copies == 1 else 'copies'} of {n} examples: pyrolik folds "
+              "its chains into the plate over the examples and evaluates x in batches")
+    if dist[0] == rows and value[0] != rows:
+        return (f"the value of observed site {name!r} has {value[0]} rows, but the model runs on "
+                f"{rows} rows ({run_as}): the value was fixed outside the model's argument x, e.g. "
+                "by pyro.condition(model, data=...) or poutine.condition, and cannot follow those "
+                f"rows. Observe the model's argument instead: pyro.sample({name!r}, ..., obs=x)")
+    if value[0] == rows and dist[0] != rows:
+        plate = next((p for p, size in err.plates if size == dist[0]), "data")
+        return (f"the distribution of observed site {name!r} has {dist[0]} rows, but x is run as "
+                f"{rows} rows ({run_as}): the model sizes its plate over the examples from something "
+                f"other than x (an argument, a constant); size the plate from x, "
+                f"pyro.plate({plate!r}, x.shape[0])")
+    return None
 
 
 def _support(tr) -> str | None:

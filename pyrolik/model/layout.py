@@ -54,6 +54,7 @@ class Layout:
     supports: Mapping[str, constraints.Constraint]
     enumerated: tuple[str, ...] = ()  # discrete latents summed out (infer={"enumerate": "parallel"})
     enum_dims: int | None = None  # batch dims right of Pyro's enumeration dims; None: none summed
+    circular: tuple[str, ...] = ()  # circular latents (VonMises): not annealed (pyrolik.model.supports)
 
     @property
     def rows(self) -> int:

@@ -24,7 +24,7 @@ from torch.nn.modules.module import register_module_forward_pre_hook
 
 from pyrolik.model.constructs import IdiomWarning
 
-__all__ = ["eval_mode", "check_deterministic", "check_program", "training_dependent"]
+__all__ = ["agree", "eval_mode", "check_deterministic", "check_program", "training_dependent"]
 
 _KNOWN = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm, nn.RReLU,
           nn.modules.instancenorm._InstanceNorm)
@@ -81,7 +81,7 @@ def training_dependent(flipped: list[nn.Module], evaluate: Callable[[bool], Tens
         # a module of another kind may read self.training: compare the two modes (state restored)
         with torch.random.fork_rng(), training_mode(flipped):
             train = evaluate(True)
-        if _agree(train, evaluate(False)):
+        if agree(train, evaluate(False)):
             return
         known = sorted({type(m).__name__ for m in custom})[:6]
     warnings.warn(
@@ -92,14 +92,15 @@ def training_dependent(flipped: list[nn.Module], evaluate: Callable[[bool], Tens
     )
 
 
-def check_deterministic(evaluate: Callable[[], Tensor], what: str) -> None:
-    """Refuse a ``what`` whose density at a fixed latent differs between two evaluations."""
+def check_deterministic(evaluate: Callable[[], Tensor], what: str) -> Tensor:
+    """Refuse a ``what`` whose density at a fixed latent differs between two evaluations; return the
+    first."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
         first = evaluate()
         torch.manual_seed(1)
         second = evaluate()
-    if not _agree(first, second):
+    if not agree(first, second):
         gap = float((first - second).abs().nan_to_num(0.0).max())
         raise ValueError(
             f"the {what}'s log density at a fixed latent changed from one evaluation to the next "
@@ -107,11 +108,13 @@ def check_deterministic(evaluate: Callable[[], Tensor], what: str) -> None:
             "(torch.randn, a random layer, .sample() on a distribution). pyrolik needs the density "
             "to be a function of (x, z): make those draws pyro.sample sites, or remove them"
         )
+    return first
 
 
 def check_program(program: Any, flipped_model: list[nn.Module], flipped_guide: list[nn.Module]
-                  ) -> None:
-    """Run the checks above on a :class:`~pyrolik.model.evaluation.Program` at one prior draw."""
+                  ) -> tuple[Tensor, Tensor]:
+    """Run the checks above on a :class:`~pyrolik.model.evaluation.Program` at one prior draw ``u``;
+    return ``u`` and the model's ``(log p(u), log p(x | u))`` there, ``(2, rows)``."""
     with torch.no_grad():
         u = program.sample_prior(None).u
 
@@ -120,9 +123,9 @@ def check_program(program: Any, flipped_model: list[nn.Module], flipped_guide: l
             return torch.stack(p.log_prior_and_obs(u))
 
         training_dependent(flipped_model, model_density, "model")
-        check_deterministic(model_density, "model")
+        density = check_deterministic(model_density, "model")
         if program.guide is None or not callable(program.guide):
-            return
+            return u, density
 
         def guide_density(train: bool = False) -> Tensor:
             p = replace(program, eval_modules=False) if train else program
@@ -130,6 +133,7 @@ def check_program(program: Any, flipped_model: list[nn.Module], flipped_guide: l
 
         training_dependent(flipped_guide, guide_density, "guide")
         check_deterministic(guide_density, "guide")
+    return u, density
 
 
 def _depends_on_mode(module: nn.Module) -> bool:
@@ -141,6 +145,7 @@ def _depends_on_mode(module: nn.Module) -> bool:
     return isinstance(module, _KNOWN)
 
 
-def _agree(a: Tensor, b: Tensor) -> bool:
+def agree(a: Tensor, b: Tensor) -> bool:
+    """Equal up to rounding: 1e-9 (float64) or 1e-4 (other dtypes), relative and absolute."""
     tol = 1e-9 if a.dtype == torch.float64 else 1e-4
     return bool(torch.allclose(a, b, rtol=tol, atol=tol, equal_nan=True))

@@ -35,6 +35,8 @@ from pyrolik.model.guide_cache import KeptGuide
 from pyrolik.model.layout import Layout, SiteLayout
 from pyrolik.model.modules import check_program
 from pyrolik.model.replay import Replayed, replay_default
+from pyrolik.model.rows import check_rows_independent
+from pyrolik.model.supports import refuse_annealing
 
 __all__ = ["AnnealingPath", "Draw", "Inputs", "SiteLayout", "Target", "ValueAndGrad", "make_target",
            "prepare_inputs"]
@@ -228,6 +230,7 @@ class Target:
     def _check_path(self, name: str) -> None:
         if name not in PATHS:
             raise ValueError(f"path must be one of {PATHS}, got {name!r}")
+        refuse_annealing(self.layout.circular)  # HMC would move a circular latent over many turns
         if name == "guide":
             self.guide_or_raise()
 
@@ -318,7 +321,8 @@ def make_target(
         flipped_guide = check_guide_sites(guide, x_rep, num_chains, *marked, layout)
     program = Program(layout, model, x_rep, *marked, guide,
                       eval_modules=bool(flipped or flipped_guide))
-    check_program(program, flipped, flipped_guide)
+    u, density = check_program(program, flipped, flipped_guide)
+    check_rows_independent(program, u, density)
     return Target(layout, program, replay)
 
 

@@ -1,0 +1,53 @@
+r"""The thresholds behind pyrolik's warnings, and the advice they give, in one place.
+
+Every number a warning compares against is defined here once (results, diagnostics and plots import
+it), with where it comes from:
+
+- :data:`KHAT_WARN`: Pareto :math:`\hat k` above 0.7, a few importance weights dominate and the
+  estimate is unreliable whatever the number of weights (Vehtari et al. 2024, "Pareto smoothed
+  importance sampling"); below it, :func:`pyrolik.diagnostics.stats.khat_threshold` lowers the bar
+  to :math:`\min(1 - 1/\log_{10} K, 0.7)` for K weights.
+- :data:`MIN_WEIGHTS`: PSIS fits a tail of :math:`\min(K/5, 3\sqrt K)` weights and needs at least 5,
+  so with fewer than 25 weights per example there is no :math:`\hat k`, and the MCSE cannot be
+  checked against the tail it depends on.
+- :data:`ACCEPTANCE_COLLAPSE`: a mean HMC acceptance below 0.1 means the chains barely moved.
+- :data:`NEGATIVE_GAP_SE`: a BDMC upper bound below the lower one by more than 4 standard errors
+  is not noise: reverse AIS did not start from exact posterior samples.
+- :data:`BDMC_GAP_WARN`: a mean BDMC gap above 1 nat: AIS has not converged (Grosse, Ghahramani &
+  Adams 2015 read gaps of this size as "not yet accurate").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["KHAT_WARN", "MIN_WEIGHTS", "ACCEPTANCE_COLLAPSE", "NEGATIVE_GAP_SE", "BDMC_GAP_WARN",
+           "acceptance_fix"]
+
+KHAT_WARN = 0.7
+MIN_WEIGHTS = 25
+ACCEPTANCE_COLLAPSE = 0.1
+NEGATIVE_GAP_SE = 4.0
+BDMC_GAP_WARN = 1.0
+
+
+def _adaptation(kernel: Any) -> str | None:
+    adapt = getattr(kernel, "adapt", None)
+    return getattr(adapt, "name", adapt)  # a strategy object or its name
+
+
+def acceptance_fix(kernel: Any) -> str:
+    """What to change when HMC acceptance collapsed, given the adaptation the run actually used
+    (``kernel``: the run's :class:`~pyrolik.HMC`, or ``None`` when unknown, e.g. a loaded file)."""
+    adapt = _adaptation(kernel)
+    if adapt == "pilot":
+        return ("the pilot's step sizes were too large at some temperatures: raise target_accept "
+                "(e.g. HMC(target_accept=0.95)), give the pilot more steps (pilot_fraction) or "
+                "chains (pilot_chains), or anneal with more num_steps")
+    if adapt == "online":
+        return ("the online adaptation could not keep up: use adapt='pilot' (the default), or a "
+                "smaller starting step_size")
+    if kernel is None:
+        return "lower the step size or use adapt='pilot'"
+    return (f"the fixed step size ({getattr(kernel, 'step_size', '?')}) is too large: lower it, "
+            "or use adapt='pilot' (the default) to tune it per temperature")

@@ -1,0 +1,184 @@
+r"""Latent supports pyrolik can sample on: one fixed map from the real line, a normalised density there.
+
+pyrolik's samplers move a flat unconstrained ``u`` in :math:`\mathbb R^d` and evaluate each latent at
+:math:`z_s = T_s(u_s)`, :math:`T_s` = ``biject_to(support_s)``, with the log-Jacobian
+(:mod:`pyrolik.model.layout`). The estimate is :math:`\log p(x)` exactly when, for every latent site,
+
+1. torch has such a map. ``ProjectedNormal`` (support ``Sphere``) has none: refused, with the fix
+   ``poutine.reparam(config={name: ProjectedNormalReparam()})`` (a Normal latent, projected);
+2. the support is the same wherever the other latents are: a support read from the data or from a
+   per-example argument is fixed, one whose bounds move with another latent (``u ~ Uniform(z - 1,
+   z + 1)``) would be mapped with the bounds of the first trace, and is refused (checked by autograd:
+   the support's bounds must not depend on the latent values), with the rewrite ``u = low + (high -
+   low) * pyro.sample("u_unit", dist.Uniform(0., 1.))``;
+3. the density is normalised over the line. A *circular* latent (``VonMises`` and its kin) has support
+   ``Real()`` in torch but a density that repeats every :math:`2\pi`: its draws (prior or a circular
+   guide) stay on one turn :math:`[-\pi, \pi)`, where the density is normalised, so importance sampling
+   (``iwae``, ``likelihood_weighting``) is exact; HMC moves it along the whole line, over many turns,
+   where it is not. Annealing (``ais``, ``reverse_ais``, ``bdmc``) and a guide that samples the angle
+   from a distribution over the whole line are refused.
+
+A guide is evaluated at the model's ``u`` through its own ``biject_to``: a guide site whose map differs
+from the model's (a ``Normal`` guide for a ``Beta`` latent) is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.distributions import constraints
+from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDistribution
+from torch import Tensor
+from torch.distributions import Independent, biject_to
+
+__all__ = ["check_circular_guide", "check_fixed_supports", "check_guide_supports", "circular_sites",
+           "refuse_annealing", "to_unconstrained"]
+
+ModelFn = Callable[..., Any]
+_CIRCULAR = (dist.VonMises, dist.SineBivariateVonMises, dist.SineSkewed)
+
+
+def _base(fn: Any) -> Any:
+    """The distribution under ``.to_event``, ``.mask`` and ``.expand`` wrappers."""
+    while isinstance(fn, (Independent, MaskedDistribution, ExpandedDistribution)):
+        fn = fn.base_dist
+    return fn
+
+
+def to_unconstrained(name: str, fn: Any, value: Tensor) -> Tensor:
+    """``biject_to(fn.support).inv(value)``, or a ``ValueError`` naming the site and the fix."""
+    try:
+        t = biject_to(fn.support)
+    except NotImplementedError as err:
+        kind = type(_base(fn)).__name__
+        fix = (f"poutine.reparam(config={{{name!r}: ProjectedNormalReparam()}}) samples it as a "
+               "Normal latent, projected onto the sphere"
+               if _is_sphere(fn.support) else
+               "reparameterise it (poutine.reparam) or give the latent a distribution whose support "
+               "torch can map")
+        raise ValueError(
+            f"latent site {name!r} ({kind}) has support {fn.support}, which torch cannot map to the "
+            f"real line (biject_to): pyrolik moves every latent in unconstrained space; {fix}"
+        ) from err
+    return t.inv(value)
+
+
+def _is_sphere(support: constraints.Constraint) -> bool:
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return support is constraints.sphere
+
+
+def circular_sites(tr, names: Sequence[str]) -> tuple[str, ...]:
+    """The latent sites among ``names`` whose distribution is circular (``VonMises`` and kin)."""
+    return tuple(n for n in names if isinstance(_base(tr.nodes[n]["fn"]), _CIRCULAR))
+
+
+def refuse_annealing(circular: Sequence[str]) -> None:
+    """Raise if the model has a circular latent: HMC would move it along the whole real line."""
+    if not circular:
+        return
+    name = circular[0]
+    raise ValueError(
+        f"latent site {name!r} is circular (VonMises or kin): its density repeats every 2*pi, so "
+        "it is normalised on one turn [-pi, pi) and not on the real line, where annealing's HMC "
+        "moves it (over many turns: a wrong number). Estimate log p(x) by importance sampling, "
+        "pyrolik.iwae or pyrolik.likelihood_weighting (their draws stay on one turn), or write the "
+        f"angle as a point on the circle, a ProjectedNormal latent with poutine.reparam(config="
+        f"{{{name!r}: ProjectedNormalReparam()}})"
+    )
+
+
+def check_circular_guide(tr_g, circular: Sequence[str]) -> None:
+    """Refuse a guide that samples a circular latent from a distribution over the whole line."""
+    for name in circular:
+        kind = type(_base(tr_g.nodes[name]["fn"])).__name__
+        if not isinstance(_base(tr_g.nodes[name]["fn"]), _CIRCULAR):
+            raise ValueError(
+                f"the guide samples {name!r} from {kind}, but the model's {name!r} is circular "
+                "(VonMises or kin): its density repeats every 2*pi and is normalised on one turn "
+                "[-pi, pi) only, so the importance weights of draws beyond it are wrong. Sample it "
+                "in the guide from a circular distribution (dist.VonMises), whose draws stay on "
+                "one turn"
+            )
+
+
+def check_guide_supports(tr_g, layout: Any) -> None:
+    """Refuse a guide whose site maps the unconstrained line otherwise than the model's site.
+
+    pyrolik evaluates a guide at the model's unconstrained ``u`` through the guide's own
+    ``biject_to(support)``; where that differs from the model's (a ``Normal`` guide for a ``Beta``
+    latent), ``log q`` is read at another point than the model's: compared at probe points.
+    """
+    like = tr_g.nodes[layout.sites[0].name]["value"]
+    probe = torch.linspace(-2.0, 1.5, layout.rows * layout.latent_dim, dtype=like.dtype,
+                           device=like.device).reshape(layout.rows, layout.latent_dim)
+    for name, u in layout.split(probe).items():
+        fn, model_support = tr_g.nodes[name]["fn"], layout.supports[name]
+        try:
+            t_guide = biject_to(fn.support)
+        except NotImplementedError:
+            continue  # evaluated through the model's map (pyrolik.model.messenger)
+        try:
+            same = bool(torch.allclose(t_guide(u), biject_to(model_support)(u)))
+        except (RuntimeError, ValueError):
+            same = False
+        if not same:
+            raise ValueError(
+                f"the guide samples {name!r} from {type(_base(fn)).__name__} with support "
+                f"{fn.support}, where the model's {name!r} has support {model_support}: pyrolik "
+                "evaluates the guide in the model's unconstrained space, so the two must map it "
+                "alike. Give the guide's site the model's support, e.g. a Normal pushed through "
+                f"the model's map, dist.TransformedDistribution(dist.Normal(loc, scale), "
+                "biject_to(support)), as AutoNormal does"
+            )
+
+
+def _bound_tensors(support: Any) -> list[Tensor]:
+    """The tensors a constraint holds (``Interval``'s bounds, ...), through ``independent``."""
+    out = []
+    for value in vars(support).values():
+        if isinstance(value, Tensor):
+            out.append(value)
+        elif isinstance(value, constraints.Constraint):
+            out += _bound_tensors(value)
+    return out
+
+
+def check_fixed_supports(model: ModelFn, x: Tensor, args: tuple, kwargs: dict, tr,
+                         latent_names: Sequence[str], trace: Callable) -> None:
+    """Refuse a latent whose support's bounds depend on the values of other latents.
+
+    Only sites whose support holds tensors are checked: the model is run once more at the traced
+    latent values, with gradients, and a bound reached by autograd from a latent value moves.
+    """
+    moving = [n for n in latent_names if _bound_tensors(tr.nodes[n]["fn"].support)]
+    if not moving:
+        return
+    values = {n: tr.nodes[n]["value"].detach().clone().requires_grad_(True) for n in latent_names}
+    with torch.enable_grad():
+        tr_c = trace(pyro.poutine.condition(model, data=values), x, args, kwargs, no_grad=False)
+        for name in moving:
+            support = tr_c.nodes[name]["fn"].support
+            bounds = [b for b in _bound_tensors(support) if b.requires_grad]
+            if not bounds:
+                continue
+            others = [n for n in latent_names if n != name]
+            grads = torch.autograd.grad(sum(b.sum() for b in bounds), [values[n] for n in others],
+                                        allow_unused=True, retain_graph=True) if others else []
+            depends = [n for n, g in zip(others, grads, strict=True) if g is not None]
+            if depends:
+                kind = type(support).__name__.lstrip("_")
+                article = "an" if kind[:1].lower() in "aeiou" else "a"
+                raise ValueError(
+                    f"the support of latent site {name!r} ({article} {kind} constraint) depends on "
+                    f"the values of other latents ({depends}): pyrolik moves every latent in "
+                    "unconstrained space and maps it with one fixed transform, biject_to(support), "
+                    "so a support that moves cannot be mapped. Give the site a fixed support and "
+                    f"move its value instead, e.g. for Uniform(low, high): {name} = low + (high - "
+                    f"low) * pyro.sample('{name}_unit', dist.Uniform(0., 1.))"
+                )
