@@ -9,6 +9,9 @@ The package is layered; each layer imports only the ones above it in this list:
   importance sampling, KDE, CSL);
 - :mod:`pyrolik.diagnostics`: statistics, checks in plain words, plots, comparison, units;
 - :mod:`pyrolik.io`: export to xarray/ArviZ, result files, checkpoints, data sets;
+- :mod:`pyrolik.distortion`: one AIS run along p(z) exp(-beta d(x, f(z))): log p_sigma(x) for a grid
+  of sigmas, per-example sigma, rate-distortion curves and their BDMC checks;
+- :mod:`pyrolik.training`: log p(x) of fixed train and test subsets inside a training loop;
 - :mod:`pyrolik.app`: the command line and the demo.
 """
 
@@ -19,6 +22,13 @@ import sys as _sys
 from pyrolik._version import __version__
 from pyrolik.diagnostics import plots, scoring, units
 from pyrolik.diagnostics.comparison import Comparison, compare
+from pyrolik.distortion import (
+    DistortionBDMC,
+    DistortionCurve,
+    distortion_bdmc,
+    rate_distortion,
+    sigma_curve,
+)
 from pyrolik.execution.faults import FailedExamplesWarning
 from pyrolik.execution.threads import set_threads
 from pyrolik.infer import chains
@@ -37,8 +47,9 @@ from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.arguments import per_example, shared
 from pyrolik.model.constructs import IdiomWarning
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
+from pyrolik.training import TrainingMonitor
 
-from pyrolik import curves, diagnostics  # isort: skip  (subpackages that import the above)
+from pyrolik import curves, diagnostics, distortion, training  # isort: skip  (subpackages that import the above)
 
 __all__ = [
     "__version__",
@@ -75,6 +86,13 @@ __all__ = [
     # plots and modules
     "plot_bdmc_convergence",
     "plot_posterior_decodings",
+    # one run, the whole curve: log p against sigma, rate-distortion; evaluation during training
+    "sigma_curve",
+    "rate_distortion",
+    "distortion_bdmc",
+    "DistortionCurve",
+    "DistortionBDMC",
+    "TrainingMonitor",
     "diagnostics",
     "plots",
     "units",
@@ -83,6 +101,8 @@ __all__ = [
     "datasets",
     "export",
     "curves",
+    "distortion",
+    "training",
     # CPU threads
     "set_threads",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pkgutil
 import sys
 
 import pyro
@@ -12,7 +13,12 @@ import torch
 
 # Tests exercise the checkout's models/ (installed as pyrolik_models), whatever is installed: the
 # package and its submodules under both names, so that `pyrolik_models.oracles.rbm` is `models.oracles.rbm`.
-sys.modules.setdefault("pyrolik_models", importlib.import_module("models"))
+# The top-level modules are imported first, so that `from pyrolik_models.train_digits import ...` (as
+# the docs and tutorials write it) finds the same module instead of loading a second copy.
+_models = importlib.import_module("models")
+sys.modules.setdefault("pyrolik_models", _models)
+for _info in pkgutil.iter_modules(_models.__path__):
+    importlib.import_module(f"models.{_info.name}")
 for _name, _module in list(sys.modules.items()):
     if _name.startswith("models."):
         sys.modules.setdefault("pyrolik_models" + _name[len("models"):], _module)

@@ -159,7 +159,8 @@ def test_usage_errors_and_debug(tmp_path, data, capsys):
 def test_help_is_complete(capsys):
     parser = cli.build_parser()
     commands = parser._subparsers._group_actions[0].choices
-    assert set(commands) == {"evaluate", "bdmc", "summary", "demo"}
+    assert set(commands) == {"evaluate", "bdmc", "summary", "demo", "sigma-curve", "rate-distortion",
+                             "distortion-bdmc"}
     for name, sub in commands.items():
         for action in sub._actions:
             assert action.help, f"{name} {action.option_strings or action.dest} has no help"

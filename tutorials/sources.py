@@ -369,3 +369,8 @@ NOTEBOOKS = {
 from sources_representations import REPRESENTATIONS  # noqa: E402
 
 NOTEBOOKS["05_representations"] = REPRESENTATIONS
+
+# tutorial 06 (issue 18, helper `curves18`): one run, the whole curve
+from sources_sigma import SIGMA_RD  # noqa: E402
+
+NOTEBOOKS["06_sigma_and_rate_distortion"] = SIGMA_RD

@@ -6,6 +6,12 @@ r"""The linear-Gaussian decoder: the oracle every estimator is tested against.
 so that :math:`x \sim \mathcal N(b, W W^\top + s^2 I_D)` and the posterior is Gaussian with precision
 :math:`I + W^\top W / s^2`. The tempered posterior :math:`p(z) p(x \mid z)^\beta` is Gaussian too,
 with precision :math:`I + \beta W^\top W / s^2`, which lets kernels be tested at every temperature.
+
+The distortion path of Huang et al. (2020) with the squared error :math:`d = \lVert x - Wz - b
+\rVert^2` is Gaussian as well: :math:`q_\beta(z \mid x) \propto p(z) e^{-\beta d}` is the tempered
+posterior at :math:`s^2 = 1/(2\beta)`, its normaliser is :math:`Z_\beta(x) = (\pi/\beta)^{D/2}
+\mathcal N(x; b, W W^\top + I/(2\beta))`, and its rate and distortion are closed form
+(:meth:`LinearGaussian.rate_distortion`): the rate-distortion curve of a linear VAE.
 """
 
 from __future__ import annotations
@@ -146,6 +152,36 @@ class LinearGaussian:
         post = self.exact_posterior(x)
         with pyro.plate("data", x.shape[0]):
             pyro.sample("z", dist.MultivariateNormal(post.loc.to(x), scale_tril=post.scale_tril.to(x)))
+
+    def distortion_posterior(self, x: Tensor, beta: float) -> dist.MultivariateNormal:
+        r""":math:`q_\beta(z \mid x) \propto p(z)\, e^{-\beta \lVert x - Wz - b\rVert^2}`, batched over examples."""
+        return self.tempered_posterior(x, 2.0 * beta * self.s**2)
+
+    def log_normalizer(self, x: Tensor, beta: float) -> Tensor:
+        r""":math:`\log Z_\beta(x) = \log \int p(z) e^{-\beta \lVert x - Wz - b\rVert^2} dz` per example (N,).
+
+        Equal to :math:`\log p_\sigma(x) + \tfrac D2 \log(2\pi\sigma^2)` at :math:`\sigma^2 = 1/(2\beta)`.
+        """
+        if not beta > 0:
+            raise ValueError(f"beta must be positive, got {beta}")
+        var = 0.5 / beta
+        cov = self.W @ self.W.T + var * torch.eye(self.data_dim, dtype=self.W.dtype)
+        log_p = dist.MultivariateNormal(self.b, covariance_matrix=cov).log_prob(x.to(self.W))
+        return log_p + 0.5 * self.data_dim * math.log(2 * math.pi * var)
+
+    def rate_distortion(self, x: Tensor, beta: float) -> tuple[Tensor, Tensor]:
+        r"""Rate :math:`R_\beta = \mathrm{KL}(q_\beta \,\|\, p)` (nats) and distortion :math:`D_\beta =
+        \mathbb E_{q_\beta} \lVert x - Wz - b\rVert^2`, per example (N,) each.
+
+        :math:`R_\beta = -\beta D_\beta - \log Z_\beta` (Huang et al. 2020); the pairs over
+        :math:`\beta > 0` trace the model's rate-distortion curve for ``x``.
+        """
+        q = self.distortion_posterior(x, beta)
+        mean, cov = q.loc, q.covariance_matrix[0]
+        resid = x.to(self.W) - self.b - mean @ self.W.T
+        distortion = (resid**2).sum(-1) + torch.trace(self.W @ cov @ self.W.T)
+        rate = 0.5 * (torch.trace(cov) + (mean**2).sum(-1) - self.latent_dim - torch.logdet(cov))
+        return rate, distortion
 
     def sample(self, num_examples: int, generator: torch.Generator | None = None) -> Tensor:
         """Draw x from the model's marginal."""

@@ -12,9 +12,10 @@ Models (:data:`models.zoo.presets.PRESETS`): one small decoder 8-64-128-64 share
 the GAN (tanh) and the GMMN (ReLU), each with a sigmoid output and a Gaussian observation site; a
 Bernoulli VAE 8-100-100-64 trained with the IWAE bound. After training, each Gaussian model's sigma
 is chosen on the validation split (:func:`models.training.sigma.choose_sigma`) with the best estimator
-pyrolik has (AIS when ``pyrolik.ais`` exists, otherwise the IWAE bound for the VAE and likelihood
-weighting for the GAN and GMMN); the curve and the estimator are stored in the checkpoint's
-``meta``. This script imports pyrolik (data, estimators); the model definitions do not.
+pyrolik has (the one-run sigma curve ``pyrolik.sigma_curve`` when it exists, else AIS per sigma,
+otherwise the IWAE bound for the VAE and likelihood weighting for the GAN and GMMN); the curve and
+the estimator are stored in the checkpoint's ``meta``. This script imports pyrolik (data,
+estimators); the model definitions do not.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
 SIGMA_GRID = (0.05, 0.07, 0.1, 0.14, 0.2, 0.28)
 NUM_SIGMA_EXAMPLES = 100  # validation examples used to choose sigma
 AIS_STEPS, AIS_CHAINS = 200, 4  # within ~1 nat of 500 steps x 8 chains on these models
+# one run for the grid: agrees with 1000-step per-sigma AIS (benchmarks/sigma_curve_onerun.py) and
+# costs less than the six 200-step per-sigma runs it replaces
+ONE_RUN_STEPS = 1000
 
 
 def digits_split(*, binarize: bool = False, seed: int = SEED, dtype: torch.dtype | None = None):
@@ -80,6 +84,13 @@ def _log_likelihood_fn(kind: str):
     """``(model, x, sigma) -> (N,)`` estimates of log p(x) from pyrolik, and its description."""
     import pyrolik
 
+    if hasattr(pyrolik, "sigma_curve"):  # the whole grid from one annealing run
+        def curve(model, x, sigmas):
+            return pyrolik.sigma_curve(model, x, sigmas, num_steps=ONE_RUN_STEPS,
+                                       num_chains=AIS_CHAINS, seed=SEED, progress=False)
+        curve.one_run = True  # type: ignore[attr-defined]
+        return curve, (f"pyrolik.sigma_curve(num_steps={ONE_RUN_STEPS}, num_chains={AIS_CHAINS}) "
+                       "(one run for the whole grid)")
     if hasattr(pyrolik, "ais"):
         def fn(model, x, sigma):
             return pyrolik.ais(model, x, num_steps=AIS_STEPS, num_chains=AIS_CHAINS,
@@ -137,7 +148,10 @@ def choose_digits_sigma(model: DecoderModel, valid: torch.Tensor) -> dict[str, A
     start = time.perf_counter()
     x_valid = valid[:NUM_SIGMA_EXAMPLES].double()
     dtype = model.param_dtype
-    choice = choose_sigma(model.double(), x_valid, SIGMA_GRID, fn)
+    if getattr(fn, "one_run", False):
+        choice = choose_sigma(model.double(), x_valid, SIGMA_GRID, curve_fn=fn)
+    else:
+        choice = choose_sigma(model.double(), x_valid, SIGMA_GRID, fn)
     model.to(dtype)
     model.sigma = choice.sigma
     return {

@@ -210,6 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also print one row per example (default: the summary only)")
     sm.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 
+    from pyrolik.app import curve_commands  # sigma-curve, rate-distortion, distortion-bdmc
+
+    curve_commands.add_parsers(sub, _common, _positive, _floats, _shape)
+
     dm = sub.add_parser("demo", help="run the demonstration (pyrolik demo --help for its options)",
                         add_help=False)
     dm.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the demo")
@@ -246,9 +250,10 @@ def main(argv: list[str] | None = None) -> int:
             if not debug:
                 warnings.showwarning = _show_warning
             from pyrolik.app import commands as _commands
+            from pyrolik.app import curve_commands as _curves
 
             return {"evaluate": _commands.evaluate, "bdmc": _commands.bdmc,
-                    "summary": _commands.summary}[args.command](args)
+                    "summary": _commands.summary, **_curves.COMMANDS}[args.command](args)
     except KeyboardInterrupt:
         _end_progress_line()
         print("pyrolik: interrupted" + (" (rerun the same command to resume from the checkpoint)"

@@ -79,6 +79,8 @@ class Run:
     batch_size: int | None = None
     record_every: int | None = None
     record_states: bool = False
+    record_steps: tuple[int, ...] | None = None  # record at these steps instead of every record_every
+    record_log_ratio: bool = False  # also record the states' log f1 - log f0 (engine.Recorder)
     progress: bool = True
     desc: str = "AIS"
     checkpoint_every: int = 100
@@ -183,6 +185,8 @@ def open_checkpoint(run: Run, path: str | os.PathLike | None,
         raise TypeError(f"checkpoint must be a file path, got {type(path).__name__}")
     settings = {**run.settings, "kernel": run.kernel, "path": run.path_name,
                 "record_every": run.record_every, "record_states": run.record_states}
+    if run.record_steps is not None or run.record_log_ratio:
+        settings.update(record_steps=run.record_steps, record_log_ratio=run.record_log_ratio)
     fp = fingerprint(run.method, model=run.model, x=run.x, seed=run.seed, settings=settings,
                      guide=run.guide, model_args=run.model_args, model_kwargs=run.model_kwargs,
                      extra=extra, shard=tuple(run.shard))
@@ -268,8 +272,9 @@ def _batch(run: Run, inputs: Inputs, batch: Batch, resume: dict | None, save: Ca
     num_steps = schedule.shape[0] - 1
     tuning = strategy.tuning(table, k_all, n, schedule)
     totals = engine.Totals(k_all * n, schedule)
-    recorder = engine.Recorder(schedule, k_all, stride=run.record_every,
-                               record_states=run.record_states)
+    recorder = engine.Recorder(schedule, k_all, stride=run.record_every, steps=run.record_steps,
+                               record_states=run.record_states,
+                               record_log_ratio=run.record_log_ratio)
     if resume is not None:
         tuning = tuning.restore(loop["tuning"])
         totals.restore(loop["hooks"]["totals"])

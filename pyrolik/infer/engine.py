@@ -121,17 +121,22 @@ class Totals:
 
 
 class Recorder:
-    """Diagnostics at chosen steps: every ``stride`` steps and the last, or the given ``steps``.
+    r"""Diagnostics at chosen steps: every ``stride`` steps and the last, or the given ``steps``.
 
     Records, each ``(rows,)`` unless said: ``acceptance_rate``, ``step_size``, ``energy_error``,
-    ``diverging``, the running ``log_weight``, ``beta`` ``(C,)``, and the states ``z`` ``(rows, d)``
-    when ``record_states``. Memory grows with the number of records only.
+    ``diverging``, the running ``log_weight``, ``beta`` ``(C,)``, the states ``z`` ``(rows, d)``
+    when ``record_states``, and when ``record_log_ratio`` the states' cached
+    :math:`r = \log f_1 - \log f_0` (``log_ratio``: with ``log_weight`` it makes the pair a properly
+    weighted draw of :math:`f_\beta` whose :math:`r` is known, e.g. the distortion along
+    :mod:`pyrolik.distortion`'s path, at no extra model pass). Memory grows with the number of records
+    only.
     """
 
     NAMES = ("acceptance_rate", "step_size", "log_weight", "beta", "diverging", "energy_error")
 
     def __init__(self, schedule: Tensor, num_chains: int, *, stride: int | None = None,
-                 steps: Sequence[int] | None = None, record_states: bool = False):
+                 steps: Sequence[int] | None = None, record_states: bool = False,
+                 record_log_ratio: bool = False):
         num_steps = schedule.shape[0] - 1
         self.schedule, self.num_chains, self.num_steps = schedule, num_chains, num_steps
         self.stride = stride or max(1, num_steps // 100)
@@ -139,6 +144,8 @@ class Recorder:
         self.records: dict[str, list[Tensor]] = {name: [] for name in self.NAMES}
         if record_states:
             self.records["z"] = []
+        if record_log_ratio:
+            self.records["log_ratio"] = []
         self.record_steps: list[int] = []
 
     def wants(self, t: int) -> bool:
@@ -153,7 +160,7 @@ class Recorder:
         values = {"acceptance_rate": info.acceptance_rate, "step_size": info.step_size,
                   "log_weight": state.log_weight, "beta": self.schedule[t].expand(self.num_chains),
                   "diverging": info.is_divergent, "energy_error": info.energy_error,
-                  "z": state.position.z}
+                  "z": state.position.z, "log_ratio": state.position.log_ratio}
         for name, record in self.records.items():
             record.append(values[name])
 

@@ -246,6 +246,8 @@ def to_datatree(result: Any) -> xr.DataTree:
 
     Groups and dims are listed in the module docstring; every value equals the result's tensor.
     """
+    if getattr(result, "exports_itself", False):  # e.g. pyrolik.distortion's curves
+        return result.to_datatree()
     if hasattr(result, "lower") and hasattr(result, "upper"):
         return _bdmc_tree(result)
     if not (hasattr(result, "log_likelihood") and hasattr(result, "method")):

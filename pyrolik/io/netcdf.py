@@ -25,7 +25,7 @@ from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
-__all__ = ["from_datatree", "save", "load", "NOT_A_RESULT"]
+__all__ = ["from_datatree", "save", "load", "register_reader", "NOT_A_RESULT"]
 
 Result = EstimateResult | BDMCResult
 NOT_A_RESULT = ("make one with pyrolik.save(result, 'run.nc') or the pyrolik evaluate / bdmc "
@@ -60,6 +60,17 @@ def _seed(attrs: dict) -> int | None:
     return int(attrs["seed"]) if "seed" in attrs else None  # an int, or a str past int64
 
 
+#: Readers of trees that other packages write themselves (``exports_itself`` results), by their
+#: ``pyrolik_result`` attribute; registered by those packages (:func:`register_reader`), so that
+#: this module imports none of them.
+READERS: dict[str, Any] = {}
+
+
+def register_reader(kind: str, reader: Any) -> None:
+    """Let :func:`from_datatree` (and :func:`load`) rebuild trees whose ``pyrolik_result`` is ``kind``."""
+    READERS[kind] = reader
+
+
 def from_datatree(tree: Any) -> Result:
     """Rebuild the result object from :func:`to_datatree`'s (or :func:`to_inference_data`'s) output.
 
@@ -77,6 +88,8 @@ def from_datatree(tree: Any) -> Result:
     if kind is None:
         raise ValueError("this tree was not written by pyrolik (no 'pyrolik_result' attribute); "
                          "load files made by pyrolik.save or result.to_datatree()")
+    if kind in READERS:
+        return READERS[kind](tree)
     if kind == "BDMCResult":
         if "lower" not in tree.children:
             tree = _unflatten(tree)

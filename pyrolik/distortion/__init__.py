@@ -1,0 +1,29 @@
+r"""One annealing run, the whole curve: log p(x) against sigma, per-example sigma, rate-distortion.
+
+Annealing :math:`p(z)\,e^{-\beta d(x, f(z))}` from :math:`\beta = 0` up to :math:`\beta_{\max}`
+passes through every :math:`\beta = 1/(2\sigma^2)`; the running AIS log-weights there give
+:math:`\log p_\sigma(x)` for every :math:`\sigma \ge \sigma_{\min}` at once (Wu et al. 2017, figure
+2(a), Table 3) and the rate-distortion curve of Huang et al. (2020). See ``docs/sigma_and_rd.md``.
+"""
+
+from __future__ import annotations
+
+from pyrolik.distortion.anneal import rate_distortion, sigma_curve
+from pyrolik.distortion.bounds import DistortionBDMC, distortion_bdmc
+from pyrolik.distortion.curve import (
+    OPTIMAL_SIGMA_WARNING,
+    DistortionCurve,
+    OptimalSigma,
+    SigmaChoice,
+)
+from pyrolik.distortion.plots import plot_optimal_sigma, plot_rate_distortion, plot_sigma_curve
+from pyrolik.io.netcdf import register_reader
+from pyrolik.model.distortion import distortion_model, squared_error
+
+register_reader("DistortionCurve", DistortionCurve.from_datatree)
+register_reader("DistortionBDMC", DistortionBDMC.from_datatree)
+
+__all__ = ["sigma_curve", "rate_distortion", "distortion_bdmc", "distortion_model",
+           "squared_error", "DistortionCurve", "DistortionBDMC", "SigmaChoice", "OptimalSigma",
+           "OPTIMAL_SIGMA_WARNING", "plot_sigma_curve", "plot_optimal_sigma",
+           "plot_rate_distortion"]

@@ -1,0 +1,116 @@
+"""Plots of one-run curves: log p(x) against sigma (figure 2(a)), per-example sigma (Table 3), and
+the rate-distortion curve with its BDMC checks (Huang et al. 2020, figure 1)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from pyrolik.distortion.curve import DistortionCurve
+
+__all__ = ["plot_sigma_curve", "plot_optimal_sigma", "plot_rate_distortion"]
+
+
+def _axes(ax, size=(5, 3.5)):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=size, layout="constrained")
+    return ax
+
+
+def _plain_log_x(ax) -> None:
+    """A log x axis labelled with plain numbers (0.3, 0.5, 1, 2) at 1, 2, 3, 5 x 10^k, thinned to
+    1 and 2 (or 1 alone) as the axis spans more decades: matplotlib's own labels of the minor ticks
+    (3 x 10^-1, 4 x 10^-1, ...) overlap on an axis that spans one to two decades."""
+    from matplotlib.ticker import Formatter
+
+    class PlainLog(Formatter):
+        def __call__(self, x, pos=None):
+            lo, hi = sorted(abs(v) for v in self.axis.get_view_interval())
+            decades = math.log10(hi / lo) if lo > 0 else math.inf
+            keep = (1, 2, 3, 5) if decades <= 1.6 else (1, 2, 5) if decades <= 2.5 else \
+                (1, 2) if decades <= 3.5 else (1,)
+            if not x > 0:
+                return ""
+            mantissa = round(x / 10 ** math.floor(math.log10(x) + 1e-9), 6)
+            return f"{x:g}" if mantissa in keep else ""
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(PlainLog())
+    ax.xaxis.set_minor_formatter(PlainLog())
+
+
+def plot_sigma_curve(curve: DistortionCurve, ax=None, *, label: str = "one AIS run",
+                     per_sigma: dict[str, Any] | None = None):
+    """Mean log p_sigma(x) over the examples against sigma, 2 standard errors as bars.
+
+    ``per_sigma``: optional comparison ``{"sigma": [...], "mean": [...], "stderr": [...],
+    "label": str}`` (e.g. one AIS run per sigma).
+    """
+    ax = _axes(ax)
+    sigmas = curve.sigmas
+    if sigmas is None:
+        raise ValueError("a sigma curve needs the Gaussian mode (pyrolik.sigma_curve)")
+    ax.errorbar(sigmas.numpy(), curve.mean_log_likelihood.numpy(), 2 * curve.stderr.numpy(),
+                fmt="o-", capsize=2, label=label)
+    if per_sigma is not None:
+        ax.errorbar(per_sigma["sigma"], per_sigma["mean"], [2 * s for s in per_sigma["stderr"]],
+                    fmt="s--", capsize=2, label=per_sigma.get("label", "per-sigma runs"))
+    best = curve.best_sigma()
+    ax.axvline(best.sigma, color="grey", lw=0.8, ls=":")
+    _plain_log_x(ax)
+    ax.set_xlabel("observation sigma")
+    ax.set_ylabel("mean log p_sigma(x) [nats]")
+    ax.set_title(f"log-likelihood against sigma (best {best.sigma:.3g})", fontsize=10)
+    ax.legend(frameon=False, fontsize="small")
+    return ax
+
+
+def plot_optimal_sigma(curve: DistortionCurve, fixed_sigma: float | None = None, ax=None):
+    """Per-example log p_sigma(x) curves (thin), the fixed sigma (dashed) and each example's best
+    sigma (dots): Table 3 as a picture. The dots are not log-likelihoods of a model."""
+    ax = _axes(ax)
+    opt = curve.optimal_sigma(fixed_sigma)
+    s = curve.sigmas.numpy()
+    ll = curve.log_likelihood
+    centred = (ll - opt.fixed_log_likelihood).numpy()  # relative to the fixed sigma, per example
+    ax.plot(s, centred, color="tab:blue", alpha=0.25, lw=0.7)
+    ax.plot(opt.sigma.numpy(), opt.improvement.numpy(), "o", color="tab:red", ms=3,
+            label=f"per-example best sigma (mean gain {opt.mean_improvement:.1f} nats)")
+    ax.axvline(opt.fixed_sigma, color="k", ls="--", lw=0.8, label=f"fixed sigma {opt.fixed_sigma:g}")
+    _plain_log_x(ax)
+    ax.set_ylim(bottom=max(float(centred.min()), -3 * max(opt.mean_improvement, 1.0)))
+    ax.set_xlabel("observation sigma")
+    ax.set_ylabel("log p_sigma(x) - log p_fixed(x) [nats]")
+    ax.set_title("sigma per example: an upper bound, not a model", fontsize=10)
+    ax.legend(frameon=False, fontsize="small")
+    return ax
+
+
+def plot_rate_distortion(curve: DistortionCurve, ax=None, *, bdmc: Any = None,
+                         analytic: tuple[Any, Any] | None = None, label: str = "AIS (upper bound)"):
+    """Mean rate (nats) against mean distortion over the examples.
+
+    ``bdmc``: a :class:`~pyrolik.distortion.bounds.DistortionBDMC`, drawn as vertical rate sandwiches
+    at the exact distortion of its (simulated) data; ``analytic``: ``(distortion, rate)`` arrays of
+    a known curve (e.g. a linear-Gaussian decoder's).
+    """
+    ax = _axes(ax)
+    d, r = curve.distortion.mean(-1).numpy(), curve.rate.mean(-1).numpy()
+    ax.plot(d, r, "o-", ms=3, label=label)
+    if analytic is not None:
+        ax.plot(*[torch.as_tensor(a).numpy() for a in analytic], "k-", lw=1, label="analytic")
+    if bdmc is not None:
+        dd = bdmc.distortion.mean(-1).numpy()
+        lo, hi = bdmc.rate_lower.mean(-1).numpy(), bdmc.rate_upper.mean(-1).numpy()
+        ax.vlines(dd, lo, hi, color="tab:red", lw=2, label="BDMC sandwich (simulated data)")
+    _plain_log_x(ax)
+    ax.set_xlabel("distortion (mean squared error summed over values)" if curve.mode == "gaussian"
+                  else "distortion")
+    ax.set_ylabel("rate [nats]")
+    ax.set_title("rate-distortion", fontsize=10)
+    ax.legend(frameon=False, fontsize="small")
+    return ax

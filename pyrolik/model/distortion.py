@@ -1,0 +1,232 @@
+r"""The distortion path: a model whose observation term is :math:`-\beta_{\max}\, d(x, f(z))` (+ a constant).
+
+Huang, Makhzani, Cao & Grosse (2020) anneal :math:`q_\beta(z \mid x) \propto p(z)\,e^{-\beta d(x, f(z))}`
+from :math:`\beta = 0` upwards; the normaliser :math:`Z_\beta(x) = \int p(z) e^{-\beta d(x, f(z))} dz`
+gives the rate-distortion curve, and, for the squared error :math:`d = \lVert x - f(z)\rVert^2`, the
+log-likelihood under Gaussian observation noise of *every* standard deviation
+:math:`\sigma = 1/\sqrt{2\beta}` (Wu et al. 2017, figure 2(a)):
+
+.. math::
+    \log p_\sigma(x) = \log \int p(z)\, \mathcal N(x; f(z), \sigma^2 I)\, dz
+    = \log Z_{1/(2\sigma^2)}(x) - \tfrac D2 \log(2\pi\sigma^2).
+
+:func:`distortion_model` wraps a Pyro model so that pyrolik's ordinary prior path
+:math:`\log p(z) + b \log p(x \mid z)`, :math:`b \in [0, 1]`, *is* this path:
+
+* ``sigma=s`` (the model's Gaussian observation sites get scale ``s``): the observation term is
+  :math:`\log \mathcal N(x; f(z), s^2 I) = -d/(2s^2) - \tfrac D2 \log(2\pi s^2)`, so
+  :math:`\beta = b / (2 s^2)` and the path passes every :math:`\sigma = s/\sqrt b \ge s`;
+* ``distortion=fn, beta_max=B`` (any observation site): the term is :math:`-B\, d(x, \hat x)` with
+  ``fn(x, x_hat)`` the user's distortion of the site's mean :math:`\hat x` (the decoder output), so
+  :math:`\beta = b B`.
+
+In both cases the observation term is :math:`-\beta_{\max} d + c` with :math:`c` known
+(:attr:`DistortionModel.offset`), so the AIS log-weights at :math:`b` estimate
+:math:`\log Z_\beta + b c`. The wrapper is a Pyro messenger that swaps each observed site's
+distribution before pyrolik's adapter sees it; nothing else of the model changes (its latent sites,
+plate, parameters and arguments stay as written).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.distributions import TorchDistribution, constraints
+from pyro.poutine.messenger import Messenger
+from pyro.poutine.util import site_is_subsample
+from torch import Tensor
+from torch.distributions import Independent, Normal
+
+from pyrolik._random import fork_rng_from
+
+__all__ = ["DistortionModel", "distortion_model", "squared_error"]
+
+DistortionFn = Callable[[Tensor, Tensor], Tensor]
+
+
+def squared_error(x: Tensor, x_hat: Tensor) -> Tensor:
+    r"""Elementwise :math:`(x - \hat x)^2` (the site sums it over its event dims)."""
+    return (x - x_hat) ** 2
+
+
+def _unwrap(fn) -> tuple[Any, int]:
+    """``(base distribution, reinterpreted dims)`` through plain ``Independent`` wrappers."""
+    ndims = 0
+    while isinstance(fn, Independent):
+        ndims += fn.reinterpreted_batch_ndims
+        fn = fn.base_dist
+    return fn, ndims
+
+
+class _NegativeDistortion(TorchDistribution):
+    r"""An unnormalised observation term :math:`\log f(x) = -B\, d(x, \hat x)` (never sampled)."""
+
+    arg_constraints: dict = {}
+    support = constraints.real
+
+    def __init__(self, x_hat: Tensor, fn: DistortionFn, beta_max: float, batch_shape, event_shape,
+                 site: str):
+        self.x_hat, self.fn, self.beta_max, self.site = x_hat, fn, beta_max, site
+        super().__init__(batch_shape, event_shape, validate_args=False)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        d = self.fn(value, self.x_hat)
+        if not isinstance(d, Tensor):
+            raise TypeError(f"the distortion function returned {type(d).__name__} at site "
+                            f"{self.site!r}; it must return a tensor")
+        full = self.batch_shape + self.event_shape
+        if d.shape == full and len(self.event_shape):
+            d = d.sum(tuple(range(-len(self.event_shape), 0)))
+        if d.shape != self.batch_shape:
+            raise ValueError(
+                f"the distortion function returned shape {tuple(d.shape)} at site {self.site!r}; "
+                f"return one value per element {tuple(full)} or per example {tuple(self.batch_shape)}")
+        return -self.beta_max * d
+
+    def sample(self, sample_shape=torch.Size()):  # noqa: B008 (torch's own default)
+        raise NotImplementedError(
+            f"site {self.site!r} carries a user distortion, which is not a distribution over x: "
+            "data cannot be simulated from it (simulate from the model itself, or use sigma= with "
+            "a Gaussian observation site)")
+
+
+class _SwapObservation(Messenger):
+    """Replace every observed site's distribution (see :func:`distortion_model`)."""
+
+    def __init__(self, owner: DistortionModel):
+        super().__init__()
+        self.owner = owner
+
+    def _pyro_sample(self, msg: dict) -> None:
+        if not msg["is_observed"] or site_is_subsample(msg) or msg["infer"].get("_deterministic"):
+            return
+        msg["fn"] = self.owner._replace(msg["name"], msg["fn"], msg["scale"], msg["mask"])
+
+
+class DistortionModel:
+    r"""A Pyro model with its observation sites swapped for the distortion path (see the module docstring).
+
+    Call it like the wrapped model. ``sigma`` (Gaussian mode) or ``distortion`` and ``beta_max``
+    (user mode) define the largest inverse temperature :attr:`beta_max` and the constant
+    :attr:`offset` per observed value: the observation term of an example is
+    :math:`-\beta_{\max} d + D\cdot\mathrm{offset}`, :math:`D` its number of observed values.
+    """
+
+    def __init__(self, model: Callable[..., Any], *, sigma: float | None = None,
+                 distortion: DistortionFn | None = None, beta_max: float | None = None):
+        if not callable(model):
+            raise TypeError(f"model must be a callable Pyro model, got {type(model).__name__}")
+        if (sigma is None) == (distortion is None):
+            raise ValueError("pass exactly one of sigma= (Gaussian observation sites, squared "
+                             "error) or distortion= (a callable d(x, x_hat)) with beta_max=")
+        if sigma is not None:
+            sigma = _positive("sigma", sigma)
+            if beta_max is not None:
+                raise ValueError("beta_max is 1 / (2 sigma^2) with sigma=; pass one of them")
+        else:
+            if not callable(distortion):
+                raise TypeError(f"distortion must be a callable d(x, x_hat), got "
+                                f"{type(distortion).__name__}")
+            if beta_max is None:
+                raise ValueError("a user distortion needs beta_max= (the largest inverse "
+                                 "temperature of the path)")
+            beta_max = _positive("beta_max", beta_max)
+        self.model = model
+        self.sigma = sigma
+        self.distortion = distortion
+        self.beta_max: float = 1.0 / (2.0 * sigma**2) if sigma is not None else float(beta_max)
+        #: the constant per observed value in the observation term: -log(2 pi sigma^2) / 2 or 0
+        self.offset: float = -0.5 * math.log(2 * math.pi * sigma**2) if sigma is not None else 0.0
+        self.__name__ = f"distortion_model({getattr(model, '__name__', type(model).__name__)})"
+
+    def __call__(self, x: Tensor, *args: Any, **kwargs: Any) -> Any:
+        with _SwapObservation(self):
+            return self.model(x, *args, **kwargs)
+
+    def _replace(self, name: str, fn, scale, mask):
+        if mask is not None or not (isinstance(scale, (int, float)) and scale == 1.0):
+            raise ValueError(
+                f"observed site {name!r} is masked or scaled (poutine.mask / poutine.scale / "
+                ".mask()): the distortion path needs every observed value counted once; remove the "
+                "mask or scale from the observation site")
+        base, ndims = _unwrap(fn)
+        if type(base).__name__ == "MaskedDistribution":
+            raise ValueError(f"observed site {name!r} is masked (.mask()); the distortion path "
+                             "needs every observed value counted once: remove the mask")
+        shape = fn.batch_shape + fn.event_shape
+        if self.sigma is not None:
+            if not isinstance(base, Normal):
+                raise ValueError(
+                    f"observed site {name!r} is {type(base).__name__}, not Normal: the sigma curve "
+                    "needs a Gaussian observation site N(x; f(z), sigma^2). For another observation "
+                    "model pass distortion=d (a callable d(x, x_hat) of the site's mean) and "
+                    "beta_max= to get a rate-distortion curve instead")
+            new = dist.Normal(base.loc.expand(base.batch_shape),
+                              torch.as_tensor(self.sigma, dtype=base.loc.dtype,
+                                              device=base.loc.device))
+            return new.to_event(ndims) if ndims else new
+        try:
+            x_hat = base.mean
+        except NotImplementedError as err:
+            raise ValueError(f"observed site {name!r} ({type(base).__name__}) has no mean to "
+                             "compare x with; write the decoder output into a site that has one"
+                             ) from err
+        return _NegativeDistortion(x_hat.expand(shape), self.distortion, self.beta_max,
+                                   fn.batch_shape, fn.event_shape, name)
+
+    def num_values(self, x: Tensor, *args: Any, **kwargs: Any) -> int:
+        """Observed values per example (D): counted from one trace of the model on ``x`` (the
+        whole batch, so that per-example model arguments fit), divided by the number of examples."""
+        with pyro.poutine.block(), torch.no_grad(), pyro.validation_enabled(False), \
+                fork_rng_from(None, x.device):
+            tr = pyro.poutine.trace(self.model).get_trace(x, *args, **kwargs)
+        total = sum(int(s["value"].numel()) for s in tr.nodes.values()
+                    if s["type"] == "sample" and s["is_observed"] and not site_is_subsample(s))
+        return total // x.shape[0]
+
+
+def _positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def distortion_model(model: Callable[..., Any], *, sigma: float | None = None,
+                     distortion: DistortionFn | None = None,
+                     beta_max: float | None = None) -> DistortionModel:
+    r"""Wrap ``model`` so that its prior path at :math:`b \in [0, 1]` is the distortion path at :math:`\beta = b\,\beta_{\max}`.
+
+    Parameters
+    ----------
+    model : callable
+        A Pyro model (the model convention of the README).
+    sigma : float, optional
+        Gaussian mode: every observed site must be ``Normal`` (optionally ``.to_event``); its scale
+        becomes ``sigma``. Then :math:`\beta_{\max} = 1/(2\sigma^2)`, the distortion is the squared
+        error to the site's mean, and the path gives :math:`\log p_{\sigma'}(x)` for every
+        :math:`\sigma' \ge \sigma`. A non-Gaussian observed site raises ``ValueError`` naming it.
+    distortion : callable, optional
+        User mode: ``distortion(x, x_hat)`` with ``x_hat`` the observed site's mean (the decoder
+        output), returning one value per element or per example; with ``beta_max``.
+    beta_max : float, optional
+        The largest inverse temperature (user mode only).
+
+    Returns
+    -------
+    DistortionModel
+        Callable like ``model``; ``beta_max``, ``offset`` (constant per observed value) and
+        ``num_values(x)`` (D) describe the observation term :math:`-\beta_{\max} d + D \cdot
+        \mathrm{offset}`.
+
+    References
+    ----------
+    .. [1] S. Huang, A. Makhzani, Y. Cao, R. Grosse. Evaluating lossy compression rates of deep
+       generative models. ICML, 2020.
+    """
+    return DistortionModel(model, sigma=sigma, distortion=distortion, beta_max=beta_max)

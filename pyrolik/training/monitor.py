@@ -1,0 +1,236 @@
+r"""Evaluate log p(x) on fixed train and test subsets while a model trains (Wu et al. 2017, figure 3).
+
+Wu et al. track AIS (and the IWAE bound) on training and validation examples over the epochs of
+training and see a VAE's train-test gap open up while a GAN's does not. :class:`TrainingMonitor` is that
+measurement as a callback: call it once per epoch from any training loop (Pyro SVI or plain torch);
+every ``every`` epochs it evaluates the model *as it is now* with
+
+* ``"ais"``: :func:`pyrolik.ais` from the guide (AIS+encoder) when a guide is given, else from the
+  prior, a stochastic lower bound on :math:`\log p(x)`;
+* ``"iwae"``: :func:`pyrolik.iwae` with the guide as proposal, the IWAE bound :math:`\mathcal L_K`;
+
+on the same examples and with the same seed each time (common random numbers: differences between
+epochs are not blurred by fresh Monte Carlo noise). It is cheap by design (a few dozen examples, AIS+
+encoder at tens of steps) and measures its own cost: the seconds of each evaluation against the seconds
+the loop spent between two calls, stated as a fraction of an epoch.
+
+The monitor leaves training alone: the model is put in ``eval()`` mode for the evaluation (when it is a
+``torch.nn.Module``, or ``module=`` names one) and handed back in the mode it was in, the estimators draw
+from their own seeded generators (the global torch and Pyro random streams are not advanced), and no
+parameter gradient is accumulated.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from pyrolik._validate import check_count, validate_data
+from pyrolik.infer.annealing import ais
+from pyrolik.infer.importance import iwae
+from pyrolik.mcmc.hmc import HMC
+
+__all__ = ["TrainingMonitor"]
+
+METHODS = ("ais", "iwae")
+SUBSETS = ("train", "test")
+
+
+class TrainingMonitor:
+    r"""A callback that tracks log p(x) of fixed train and test examples every ``every`` epochs.
+
+    Parameters
+    ----------
+    model : callable
+        The Pyro model being trained (the README's model convention); evaluated with its current
+        parameters.
+    x_train, x_test : torch.Tensor, shape (n, *event_shape)
+        Fixed subsets (a few dozen examples each is the intended size).
+    guide : callable, optional
+        The encoder: the AIS start (AIS+encoder) and the IWAE proposal. Required for ``"iwae"``.
+    every : int
+        Evaluate at epochs ``0, every, 2 * every, ...`` (and whenever ``force=True``).
+    methods : sequence of {"ais", "iwae"}
+        What to evaluate.
+    num_steps, num_chains : int
+        AIS settings (tens of steps: AIS+encoder converges fast).
+    num_samples : int
+        IWAE samples per example.
+    kernel : pyrolik.HMC, optional
+        AIS transition kernel (default ``HMC()``).
+    model_args, model_kwargs : tuple, dict
+        Passed to the model and guide at every evaluation (shared by both subsets: no
+        per-example tensors).
+    module : torch.nn.Module, optional
+        Put in ``eval()`` mode while evaluating (default: ``model`` itself when it is a module).
+    seed : int
+        The seed of every evaluation (the same each time).
+
+    Examples
+    --------
+    >>> monitor = pyrolik.TrainingMonitor(vae, x_train[:50], x_test[:50], guide=vae.guide,
+    ...                                   every=10)                     # doctest: +SKIP
+    >>> for epoch in range(300):                                         # doctest: +SKIP
+    ...     loss = train_one_epoch()
+    ...     monitor(epoch, loss=loss)
+    >>> monitor.to_dataset(); monitor.plot()                             # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: Callable[..., Any],
+        x_train: Tensor,
+        x_test: Tensor,
+        *,
+        guide: Callable[..., Any] | None = None,
+        every: int = 1,
+        methods: Sequence[str] = ("ais",),
+        num_steps: int = 20,
+        num_chains: int = 4,
+        num_samples: int = 100,
+        kernel: HMC | None = None,
+        model_args: tuple = (),
+        model_kwargs: dict | None = None,
+        module: torch.nn.Module | None = None,
+        seed: int = 0,
+    ) -> None:
+        if not callable(model):
+            raise TypeError(f"model must be a callable Pyro model, got {type(model).__name__}")
+        self.subsets = {"train": validate_data(x_train), "test": validate_data(x_test)}
+        if x_train.shape[1:] != x_test.shape[1:] or x_train.dtype != x_test.dtype:
+            raise ValueError(f"x_train and x_test must have the same event shape and dtype, got "
+                             f"{tuple(x_train.shape[1:])} {x_train.dtype} and "
+                             f"{tuple(x_test.shape[1:])} {x_test.dtype}")
+        if isinstance(methods, str):
+            methods = (methods,)
+        methods = tuple(methods)
+        unknown = [m for m in methods if m not in METHODS]
+        if unknown or not methods:
+            raise ValueError(f"methods must be a non-empty subset of {METHODS}, got {methods}")
+        if "iwae" in methods and guide is None:
+            raise ValueError("the IWAE bound needs the guide (encoder): pass guide=")
+        if guide is not None and not callable(guide):
+            raise TypeError(f"guide must be a callable Pyro guide, got {type(guide).__name__}")
+        for name, value in (("every", every), ("num_steps", num_steps),
+                            ("num_chains", num_chains), ("num_samples", num_samples)):
+            check_count(name, value)
+        if module is None and isinstance(model, torch.nn.Module):
+            module = model
+        if module is not None and not isinstance(module, torch.nn.Module):
+            raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        if kernel is not None and not isinstance(kernel, HMC):
+            raise TypeError(f"kernel must be a pyrolik.HMC, got {type(kernel).__name__}")
+        self.model, self.guide, self.module = model, guide, module
+        self.every, self.methods, self.seed = every, methods, int(seed)
+        self.num_steps, self.num_chains, self.num_samples = num_steps, num_chains, num_samples
+        self.kernel = kernel
+        self.model_args, self.model_kwargs = tuple(model_args), dict(model_kwargs or {})
+        self.epochs: list[int] = []
+        self.estimates: dict[str, dict[str, list[Tensor]]] = {
+            m: {s: [] for s in SUBSETS} for m in methods}
+        self.mcse: dict[str, dict[str, list[Tensor]]] = {m: {s: [] for s in SUBSETS} for m in methods}
+        self.eval_seconds: list[float] = []
+        self.scalars: dict[str, list[float]] = {}
+        self._last_call: float | None = None
+        self._train_seconds = 0.0  # loop time since the last evaluation, evaluations excluded
+        self._calls_since = 0
+        self.train_seconds_per_epoch: list[float] = []  # per evaluation: mean over the epochs before
+
+    # -- the callback -------------------------------------------------------------------------------
+    def __call__(self, epoch: int, *, force: bool = False, **scalars: float) -> dict[str, Any] | None:
+        """Call once per epoch, after training on it. Evaluates when ``epoch % every == 0`` or
+        ``force``; keyword scalars (``loss=...``) are recorded beside the estimates of that epoch.
+        Returns the evaluation's means ``{"ais/train": ..., ...}`` or None when not due."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"epoch must be a non-negative int, got {epoch!r}")
+        now = time.perf_counter()
+        if self._last_call is not None:
+            self._train_seconds += now - self._last_call
+            self._calls_since += 1
+        self._last_call = now
+        if not (force or epoch % self.every == 0) or (self.epochs and self.epochs[-1] == epoch):
+            return None
+        row = self.evaluate(epoch, **scalars)
+        self._last_call = time.perf_counter()  # the evaluation is not training time
+        return row
+
+    def evaluate(self, epoch: int, **scalars: float) -> dict[str, Any]:
+        """Evaluate now and record the result under ``epoch``."""
+        start = time.perf_counter()
+        was_training = self.module.training if self.module is not None else None
+        if self.module is not None:
+            self.module.eval()
+        try:
+            row: dict[str, Any] = {}
+            # train and test in one call: one model trace, one pilot, one replay recording
+            both = torch.cat([self.subsets["train"], self.subsets["test"]])
+            n_train = self.subsets["train"].shape[0]
+            for method in self.methods:
+                ll, mcse = self._estimate(method, both)
+                for subset, part in (("train", slice(None, n_train)), ("test", slice(n_train, None))):
+                    self.estimates[method][subset].append(ll[part])
+                    self.mcse[method][subset].append(mcse[part])
+                    row[f"{method}/{subset}"] = float(ll[part].mean())
+        finally:
+            if self.module is not None:
+                self.module.train(was_training)
+        self.epochs.append(int(epoch))
+        self.eval_seconds.append(time.perf_counter() - start)
+        per_epoch = self._train_seconds / self._calls_since if self._calls_since else math.nan
+        self.train_seconds_per_epoch.append(per_epoch)
+        self._train_seconds, self._calls_since = 0.0, 0
+        for name in set(self.scalars) | set(scalars):
+            past = self.scalars.setdefault(name, [math.nan] * (len(self.epochs) - 1))
+            past.append(float(scalars.get(name, math.nan)))
+        return row
+
+    def _estimate(self, method: str, x: Tensor) -> tuple[Tensor, Tensor]:
+        common = {"model_args": self.model_args, "model_kwargs": self.model_kwargs,
+                  "seed": self.seed, "progress": False}
+        if method == "ais":
+            r = ais(self.model, x, num_steps=self.num_steps, num_chains=self.num_chains,
+                    kernel=self.kernel, init=self.guide, **common)
+        else:
+            r = iwae(self.model, self.guide, x, num_samples=self.num_samples, **common)
+        return r.log_likelihood.detach().cpu().double(), r.mcse.detach().cpu().double()
+
+    # -- what it measured ---------------------------------------------------------------------------
+    @property
+    def cost(self) -> dict[str, float]:
+        """Seconds per evaluation and per training epoch (medians), their ratio, and the overhead
+        per epoch when evaluating every ``every`` epochs (``ratio / every``)."""
+        ev = torch.tensor(self.eval_seconds, dtype=torch.float64)
+        tr = torch.tensor([t for t in self.train_seconds_per_epoch if math.isfinite(t)],
+                          dtype=torch.float64)
+        eval_s = float(ev.median()) if len(ev) else math.nan
+        epoch_s = float(tr.median()) if len(tr) else math.nan
+        ratio = eval_s / epoch_s if epoch_s > 0 else math.nan
+        return {"eval_seconds": eval_s, "epoch_seconds": epoch_s,
+                "epochs_per_evaluation": ratio, "overhead_per_epoch": ratio / self.every}
+
+    def describe_cost(self) -> str:
+        """The cost in words, e.g. for a notebook or a log."""
+        c = self.cost
+        return (f"one evaluation takes {c['eval_seconds']:.3g} s = {c['epochs_per_evaluation']:.3g} "
+                f"training epochs ({c['epoch_seconds']:.3g} s each); evaluating every {self.every} "
+                f"epochs adds {100 * c['overhead_per_epoch']:.3g}% to the training time")
+
+    def to_dataset(self):
+        """An :class:`xarray.Dataset` over ``epoch``: per method ``<method>`` and ``<method>_mcse``
+        ``(epoch, subset, example)`` and ``<method>_mean``, ``<method>_stderr`` ``(epoch, subset)``;
+        ``eval_seconds``, ``train_seconds_per_epoch`` and the recorded scalars ``(epoch,)``."""
+        from pyrolik.training.export import monitor_dataset
+
+        return monitor_dataset(self)
+
+    def plot(self, ax=None, start_epoch: int | None = None):
+        """Train (solid) and test (dashed) mean log-likelihood against epoch, with 2 standard errors
+        over the examples, per method: Wu et al.'s figure 3 (from ``start_epoch`` on)."""
+        from pyrolik.training.export import plot_monitor
+
+        return plot_monitor(self.to_dataset(), ax=ax, start_epoch=start_epoch)
