@@ -15,7 +15,7 @@ torch). BlackJAX (``pip install .[bench]``; skipped when absent) runs tempered S
 on the same examples and decoder weights, its log-weights kept per chain (``_blackjax_peer.py``);
 its wall time excludes compilation (printed apart).
 
-    PYTHONPATH=.:.shim python benchmarks/bench_bdmc.py --configs default,fixed,blackjax
+    PYTHONPATH=. python benchmarks/bench_bdmc.py --configs default,fixed,blackjax
 
 Configurations (``--configs``, comma-separated): ``default`` (``HMC()`` and the default schedule),
 ``fixed`` (``HMC(adapt=None, step_size=0.1, step_jitter=0)``, sigmoid: the fixed-step-size run the

@@ -16,7 +16,7 @@ its start). Then the BDMC gap split by ranges of :math:`\beta`: the forward chai
 :math:`r` lags behind the reverse chains' at the same :math:`\beta` (hysteresis), and
 :math:`\sum_t \Delta\beta_t (\bar r^{rev}_t - \bar r^{fwd}_{t-1})` is the gap of the mean log-weights.
 
-    PYTHONPATH=.:.shim python benchmarks/diagnose_pilot.py --examples 20
+    PYTHONPATH=. python benchmarks/diagnose_pilot.py --examples 20
 """
 
 from __future__ import annotations
