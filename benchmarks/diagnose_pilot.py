@@ -30,9 +30,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+import _ais_lab as lab  # noqa: E402
 import torch  # noqa: E402
 
-import _ais_lab as lab  # noqa: E402
 import pyrolik  # noqa: E402
 from benchmarks._mnist import load_avg  # noqa: E402
 from pyrolik.model.target import make_target  # noqa: E402
