@@ -173,7 +173,7 @@ def test_interrupted_starts_its_own_line(tmp_path, data, capsys, monkeypatch):
 
 def _options(parser):
     sub = parser._subparsers._group_actions[0].choices
-    for name in ("evaluate", "bdmc", "summary"):
+    for name in ("evaluate", "bdmc", "summary", "sigma-curve", "rate-distortion", "distortion-bdmc"):
         for action in sub[name]._actions:
             if action.option_strings and not isinstance(action, argparse._HelpAction):
                 yield name, action

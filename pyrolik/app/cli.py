@@ -15,6 +15,8 @@ import argparse
 import sys
 import warnings
 
+from pyrolik.app.options import add_data_options, add_kernel_options
+
 __all__ = ["main", "build_parser"]
 
 ESTIMATORS = ("ais", "iwae", "lw", "kde")
@@ -99,22 +101,7 @@ def _ais_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--schedule", choices=("auto", "adaptive", "sigmoid", "linear", "geometric"),
                    default="auto", help="annealing schedule (default auto: adaptive, built from the "
                    "pilot's variances, when the step sizes come from a pilot; else sigmoid)")
-    g.add_argument("--num-leapfrog", type=_positive, default=10, metavar="L",
-                   help="leapfrog steps per HMC move (default 10)")
-    g.add_argument("--step-size", type=float, default=0.1, metavar="EPS",
-                   help="HMC step size: the adaptation's start, or the fixed size with --adapt "
-                        "none (default 0.1)")
-    g.add_argument("--adapt", choices=("pilot", "online", "none"), default="pilot",
-                   help="step-size adaptation: a frozen pilot table (default, exact), online "
-                        "(slightly biased) or none")
-    g.add_argument("--target-accept", type=float, default=None, metavar="A",
-                   help="acceptance rate the step-size adaptation aims for (default 0.9 with the "
-                        "pilot, 0.65 online)")
-    g.add_argument("--step-jitter", type=float, default=0.5, metavar="J",
-                   help="each transition's step size is drawn from eps * U(1-J, 1+J) (default 0.5)")
-    g.add_argument("--mass-matrix", action="store_true",
-                   help="diagonal mass matrix per example and temperature from the pilot "
-                        "(default: identity)")
+    add_kernel_options(g, _positive)
     g.add_argument("--record-every", type=_positive, default=None, metavar="STEPS",
                    help="stride of the recorded diagnostics (default: about 100 records)")
     c = p.add_argument_group("checkpoint and resume (AIS and BDMC)")
@@ -143,17 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "result file per estimator; prints a summary.")
     _common(ev, "result file (.nc); with several estimators, PATH.<name>.nc for each "
                 "(run.nc -> run.ais.nc, run.iwae.nc, ...)")
-    d = ev.add_argument_group("data")
-    d.add_argument("--data", required=True, metavar="PATH",
-                   help="observations (N, *event_shape): .npy, .npz or .pt")
-    d.add_argument("--data-key", default=None, metavar="KEY",
-                   help="array to use in an .npz or a dict .pt (default: the only one, or 'x')")
-    d.add_argument("--limit", type=_positive, default=None, metavar="N",
-                   help="evaluate the first N examples only (default: all)")
-    d.add_argument("--dtype", choices=("auto", "float32", "float64"), default="auto",
-                   help="convert the data to this dtype (default auto: keep floating data, make "
-                        "integers/booleans float32; auto refuses floating data whose dtype "
-                        "differs from the model's parameters and names the --dtype to pass)")
+    d = add_data_options(ev, _positive)
     d.add_argument("--per-example", action="append", default=None, metavar="NAME=KEY",
                    help="a per-example model argument (labels, a mask, covariates): the array KEY "
                         "of the --data file (or NAME=PATH[:KEY]), passed as the model keyword NAME "

@@ -16,6 +16,7 @@ import torch
 
 from pyrolik.app.commands import _kernel, _load_model, _outputs, _setup, _teardown, _warn
 from pyrolik.app.loading import check_data_dtype, load_callable, load_data, parameter_dtype
+from pyrolik.app.options import add_data_options, add_kernel_options
 
 __all__ = ["add_parsers", "COMMANDS"]
 
@@ -29,29 +30,7 @@ def _curve_options(p: argparse.ArgumentParser, positive: Callable[[str], int]) -
     g.add_argument("--schedule", choices=("geometric", "sigmoid", "linear"), default="geometric",
                    help="base schedule in beta / beta_max (default geometric: equal steps in log "
                         "sigma; not auto/adaptive, which would move the grid points per batch)")
-    g.add_argument("--num-leapfrog", type=positive, default=10, metavar="L",
-                   help="leapfrog steps per HMC move")
-    g.add_argument("--step-size", type=float, default=0.1, metavar="EPS", help="initial HMC step size")
-    g.add_argument("--adapt", choices=("pilot", "online", "none"), default="pilot",
-                   help="step-size adaptation (default pilot: a frozen table, exact)")
-    g.add_argument("--target-accept", type=float, default=None, metavar="A",
-                   help="target acceptance rate (default 0.9 with the pilot, 0.65 online)")
-    g.add_argument("--step-jitter", type=float, default=0.5, metavar="J",
-                   help="each transition's step size is drawn from eps * U(1-J, 1+J) (default 0.5)")
-    g.add_argument("--mass-matrix", action="store_true",
-                   help="diagonal mass matrix per example and temperature from the pilot")
-
-
-def _data_options(p: argparse.ArgumentParser, positive: Callable[[str], int]) -> None:
-    d = p.add_argument_group("data")
-    d.add_argument("--data", required=True, metavar="PATH",
-                   help="observations (N, *event_shape): .npy, .npz or .pt")
-    d.add_argument("--data-key", default=None, metavar="KEY",
-                   help="array to use in an .npz or a dict .pt (default: the only one, or 'x')")
-    d.add_argument("--limit", type=positive, default=None, metavar="N",
-                   help="use the first N examples only")
-    d.add_argument("--dtype", choices=("auto", "float32", "float64"), default="auto",
-                   help="data dtype (auto: keep floating data; integers/booleans become float32)")
+    add_kernel_options(g, positive)
 
 
 def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable,
@@ -65,7 +44,7 @@ def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable
         "The model's observation sites must be Gaussian.")
     common(sc, "result file (.nc): the curve at every grid sigma and its AIS run (read back by "
                "pyrolik summary and pyrolik.load)")
-    _data_options(sc, positive)
+    add_data_options(sc, positive)
     sc.add_argument("--sigmas", type=floats, required=True, metavar="S1,S2,...",
                     help="the grid of observation standard deviations")
     sc.add_argument("--fixed-sigma", type=float, default=None, metavar="S",
@@ -80,7 +59,7 @@ def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable
         "on or above the model's rate-distortion curve in expectation).")
     common(rd, "result file (.nc): the curve at every grid beta and its AIS run (read back by "
                "pyrolik summary and pyrolik.load)")
-    _data_options(rd, positive)
+    add_data_options(rd, positive)
     rd.add_argument("--betas", type=floats, required=True, metavar="B1,B2,...",
                     help="inverse temperatures (the largest ends the run)")
     rd.add_argument("--distortion", metavar="SPEC", default=None,
