@@ -10,7 +10,6 @@ and their median. Run it in any checkout to compare versions side by side:
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -19,8 +18,7 @@ sys.path.insert(0, str(HERE))
 
 import torch  # noqa: E402
 from _common import decoder, encoder_guide, pyro_model  # noqa: E402
-
-import pyrolik  # noqa: E402
+from bench_ais import ais_per_step  # noqa: E402
 
 
 def main(label: str = "this checkout", pairs: int = 5) -> None:
@@ -29,12 +27,8 @@ def main(label: str = "this checkout", pairs: int = 5) -> None:
     model, guide = pyro_model(decoder()), encoder_guide()
     x = (torch.rand(100, 784, generator=g) < 0.13).float()
 
-    def per_step(init):
-        kernel = pyrolik.HMC(num_leapfrog=10, step_size=0.05, adapt=None)
-        t0 = time.perf_counter()
-        pyrolik.ais(model, x, num_steps=20, num_chains=10, kernel=kernel, init=init, seed=0,
-                    progress=False)
-        return (time.perf_counter() - t0) / 20
+    def per_step(init):  # bench_ais's timing: fixed step 0.05, L = 10
+        return ais_per_step(model, x, 20, 10, 10, init=init)
 
     per_step(guide), per_step(None)  # warm-up: recordings, imports
     ratios = []
