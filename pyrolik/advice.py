@@ -5,7 +5,7 @@ it), with where it comes from:
 
 - :data:`KHAT_WARN`: Pareto :math:`\hat k` above 0.7, a few importance weights dominate and the
   estimate is unreliable whatever the number of weights (Vehtari et al. 2024, "Pareto smoothed
-  importance sampling"); below it, :func:`pyrolik.diagnostics.stats.khat_threshold` lowers the bar
+  importance sampling"); below it, :func:`pyrolik.ops.stats.khat_threshold` lowers the bar
   to :math:`\min(1 - 1/\log_{10} K, 0.7)` for K weights.
 - :data:`MIN_WEIGHTS`: PSIS fits a tail of :math:`\min(K/5, 3\sqrt K)` weights and needs at least 5,
   so with fewer than 25 weights per example there is no :math:`\hat k`, and the MCSE cannot be

@@ -3,7 +3,7 @@
 Fields every result has (the public API): ``log_likelihood`` (N,), ``log_weights`` (K, N) where
 kept, ``bound`` (``"lower"``, ``"upper"`` or ``None``), ``mean`` and ``stderr`` (over examples), ``summary()``,
 ``to_datatree()`` and ``to_inference_data()``. Per-example diagnostics: ``ess``, ``mcse`` (the
-jackknife standard error of ``log_likelihood``, see :func:`pyrolik.diagnostics.stats.mcse_log_mean_exp`)
+jackknife standard error of ``log_likelihood``, see :func:`pyrolik.ops.stats.mcse_log_mean_exp`)
 and Pareto ``khat``.
 """
 
@@ -34,7 +34,7 @@ MIN_WEIGHTS_FOR_MCSE = MIN_WEIGHTS  # thresholds: pyrolik.advice
 
 
 def _khat_threshold(num_samples: int) -> float:
-    from pyrolik.diagnostics.stats import khat_threshold
+    from pyrolik.ops.stats import khat_threshold
 
     return khat_threshold(num_samples)
 
@@ -132,7 +132,7 @@ class EstimateResult(_Exports):
         """``(N,)`` bool: examples whose MCSE cannot be trusted.
 
         Either there are fewer than 25 weights per example (too few for Pareto k-hat to check the
-        tail the MCSE depends on), or k-hat is above :func:`~pyrolik.diagnostics.stats.khat_threshold`
+        tail the MCSE depends on), or k-hat is above :func:`~pyrolik.ops.stats.khat_threshold`
         for this many weights (Vehtari et al. 2024). A NaN k-hat with 25+ weights (a flat tail, e.g.
         equal weights) is not flagged.
         """

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import pyrolik
-from pyrolik.io import checkpoint as ckpt_mod
-from pyrolik.io.checkpoint import Checkpoint, remove_checkpoint
+from pyrolik.execution import checkpoint as ckpt_mod
+from pyrolik.execution.checkpoint import Checkpoint, remove_checkpoint
 from tests import scale_models as sm
 
 ROOT = Path(__file__).resolve().parents[1]

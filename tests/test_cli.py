@@ -12,7 +12,7 @@ import torch
 
 import pyrolik
 from pyrolik.app import cli
-from pyrolik.io.checkpoint import Checkpoint
+from pyrolik.execution.checkpoint import Checkpoint
 from tests import scale_models as sm
 
 MODEL = "tests.scale_models:model"

@@ -10,7 +10,6 @@ import torch
 from pyrolik_models import LinearGaussian, build
 
 import pyrolik
-from pyrolik.diagnostics.stats import effective_sample_size
 from pyrolik.distortion import (
     OPTIMAL_SIGMA_WARNING,
     DistortionCurve,
@@ -20,6 +19,7 @@ from pyrolik.distortion import (
     squared_error,
 )
 from pyrolik.distortion.schedule import merge_grid
+from pyrolik.ops.stats import effective_sample_size
 from tests.conftest import SEED
 
 matplotlib.use("Agg")
@@ -235,7 +235,7 @@ def test_export_round_trip_and_plots(curve, tmp_path):
 
     with xr.open_datatree(path) as back:
         back.load()
-        again = pyrolik.export.from_datatree(back)
+        again = pyrolik.io.export.from_datatree(back)
     assert torch.equal(again.log_weights, curve.log_weights)
     torch.testing.assert_close(again.log_likelihood, curve.log_likelihood)
     assert again.ais is not None and torch.equal(again.ais.log_weights, curve.ais.log_weights)

@@ -14,7 +14,7 @@ import xarray as xr
 from numpy.testing import assert_array_equal
 
 import pyrolik
-from pyrolik import export
+from pyrolik.io import export
 from pyrolik.io.datatree import example_dim
 from pyrolik.results import AISResult, BDMCResult
 from tests.export_cases import ESTIMATORS, build

@@ -17,7 +17,7 @@ from numpy.testing import assert_allclose  # noqa: E402
 import pyrolik  # noqa: E402
 from pyrolik.diagnostics import checks as diagnostics
 from pyrolik.diagnostics import plots  # noqa: E402
-from pyrolik.diagnostics.stats import log_mean_exp  # noqa: E402
+from pyrolik.ops.stats import log_mean_exp  # noqa: E402
 from tests.export_cases import ESTIMATORS, build  # noqa: E402
 
 

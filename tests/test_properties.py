@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pyrolik
-from pyrolik.diagnostics.stats import RunningLogWeights, effective_sample_size, log_mean_exp
 from pyrolik.mcmc import schedules
 from pyrolik.model.target import make_target
+from pyrolik.ops.stats import RunningLogWeights, effective_sample_size, log_mean_exp
 from tests import scale_models as sm
 
 FAST = settings(max_examples=10, deadline=None,

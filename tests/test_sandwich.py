@@ -110,7 +110,7 @@ def test_convergence_table_and_plot(lg, tmp_path):
     matplotlib.use("Agg")
     table = pyrolik.bdmc_convergence(lg, [2, 20], 6, data_shape=(5,), num_chains=3, progress=False)
     assert list(table["num_steps"]) == [2, 20] and (table["upper"] >= table["lower"] - 0.5).all()
-    ax = pyrolik.plot_bdmc_convergence(table)
+    ax = pyrolik.diagnostics.plots.plot_bdmc_convergence(table)
     ax.figure.savefig(tmp_path / "conv.png")
     assert (tmp_path / "conv.png").stat().st_size > 1000
 
@@ -123,7 +123,7 @@ def test_posterior_samples_and_decodings(lg, tmp_path):
     r = pyrolik.ais(lg, x, num_steps=10, num_chains=5, seed=0, progress=False)
     s = pyrolik.posterior_samples(r, 7, examples=[0, 2])
     assert s["z"].shape == (7, 2, 2)
-    fig = pyrolik.plot_posterior_decodings(
+    fig = pyrolik.diagnostics.plots.plot_posterior_decodings(
         r, lambda lat: lat["z"] @ lg.W.T + lg.b, examples=[0, 1], num_samples=3,
         image_shape=(1, 5))
     fig.savefig(tmp_path / "post.png")

@@ -13,7 +13,7 @@ import torch
 import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
 from models.oracles.quadrature import BetaLatent
-from pyrolik.diagnostics.stats import (
+from pyrolik.ops.stats import (
     RunningLogWeights,
     effective_sample_size,
     khat_threshold,
@@ -84,7 +84,7 @@ def test_streaming_jackknife_equals_the_exact_one(k, scale):
     torch.testing.assert_close(running.mcse, exact, rtol=1e-3, atol=1e-6)
     if k <= RunningLogWeights.EXACT_TOP:
         torch.testing.assert_close(running.mcse, exact, rtol=1e-10, atol=0)
-    torch.testing.assert_close(running.khat(), pyrolik.diagnostics.stats.pareto_khat(lw),
+    torch.testing.assert_close(running.khat(), pyrolik.ops.stats.pareto_khat(lw),
                                equal_nan=True)
 
 

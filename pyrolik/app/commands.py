@@ -21,9 +21,10 @@ from pyrolik.app.loading import (
     parameter_dtype,
     prepare_modules,
 )
+from pyrolik.exceptions import PyrolikWarning
+from pyrolik.execution.checkpoint import remove_checkpoint
 from pyrolik.execution.distributed import Shard, init_from_env
 from pyrolik.execution.threads import set_threads
-from pyrolik.io.checkpoint import remove_checkpoint
 from pyrolik.io.netcdf import load, save
 from pyrolik.mcmc.hmc import HMC
 
@@ -55,7 +56,7 @@ def _load_model(args, device: torch.device, shard: Shard) -> tuple[Any, Any, dic
         warnings.warn(f"{getattr(module, '__file__', None) or module.__name__} defines load(path) "
                       "but --weights was not given: the model runs with the parameters it has "
                       "after import (untrained ones, if load() is what fills them in); pass "
-                      "--weights PATH to load the trained parameters", UserWarning, stacklevel=2)
+                      "--weights PATH to load the trained parameters", PyrolikWarning, stacklevel=2)
     prepare_modules(model, module, device)
     kwargs: Any = {}
     if args.model_kwargs:
@@ -103,7 +104,7 @@ def _batch_size(batch_size: int | None, n: int, shard: Shard) -> int | None:
     if shard.is_main:
         warnings.warn(f"--batch-size not given: using {size} (examples / processes) so that every "
                       "process gets a batch; pass --batch-size to reproduce this run elsewhere",
-                      UserWarning, stacklevel=2)
+                      PyrolikWarning, stacklevel=2)
     return size
 
 
@@ -120,7 +121,7 @@ def _finish_checkpoint(args, shard: Shard) -> None:
     if not args.checkpoint or args.keep_checkpoint:
         return
     _barrier(shard)
-    from pyrolik.io.checkpoint import checkpoint_path
+    from pyrolik.execution.checkpoint import checkpoint_path
 
     remove_checkpoint(checkpoint_path(args.checkpoint, tuple(shard)))
 

@@ -202,10 +202,10 @@ def run(
             label = f"{name} {_SHORT.get(row['estimator'], row['estimator'])}"
             notes += [(label, w) for w in result.warnings()]
             if stage == "ais" and kind == "vae":
-                figs["bdmc_vae.png"] = pyrolik.plots.plot_bdmc(sandwich).figure
-                figs["diagnostics_vae_ais.png"] = pyrolik.plots.plot_diagnostics(ais)
+                figs["bdmc_vae.png"] = pyrolik.diagnostics.plots.plot_bdmc(sandwich).figure
+                figs["diagnostics_vae_ais.png"] = pyrolik.diagnostics.plots.plot_diagnostics(ais)
             if stage == "ais" and kind == "gan":
-                figs["posterior_gan.png"] = pyrolik.plot_posterior_decodings(
+                figs["posterior_gan.png"] = pyrolik.diagnostics.plots.plot_posterior_decodings(
                     ais, lambda lat, m=model: m.decode(lat["z"]),
                     examples=range(min(4, s["num_examples"])), num_samples=8, image_shape=(8, 8))
     finally:

@@ -1,8 +1,8 @@
 """Diagnostics: importance statistics, checks in plain words, plots, comparison, scores and units.
 
 ``pyrolik.diagnostics.check(result)`` and the per-example / per-temperature tables live in
-:mod:`pyrolik.diagnostics.checks`; the other modules are reached as ``pyrolik.plots``,
-``pyrolik.units``, ``pyrolik.scoring`` and ``pyrolik.compare``.
+:mod:`pyrolik.diagnostics.checks`; the other modules are reached as ``pyrolik.diagnostics.plots``,
+``pyrolik.diagnostics.units``, ``pyrolik.diagnostics.scoring`` and ``pyrolik.compare``.
 """
 
 from __future__ import annotations
@@ -18,5 +18,7 @@ from pyrolik.diagnostics.checks import (
     warn,
 )
 
-__all__ = ["ACCEPTANCE_COLLAPSE", "PyrolikWarning", "bdmc_gap", "check", "per_example",
+from pyrolik.diagnostics import comparison, plots, scoring, units  # isort: skip
+
+__all__ = ["comparison", "plots", "scoring", "units", "ACCEPTANCE_COLLAPSE", "PyrolikWarning", "bdmc_gap", "check", "per_example",
            "running_log_normalizer", "temperature_trace", "warn"]

@@ -1,6 +1,6 @@
 r"""Diagnostics of an estimate, per example and per temperature, and warnings in plain words.
 
-Importance diagnostics (per example, from :mod:`pyrolik.diagnostics.stats`): Kish's effective sample size
+Importance diagnostics (per example, from :mod:`pyrolik.ops.stats`): Kish's effective sample size
 :math:`(\sum_k w_k)^2 / \sum_k w_k^2`, the jackknife MCSE of :math:`\log \hat Z` (the delta method
 :math:`\sqrt{1/\mathrm{ESS} - 1/K}` when the weights are many and tame), and the Pareto :math:`\hat k` of ArviZ's PSIS (Vehtari et al.
 2024): above 0.7 a few weights dominate and the estimate is unreliable. AIS diagnostics per recorded
@@ -19,15 +19,12 @@ import pandas as pd
 import torch
 
 from pyrolik.advice import ACCEPTANCE_COLLAPSE, NEGATIVE_GAP_SE, acceptance_fix
-from pyrolik.diagnostics.stats import log_mean_exp
+from pyrolik.exceptions import DiagnosticWarning, PyrolikWarning
+from pyrolik.ops.stats import log_mean_exp
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
 __all__ = ["PyrolikWarning", "ACCEPTANCE_COLLAPSE", "per_example", "temperature_trace",
            "running_log_normalizer", "bdmc_gap", "check", "warn"]
-
-
-class PyrolikWarning(UserWarning):
-    """A diagnostic says an estimate should not be trusted as it stands."""
 
 
 def _check_result(result) -> None:
@@ -157,8 +154,8 @@ def check(result: EstimateResult | BDMCResult) -> list[str]:
 
 
 def warn(result: EstimateResult | BDMCResult, stacklevel: int = 2) -> list[str]:
-    """Issue each message of :func:`check` once as a :class:`PyrolikWarning`; return them."""
+    """Issue each message of :func:`check` once as a :class:`~pyrolik.exceptions.DiagnosticWarning`; return them."""
     messages = check(result)
     for message in messages:
-        warnings.warn(message, PyrolikWarning, stacklevel=stacklevel)
+        warnings.warn(message, DiagnosticWarning, stacklevel=stacklevel)
     return messages

@@ -13,7 +13,7 @@ Diagnostics come from :mod:`pyrolik.diagnostics.checks`; what the panels mean:
   is the trap of a stale density cache, ``PEERS.md``), and the running estimate of
   :math:`\log Z_\beta`;
 - BDMC: per example the lower and upper bounds with the gap between them (Grosse et al. 2015); the
-  bounds against the number of steps are :func:`pyrolik.plot_bdmc_convergence`.
+  bounds against the number of steps are :func:`pyrolik.diagnostics.plots.plot_bdmc_convergence`.
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ import numpy as np
 from pyrolik.advice import KHAT_WARN
 from pyrolik.advice import MIN_WEIGHTS as KHAT_MIN_WEIGHTS
 from pyrolik.diagnostics.checks import temperature_trace
-from pyrolik.diagnostics.stats import log_mean_exp
+from pyrolik.infer.convergence import plot_bdmc_convergence
+from pyrolik.infer.posterior import plot_posterior_decodings
+from pyrolik.ops.stats import log_mean_exp
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
 __all__ = ["plot_log_weights", "plot_ess", "plot_khat", "plot_annealing", "plot_bdmc",
-           "plot_bandwidth", "plot_diagnostics"]
+           "plot_bandwidth", "plot_diagnostics", "plot_bdmc_convergence", "plot_posterior_decodings"]
 
 FORWARD, REVERSE = "C0", "C3"
 
@@ -229,7 +231,7 @@ def plot_bdmc(result: BDMCResult, *, ax=None):
     bound, examples sorted by gap (tick labels are the example indices).
 
     For the bounds against the number of annealing steps over several runs, use
-    :func:`pyrolik.bdmc_convergence` and :func:`pyrolik.plot_bdmc_convergence`.
+    :func:`pyrolik.bdmc_convergence` and :func:`pyrolik.diagnostics.plots.plot_bdmc_convergence`.
     """
     if not isinstance(result, BDMCResult):
         raise TypeError(f"plot_bdmc needs a BDMCResult, got {type(result).__name__}")

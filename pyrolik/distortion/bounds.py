@@ -76,7 +76,7 @@ class DistortionBDMC:
     seed: int | None = None
     wall_time: float = float("nan")
 
-    exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.export.to_datatree call ours
+    exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.io.export.to_datatree call ours
 
     @property
     def sigmas(self) -> Tensor | None:

@@ -40,8 +40,8 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from pyrolik.diagnostics.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
 from pyrolik.distortion.schedule import log_normal_constant, sigma_of
+from pyrolik.ops.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
 from pyrolik.results_format import Summary
 
 __all__ = ["DistortionCurve", "SigmaChoice", "OptimalSigma", "OPTIMAL_SIGMA_WARNING"]
@@ -125,7 +125,7 @@ class DistortionCurve:
     settings: dict[str, Any] = field(default_factory=dict)
     wall_time: float = float("nan")
 
-    exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.export.to_datatree call ours
+    exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.io.export.to_datatree call ours
     optimal_sigma_warning: ClassVar[str] = OPTIMAL_SIGMA_WARNING
 
     # -- per example ----------------------------------------------------------------------------

@@ -16,10 +16,10 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
-from pyrolik.diagnostics.stats import RunningLogWeights
 from pyrolik.execution.batches import progress_bar
 from pyrolik.infer.chains import Latents, as_chain, sample_chain
 from pyrolik.model import sampling as _pyro
+from pyrolik.ops.stats import RunningLogWeights
 from pyrolik.results import EstimateResult
 
 __all__ = ["csl", "biased_csl"]

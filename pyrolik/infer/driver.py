@@ -30,22 +30,22 @@ from pyrolik._validate import (
     check_optional_count,
     validate_data,
 )
-from pyrolik.diagnostics.stats import (
+from pyrolik.execution.batches import Batch, progress_bar
+from pyrolik.execution.checkpoint import Checkpoint, checkpoint_path, fingerprint
+from pyrolik.execution.distributed import Shard
+from pyrolik.execution.runner import run_batches
+from pyrolik.infer import engine
+from pyrolik.infer.latents import latents_to_flat
+from pyrolik.mcmc import schedules
+from pyrolik.mcmc.hmc import HMC
+from pyrolik.mcmc.step_sizes import StepSizes, rows_of
+from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
+from pyrolik.ops.stats import (
     effective_sample_size,
     log_mean_exp,
     mcse_log_mean_exp,
     pareto_khat,
 )
-from pyrolik.execution.batches import Batch, progress_bar
-from pyrolik.execution.distributed import Shard
-from pyrolik.execution.runner import run_batches
-from pyrolik.infer import engine
-from pyrolik.infer.latents import latents_to_flat
-from pyrolik.io.checkpoint import Checkpoint, checkpoint_path, fingerprint
-from pyrolik.mcmc import schedules
-from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.step_sizes import StepSizes, rows_of
-from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
 from pyrolik.results import AISResult
 
 __all__ = ["Leg", "Run", "LegOutput", "anneal", "finish", "settings_of", "open_checkpoint", "prepare"]

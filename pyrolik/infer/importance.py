@@ -22,12 +22,12 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
-from pyrolik.diagnostics.stats import RunningLogWeights
 from pyrolik.execution.batches import progress_bar
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
 from pyrolik.execution.runner import run_batches
 from pyrolik.model.target import Target, make_target, prepare_inputs
+from pyrolik.ops.stats import RunningLogWeights
 from pyrolik.results import EstimateResult
 
 __all__ = ["likelihood_weighting", "iwae"]

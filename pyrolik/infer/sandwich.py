@@ -28,6 +28,7 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count
+from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
 from pyrolik.infer.driver import (
@@ -105,7 +106,7 @@ def _check_posterior_start(target: Target, starts: list[Tensor], finals: list[Te
             f"for {bad} examples the given latents explain x far worse than forward AIS's final "
             "states do: they do not look like exact posterior samples, and the reverse estimate is "
             "then NOT an upper bound. Pass (x, latents) simulated from the model (pyrolik.simulate).",
-            stacklevel=7,
+            PyrolikWarning, stacklevel=7,
         )
 
 

@@ -1,4 +1,4 @@
-"""Export results to xarray / ArviZ and result files: the public ``pyrolik.export`` module.
+"""Export results to xarray / ArviZ and result files: the public ``pyrolik.io.export`` module.
 
 Two modules do the work, and neither imports its caller: :mod:`pyrolik.io.datatree` turns a result
 into an ``xarray.DataTree`` or ``arviz.InferenceData`` (it does not import :mod:`pyrolik.results`,

@@ -11,9 +11,7 @@ evaluated as the model's unscaled, unsubsampled density, or refused. Every failu
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyro
 import torch
@@ -41,10 +39,10 @@ from pyrolik.model.supports import (
     circular_sites,
     to_unconstrained,
 )
+from pyrolik.ops.types import ModelFn
 
 __all__ = ["Tracer", "discover", "check_guide_sites", "sample_sites", "trace_or_explain"]
 
-ModelFn = Callable[..., Any]
 
 
 @dataclass

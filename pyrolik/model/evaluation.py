@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pyro
 import torch
@@ -29,10 +29,10 @@ from pyrolik.model.autoguides import FittedGaussian
 from pyrolik.model.layout import Layout
 from pyrolik.model.messenger import SiteDensities
 from pyrolik.model.modules import eval_mode
+from pyrolik.ops.types import ModelFn
 
 __all__ = ["Draw", "GuideDensity", "Program", "ValueAndGrad"]
 
-ModelFn = Callable[..., Any]
 GuideDensity = Callable[[Tensor], "tuple[Tensor, Tensor | None]"]  # u -> (log q per row, score)
 
 

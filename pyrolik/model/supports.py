@@ -35,10 +35,11 @@ from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDi
 from torch import Tensor
 from torch.distributions import Independent, biject_to
 
+from pyrolik.ops.types import ModelFn
+
 __all__ = ["check_circular_guide", "check_fixed_supports", "check_guide_supports", "circular_sites",
            "refuse_annealing", "to_unconstrained"]
 
-ModelFn = Callable[..., Any]
 _CIRCULAR = (dist.VonMises, dist.SineBivariateVonMises, dist.SineSkewed)
 
 

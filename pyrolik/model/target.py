@@ -17,7 +17,6 @@ encoder path and, from the third call on, replay of the recorded tensor operatio
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,11 +36,11 @@ from pyrolik.model.modules import check_program
 from pyrolik.model.replay import Replayed, replay_default
 from pyrolik.model.rows import check_rows_independent
 from pyrolik.model.supports import refuse_annealing
+from pyrolik.ops.types import ModelFn
 
 __all__ = ["AnnealingPath", "Draw", "Inputs", "SiteLayout", "Target", "ValueAndGrad", "make_target",
            "prepare_inputs"]
 
-ModelFn = Callable[..., Any]
 PATHS = ("prior", "guide")  # the initial distributions f_0 of an annealing path
 
 

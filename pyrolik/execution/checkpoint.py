@@ -34,6 +34,7 @@ from torch import nn
 
 from pyrolik._random import fork_rng_from
 from pyrolik._validate import check_count
+from pyrolik.exceptions import PyrolikWarning
 from pyrolik.model.arguments import mark_arguments, slice_arguments, unwrap
 
 __all__ = ["Checkpoint", "fingerprint", "hash_tensors", "qualified_name", "remove_checkpoint",
@@ -260,7 +261,7 @@ class Checkpoint:
             warnings.warn(f"checkpoint {self.path} was written with {state['fingerprint']['versions']}"
                           f", this run uses {self.fingerprint['versions']}: the resumed result is "
                           "valid but may not be bit-identical to an uninterrupted run",
-                          UserWarning, stacklevel=4)
+                          PyrolikWarning, stacklevel=4)
         self.done = dict(state["done"])
         self.partial = state["partial"]
 
