@@ -21,7 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 TESTED_ELSEWHERE = {"curves.md"}
-PAGES = sorted(p.name for p in DOCS.glob("*.md") if p.name not in TESTED_ELSEWHERE)
+INDEX = "index.md"  # the API reference's landing page (docs/conf.py): a table of contents
+PAGES = sorted(p.name for p in DOCS.glob("*.md") if p.name not in TESTED_ELSEWHERE | {INDEX})
 FILE_BLOCK = re.compile(r"#\s*(\w+\.py)\b")
 
 
@@ -120,3 +121,10 @@ def test_nothing_shipped_cites_api_md():
                ROOT / "README.md"]
     citing = [str(p.relative_to(ROOT)) for p in shipped if "API.md" in p.read_text()]
     assert citing == []
+
+
+def test_the_reference_lists_every_guide():
+    """Every markdown guide is in the Sphinx reference's table of contents (docs/index.md)."""
+    index = (DOCS / INDEX).read_text()
+    listed = set(re.findall(r"^(\w+)$", index, flags=re.M))
+    assert {p.stem for p in DOCS.glob("*.md")} - {Path(INDEX).stem} <= listed

@@ -15,8 +15,8 @@ from numpy.testing import assert_array_equal
 
 import pyrolik
 from pyrolik.io import export
-from pyrolik.io.datatree import example_dim
 from pyrolik.results import AISResult, BDMCResult
+from pyrolik.results.datatree import example_dim
 from tests.export_cases import ESTIMATORS, build
 
 
@@ -455,7 +455,7 @@ def test_the_export_does_not_import_the_results_module():
     import ast
     from pathlib import Path
 
-    import pyrolik.io.datatree as datatree
+    import pyrolik.results.datatree as datatree
 
     tree = ast.parse(Path(datatree.__file__).read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}

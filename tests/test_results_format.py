@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import pyrolik
-from pyrolik.results_format import Summary, format_value, render
+from pyrolik.results.table import Summary, format_value, render
 from tests import scale_models as sm
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -52,7 +52,7 @@ from pyrolik.infer.sandwich import bdmc
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.distortion import DistortionFn, distortion_model
 from pyrolik.model.target import make_target
-from pyrolik.results_format import Summary
+from pyrolik.results.table import Summary
 
 __all__ = ["distortion_bdmc", "DistortionBDMC"]
 

@@ -42,7 +42,7 @@ from torch import Tensor
 
 from pyrolik.distortion.schedule import log_normal_constant, sigma_of
 from pyrolik.ops.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
-from pyrolik.results_format import Summary
+from pyrolik.results.table import Summary
 
 __all__ = ["DistortionCurve", "SigmaChoice", "OptimalSigma", "OPTIMAL_SIGMA_WARNING"]
 

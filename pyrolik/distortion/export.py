@@ -32,8 +32,8 @@ import numpy as np
 import torch
 import xarray as xr
 
-from pyrolik.io.datatree import _versions, to_datatree
 from pyrolik.io.netcdf import from_datatree
+from pyrolik.results.datatree import _versions, to_datatree
 
 __all__ = ["curve_to_datatree", "curve_fields", "bdmc_to_datatree", "bdmc_fields"]
 

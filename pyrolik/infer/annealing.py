@@ -72,7 +72,7 @@ def ais(
     ----------
     model : callable
         Pyro model ``model(x, *model_args, **model_kwargs)`` (the model convention of the README).
-    x : torch.Tensor, shape (N, *event_shape)
+    x : torch.Tensor, shape ``(N, *event_shape)``
         Observations; the model's data plate runs over dim 0.
     num_steps : int
         Annealing steps T (transitions); ``None`` when ``schedule`` is a tensor.

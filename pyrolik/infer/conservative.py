@@ -102,7 +102,7 @@ def csl(
         One of: ``log_obs_fn(x, h) -> (S, N)``, the matrix :math:`\log P(x_n \mid h_s)`;
         an object with such a ``log_obs`` method (e.g. ``models.oracles.rbm.RBM``); or a Pyro model
         following the API convention, recognised by ``latents`` being ``{site: tensor}`` dicts.
-    x : Tensor, shape (N, *event_shape)
+    x : Tensor, shape ``(N, *event_shape)``
         Test examples.
     latents : Tensor, dict of Tensors, or an iterable of either (chunks)
         Samples of shape ``(S, *latent_shape)`` shared by all examples, or with
@@ -221,7 +221,7 @@ def biased_csl(
     ----------
     log_obs_fn_or_model : callable or object
         As in :func:`csl`; a function receives per-example latents ``(S, N, *latent_shape)``.
-    x : Tensor, shape (N, *event_shape)
+    x : Tensor, shape ``(N, *event_shape)``
         Test examples; every chain starts at one of them.
     chain : AlternatingChain or RBM-like
         :func:`pyrolik.infer.chains.block_gibbs` (an RBM object is accepted directly) or

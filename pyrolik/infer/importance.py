@@ -62,7 +62,7 @@ def likelihood_weighting(
     model : callable
         A Pyro model ``model(x, *model_args, **model_kwargs)`` following the model convention of
         the README (first argument ``x``, a plate over its dim 0, an observed site).
-    x : torch.Tensor, shape (N, *event_shape)
+    x : torch.Tensor, shape ``(N, *event_shape)``
         Observations; the model's data plate runs over dim 0.
     num_samples : int
         Prior draws per example (K).

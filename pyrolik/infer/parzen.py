@@ -64,9 +64,9 @@ def kde(
 
     Parameters
     ----------
-    samples : torch.Tensor, shape (S, *event_shape)
+    samples : torch.Tensor, shape ``(S, *event_shape)``
         Draws from the model (e.g. ``pyrolik.simulate(...)[0]``; Wu et al. use S = 10,000).
-    x : torch.Tensor, shape (N, *event_shape)
+    x : torch.Tensor, shape ``(N, *event_shape)``
         Examples to evaluate.
     bandwidth : float or sequence of floats
         The kernel's standard deviation h, or a grid of candidates.

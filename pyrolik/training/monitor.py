@@ -49,7 +49,7 @@ class TrainingMonitor:
     model : callable
         The Pyro model being trained (the README's model convention); evaluated with its current
         parameters.
-    x_train, x_test : torch.Tensor, shape (n, *event_shape)
+    x_train, x_test : torch.Tensor, shape ``(n, *event_shape)``
         Fixed subsets (a few dozen examples each is the intended size).
     guide : callable, optional
         The encoder: the AIS start (AIS+encoder) and the IWAE proposal. Required for ``"iwae"``.

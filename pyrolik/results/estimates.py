@@ -24,19 +24,15 @@ from pyrolik.advice import (
     MIN_WEIGHTS,
     acceptance_fix,
 )
-from pyrolik.results_format import Summary
+from pyrolik.ops.stats import khat_threshold
+from pyrolik.results.datatree import to_datatree, to_inference_data
+from pyrolik.results.table import Summary
 
 __all__ = ["EstimateResult", "AISResult", "BDMCResult", "KHAT_WARN", "MIN_WEIGHTS_FOR_MCSE",
            "bits_per_dim"]
 
 # fewer weights per example than this: k-hat cannot check their tail, so the MCSE is a rough guide
 MIN_WEIGHTS_FOR_MCSE = MIN_WEIGHTS  # thresholds: pyrolik.advice
-
-
-def _khat_threshold(num_samples: int) -> float:
-    from pyrolik.ops.stats import khat_threshold
-
-    return khat_threshold(num_samples)
 
 
 def _mean(values: Tensor, failed: Tensor) -> float:
@@ -55,19 +51,15 @@ def bits_per_dim(log_likelihood: Tensor | float, num_dims: int) -> Tensor | floa
 
 
 class _Exports:
-    """Export methods shared by every result (the work is in :mod:`pyrolik.io.datatree`, which
+    """Export methods shared by every result (the work is in :mod:`pyrolik.results.datatree`, which
     reads results by their attributes and does not import this module)."""
 
     def to_datatree(self):
-        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.io.datatree`)."""
-        from pyrolik.io.datatree import to_datatree
-
+        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.results.datatree`)."""
         return to_datatree(self)
 
     def to_inference_data(self):
-        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.io.datatree`)."""
-        from pyrolik.io.datatree import to_inference_data
-
+        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.results.datatree`)."""
         return to_inference_data(self)
 
 
@@ -141,7 +133,7 @@ class EstimateResult(_Exports):
         k = self.num_weights
         if k is None or k < MIN_WEIGHTS_FOR_MCSE or self.khat is None:
             return torch.ones_like(self.mcse, dtype=torch.bool)
-        return self.khat > _khat_threshold(k)
+        return self.khat > khat_threshold(k)
 
     def warnings(self) -> list[str]:
         """Plain-words warnings about this estimate (empty when nothing looks wrong)."""
@@ -185,7 +177,7 @@ class EstimateResult(_Exports):
                     f"dominate (Pareto k-hat needs {MIN_WEIGHTS_FOR_MCSE} or more), so read it as a "
                     f"rough guide, not an error bar; use {MIN_WEIGHTS_FOR_MCSE}+ {unit} for an MCSE "
                     "you can check"]
-        threshold = _khat_threshold(k)
+        threshold = khat_threshold(k)
         if self.khat is None or threshold >= KHAT_WARN:
             return []
         bad = int(((self.khat > threshold) & (self.khat <= KHAT_WARN) & ~self.failed).sum())
@@ -237,7 +229,7 @@ class EstimateResult(_Exports):
         """A one-row table a person can read: the mean estimate, its errors and diagnostics.
 
         A :class:`pandas.DataFrame` (index: the method); printed, it is a fixed-width table with
-        one line per quantity that fits 80 columns (:mod:`pyrolik.results_format`).
+        one line per quantity that fits 80 columns (:mod:`pyrolik.results.table`).
         """
         return Summary(pd.DataFrame([self._summary_row()]).set_index("method"))
 
@@ -350,7 +342,7 @@ class BDMCResult(_Exports):
 
     def summary(self) -> Summary:
         """Lower and upper rows, plus the gap with its standard error (a :class:`pandas.DataFrame`
-        that prints as a fixed-width table, see :mod:`pyrolik.results_format`)."""
+        that prints as a fixed-width table, see :mod:`pyrolik.results.table`)."""
         df = pd.concat([self.lower.summary(), self.upper.summary()])
         df.index = ["forward AIS (lower)", "reverse AIS (upper)"]
         df.index.name = "estimate"
