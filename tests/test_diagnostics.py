@@ -29,17 +29,17 @@ def n(t):
 
 def test_per_example_tables(results):
     r = results["ais"]
-    df = diagnostics.per_example(r)
+    df = diagnostics.example_table(r)
     assert_array_equal(df["log_likelihood"], n(r.log_likelihood))
     assert_array_equal(df["ess"], n(r.ess))
     assert_array_equal(df["acceptance_rate"], n(r.acceptance_rate.mean(0)))
     assert_array_equal(df["num_divergent"], r.num_divergent.sum(0).numpy())
     b = results["bdmc"]
-    g = diagnostics.per_example(b)
+    g = diagnostics.example_table(b)
     assert_array_equal(g["gap"], n(b.per_example_gap))
     assert_array_equal(g["lower"], n(b.lower.log_likelihood))
     assert_array_equal(g["mcse_upper"], n(b.upper.mcse))
-    assert diagnostics.per_example(results["kde"]).columns.tolist() == ["log_likelihood"]
+    assert diagnostics.example_table(results["kde"]).columns.tolist() == ["log_likelihood"]
 
 
 @pytest.mark.parametrize("name", ["ais", "reverse_ais"])

@@ -192,7 +192,7 @@ def test_saved_result_summarises_without_rerunning(results, name, tmp_path, monk
     back = pyrolik.load(path)
     pd.testing.assert_frame_equal(back.summary(), r.summary())
     assert diagnostics.check(back) == diagnostics.check(r)
-    pd.testing.assert_frame_equal(diagnostics.per_example(back), diagnostics.per_example(r))
+    pd.testing.assert_frame_equal(diagnostics.example_table(back), diagnostics.example_table(r))
 
 
 def test_arviz_accepts_the_posterior_group(results):

@@ -89,3 +89,11 @@ def test_schedules_is_a_real_module():
 
     assert importlib.import_module("pyrolik.schedules") is pyrolik.schedules
     assert sigmoid(10)[0] == 0 and sigmoid(10)[-1] == 1
+
+
+def test_diagnostics_per_example_is_example_table():
+    """``per_example`` names the argument marker; the per-example table is ``example_table``."""
+    with pytest.warns(FutureWarning, match="example_table"):
+        old = pyrolik.diagnostics.per_example
+    assert old is pyrolik.diagnostics.example_table
+    assert "per_example" not in pyrolik.diagnostics.__all__

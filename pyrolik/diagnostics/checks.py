@@ -23,7 +23,7 @@ from pyrolik.exceptions import DiagnosticWarning, PyrolikWarning
 from pyrolik.ops.stats import log_mean_exp
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
-__all__ = ["PyrolikWarning", "ACCEPTANCE_COLLAPSE", "per_example", "temperature_trace",
+__all__ = ["PyrolikWarning", "ACCEPTANCE_COLLAPSE", "example_table", "temperature_trace",
            "running_log_normalizer", "bdmc_gap", "check", "warn"]
 
 
@@ -33,7 +33,7 @@ def _check_result(result) -> None:
                         f"likelihood_weighting, kde or pyrolik.load), got {type(result).__name__}")
 
 
-def per_example(result: EstimateResult | BDMCResult) -> pd.DataFrame:
+def example_table(result: EstimateResult | BDMCResult) -> pd.DataFrame:
     """One row per example: the estimate, its MCSE, ESS and k-hat; AIS adds the mean acceptance rate
     and the number of divergences; BDMC gives both bounds and the gap.
     """

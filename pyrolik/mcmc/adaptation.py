@@ -20,8 +20,8 @@ with that transition's diagnostics.
   expected squared jump of :math:`r` per gradient peaks at acceptances of 0.85-0.95 (at 0.97-1 on a
   linear-Gaussian decoder, whose stiff directions carry :math:`r`), while the jump in :math:`z`
   that 0.65 maximises is dominated by directions :math:`r` does not depend on. On the binarized-MNIST
-  reference model, 0.65 gave a BDMC gap of 2.35 nats where 0.9 (with step-size jitter) gave 0.64
-  (``benchmarks/bench_bdmc.py``, issue 17). Four pilot chains per example tune as well as ten.
+  reference model 0.9 gives a several times smaller BDMC gap than 0.65, and four pilot chains per
+  example tune as well as ten (``benchmarks/RESULTS.md``, "Kernel design figures").
 - :class:`Online`: each chain adapts its own step size from its own acceptance during the run, as in
   Wu et al. (2017); cheaper, but a chain's history then shapes its transitions, which biases the
   weights slightly (outside Neal's unbiasedness argument).

@@ -19,9 +19,8 @@ that leaves :math:`f_\beta` invariant, so their mixture does too, in either dire
 schedule (BDMC's reverse chains see the same kernels). A fixed :math:`(\epsilon, L)` is resonant:
 directions whose leapfrog rotation over the trajectory is close to a multiple of :math:`2\pi` barely
 move (at :math:`\beta \approx 0` on a unit-scale prior, :math:`L\epsilon \approx 2\pi` returns every
-prior-dominated coordinate to its start). Jitter breaks the resonance; on the binarized-MNIST
-reference model it cut the BDMC gap at a fixed :math:`\epsilon = 0.1` from 0.76 to 0.54 nats
-(``benchmarks/bench_bdmc.py``).
+prior-dominated coordinate to its start). Jitter breaks the resonance (what it does to the BDMC
+gap of the binarized-MNIST reference model: ``benchmarks/RESULTS.md``, "Kernel design figures").
 ``beta`` and ``step_size`` may differ per row (tensors of shape ``(rows,)``), so forward and reverse
 chains, or chains of different examples, share one batched pass.
 """
@@ -131,8 +130,8 @@ class HMC:
         Pilot steps as a fraction of ``num_steps`` (at least ``min_pilot_steps``).
     pilot_chains : int, optional
         Chains per example the pilot runs, at most the run's (BDMC: of its forward half); ``None``:
-        all of them. Default 4: on the binarized-MNIST reference model (K = 10, 200 steps) 4 tuned
-        as well as 10 (BDMC gap 0.33 against 0.35 nats, 3 seeds) at 40% of the cost.
+        all of them. Default 4: on the binarized-MNIST reference model 4 tune as well as 10, at a
+        fraction of the cost (``benchmarks/RESULTS.md``, "Kernel design figures").
     mass_matrix : bool
         With ``adapt="pilot"``: a diagonal mass matrix per example and temperature, from the variance
         of the pilot chains.

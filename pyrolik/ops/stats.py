@@ -15,8 +15,8 @@ For weights :math:`w_k = \exp(\log w_k)`, :math:`k = 1..K`:
 :math:`\log \hat Z` (:func:`mcse_log_mean_exp`), which agrees with the delta method when the weights
 are many and tame but, unlike it, holds with a handful of chains: the delta method can never exceed
 :math:`\sqrt{1 - 1/K}` nats (0.87 for K = 4) however far apart the weights are, and understated the
-spread of :math:`\log \hat Z` over repeated runs by up to 100x with 4-64 chains or samples
-(``benchmarks/mcse_few_chains.py``, ``benchmarks/RESULTS.md``). Pareto :math:`\hat k` comes from
+spread of :math:`\log \hat Z` over repeated runs many times over with few chains or samples
+(``benchmarks/mcse_few_chains.py``, figures in ``benchmarks/RESULTS.md``). Pareto :math:`\hat k` comes from
 ArviZ's PSIS (Vehtari et al. 2024); above :func:`khat_threshold` the estimate of :math:`\log Z`, and
 its MCSE, are unreliable.
 """
@@ -117,9 +117,9 @@ def mcse_log_mean_exp(log_weights: Tensor, dim: int = 0, method: str = "jackknif
     over the K leave-one-out estimates :math:`\log \hat Z_{(i)}` [2]_. It equals the delta method
     to first order when the weights are many, and, unlike it, holds with few chains: the jackknife
     variance is biased upwards in expectation (the Efron-Stein inequality [1]_), and over repeated
-    runs with 4-64 chains or samples it was 0.33-1.1x the observed spread of :math:`\log \hat Z`
+    runs with few chains or samples it was close to the observed spread of :math:`\log \hat Z`
     on linear-Gaussian and Beta-latent models, AIS and likelihood weighting, where the delta
-    method understated it by up to 100x; the exception, 1.5-2x, was a point whose weights have
+    method understated it many times over (``benchmarks/RESULTS.md``); the exception was a point whose weights have
     k-hat 1.2 (an infinite-mean tail, where no MCSE is consistent) (``benchmarks/mcse_few_chains.py``,
     ``tests/test_stats.py``). Infinite when one weight holds all the mass, NaN for one weight or
     when every weight is zero. ``method="delta"``: :math:`\sqrt{1/\mathrm{ESS} - 1/K}`, bounded by
