@@ -121,7 +121,7 @@ def mcse_log_mean_exp(log_weights: Tensor, dim: int = 0, method: str = "jackknif
     on linear-Gaussian and Beta-latent models, AIS and likelihood weighting, where the delta
     method understated it many times over (``benchmarks/RESULTS.md``); the exception was a point whose weights have
     k-hat 1.2 (an infinite-mean tail, where no MCSE is consistent) (``benchmarks/mcse_few_chains.py``,
-    ``tests/test_stats.py``). Infinite when one weight holds all the mass, NaN for one weight or
+    ``tests/ops/test_stats.py``). Infinite when one weight holds all the mass, NaN for one weight or
     when every weight is zero. ``method="delta"``: :math:`\sqrt{1/\mathrm{ESS} - 1/K}`, bounded by
     :math:`\sqrt{1 - 1/K}`.
 

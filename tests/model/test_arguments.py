@@ -9,16 +9,9 @@ import torch
 from torch import nn
 
 import pyrolik
-from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.model.target import make_target
 from tests.helpers import assert_unbiased
 from tests.idiom_helpers import exact_guide, exact_iwae
-
-
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=3, latent_dim=2, s=0.7, seed=3)
-
 
 # -- per-example arguments ---------------------------------------------------------------------------
 V = torch.tensor([[1.0, -1.0], [0.5, 2.0], [-2.0, 0.0]], dtype=torch.float64)  # (D, C): a label's

@@ -8,19 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.model.target import make_target
 from tests.idiom_helpers import net_model
-
-
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=3, latent_dim=2, s=0.7, seed=3)
-
-
-@pytest.fixture
-def x(lg):
-    return lg.sample(4, torch.Generator().manual_seed(4))
 
 
 # -- errors by cause: dtype, support, event shape ---------------------------------------------------

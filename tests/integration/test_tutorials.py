@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-TUTORIALS = Path(__file__).resolve().parent.parent / "tutorials"
+TUTORIALS = Path(__file__).resolve().parents[2] / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS.glob("*.ipynb"))
 
 

@@ -50,7 +50,7 @@ def lg():
 def _target(lg, guide):
     pyro.clear_param_store()
     x = lg.sample(3, torch.Generator().manual_seed(1))
-    # replay off: these tests count the guide's runs by the eager path (tests/test_replay.py: replay)
+    # replay off: these tests count the guide's runs by the eager path (tests/model/test_replay.py: replay)
     t = make_target(lg, x, num_chains=5, guide=guide, replay=False)
     u = torch.randn(t.rows, t.latent_dim, generator=torch.Generator().manual_seed(2))
     return t, u

@@ -555,7 +555,7 @@ def test_pyproject_lists_every_subpackage():
     from pathlib import Path
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(config["packages"])
     found = set()

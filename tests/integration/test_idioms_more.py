@@ -2,7 +2,7 @@
 
 Each case is evaluated against an exact answer (the linear-Gaussian oracle, a quadrature over a 1-D
 latent) or refused with a message naming the construct, the site and the fix. Batch-composition
-dependence has its own file (``tests/test_rows.py``).
+dependence has its own file (``tests/model/test_rows.py``).
 """
 
 from __future__ import annotations
@@ -19,20 +19,9 @@ from pyro.infer.reparam import LocScaleReparam, ProjectedNormalReparam, Transfor
 from torch.distributions import biject_to
 
 import pyrolik
-from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.model.target import make_target
 from tests.helpers import assert_lower_bound, assert_unbiased
 from tests.idiom_helpers import exact_guide, exact_iwae, same_density
-
-
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=3, latent_dim=2, s=0.7, seed=3)
-
-
-@pytest.fixture
-def x(lg):
-    return lg.sample(4, torch.Generator().manual_seed(4))
 
 
 def quadrature(log_prior, log_lik, grid):

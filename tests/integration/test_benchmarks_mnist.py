@@ -2,7 +2,7 @@
 
 Each runs a script's ``--quick`` mode on a model trained for a fraction of an epoch in ``tmp_path`` and
 checks the claims that must hold at any budget (bounds on the right side of each other). Run with
-``PYROLIK_DATA=/path/to/data pytest -m slow tests/test_benchmarks_mnist.py``.
+``PYROLIK_DATA=/path/to/data pytest -m slow tests/integration/test_benchmarks_mnist.py``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def run(main, argv, capsys) -> tuple[str, dict[str, bool]]:
 TINY_IWAE = "--epochs 1 --max-train 1000 --batch-size 100 --particles 1 --threads 1"
 # The committed 4-epoch checkpoint (1.7 MB): the claims below are about a trained model (a model trained
 # for a few steps has posteriors close to its prior and an encoder that has learnt nothing).
-TRAINED_IWAE = Path(__file__).resolve().parents[1] / "benchmarks" / "checkpoints" / "iwae_mnist.pt"
+TRAINED_IWAE = Path(__file__).resolve().parents[2] / "benchmarks" / "checkpoints" / "iwae_mnist.pt"
 
 
 def iwae_checkpoint(tmp_path) -> list[str]:

@@ -16,7 +16,7 @@ import pyrolik
 from pyrolik.execution.distributed import Shard, current_shard, map_tensors
 from tests import scale_models as sm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_two_processes_with_torchrun_equal_one_process(tmp_path, seed):

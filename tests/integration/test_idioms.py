@@ -24,16 +24,6 @@ from tests.helpers import assert_unbiased
 from tests.idiom_helpers import exact_guide, exact_iwae, lg_body, linear, net_model, same_density
 
 
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=3, latent_dim=2, s=0.7, seed=3)
-
-
-@pytest.fixture
-def x(lg):
-    return lg.sample(4, torch.Generator().manual_seed(4))
-
-
 # -- subsampling plates ------------------------------------------------------------------------------
 def test_a_minibatch_plate_over_the_data_is_the_full_plate_of_the_given_rows(lg, x):
     def minibatch(x):  # as written for SVI on minibatches of a 60000-example data set

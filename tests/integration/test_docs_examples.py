@@ -5,7 +5,7 @@ and ``pyrolik_models`` as ``pip install`` lays them out, not the repository root
 working directory: an example that imports ``models.*`` (a checkout path) or reads a file of the
 repository fails here as it would for a user. A block that starts with ``# name.py`` is a file the
 page asks the reader to create: it is written to the working directory, not run. docs/curves.md
-runs in ``tests/test_curves_docs.py`` and the README's blocks in ``tests/test_readme.py``.
+runs in ``tests/integration/test_curves_docs.py`` and the README's blocks in ``tests/integration/test_readme.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 TESTED_ELSEWHERE = {"curves.md"}
 INDEX = "index.md"  # the API reference's landing page (docs/conf.py): a table of contents

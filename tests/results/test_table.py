@@ -13,7 +13,7 @@ import pyrolik
 from pyrolik.results.table import Summary, format_value, render
 from tests import scale_models as sm
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

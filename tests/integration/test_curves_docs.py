@@ -9,7 +9,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "curves.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "curves.md"
 
 
 def test_curves_doc_example_runs(tmp_path, monkeypatch):

@@ -16,16 +16,6 @@ from tests.helpers import assert_unbiased
 from tests.idiom_helpers import exact_iwae
 
 
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=3, latent_dim=2, s=0.7, seed=3)
-
-
-@pytest.fixture
-def x(lg):
-    return lg.sample(4, torch.Generator().manual_seed(4))
-
-
 # -- AutoGuides -------------------------------------------------------------------------------------
 def _coupled_mvn(lg, x):
     """An AutoMultivariateNormal whose joint couples the examples but whose per-example marginals

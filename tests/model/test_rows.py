@@ -16,21 +16,10 @@ import torch
 import torch.nn.functional as F
 
 import pyrolik
-from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.model.target import make_target
 from tests.idiom_helpers import exact_guide, exact_iwae, same_density
 
 REFUSED = r"density of one example depends on the other rows of its batch.*pyrolik.shared"
-
-
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=3, latent_dim=2, s=0.7, seed=3)
-
-
-@pytest.fixture
-def x(lg):
-    return lg.sample(4, torch.Generator().manual_seed(4))
 
 
 def _model(lg, loc_fn):

@@ -19,7 +19,7 @@ from pyrolik.execution import checkpoint as ckpt_mod
 from pyrolik.execution.checkpoint import Checkpoint, remove_checkpoint
 from tests import scale_models as sm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Interrupt(Exception):

@@ -12,8 +12,8 @@ import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.model import replay as _replay
 from pyrolik.model.target import make_target
-from tests.test_site_density import _guide as _hierarchical_guide
-from tests.test_site_density import _hierarchical
+from tests.model.test_site_density import _guide as _hierarchical_guide
+from tests.model.test_site_density import _hierarchical
 
 
 def _constrained(x):
@@ -115,7 +115,7 @@ def test_programs_that_use_tensor_values_in_python_stay_eager(model, why):
 
 
 def test_a_random_program_stays_eager():
-    # make_target refuses a program that is random at a fixed latent (tests/test_idioms.py); the
+    # make_target refuses a program that is random at a fixed latent (tests/integration/test_idioms.py); the
     # replay layer stays safe on its own if one gets through (noise added after the checks)
     def noisy(u):
         return (u * 2.0 + torch.randn_like(u)).sum(-1)

@@ -8,19 +8,8 @@ import pytest
 import torch
 
 import pyrolik
-from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.model.simulation import draw_joint
 from pyrolik.model.target import make_target
-
-
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=3, latent_dim=2, s=0.7, seed=3)
-
-
-@pytest.fixture
-def x(lg):
-    return lg.sample(4, torch.Generator().manual_seed(4))
 
 
 # -- simulation --------------------------------------------------------------------------------------
