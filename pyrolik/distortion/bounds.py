@@ -40,6 +40,7 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count
+from pyrolik.distortion.export import bdmc_fields, bdmc_to_datatree
 from pyrolik.distortion.schedule import (
     grid_from_betas,
     grid_from_sigmas,
@@ -135,15 +136,11 @@ class DistortionBDMC:
 
     def to_datatree(self):
         """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.distortion.export`)."""
-        from pyrolik.distortion.export import bdmc_to_datatree
-
         return bdmc_to_datatree(self)
 
     @classmethod
     def from_datatree(cls, tree) -> DistortionBDMC:
         """Rebuild from :meth:`to_datatree`'s output (``pyrolik.load`` calls this)."""
-        from pyrolik.distortion.export import bdmc_fields
-
         return cls(**bdmc_fields(tree))
 
 

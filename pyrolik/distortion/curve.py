@@ -40,6 +40,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from pyrolik.distortion.export import curve_fields, curve_to_datatree
 from pyrolik.distortion.schedule import log_normal_constant, sigma_of
 from pyrolik.ops.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
 from pyrolik.results.table import Summary
@@ -286,15 +287,11 @@ class DistortionCurve:
     # -- export -----------------------------------------------------------------------------------
     def to_datatree(self):
         """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.distortion.export`)."""
-        from pyrolik.distortion.export import curve_to_datatree
-
         return curve_to_datatree(self)
 
     @classmethod
     def from_datatree(cls, tree) -> DistortionCurve:
         """Rebuild a curve from :meth:`to_datatree`'s output (``pyrolik.load`` calls this)."""
-        from pyrolik.distortion.export import curve_fields
-
         return cls(**curve_fields(tree))
 
     def to_dataset(self):

@@ -246,7 +246,8 @@ def _batch(run: Run, inputs: Inputs, batch: Batch, resume: dict | None, save: Ca
     target = make_target(run.model, run.x[batch.start : batch.stop], k_all,
                          model_args=mine.model_args, model_kwargs=mine.model_kwargs, guide=mine.guide)
     path = target.path(run.path_name)
-    kernel, strategy = run.kernel, run.kernel.adaptation
+    # the transition and its tuner, apart: the transition never knows how its step sizes were chosen
+    kernel, strategy = run.kernel.transition, run.kernel.adaptation
     z0 = None
     if resume is None:
         given = None if run.step_sizes is None else run.step_sizes.rows(batch.start, batch.stop)

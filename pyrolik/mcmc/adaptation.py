@@ -32,17 +32,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 import torch
 from torch import Tensor
 
 from pyrolik.mcmc.pilot import WARMUP_TRANSITIONS, run_pilot
 from pyrolik.mcmc.step_sizes import HMCParams, StepSizes
-
-if TYPE_CHECKING:
-    from pyrolik.mcmc.hmc import HMC, HMCInfo
-    from pyrolik.model.target import AnnealingPath
+from pyrolik.mcmc.transition import HMCInfo, HMCTransition
+from pyrolik.model.target import AnnealingPath
 
 __all__ = ["Tuning", "TableTuning", "RowTuning", "Adaptation", "Pilot", "Online", "Fixed",
            "from_settings", "HMCParams", "StepSizes", "WARMUP_TRANSITIONS"]
@@ -120,7 +118,7 @@ class Adaptation:
     step_size: float
     target_accept: float | None = None
 
-    def prepare(self, path: AnnealingPath, kernel: HMC, schedule: Tensor,
+    def prepare(self, path: AnnealingPath, kernel: HMCTransition, schedule: Tensor,
                 generator: torch.Generator | None, given: StepSizes | None = None
                 ) -> StepSizes | None:
         """Work done before the estimating chains start, independent of them (a pilot run on

@@ -34,6 +34,7 @@ from pyrolik._validate import check_count, validate_data
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.importance import iwae
 from pyrolik.mcmc.hmc import HMC
+from pyrolik.training.export import monitor_dataset, plot_monitor
 
 __all__ = ["TrainingMonitor"]
 
@@ -224,13 +225,9 @@ class TrainingMonitor:
         """An :class:`xarray.Dataset` over ``epoch``: per method ``<method>`` and ``<method>_mcse``
         ``(epoch, subset, example)`` and ``<method>_mean``, ``<method>_stderr`` ``(epoch, subset)``;
         ``eval_seconds``, ``train_seconds_per_epoch`` and the recorded scalars ``(epoch,)``."""
-        from pyrolik.training.export import monitor_dataset
-
         return monitor_dataset(self)
 
     def plot(self, ax=None, start_epoch: int | None = None):
         """Train (solid) and test (dashed) mean log-likelihood against epoch, with 2 standard errors
         over the examples, per method: Wu et al.'s figure 3 (from ``start_epoch`` on)."""
-        from pyrolik.training.export import plot_monitor
-
         return plot_monitor(self.to_dataset(), ax=ax, start_epoch=start_epoch)
