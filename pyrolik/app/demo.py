@@ -205,19 +205,22 @@ def run(
                     result = pyrolik.kde(samples, x, bandwidth=grid, validation=valid,
                                          progress=False)
                 seconds = time.perf_counter() - t0
+            gap = None
             if stage == "ais":
-                assert sandwich is not None and ais is not None  # each kind's BDMC stage comes first
-            gap = sandwich.gap if stage == "ais" and sandwich is not None else None
+                assert sandwich is not None  # each kind's BDMC stage runs before its AIS
+                gap = sandwich.gap
             row = _row(name, result, seconds, gap)
             rows.append(row)
             suffix = result.method + ("_encoder" if stage == "ais+encoder" else "")
             pyrolik.save(result, out / f"{kind}_{suffix}.nc")
             label = f"{name} {_SHORT.get(row['estimator'], row['estimator'])}"
             notes += [(label, w) for w in result.warnings()]
-            if stage == "ais" and kind == "vae" and sandwich is not None and ais is not None:
+            if stage == "ais" and kind == "vae":
+                assert sandwich is not None and ais is not None
                 figs["bdmc_vae.png"] = pyrolik.diagnostics.plots.plot_bdmc(sandwich).figure
                 figs["diagnostics_vae_ais.png"] = pyrolik.diagnostics.plots.plot_diagnostics(ais)
-            if stage == "ais" and kind == "gan" and ais is not None:
+            if stage == "ais" and kind == "gan":
+                assert ais is not None
                 figs["posterior_gan.png"] = pyrolik.diagnostics.plots.plot_posterior_decodings(
                     ais, _decode_z(model),
                     examples=range(min(4, s["num_examples"])), num_samples=8, image_shape=(8, 8))

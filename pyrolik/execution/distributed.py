@@ -22,7 +22,7 @@ import torch
 __all__ = ["Shard", "current_shard", "broadcast_seed", "gather_batches", "init_from_env",
            "is_torchrun", "map_tensors", "main_result"]
 
-R = TypeVar("R")
+_R = TypeVar("_R")
 
 
 class Shard(NamedTuple):
@@ -124,7 +124,7 @@ def init_from_env(device: str | torch.device, backend: str = "auto") -> tuple[Sh
     return Shard(dist.get_rank(), dist.get_world_size()), device
 
 
-def main_result(result: R | None, estimator: str) -> R:
+def main_result(result: _R | None, estimator: str) -> _R:
     """The result of an estimator run with ``distributed=False`` (or on rank 0): never ``None``.
 
     Estimators return ``None`` only on the non-zero ranks of a ``distributed=True`` run; code that
