@@ -23,10 +23,11 @@ from pyrolik.app.loading import (
 )
 from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.checkpoint import remove_checkpoint
-from pyrolik.execution.distributed import Shard, init_from_env
+from pyrolik.execution.distributed import Shard, init_from_env, main_result
 from pyrolik.execution.threads import set_threads
 from pyrolik.io.netcdf import load, save
 from pyrolik.mcmc.hmc import HMC
+from pyrolik.results import EstimateResult
 
 __all__ = ["evaluate", "bdmc", "summary"]
 
@@ -123,7 +124,7 @@ def _finish_checkpoint(args, shard: Shard) -> None:
     _barrier(shard)
     from pyrolik.execution.checkpoint import checkpoint_path
 
-    remove_checkpoint(checkpoint_path(args.checkpoint, tuple(shard)))
+    remove_checkpoint(checkpoint_path(args.checkpoint, (shard.rank, shard.world_size)))
 
 
 def _warn(messages: list[str]) -> None:
@@ -175,6 +176,7 @@ def evaluate(args) -> int:
         distributed = shard.world_size > 1
         results: dict[str, Any] = {}
         for name in args.estimators:
+            result: EstimateResult | None
             if name == "ais":
                 result = pyrolik.ais(model, x, init=guide if args.ais_init == "guide" else None,
                                      **_ais_kwargs(args, shard, batch_size, kwargs))
@@ -188,6 +190,7 @@ def evaluate(args) -> int:
                 result = (_kde(args, model, kwargs, x, validation, device, progress)
                           if shard.is_main else None)
             if shard.is_main:
+                result = main_result(result, name)
                 save(result, paths[name])
                 results[name] = result
             if name == "ais":
@@ -227,7 +230,7 @@ def bdmc(args) -> int:
         result = pyrolik.bdmc(model, data=sim, init=guide,
                               **_ais_kwargs(args, shard, batch_size, kwargs))
         if shard.is_main:
-            save(result, paths["bdmc"])
+            save(main_result(result, "bdmc"), paths["bdmc"])
         _finish_checkpoint(args, shard)
         if shard.is_main:
             _report({"bdmc": result}, paths)

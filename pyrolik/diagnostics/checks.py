@@ -61,7 +61,7 @@ def temperature_trace(result: AISResult) -> pd.DataFrame:
     if not isinstance(result, AISResult):
         raise TypeError(f"temperature_trace needs an AIS result (ais, reverse_ais, or a BDMC "
                         f"result's .lower / .upper), got {type(result).__name__}")
-    if not result.trace:
+    if not result.trace or result.trace_steps is None:
         raise ValueError("this result recorded no trace; rerun with record_every set")
     tr = result.trace
     acc = tr["acceptance_rate"].double()  # (R, K, N)
@@ -93,8 +93,12 @@ def running_log_normalizer(result: AISResult) -> torch.Tensor:
     :math:`\beta = 0` and the upper estimate at :math:`\beta = 1`. On a BDMC run the two curves
     open up where annealing is hardest.
     """
+    if not result.trace:
+        raise ValueError("this result recorded no trace; rerun with record_every set")
     lme = log_mean_exp(result.trace["log_weight"].double(), dim=1)  # (R, N)
     if result.direction == "reverse":
+        if result.log_weights is None:
+            raise ValueError("this reverse AIS result has no log-weights to end its curve at")
         lme = lme - log_mean_exp(result.log_weights.double())
     return lme
 

@@ -19,6 +19,7 @@ Diagnostics come from :mod:`pyrolik.diagnostics.checks`; what the panels mean:
 from __future__ import annotations
 
 import numpy as np
+from torch import Tensor
 
 from pyrolik.advice import KHAT_WARN
 from pyrolik.advice import MIN_WEIGHTS as KHAT_MIN_WEIGHTS
@@ -50,7 +51,7 @@ def _integer_ticks(ax) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _weights_of(result: EstimateResult):
+def _weights_of(result: EstimateResult) -> Tensor:
     if result.log_weights is None:
         raise ValueError(f"the {result.method} result kept no log-weights (KDE has none; IWAE and "
                          "likelihood weighting keep them with keep_weights=True)")
@@ -144,12 +145,13 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
     """
     ax = _axes(ax)
     parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
+    khats = []
     for part in parts:
         if part.khat is None:
             raise ValueError(f"the {part.method} result has no k-hat (KDE has no weights)")
-    if any(np.isfinite(part.khat.double().numpy()).any() for part in parts):
-        for part, color in zip(parts, (FORWARD, REVERSE), strict=False):
-            khat = part.khat.double().numpy()
+        khats.append(part.khat.double().numpy())
+    if any(np.isfinite(khat).any() for khat in khats):
+        for part, khat, color in zip(parts, khats, (FORWARD, REVERSE), strict=False):
             ax.scatter(np.arange(len(khat)), np.where(np.isfinite(khat), khat, np.nan),
                        marker="+", color=color, label=_label(part))
         for level, style in ((0.5, ":"), (KHAT_WARN, "-."), (1.0, "--")):
@@ -170,7 +172,7 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
         lw = _weights_of(part)
         share = (lw.max(0).values - (log_mean_exp(lw) + np.log(lw.shape[0]))).exp().numpy()
         ax.plot(np.arange(len(share)), share, "o", ms=3, color=color, label=_label(part))
-    k = parts[0].log_weights.shape[0]
+    k = _weights_of(parts[0]).shape[0]
     ax.axhline(1.0 / k, color="0.5", ls=":", lw=1, label=f"1/{k}: weights equal")
     ax.axhline(0.5, color="C1", ls="-.", lw=1, label="one chain carries half")
     ax.set_ylim(0, 1.05)
@@ -200,6 +202,7 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     for run, color in runs:
         df = temperature_trace(run)
         tr = run.trace
+        assert tr is not None  # temperature_trace raised otherwise
         beta = df["beta"].to_numpy()
         acc = tr["acceptance_rate"].double().mean(1).numpy()  # (R, N)
         eps = tr["step_size"].double().mean(1).numpy()
@@ -300,6 +303,6 @@ def plot_diagnostics(result: EstimateResult | BDMCResult):
                    va="center", transform=first.transAxes)
     plot_ess(result, ax=fig.add_subplot(grid[0, 1]))
     plot_khat(result, ax=fig.add_subplot(grid[0, 2]))
-    if is_ais:
+    if is_ais and isinstance(result, AISResult | BDMCResult):
         plot_annealing(result, axes=[fig.add_subplot(grid[1, j]) for j in range(3)])
     return fig

@@ -48,6 +48,7 @@ from pyrolik.distortion.schedule import (
     merge_grid,
     sigma_of,
 )
+from pyrolik.execution.distributed import main_result
 from pyrolik.infer.latents import expand_latents, latents_to_flat
 from pyrolik.infer.sandwich import bdmc
 from pyrolik.mcmc.hmc import HMC
@@ -129,7 +130,7 @@ class DistortionBDMC:
 
     def warnings(self) -> list[str]:
         """Each checked point's BDMC warnings (a gap above 1 nat among them), in plain words."""
-        names = (self.sigmas if self.mode == "gaussian" else self.betas).tolist()
+        names = (sigma_of(self.betas) if self.mode == "gaussian" else self.betas).tolist()
         what = "sigma" if self.mode == "gaussian" else "beta"
         return [f"at {what} {v:.4g}: {w}" for v, res in zip(names, self.results, strict=True)
                 for w in res.warnings()]
@@ -190,6 +191,7 @@ def distortion_bdmc(
             raise ValueError("sigmas= means the squared error; pass betas= with a distortion")
         grid, _ = grid_from_sigmas(sigmas)
     else:
+        assert betas is not None  # exactly one of the two, checked above
         grid = grid_from_betas(betas)
     mode = "gaussian" if distortion is None else "user"
     beta_max = float(grid[-1])
@@ -217,9 +219,10 @@ def distortion_bdmc(
               else distortion_model(model, distortion=distortion, beta_max=beta))
         sub = path[: int(steps[j]) + 1] / path[steps[j]]
         sub[-1] = 1.0
-        res = bdmc(dm, num_examples, data_shape=data_shape, num_steps=None, num_chains=num_chains,
-                   schedule=sub, kernel=kernel, data=given.get(j), model_args=model_args,
-                   model_kwargs=kwargs, seed=seed, batch_size=batch_size, progress=progress)
+        res = main_result(bdmc(
+            dm, num_examples, data_shape=data_shape, num_steps=None, num_chains=num_chains,
+            schedule=sub, kernel=kernel, data=given.get(j), model_args=model_args,
+            model_kwargs=kwargs, seed=seed, batch_size=batch_size, progress=progress), "bdmc")
         x = res.x
         num_values = dm.num_values(x, *model_args, **kwargs)
         constant = num_values * dm.offset

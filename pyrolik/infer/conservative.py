@@ -182,7 +182,7 @@ def csl(
     if khat and (known is not None or keep_log_weights):
         khat_values = running.khat()
     else:
-        khat_values = torch.full_like(running.lse, float("nan"))
+        khat_values = torch.full_like(running.log_mean, float("nan"))
     return EstimateResult(
         method="csl", log_likelihood=running.log_mean, bound="lower",
         log_weights=running.log_weights, ess=running.ess, mcse=running.mcse, khat=khat_values, x=x,

@@ -47,6 +47,8 @@ def kde_log_density(
         acc = lse if acc is None else torch.logaddexp(acc, lse)
         bar.update(1)
     bar.close()
+    if acc is None:
+        raise ValueError("a kernel density estimate needs at least one sample")
     norm = math.log(s.shape[0]) + 0.5 * d * torch.log(2 * math.pi * h.reshape(-1, 1) ** 2)
     return acc - norm
 

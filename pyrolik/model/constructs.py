@@ -37,7 +37,7 @@ from torch import Tensor
 from torch.distributions import Independent
 
 from pyrolik.exceptions import IdiomWarning
-from pyrolik.model.messenger import is_zero_density
+from pyrolik.model.messenger import is_subsample, is_zero_density
 from pyrolik.ops.types import ModelFn
 
 __all__ = ["IdiomWarning", "Watch", "check_sites", "check_subsampling", "check_index_free",
@@ -53,7 +53,7 @@ class _FixedIndices(Messenger):
         self.shift = shift
 
     def _pyro_sample(self, msg: dict) -> None:
-        if not site_is_subsample(msg) or msg["value"] is not None:
+        if not is_subsample(msg) or msg["value"] is not None:
             return
         fn = msg["fn"]
         if fn.subsample_size is None or fn.subsample_size == fn.size:

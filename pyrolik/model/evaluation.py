@@ -44,6 +44,14 @@ class Draw(NamedTuple):
     log_density: Tensor  # (rows,)
 
 
+def _or(grad: Tensor | None, zero: Tensor | None) -> Tensor:
+    """``grad``, or ``zero`` where it is None (``zero`` is made whenever one gradient is None)."""
+    if grad is not None:
+        return grad
+    assert zero is not None
+    return zero
+
+
 class ValueAndGrad(NamedTuple):
     """Values and gradients of the two terms of a tempered density, per row."""
 
@@ -67,7 +75,7 @@ class Program:
     x: Tensor  # (rows, *event_shape)
     marked_args: tuple = ()  # per-example tensors marked (pyrolik.model.arguments), one copy
     marked_kwargs: dict = field(default_factory=dict)
-    guide: ModelFn | None = None
+    guide: ModelFn | FittedGaussian | None = None  # an AutoGuide comes as its fitted Gaussians
     eval_modules: bool = False
     memo: dict = field(default_factory=dict, repr=False, compare=False)
     model_args: tuple = field(init=False)  # what the program is called with: per-example tensors
@@ -97,7 +105,7 @@ class Program:
         return replace(self, layout=layout, x=self.x[index] if x is None else x, marked_args=args,
                        marked_kwargs=kwargs, memo={})
 
-    def guide_or_raise(self) -> ModelFn:
+    def guide_or_raise(self) -> ModelFn | FittedGaussian:
         """The guide; ``ValueError`` if the program was built without one."""
         if self.guide is None:
             raise ValueError("this target was built without a guide")
@@ -176,9 +184,9 @@ class Program:
                 g_ratio = _add(_grad(ratio, u, retain=True), score_p,
                                None if score_q is None else -score_q)
                 g_init = _add(_grad(init, u, retain=False), score_q)
+        # a term that does not depend on u has a zero gradient
         zero = None if g_ratio is not None and g_init is not None else torch.zeros_like(u)
-        return ValueAndGrad(init.detach(), ratio.detach(),
-                            zero if g_init is None else g_init, zero if g_ratio is None else g_ratio)
+        return ValueAndGrad(init.detach(), ratio.detach(), _or(g_init, zero), _or(g_ratio, zero))
 
     # -- exact draws ----------------------------------------------------------------------------
     def sample_prior(self, generator: torch.Generator | None = None) -> Draw:

@@ -169,7 +169,8 @@ def check_fixed_supports(model: ModelFn, x: Tensor, args: tuple, kwargs: dict, t
             if not bounds:
                 continue
             others = [n for n in latent_names if n != name]
-            grads = torch.autograd.grad(sum(b.sum() for b in bounds), [values[n] for n in others],
+            grads = torch.autograd.grad(sum((b.sum() for b in bounds[1:]), bounds[0].sum()),
+                                        [values[n] for n in others],
                                         allow_unused=True, retain_graph=True) if others else []
             depends = [n for n, g in zip(others, grads, strict=True) if g is not None]
             if depends:

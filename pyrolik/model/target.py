@@ -104,7 +104,7 @@ class Target:
         return self.program.model
 
     @property
-    def guide(self) -> ModelFn | None:
+    def guide(self) -> ModelFn | FittedGaussian | None:
         return self.program.guide
 
     @property
@@ -119,7 +119,7 @@ class Target:
     def dtype(self) -> torch.dtype:
         return self.x.dtype if self.x.is_floating_point() else torch.get_default_dtype()
 
-    def guide_or_raise(self) -> ModelFn:
+    def guide_or_raise(self) -> ModelFn | FittedGaussian:
         """The guide; ``ValueError`` if the target was built without one."""
         return self.program.guide_or_raise()
 
@@ -214,6 +214,7 @@ class Target:
             found = Replayed(prior_path, self.replay, self._store_state)
         else:
             kept = self.kept_guide
+            assert kept is not None  # _check_path raised for a program without a guide
 
             def guide_path(u: Tensor) -> ValueAndGrad:
                 return program.value_and_grad(u, kept)
@@ -287,7 +288,7 @@ def make_target(
     *,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
-    guide: ModelFn | None = None,
+    guide: ModelFn | FittedGaussian | None = None,
     replay: bool | None = None,
 ) -> Target:
     """Trace ``model`` on ``x`` once and return its :class:`Target` for ``num_chains`` copies.

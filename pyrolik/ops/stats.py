@@ -231,7 +231,7 @@ class RunningLogWeights:
     def update(self, log_weights: Tensor) -> None:
         lse = torch.logsumexp(log_weights, 0)
         powers = {m: torch.logsumexp(m * log_weights, 0) for m in (2, 3, 4)}
-        if self.lse is None:
+        if self.lse is None or self.tail is None:
             self.lse, self.lse_pow, tail = lse, powers, log_weights
         else:
             self.lse = torch.logaddexp(self.lse, lse)
@@ -244,26 +244,35 @@ class RunningLogWeights:
         if self.keep:
             self.kept.append(log_weights)
 
+    def _sums(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``(lse, lse2, tail)`` once :meth:`update` has run."""
+        if self.lse is None or self.lse2 is None or self.tail is None:
+            raise ValueError("no log-weights yet: call update(log_weights) first")
+        return self.lse, self.lse2, self.tail
+
     @property
     def log_mean(self) -> Tensor:
-        return self.lse - math.log(self.count)
+        return self._sums()[0] - math.log(self.count)
 
     @property
     def ess(self) -> Tensor:
-        return torch.exp(2 * self.lse - self.lse2)
+        lse, lse2, _ = self._sums()
+        return torch.exp(2 * lse - lse2)
 
     @property
     def mcse(self) -> Tensor:
         """The jackknife MCSE of :attr:`log_mean` (see :func:`mcse_log_mean_exp`)."""
-        return _mcse_from_top(self.tail, self.lse, self.lse_pow, self.count)
+        lse, _, tail = self._sums()
+        return _mcse_from_top(tail, lse, self.lse_pow, self.count)
 
     @property
     def log_weights(self) -> Tensor | None:
         return torch.cat(self.kept, dim=0) if self.keep else None
 
     def khat(self) -> Tensor:
+        lse, _, tail = self._sums()
         if self.keep:
-            return pareto_khat(self.log_weights)
-        if self.tail.shape[0] < self.tail_size:
-            return torch.full_like(self.lse, float("nan"))
-        return pareto_khat_from_tail(self.tail[: self.tail_size], self.count)
+            return pareto_khat(torch.cat(self.kept, dim=0))
+        if tail.shape[0] < self.tail_size:
+            return torch.full_like(lse, float("nan"))
+        return pareto_khat_from_tail(tail[: self.tail_size], self.count)

@@ -31,9 +31,11 @@ import torch
 from torch import Tensor
 
 from pyrolik._validate import check_count, validate_data
+from pyrolik.execution.distributed import main_result
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.importance import iwae
 from pyrolik.mcmc.hmc import HMC
+from pyrolik.results import EstimateResult
 from pyrolik.training.export import monitor_dataset, plot_monitor
 
 __all__ = ["TrainingMonitor"]
@@ -163,7 +165,7 @@ class TrainingMonitor:
     def evaluate(self, epoch: int, **scalars: float) -> dict[str, Any]:
         """Evaluate now and record the result under ``epoch``."""
         start = time.perf_counter()
-        was_training = self.module.training if self.module is not None else None
+        was_training = self.module.training if self.module is not None else False
         if self.module is not None:
             self.module.eval()
         try:
@@ -191,13 +193,17 @@ class TrainingMonitor:
         return row
 
     def _estimate(self, method: str, x: Tensor) -> tuple[Tensor, Tensor]:
-        common = {"model_args": self.model_args, "model_kwargs": self.model_kwargs,
-                  "seed": self.seed, "progress": False}
+        common: dict[str, Any] = {"model_args": self.model_args, "model_kwargs": self.model_kwargs,
+                                  "seed": self.seed, "progress": False}
+        r: EstimateResult
         if method == "ais":
-            r = ais(self.model, x, num_steps=self.num_steps, num_chains=self.num_chains,
-                    kernel=self.kernel, init=self.guide, **common)
+            r = main_result(ais(self.model, x, num_steps=self.num_steps, num_chains=self.num_chains,
+                                kernel=self.kernel, init=self.guide, **common), "ais")
         else:
-            r = iwae(self.model, self.guide, x, num_samples=self.num_samples, **common)
+            assert self.guide is not None  # __init__ requires a guide for the IWAE bound
+            r = main_result(iwae(self.model, self.guide, x, num_samples=self.num_samples, **common),
+                            "iwae")
+        assert r.mcse is not None  # both estimators report an MCSE per example
         return r.log_likelihood.detach().cpu().double(), r.mcse.detach().cpu().double()
 
     # -- what it measured ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import pyrolik
-from pyrolik.execution.distributed import Shard, current_shard, map_tensors
+from pyrolik.execution.distributed import Shard, current_shard, main_result, map_tensors
 from tests import scale_models as sm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +55,13 @@ def test_shards_and_helpers():
     nested = {"a": torch.ones(2), "b": [torch.zeros(1), (torch.ones(1), 3)], "c": None}
     doubled = map_tensors(nested, lambda t: 2 * t)
     assert torch.equal(doubled["a"], 2 * torch.ones(2)) and doubled["b"][1][1] == 3
+
+
+def test_main_result_passes_a_result_and_refuses_a_non_zero_rank_s_none():
+    result = object()
+    assert main_result(result, "ais") is result
+    with pytest.raises(RuntimeError, match="ais returned None.*distributed=False"):
+        main_result(None, "ais")
 
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed")

@@ -259,3 +259,11 @@ def test_chain_keeps_the_documented_steps():
     chunks = list(iterate_chain(counter, torch.zeros(3, 1), num_samples=5, chunk_size=2, seed=0))
     assert [c.shape[0] for c in chunks] == [6, 6, 3]  # k steps x 3 chains, sample-major
     torch.testing.assert_close(chunks[0][:, 0], torch.tensor([1.0, 1, 1, 2, 2, 2]))
+
+
+def test_a_pyro_model_chain_refuses_a_flat_tensor_of_latents():
+    lg = LinearGaussian.random(data_dim=3, latent_dim=2, s=1.0, seed=0)
+    x = lg.sample(4, torch.Generator().manual_seed(1))
+    chain = encoder_decoder(lg, lg.exact_guide)
+    with pytest.raises(TypeError, match=r"latents are a dict \{site name: tensor\}, got Tensor"):
+        chain.sample_obs_fn(torch.zeros(4, 2), x, None)

@@ -88,6 +88,13 @@ def test_streaming_jackknife_equals_the_exact_one(k, scale):
                                equal_nan=True)
 
 
+def test_streaming_reduction_before_any_weights_says_so():
+    running = RunningLogWeights(10, keep=False)
+    for read in (lambda: running.log_mean, lambda: running.ess, lambda: running.mcse, running.khat):
+        with pytest.raises(ValueError, match="no log-weights yet: call update"):
+            read()
+
+
 def test_khat_threshold_is_the_sample_size_rule_of_vehtari_et_al():
     assert khat_threshold(4) == -math.inf and khat_threshold(10) == -math.inf
     assert khat_threshold(25) == pytest.approx(1 - 1 / math.log10(25))
