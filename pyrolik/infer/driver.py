@@ -189,8 +189,8 @@ def open_checkpoint(run: Run, path: str | os.PathLike | None,
         settings.update(record_steps=run.record_steps, record_log_ratio=run.record_log_ratio)
     fp = fingerprint(run.method, model=run.model, x=run.x, seed=run.seed, settings=settings,
                      guide=run.guide, model_args=run.model_args, model_kwargs=run.model_kwargs,
-                     extra=extra, shard=tuple(run.shard))
-    return Checkpoint(checkpoint_path(path, tuple(run.shard)), run.checkpoint_every, fp,
+                     extra=extra, shard=(run.shard.rank, run.shard.world_size))
+    return Checkpoint(checkpoint_path(path, (run.shard.rank, run.shard.world_size)), run.checkpoint_every, fp,
                       run.x.device)
 
 
@@ -229,6 +229,8 @@ def _starts(run: Run, path: AnnealingPath, batch: Batch) -> list[Tensor]:
     for leg in run.legs:
         rows = slice(offset * n, (offset + leg.num_chains) * n)
         if leg.direction == "reverse":
+            if leg.latents is None:
+                raise ValueError("a reverse leg starts from given latents: Leg(latents=...)")
             half = path.first_chains(leg.num_chains).target
             starts.append(latents_to_flat(half, {name: v[:, batch.start : batch.stop]
                                                  for name, v in leg.latents.items()}))
@@ -260,15 +262,17 @@ def _batch(run: Run, inputs: Inputs, batch: Batch, resume: dict | None, save: Ca
         starts = None
     betas = _betas(run, table)
     schedule = _schedule(run, betas)
-    if resume is None:
-        state = engine.init(z0, path.value_and_grad, kernel,
-                            rows_of(schedule[0].to(z0), k_all, n))
-        first = 1
-    else:
+    if resume is not None:
         loop = resume["loop"]
         state, first = engine.restore(loop["state"]), loop["step"] + 1
         if batch.generator is not None:
             batch.generator.set_state(loop["generator"].cpu())
+    elif z0 is not None:  # a fresh batch: z0 was drawn above
+        state = engine.init(z0, path.value_and_grad, kernel,
+                            rows_of(schedule[0].to(z0), k_all, n))
+        first = 1
+    else:
+        raise RuntimeError("a fresh batch without starting states")  # unreachable
     schedule = schedule.to(state.position.z)
     num_steps = schedule.shape[0] - 1
     tuning = strategy.tuning(table, k_all, n, schedule)
@@ -359,7 +363,7 @@ def finish(method: str, direction: str, run: Run, parts: Sequence[LegOutput], st
     schedule, trace["beta"] = _visited(run, parts)
     table = None
     if parts[0].table is not None:
-        table = StepSizes.concat([StepSizes(*p.table) for p in parts])
+        table = StepSizes.concat([StepSizes(*p.table) for p in parts if p.table is not None])
     x = run.x
     return AISResult(
         method=method, log_likelihood=ll.to(x.dtype if x.is_floating_point() else ll.dtype),

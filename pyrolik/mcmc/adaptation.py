@@ -39,20 +39,29 @@ from torch import Tensor
 
 from pyrolik.mcmc.pilot import WARMUP_TRANSITIONS, run_pilot
 from pyrolik.mcmc.step_sizes import HMCParams, StepSizes
-from pyrolik.mcmc.transition import HMCInfo, HMCTransition
+from pyrolik.mcmc.transition import HMCTransition
 from pyrolik.model.target import AnnealingPath
 
 __all__ = ["Tuning", "TableTuning", "RowTuning", "Adaptation", "Pilot", "Online", "Fixed",
            "from_settings", "HMCParams", "StepSizes", "WARMUP_TRANSITIONS"]
 
 # -- what the engine reads ---------------------------------------------------------------------------
+class TransitionInfo(Protocol):
+    """What a tuning reads of a transition's diagnostics (an :class:`HMCInfo`, or the engine's
+    per-step info that extends it)."""
+
+    @property
+    def acceptance_rate(self) -> Tensor:
+        """``(rows,)`` the acceptance probability of each row's proposal."""
+
+
 class Tuning(Protocol):
     """The engine's view of an adaptation: parameters for the next transition, updated after it."""
 
     def params(self, beta: Tensor) -> HMCParams:
         """Parameters of the transition to the betas ``(C,)`` of the C chain columns."""
 
-    def update(self, info: HMCInfo) -> Tuning:
+    def update(self, info: TransitionInfo) -> Tuning:
         """The tuning after a transition with diagnostics ``info`` (a new object; never in place)."""
 
     def state(self) -> tuple:
@@ -75,7 +84,7 @@ class TableTuning:
         rows = eps.numel()
         return HMCParams(eps.reshape(rows), None if inv_mass is None else inv_mass.reshape(rows, -1))
 
-    def update(self, info: HMCInfo) -> TableTuning:
+    def update(self, info: TransitionInfo) -> TableTuning:
         return self
 
     def state(self) -> tuple:
@@ -97,7 +106,7 @@ class RowTuning:
     def params(self, beta: Tensor) -> HMCParams:
         return HMCParams(self.log_step_size.exp())
 
-    def update(self, info: HMCInfo) -> RowTuning:
+    def update(self, info: TransitionInfo) -> RowTuning:
         if not self.gain:
             return self
         return RowTuning(self.log_step_size + self.gain * (info.acceptance_rate - self.target_accept),

@@ -108,7 +108,7 @@ def run_pilot(strategy: PilotSettings, path: AnnealingPath, z0: Tensor, kernel: 
         logs.append(torch.stack(history[len(history) // 2 :]).mean(0))
         variances.append(state.log_ratio.reshape(k, n).var(0) if k > 1
                          else torch.full_like(log_eps, torch.nan))
-        if strategy.mass_matrix:
+        if inv_mass is not None:  # with strategy.mass_matrix
             masses.append(inv_mass)
     log_table = _smooth(torch.stack(logs))
     mass_table = _smooth(torch.stack(masses)) if strategy.mass_matrix else None

@@ -152,10 +152,10 @@ def test_data_dtype_differs_from_the_model_names_dtype(tmp_path, data, capsys):
 
 
 def test_interrupted_starts_its_own_line(tmp_path, data, capsys, monkeypatch):
-    from pyrolik.mcmc.hmc import HMC
+    from pyrolik.mcmc.transition import HMCTransition
 
     calls = []
-    step = HMC.step
+    step = HMCTransition.step
 
     def interrupt(self, *args, **kwargs):
         calls.append(1)
@@ -163,7 +163,7 @@ def test_interrupted_starts_its_own_line(tmp_path, data, capsys, monkeypatch):
             raise KeyboardInterrupt
         return step(self, *args, **kwargs)
 
-    monkeypatch.setattr(HMC, "step", interrupt)
+    monkeypatch.setattr(HMCTransition, "step", interrupt)
     status, _, err = run(["evaluate", MODEL, "--data", data, "-o", tmp_path / "r.nc",
                           "--adapt", "none", *FAST], capsys)  # no pilot: call 4 is in the run
     assert status == 130

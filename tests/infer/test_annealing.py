@@ -180,17 +180,17 @@ def test_a_pilot_on_fewer_chains_keeps_ais_exact(lg, seed):
 
 
 def test_the_pilot_runs_the_requested_chains(lg, monkeypatch):
-    from pyrolik.mcmc.hmc import HMC
+    from pyrolik.mcmc.transition import HMCTransition
 
     seen = []
-    original = HMC.step
+    original = HMCTransition.step
 
     def spy(self, state, fn, beta, step_size, generator, inv_mass=None):
         seen.append(state.z.shape[0])
         return original(self, state, fn, beta, step_size, generator, inv_mass)
 
     x = data(lg, 2, 0)
-    monkeypatch.setattr(HMC, "step", spy)
+    monkeypatch.setattr(HMCTransition, "step", spy)
     pyrolik.ais(lg, x, num_steps=5, num_chains=6, kernel=pyrolik.HMC(num_leapfrog=2, pilot_chains=3),
                 seed=0, progress=False)
     assert seen[0] == 3 * 2 and seen[-1] == 6 * 2  # the pilot's 3 chains, then the run's 6
