@@ -51,8 +51,9 @@ def _stderr(values: Tensor, failed: Tensor) -> float:
     return float(ok.std(unbiased=True) / math.sqrt(len(ok))) if len(ok) > 1 else float("nan")
 
 
-def bits_per_dim(log_likelihood: Tensor | float, num_dims: int) -> Tensor | float:
-    r"""Negative log-likelihood in bits per dimension: :math:`-\log p(x) / (D \ln 2)`."""
+def bits_per_dim(log_likelihood: Tensor | float, num_dims: int | Tensor) -> Tensor | float:
+    r"""Negative log-likelihood in bits per dimension: :math:`-\log p(x) / (D \ln 2)`; ``num_dims``
+    may be per example (the entries each observes)."""
     return -log_likelihood / (num_dims * math.log(2.0))
 
 
@@ -90,6 +91,9 @@ class EstimateResult(_Exports):
     wall_time: float = float("nan")
     # the name of the model's plate over the examples: the example dim of the export
     example_dim: str = "example"
+    # (N,) entries of each example the model's observed sites score, masks included (bits/dim's
+    # D, pyrolik.model.observed); None: every entry of x (estimators that do not run a model)
+    num_observed: Tensor | None = None
 
     @property
     def num_examples(self) -> int:
@@ -114,8 +118,43 @@ class EstimateResult(_Exports):
         return _stderr(self.log_likelihood, self.failed)
 
     @property
+    def observed_dims(self) -> Tensor | None:
+        """``(N,)``: the entries of each example that its estimate is a density of, the :math:`D_n`
+        of bits/dim. Counted by the estimator from the model's observed sites, masks included
+        (``poutine.mask``, ``.mask``, ``obs_mask``, a gathered ``obs=x[:, idx]``); where no model
+        was run (``kde``), every entry of ``x``. None when neither is known."""
+        if self.num_observed is not None:
+            return self.num_observed
+        if self.x is None:
+            return None
+        return torch.full((self.num_examples,), float(self.x[0].numel()), dtype=torch.float64)
+
+    @property
     def num_dims(self) -> int | None:
-        return None if self.x is None else int(self.x[0].numel())
+        """The entries observed per example when every example observes as many (else None: see
+        :attr:`observed_dims`)."""
+        dims = self.observed_dims
+        if dims is None or not len(dims) or not bool((dims == dims[0]).all()):
+            return None
+        return int(dims[0])
+
+    @property
+    def bits_per_dim(self) -> float:
+        r"""NLL in bits per observed entry over the examples that did not fail,
+
+        .. math:: \text{bits/dim} = \frac{-\sum_n \log p(x_n)}{\ln 2 \sum_n D_n},
+
+        with :math:`D_n` the entries example :math:`n` observes (:attr:`observed_dims`); with the
+        same :math:`D` for every example, :math:`-\overline{\log p(x)} / (D \ln 2)`. NaN when the
+        count is unknown or zero."""
+        dims = self.observed_dims
+        if dims is None:
+            return float("nan")
+        ok = ~self.failed
+        total = float(dims[ok.to(dims.device)].sum())
+        if total <= 0:
+            return float("nan")
+        return float(-self.log_likelihood[ok].double().sum() / (total * math.log(2.0)))
 
     @property
     def num_weights(self) -> int | None:
@@ -205,6 +244,8 @@ class EstimateResult(_Exports):
             val = getattr(self, name)
             if val is not None:
                 cols[name] = val
+        if self.num_observed is not None and self.num_dims is None:  # they differ: show them
+            cols["observed_dims"] = self.num_observed
         df = pd.DataFrame({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
         df.index.name = "example"
         return df
@@ -219,8 +260,8 @@ class EstimateResult(_Exports):
         }
         if self.failed.any():
             row["failed"] = int(self.failed.sum())
-        if self.num_dims:
-            row["NLL [bits/dim]"] = float(bits_per_dim(self.mean, self.num_dims))
+        if self.observed_dims is not None:
+            row["NLL [bits/dim]"] = self.bits_per_dim
         if self.mcse is not None:
             k = self.num_weights
             label = ("mean MCSE" if k is None or k >= MIN_WEIGHTS_FOR_MCSE
