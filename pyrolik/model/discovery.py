@@ -34,7 +34,7 @@ from pyrolik.model.hints import ObservedShapeError, explain, integer_data, short
 from pyrolik.model.layout import Layout, SiteLayout
 from pyrolik.model.messenger import is_zero_density, plate_frame
 from pyrolik.model.modules import eval_mode
-from pyrolik.model.observed import count_observed
+from pyrolik.model.observed import count_observed, warn_unread
 from pyrolik.model.supports import (
     check_circular_guide,
     check_fixed_supports,
@@ -89,6 +89,7 @@ def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
     check_masked_latents(model, x_rep, args, kwargs, tr, names, tracer)
     check_fixed_supports(model, x_rep, args, kwargs, tr, names, tracer)
     observed = tuple(s["name"] for s in sample_sites(tr) if s["is_observed"])
+    warn_unread(lambda x_alt: Tracer()(model, x_alt, args, kwargs), x_rep, tr, observed)
     supports = {s.name: tr.nodes[s.name]["fn"].support for s in sites}
     enum_dims = None
     if enumerated:
