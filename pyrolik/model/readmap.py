@@ -31,7 +31,12 @@ FILL = 0.0
 
 
 class ReadMapError(ValueError):
-    """The observed sites' values are not a selection of the entries of ``x``."""
+    """The observed sites' values are not a selection of the entries of ``x`` (``uncodable``: the
+    dtype of ``x`` cannot number its entries, so the map could not be looked for)."""
+
+    def __init__(self, message: str, uncodable: bool = False):
+        super().__init__(message)
+        self.uncodable = uncodable
 
 
 def _exact_limit(dtype: torch.dtype) -> int:
@@ -67,7 +72,7 @@ def read_map(trace_fn: Callable[[Tensor], object], like: Tensor, observed: tuple
     if a is None or b is None:
         raise ReadMapError(f"x of dtype {like.dtype} cannot number its {like[0].numel()} entries "
                            "per example, which is how pyrolik finds the entries each observed "
-                           "site reads")
+                           "site reads", uncodable=True)
     tr_a, tr_b = trace_fn(a), trace_fn(b)
     entries = like[0].numel()
     out = {}

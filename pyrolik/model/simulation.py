@@ -28,7 +28,7 @@ from pyrolik.model.arguments import mark_arguments, unwrap
 from pyrolik.model.hints import short
 from pyrolik.model.modules import eval_mode
 from pyrolik.model.observed import alternative_data
-from pyrolik.model.readmap import assemble, coded, read_map
+from pyrolik.model.readmap import ReadMapError, assemble, coded, read_map
 
 __all__ = ["draw_joint"]
 
@@ -113,19 +113,25 @@ def _read_map(model: Callable[..., Any], placeholder: Tensor, target, run: Calla
     try:
         return read_map(lambda coded_x: run(coded_x, model, seeded=False), placeholder,
                         target.observed)
-    except Exception as err:  # noqa: BLE001 - say which site and what to write instead
-        tr = run(placeholder, model, seeded=False)
-        if len(target.observed) == 1:
-            value = tr.nodes[target.observed[0]]["value"]
-            if tuple(value.shape) == tuple(placeholder.shape):
-                return {target.observed[0]: coded(placeholder.long()).reshape(
-                    placeholder.shape)}
-        raise ValueError(
-            f"simulate puts x together from the values its observed sites draw, by the entries of "
+    except ReadMapError as err:
+        if not err.uncodable:
+            raise ValueError(_unread(err)) from err
+        failure: Exception = err
+    except Exception as err:  # noqa: BLE001 - the model does not run on coded data
+        failure = err
+    tr = run(placeholder, model, seeded=False)
+    if len(target.observed) == 1:
+        value = tr.nodes[target.observed[0]]["value"]
+        if tuple(value.shape) == tuple(placeholder.shape):
+            return {target.observed[0]: coded(placeholder.long())}
+    raise ValueError(_unread(failure)) from failure
+
+
+def _unread(err: Exception) -> str:
+    return (f"simulate puts x together from the values its observed sites draw, by the entries of "
             f"x each one reads; here {short(err)}. Observe x by selection (obs=x, obs=x[:, t], "
             f"obs=x[:, idx]) with any computation on it in the distribution (for a conditional "
-            f"model pass the observation as x, the input as a keyword argument); or {_DATA_HINT}"
-        ) from err
+            f"model pass the observation as x, the input as a keyword argument); or {_DATA_HINT}")
 
 
 def _differs(tr_a, tr_b) -> str | None:
