@@ -146,3 +146,11 @@ def test_a_model_of_all_of_x_counts_every_entry(x):
     assert r.num_dims == 16 and "observed_dims" not in r.per_example().columns
     bits = r.summary()["NLL [bits/dim]"].iloc[0]
     assert bits == pytest.approx(-float(r.log_likelihood.mean()) / (16 * math.log(2)), rel=1e-12)
+
+
+def test_csl_of_a_pyro_model_divides_by_the_entries_observed(x):
+    z = torch.randn(500, 2, generator=G, dtype=torch.float64)  # prior draws: likelihood weighting
+    r = pyrolik.csl(dist_mask, x, {"z": z}, progress=False)
+    assert torch.equal(r.num_observed, torch.full((4,), 4.0, dtype=torch.float64))
+    bits = r.summary()["NLL [bits/dim]"].iloc[0]
+    assert bits == pytest.approx(-float(r.log_likelihood.mean()) / (4 * math.log(2)), rel=1e-12)

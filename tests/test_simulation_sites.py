@@ -173,3 +173,23 @@ def test_a_model_that_observes_no_entry_of_x_is_named_with_a_fix_that_works(seed
         pyrolik.simulate(cvae, 4, data_shape=(3,), model_kwargs={"ys": ys}, seed=0)
     sim = pyrolik.simulate(conditioned, 4, data_shape=(6,), model_kwargs={"xs": xs}, seed=0)
     assert sim.x.shape == (4, 6) and sim.latents["z"].shape == (4, 2)
+
+
+def test_a_model_whose_structure_reads_the_data_is_refused_with_a_fix_that_works(seed):
+    def prodlda_like(x):  # total_count read from the data: no placeholder gives its joint
+        total = int(x.sum(-1).max())
+        with pyro.plate("data", x.shape[0]):
+            z = pyro.sample("z", dist.Normal(torch.zeros(3), 1.0).to_event(1))
+            pyro.sample("x", dist.Multinomial(total, logits=z), obs=x)
+
+    with pytest.raises(ValueError, match=r"structure reads the data|ran neither") as err:
+        pyrolik.simulate(prodlda_like, 3, data_shape=(3,), seed=0)
+    assert "pyrolik.bdmc(model, data=(x, latents)" in str(err.value)
+    # the fix: (x, z) drawn by one's own code from the joint, at the total the data will have
+    g = torch.Generator().manual_seed(seed)
+    z = torch.randn(3, 3, generator=g, dtype=torch.float64)
+    x = torch.stack([torch.multinomial(torch.softmax(row, -1), 5, replacement=True, generator=g)
+                     .bincount(minlength=3) for row in z]).double()
+    b = pyrolik.bdmc(prodlda_like, data=(x, {"z": z}), num_steps=5, num_chains=4, seed=seed,
+                     progress=False)
+    assert torch.isfinite(b.lower.log_likelihood).all() and torch.isfinite(b.upper.log_likelihood).all()
