@@ -25,6 +25,7 @@ from pyrolik.advice import (
     MIN_WEIGHTS,
     NEGATIVE_GAP_SE,
     acceptance_fix,
+    inverted_gap_advice,
 )
 from pyrolik.results_format import Summary
 
@@ -465,36 +466,9 @@ class BDMCResult(_Exports):
 
     def _inverted_warnings(self) -> list[str]:
         """Inverted gaps, of the mean and per example, in units of their MCSE."""
-        out = []
-        inverted = self.inverted_gap()
-        if inverted is not None:
-            head = (f"the BDMC gap is inverted (upper < lower by {-inverted['gap']:.3g} nats, "
-                    f"{inverted['num_mcse']:.1f} times its MCSE of {inverted['mcse']:.2g})")
-            if inverted["within_noise"]:
-                out.append(f"{head}: within Monte Carlo noise (up to {NEGATIVE_GAP_SE:g} MCSE): the "
-                           "true gap is small next to the noise of this many chains; the bounds "
-                           "agree, but use more chains to resolve the gap")
-            else:
-                out.append(f"{head}: beyond Monte Carlo noise (more than {NEGATIVE_GAP_SE:g} MCSE): "
-                           "the reverse chains did not start from exact posterior draws of x "
-                           "(pass data simulated by pyrolik.simulate), or the MCSE is "
-                           "underestimated (too few chains)")
         ok = ~self.failed
-        gaps, se = self.per_example_gap.double(), self.per_example_gap_mcse
-        neg = (gaps < 0) & ok
-        beyond = neg & (gaps < -NEGATIVE_GAP_SE * se - 1e-9)
-        within = int((neg & ~beyond).sum())
-        if within:
-            worst = float((-gaps[neg & ~beyond] / se[neg & ~beyond]).max())
-            out.append(f"for {within} of {self.num_examples} examples the upper bound is below the "
-                       f"lower one within Monte Carlo noise (at most {worst:.1f} MCSE, limit "
-                       f"{NEGATIVE_GAP_SE:g}): expected when the gap is small next to the noise")
-        if int(beyond.sum()):
-            out.append(f"for {int(beyond.sum())} examples the upper bound is below the lower bound "
-                       f"by more than {NEGATIVE_GAP_SE:g} standard errors: reverse AIS did not start "
-                       "from exact posterior samples of the data it evaluates (use "
-                       "pyrolik.bdmc/simulate)")
-        return out
+        return inverted_gap_advice(self.inverted_gap(), self.per_example_gap.double()[ok],
+                                   self.per_example_gap_mcse[ok], self.num_examples)
 
     @property
     def num_examples(self) -> int:
