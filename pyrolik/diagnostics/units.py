@@ -67,7 +67,10 @@ def observed_dims(model: Any, x: Any, *, model_args: tuple = (),
     """
     from pyrolik.model.target import make_target  # the model layer, only where a model is given
 
-    return make_target(model, x, 1, model_args=model_args, model_kwargs=model_kwargs).num_observed
+    counts = make_target(model, x, 1, model_args=model_args, model_kwargs=model_kwargs).num_observed
+    if counts is None:  # discovery always counts; a target built otherwise has no count
+        raise ValueError("the model's observed entries could not be counted")
+    return counts
 
 
 def nats_to_bits(nats: Any) -> Any:

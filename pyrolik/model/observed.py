@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDistribution
@@ -81,7 +82,7 @@ def _shares_storage(value, x: Tensor) -> bool:
         and value.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
 
 
-def warn_unread(trace_fn: Callable[[Tensor], object], x: Tensor, tr, observed: tuple[str, ...]
+def warn_unread(trace_fn: Callable[[Tensor], Any], x: Tensor, tr, observed: tuple[str, ...]
                 ) -> None:
     r"""Warn (:class:`~pyrolik.model.constructs.IdiomWarning`) when no observed site reads ``x``.
 

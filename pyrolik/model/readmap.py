@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -60,7 +61,7 @@ def coded(like: Tensor, reverse: bool = False) -> Tensor | None:
     return code.to(like.dtype).reshape(like.shape[1:]).expand(like.shape).contiguous()
 
 
-def read_map(trace_fn: Callable[[Tensor], object], like: Tensor, observed: tuple[str, ...]
+def read_map(trace_fn: Callable[[Tensor], Any], like: Tensor, observed: tuple[str, ...]
              ) -> dict[str, Tensor]:
     """``{site: long tensor shaped like its value}``: the entry of its example's ``x`` (flattened)
     that each entry of each observed site reads.

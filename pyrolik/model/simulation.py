@@ -123,7 +123,9 @@ def _read_map(model: Callable[..., Any], placeholder: Tensor, target, run: Calla
     if len(target.observed) == 1:
         value = tr.nodes[target.observed[0]]["value"]
         if tuple(value.shape) == tuple(placeholder.shape):
-            return {target.observed[0]: coded(placeholder.long())}
+            order = torch.arange(placeholder[0].numel(), device=placeholder.device)
+            return {target.observed[0]: order.reshape(placeholder.shape[1:]).expand(
+                placeholder.shape)}
     raise ValueError(_unread(failure)) from failure
 
 
