@@ -169,7 +169,7 @@ def test_a_model_that_observes_no_entry_of_x_is_named_with_a_fix_that_works(seed
     assert ((r.log_likelihood - exact).abs() <= 4 * r.mcse + 1e-3).all()
     assert r.num_dims == 6
     # simulating the model as Pyro calls it names the site too; the fixed model simulates
-    with pytest.warns(pyrolik.IdiomWarning), pytest.raises(ValueError, match="'y' does not read x"):
+    with pytest.warns(pyrolik.IdiomWarning), pytest.raises(ValueError, match=r"no observed site reads x: \['y'\]"):
         pyrolik.simulate(cvae, 4, data_shape=(3,), model_kwargs={"ys": ys}, seed=0)
     sim = pyrolik.simulate(conditioned, 4, data_shape=(6,), model_kwargs={"xs": xs}, seed=0)
     assert sim.x.shape == (4, 6) and sim.latents["z"].shape == (4, 2)
@@ -193,3 +193,27 @@ def test_a_model_whose_structure_reads_the_data_is_refused_with_a_fix_that_works
     b = pyrolik.bdmc(prodlda_like, data=(x, {"z": z}), num_steps=5, num_chains=4, seed=seed,
                      progress=False)
     assert torch.isfinite(b.lower.log_likelihood).all() and torch.isfinite(b.upper.log_likelihood).all()
+
+
+def test_a_label_observed_from_an_argument_stays_observed_in_the_simulation(seed):
+    means = torch.tensor([[-3.0, 0.0], [3.0, 1.0]])
+    prior = torch.tensor([0.3, 0.7])
+
+    def labelled(x, ys):  # M2's labelled half: y observed from a per-example argument
+        with pyro.plate("data", x.shape[0]):
+            y = pyro.sample("y", dist.Categorical(prior), obs=ys)
+            z = pyro.sample("z", dist.Normal(means[y], 1.0).to_event(1))
+            pyro.sample("x", dist.Normal(z @ W.T, S).to_event(1), obs=x)
+
+    ys = torch.ones(400, dtype=torch.long)
+    sim = pyrolik.simulate(labelled, 400, data_shape=(6,), model_kwargs={"ys": ys}, seed=seed)
+    # z | y=1 ~ N((3, 1), I): the draws are of the joint given the labels, not with y released
+    assert ((sim.latents["z"].mean(0) - means[1]).abs() < 4 / 400**0.5).all()
+    ys = torch.tensor([0, 1, 1, 0])
+    b = pyrolik.bdmc(labelled, 4, data_shape=(6,), num_steps=30, num_chains=25, seed=seed,
+                     model_kwargs={"ys": ys}, progress=False)
+    exact = prior[ys].log() + dist.MultivariateNormal(
+        means[ys] @ W.T, W @ W.T + S**2 * torch.eye(6)).log_prob(b.x)  # log p(x, y)
+    assert ((b.lower.log_likelihood - exact) <= 4 * b.lower.mcse).all()
+    assert ((b.upper.log_likelihood - exact) >= -4 * b.upper.mcse).all()
+    assert torch.equal(b.lower.num_observed, torch.full((4,), 7.0, dtype=torch.float64))

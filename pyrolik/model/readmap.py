@@ -6,7 +6,8 @@ values by running the model on ``x``; :func:`read_map` finds that same map by ru
 data, each example's entries numbered :math:`0 \dots E-1` (``E = x[0].numel()``), so that an
 observed site's value holds the numbers of the entries it reads. A second coding,
 :math:`E - 1 - j`, confirms that the value is a selection of entries and not a computation on them
-(a value that changes under neither coding does not read ``x`` at all).
+(a value that changes under neither coding does not read ``x`` at all: a label observed from a
+per-example argument, which simulation keeps observed).
 
 :func:`assemble` inverts the map for simulation: each observed site's drawn entries go where the map
 says, masked entries (``poutine.mask``, ``.mask``, ``obs_mask``) are left out, and every entry of
@@ -64,10 +65,12 @@ def coded(like: Tensor, reverse: bool = False) -> Tensor | None:
 def read_map(trace_fn: Callable[[Tensor], Any], like: Tensor, observed: tuple[str, ...]
              ) -> dict[str, Tensor]:
     """``{site: long tensor shaped like its value}``: the entry of its example's ``x`` (flattened)
-    that each entry of each observed site reads.
+    that each entry of each observed site reading ``x`` reads.
 
-    ``trace_fn(x)`` traces the model (conditioned, as written) on ``x``. Raises
-    :class:`ReadMapError` naming the site whose value is not a selection of entries of ``x``.
+    ``trace_fn(x)`` traces the model (conditioned, as written) on ``x``. A site whose value is the
+    same whatever ``x`` holds (a label observed from a per-example argument) reads no entry of ``x``
+    and is left out. Raises :class:`ReadMapError` naming the site whose value is not a selection of
+    entries of ``x``, or the sites when none reads ``x``.
     """
     a, b = coded(like), coded(like, reverse=True)
     if a is None or b is None:
@@ -82,8 +85,7 @@ def read_map(trace_fn: Callable[[Tensor], Any], like: Tensor, observed: tuple[st
         if va.shape != vb.shape:
             raise ReadMapError(f"the observed site {name!r} changes shape with the values of x")
         if torch.equal(va, vb):
-            raise ReadMapError(f"the observed site {name!r} does not read x (its value is the same "
-                               "whatever x holds)")
+            continue  # observes something else than x (a per-example argument)
         index = va.double()
         whole = (index == index.round()) & (index >= 0) & (index < entries)
         if not bool(whole.all()) or not torch.equal(vb.double(), entries - 1 - index):
@@ -91,6 +93,9 @@ def read_map(trace_fn: Callable[[Tensor], Any], like: Tensor, observed: tuple[st
                                "value is not a selection of the entries of x: a slice, a gather, "
                                "an index, a reshape or a cast)")
         out[name] = index.long()
+    if not out:
+        raise ReadMapError(f"no observed site reads x: {list(observed)} hold the same values "
+                           "whatever x holds")
     return out
 
 

@@ -3,8 +3,9 @@ r"""Draw ``(x, latents)`` from a model's joint :math:`p(z)\,p(x \mid z)`, as Pyr
 A Pyro model conditioned with ``obs=x`` samples that site when ``x`` is ``None``: the usual way to
 simulate. :func:`draw_joint` first runs the model so, with ``x=None`` (the number of examples then
 comes from the model's arguments, e.g. per-example labels); if the model cannot run without data, it
-runs the model on a placeholder ``x`` of zeros of the requested shape with its observations released
-(``poutine.uncondition``). Either way ``x`` is put together from the values the observed sites drew,
+runs the model on a placeholder ``x`` of zeros of the requested shape with the observed sites that
+read ``x`` released (``poutine.uncondition``; an observation of a per-example argument, M2's labels,
+stays conditioned, so the draws are of the joint given it). Either way ``x`` is put together from the values the observed sites drew,
 by the map the model reads them with (:mod:`pyrolik.model.readmap`): one site holding all of ``x``,
 one site per time step (``obs=x[:, t]``), a gathered observation (``obs=x[:, idx]``). Entries of
 ``x`` that no observed site scores (masked out, or not read) are 0 (:data:`~pyrolik.model.readmap.FILL`).
@@ -21,6 +22,7 @@ from typing import Any
 
 import pyro
 import torch
+from pyro.poutine.uncondition_messenger import UnconditionMessenger
 from torch import Tensor
 
 from pyrolik._random import fork_rng_from
@@ -57,7 +59,7 @@ def draw_joint(model: Callable[..., Any], placeholder: Tensor, seed: int, model_
     tr = None
     try:  # the obs=x idiom: with x=None the observed sites sample
         tr = run(None, model)
-        for site in target.observed:
+        for site in index:
             found = tr.nodes.get(site)
             if found is None or found["is_observed"] or found["value"] is None \
                     or tuple(found["value"].shape) != tuple(index[site].shape):
@@ -66,7 +68,7 @@ def draw_joint(model: Callable[..., Any], placeholder: Tensor, seed: int, model_
     except Exception:  # noqa: BLE001 - a model that needs its data: simulate on the placeholder
         tr = None
     if tr is None:
-        released = pyro.poutine.uncondition(model)
+        released = _Release(frozenset(index))(model)
         try:
             tr = run(placeholder, released)
             other = run(coded(placeholder) if coded(placeholder) is not None
@@ -86,6 +88,19 @@ def draw_joint(model: Callable[..., Any], placeholder: Tensor, seed: int, model_
     latents = {s.name: tr.nodes[s.name]["value"].detach().movedim(s.plate_index, 0)
                for s in target.sites}
     return x, latents
+
+
+class _Release(UnconditionMessenger):
+    """``poutine.uncondition`` of the observed sites that read ``x`` only: an observation of a
+    per-example argument (M2's labels) stays conditioned, so the draws are of the joint given it."""
+
+    def __init__(self, names: frozenset[str]):
+        super().__init__()
+        self.names = names
+
+    def _pyro_sample(self, msg) -> None:
+        if msg["name"] in self.names:
+            super()._pyro_sample(msg)
 
 
 def _structure(model: Callable[..., Any], placeholder: Tensor, model_args: tuple,
