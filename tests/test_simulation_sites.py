@@ -121,9 +121,15 @@ def test_a_site_that_computes_on_x_is_refused_with_a_fix_that_works(seed):
             z = pyro.sample("z", dist.Normal(torch.zeros(2), 1.0).to_event(1))
             pyro.sample("x", dist.Normal(z @ W.T, S).to_event(1), obs=(x - 1.0) / 2.0)
 
-    with pytest.raises(ValueError, match=r"site 'x' reads x through a computation.*Observe x by "
-                       r"selection.*pyrolik.bdmc\(model, data=\(x, latents\)"):
-        pyrolik.simulate(standardised, 3, data_shape=(6,), seed=0)
+    def shifted(x):  # a gathered subset, shifted: its entries are whole numbers in range
+        with pyro.plate("data", x.shape[0]):
+            z = pyro.sample("z", dist.Normal(torch.zeros(2), 1.0).to_event(1))
+            pyro.sample("x", dist.Normal(z @ W[:3].T, S).to_event(1), obs=x[:, :3] + 1.0)
+
+    for model in (standardised, shifted):
+        with pytest.raises(ValueError, match=r"site 'x' reads x through a computation.*Observe x "
+                           r"by selection.*pyrolik.bdmc\(model, data=\(x, latents\)"):
+            pyrolik.simulate(model, 3, data_shape=(6,), seed=0)
     # the fix: data simulated by one's own code, x = 2 y + 1 with y drawn from the model
     z = torch.randn(3, 2, generator=G, dtype=torch.float64)
     x = 2.0 * (z @ W.T + S * torch.randn(3, 6, generator=G, dtype=torch.float64)) + 1.0

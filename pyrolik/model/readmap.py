@@ -5,7 +5,7 @@ gathered ``obs=x[:, idx]`` or ``x.gather(...)``, a reshape or a cast. The adapte
 values by running the model on ``x``; :func:`read_map` finds that same map by running it on *coded*
 data, each example's entries numbered :math:`0 \dots E-1` (``E = x[0].numel()``), so that an
 observed site's value holds the numbers of the entries it reads. A second coding,
-:math:`E - 1 - j`, confirms that the value is a selection of entries and not a computation on them
+:math:`2E - 1 - j`, confirms that the value is a selection of entries and not a computation on them
 (a value that changes under neither coding does not read ``x`` at all: a label observed from a
 per-example argument, which simulation keeps observed).
 
@@ -50,15 +50,16 @@ def _exact_limit(dtype: torch.dtype) -> int:
     return int(torch.iinfo(dtype).max) + 1
 
 
-def coded(like: Tensor, reverse: bool = False) -> Tensor | None:
-    """``like``'s shape, each example's entries numbered ``0..E-1`` (``E-1..0`` with ``reverse``),
-    in ``like``'s dtype; None when that dtype cannot number them exactly."""
+def coded(like: Tensor, mirrored: bool = False) -> Tensor | None:
+    """``like``'s shape, each example's entries numbered ``0..E-1`` (with ``mirrored``, entry ``j``
+    holds ``2E-1-j``: every number differs from the first coding's, also for ``E = 1``), in
+    ``like``'s dtype; None when that dtype cannot number them exactly."""
     entries = like[0].numel() if like.shape[0] else 0
-    if entries > _exact_limit(like.dtype):
+    if 2 * entries > _exact_limit(like.dtype):
         return None
     code = torch.arange(entries, device=like.device)
-    if reverse:
-        code = entries - 1 - code
+    if mirrored:
+        code = 2 * entries - 1 - code
     return code.to(like.dtype).reshape(like.shape[1:]).expand(like.shape).contiguous()
 
 
@@ -72,7 +73,7 @@ def read_map(trace_fn: Callable[[Tensor], Any], like: Tensor, observed: tuple[st
     and is left out. Raises :class:`ReadMapError` naming the site whose value is not a selection of
     entries of ``x``, or the sites when none reads ``x``.
     """
-    a, b = coded(like), coded(like, reverse=True)
+    a, b = coded(like), coded(like, mirrored=True)
     if a is None or b is None:
         raise ReadMapError(f"x of dtype {like.dtype} cannot number its {like[0].numel()} entries "
                            "per example, which is how pyrolik finds the entries each observed "
@@ -88,7 +89,8 @@ def read_map(trace_fn: Callable[[Tensor], Any], like: Tensor, observed: tuple[st
             continue  # observes something else than x (a per-example argument)
         index = va.double()
         whole = (index == index.round()) & (index >= 0) & (index < entries)
-        if not bool(whole.all()) or not torch.equal(vb.double(), entries - 1 - index):
+        # a selection reads j and 2E-1-j; a shift, a scale or any other computation does not
+        if not bool(whole.all()) or not torch.equal(vb.double(), 2 * entries - 1 - index):
             raise ReadMapError(f"the observed site {name!r} reads x through a computation (its "
                                "value is not a selection of the entries of x: a slice, a gather, "
                                "an index, a reshape or a cast)")
