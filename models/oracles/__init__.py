@@ -1,13 +1,14 @@
 """Models with known answers, the oracles the estimators are tested against.
 
 :class:`LinearGaussian` (closed-form marginal and posterior), the 1-D models of :mod:`.quadrature`
-(marginal by quadrature, exact posterior draws) and a small :class:`RBM` (exact log-likelihood by
-enumeration).
+(marginal by quadrature, exact posterior draws), a small :class:`RBM` (exact log-likelihood by
+enumeration) and :class:`LinearStateSpace` (one observed site per step, exact by the Kalman filter).
 """
 
 from .linear_gaussian import LinearGaussian
 from .quadrature import BernoulliDecoder, BetaLatent, BimodalDecoder, UniformLatent
 from .rbm import RBM, binary_states
+from .state_space import LinearStateSpace
 
-__all__ = ["BernoulliDecoder", "BetaLatent", "BimodalDecoder", "LinearGaussian", "RBM",
+__all__ = ["BernoulliDecoder", "BetaLatent", "BimodalDecoder", "LinearGaussian", "LinearStateSpace", "RBM",
            "UniformLatent", "binary_states"]

@@ -149,7 +149,8 @@ class Comparison:
 def _as_scores(obj: Any, y: Any, rules: Sequence[str]) -> dict[str, np.ndarray]:
     if y is not None:
         return {rule: SCORES[rule](obj, y) for rule in rules}
-    values = getattr(obj, "log_likelihood", obj)
+    # a BDMC sandwich is compared at its midpoint (a note says so)
+    values = obj.midpoint if hasattr(obj, "midpoint") else getattr(obj, "log_likelihood", obj)
     if hasattr(values, "detach"):
         values = values.detach().cpu().numpy()
     arr = np.asarray(values, dtype=np.float64)

@@ -108,6 +108,7 @@ class LegOutput:
     schedule: Tensor | None = None  # (T + 1,) the forward betas this batch annealed along
     evaluation: str = "eager"  # how the model was evaluated (AnnealingPath.evaluation)
     plate: str = "example"  # the name of the model's plate over the examples
+    num_observed: Tensor | None = None  # (n,) entries of each example observed (bits/dim's D)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain nested dicts and tensors: what a checkpoint file and ``gather_object`` carry."""
@@ -312,7 +313,8 @@ def _batch(run: Run, inputs: Inputs, batch: Batch, resume: dict | None, save: Ca
             num_divergent=totals.num_divergent[lo:hi].reshape(k, n), trace=leg_trace,
             trace_steps=steps, latents=path.first_chains(k).target.unravel(z),
             table=None if table is None else tuple(table), schedule=betas,
-            evaluation=path.evaluation, plate=target.plate_name))
+            evaluation=path.evaluation, plate=target.plate_name,
+            num_observed=target.num_observed))
         offset += k
     if run.check is not None and starts is not None:
         run.check(path.first_chains(run.legs[0].num_chains).target, starts,
@@ -353,6 +355,12 @@ def _visited(run: Run, parts: Sequence[LegOutput]) -> tuple[Tensor, Tensor]:
     return schedule, beta
 
 
+def _observed(parts: Sequence[LegOutput]) -> Tensor | None:
+    """The entries observed per example over all batches, or None if some batch did not count."""
+    counts = [p.num_observed for p in parts if p.num_observed is not None]
+    return torch.cat(counts) if len(counts) == len(parts) else None
+
+
 def finish(method: str, direction: str, run: Run, parts: Sequence[LegOutput], start: float,
            num_chains: int) -> AISResult:
     """Concatenate one leg's batch outputs along the examples and reduce them into an AISResult."""
@@ -376,7 +384,7 @@ def finish(method: str, direction: str, run: Run, parts: Sequence[LegOutput], st
         acceptance_rate=torch.cat([p.acceptance_rate for p in parts], dim=1),
         num_divergent=torch.cat([p.num_divergent for p in parts], dim=1),
         trace=trace, trace_steps=parts[0].trace_steps, kernel=run.kernel,
-        example_dim=parts[0].plate,
+        example_dim=parts[0].plate, num_observed=_observed(parts),
         latents={name: torch.cat([p.latents[name] for p in parts], dim=1)
                  for name in parts[0].latents},
     )

@@ -192,7 +192,8 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
             done += k
             bar.update(1)
         return {"log_likelihood": running.log_mean, "ess": running.ess, "mcse": running.mcse,
-                "khat": running.khat(), "log_weights": running.log_weights}
+                "khat": running.khat(), "log_weights": running.log_weights,
+                "num_observed": next(iter(targets.values())).num_observed}
 
     parts = run_batches(n, batch_size, seed, x.device, work, shard=shard,
                         rows_per_example=chunk)
@@ -201,6 +202,8 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
         return None
     cat = {name: torch.cat([p[name] for p in parts]) for name in ("log_likelihood", "ess", "mcse",
                                                                   "khat")}
+    if all(p.get("num_observed") is not None for p in parts):
+        cat["num_observed"] = torch.cat([p["num_observed"] for p in parts])
     kept = torch.cat([p["log_weights"] for p in parts], dim=1) if keep_weights else None
     settings = {"num_samples": num_samples, "batch_size": batch_size, "chunk_size": chunk}
     result = EstimateResult(

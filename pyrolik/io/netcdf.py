@@ -112,6 +112,8 @@ def from_datatree(tree: Any) -> Result:
         x=None if obs is None else _t(obs.to_dataset()["x"], ex),
         settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
         wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
+        num_observed=None if obs is None or "num_observed" not in obs.to_dataset()
+        else _t(obs.to_dataset()["num_observed"]),
     )
     if kind != "AISResult":  # EstimateResult, or a newer estimator's subclass: the common fields
         return EstimateResult(**common)

@@ -101,7 +101,10 @@ class Program:
         examples (per-example arguments follow their rows; ``x`` replaces the rows' data), with a
         memo of its own."""
         args, kwargs = take_rows(self.marked_args, self.marked_kwargs, self.layout.num_chains, index)
-        layout = replace(self.layout, num_chains=1, num_examples=len(index))
+        counts = self.layout.num_observed
+        if counts is not None:
+            counts = counts[index.cpu() % self.layout.num_examples]
+        layout = replace(self.layout, num_chains=1, num_examples=len(index), num_observed=counts)
         return replace(self, layout=layout, x=self.x[index] if x is None else x, marked_args=args,
                        marked_kwargs=kwargs, memo={})
 

@@ -90,6 +90,12 @@ class Target:
         return self.layout.rows
 
     @property
+    def num_observed(self) -> Tensor | None:
+        """``(num_examples,)``: the entries of each example its observed sites score, masks included
+        (the D of bits/dim, :mod:`pyrolik.model.observed`)."""
+        return self.layout.num_observed
+
+    @property
     def latent_dim(self) -> int:
         return self.layout.latent_dim
 

@@ -24,7 +24,8 @@ group                       variables (dims)
                             ``log_likelihood``, ``ess``, ``mcse``, ``khat``; for AIS the run-mean
                             ``mean_acceptance_rate`` and ``num_divergent`` ``(chain, <plate>)``
 ``trajectory``              recorded states ``u`` ``(chain, draw, <plate>, latent_dim)``, if kept
-``observed_data``           ``x`` ``(<plate>, x_dim_i)``
+``observed_data``           ``x`` ``(<plate>, x_dim_i)``; ``num_observed`` ``(<plate>)``, the
+                            entries of each example the model observes (bits/dim's D), when counted
 ``constant_data``           ``schedule`` ``(step)`` (``(step, <plate>)`` when batches annealed along
                             their own adaptive schedules); the pilot table ``pilot_beta``,
                             ``log_step_size``, ``inv_mass``, ``log_ratio_var``
@@ -172,7 +173,10 @@ def _estimate_groups(result: Any, sample_dim: str, ex: str) -> dict[str, xr.Data
     groups = {"log_weights": _dataset(data, dims, coords, [])}
     if result.x is not None:
         x_dims = {"x": [ex, *_event_dims("x", result.x.dim() - 1)]}
-        groups["observed_data"] = _dataset({"x": result.x}, x_dims, coords, [])
+        observed = {"x": result.x}
+        if getattr(result, "num_observed", None) is not None:
+            observed["num_observed"], x_dims["num_observed"] = result.num_observed, [ex]
+        groups["observed_data"] = _dataset(observed, x_dims, coords, [])
     constant = {}
     if result.method == "kde" and result.settings.get("validation_log_likelihood") is not None:
         constant["bandwidth_grid"] = np.asarray(result.settings["bandwidth_grid"])

@@ -10,6 +10,7 @@ and Pareto ``khat``.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,9 @@ from pyrolik.advice import (
     BDMC_GAP_WARN,
     KHAT_WARN,
     MIN_WEIGHTS,
+    NEGATIVE_GAP_SE,
     acceptance_fix,
+    inverted_gap_advice,
 )
 from pyrolik.ops.stats import khat_threshold
 from pyrolik.results.datatree import to_datatree, to_inference_data
@@ -45,8 +48,9 @@ def _stderr(values: Tensor, failed: Tensor) -> float:
     return float(ok.std(unbiased=True) / math.sqrt(len(ok))) if len(ok) > 1 else float("nan")
 
 
-def bits_per_dim(log_likelihood: Tensor | float, num_dims: int) -> Tensor | float:
-    r"""Negative log-likelihood in bits per dimension: :math:`-\log p(x) / (D \ln 2)`."""
+def bits_per_dim(log_likelihood: Tensor | float, num_dims: int | Tensor) -> Tensor | float:
+    r"""Negative log-likelihood in bits per dimension: :math:`-\log p(x) / (D \ln 2)`; ``num_dims``
+    may be per example (the entries each observes)."""
     return -log_likelihood / (num_dims * math.log(2.0))
 
 
@@ -80,6 +84,9 @@ class EstimateResult(_Exports):
     wall_time: float = float("nan")
     # the name of the model's plate over the examples: the example dim of the export
     example_dim: str = "example"
+    # (N,) entries of each example the model's observed sites score, masks included (bits/dim's
+    # D, pyrolik.model.observed); None: every entry of x (estimators that do not run a model)
+    num_observed: Tensor | None = None
 
     @property
     def num_examples(self) -> int:
@@ -104,8 +111,43 @@ class EstimateResult(_Exports):
         return _stderr(self.log_likelihood, self.failed)
 
     @property
+    def observed_dims(self) -> Tensor | None:
+        """``(N,)``: the entries of each example that its estimate is a density of, the :math:`D_n`
+        of bits/dim. Counted by the estimator from the model's observed sites, masks included
+        (``poutine.mask``, ``.mask``, ``obs_mask``, a gathered ``obs=x[:, idx]``); where no model
+        was run (``kde``), every entry of ``x``. None when neither is known."""
+        if self.num_observed is not None:
+            return self.num_observed
+        if self.x is None:
+            return None
+        return torch.full((self.num_examples,), float(self.x[0].numel()), dtype=torch.float64)
+
+    @property
     def num_dims(self) -> int | None:
-        return None if self.x is None else int(self.x[0].numel())
+        """The entries observed per example when every example observes as many (else None: see
+        :attr:`observed_dims`)."""
+        dims = self.observed_dims
+        if dims is None or not len(dims) or not bool((dims == dims[0]).all()):
+            return None
+        return int(dims[0])
+
+    @property
+    def bits_per_dim(self) -> float:
+        r"""NLL in bits per observed entry over the examples that did not fail,
+
+        .. math:: \text{bits/dim} = \frac{-\sum_n \log p(x_n)}{\ln 2 \sum_n D_n},
+
+        with :math:`D_n` the entries example :math:`n` observes (:attr:`observed_dims`); with the
+        same :math:`D` for every example, :math:`-\overline{\log p(x)} / (D \ln 2)`. NaN when the
+        count is unknown or zero."""
+        dims = self.observed_dims
+        if dims is None:
+            return float("nan")
+        ok = ~self.failed
+        total = float(dims[ok.to(dims.device)].sum())
+        if total <= 0:
+            return float("nan")
+        return float(-self.log_likelihood[ok].double().sum() / (total * math.log(2.0)))
 
     @property
     def num_weights(self) -> int | None:
@@ -195,6 +237,8 @@ class EstimateResult(_Exports):
             val = getattr(self, name)
             if val is not None:
                 cols[name] = val
+        if self.num_observed is not None and self.num_dims is None:  # they differ: show them
+            cols["observed_dims"] = self.num_observed
         df = pd.DataFrame({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
         df.index.name = "example"
         return df
@@ -209,8 +253,8 @@ class EstimateResult(_Exports):
         }
         if self.failed.any():
             row["failed"] = int(self.failed.sum())
-        if self.num_dims:
-            row["NLL [bits/dim]"] = float(bits_per_dim(self.mean, self.num_dims))
+        if self.observed_dims is not None:
+            row["NLL [bits/dim]"] = self.bits_per_dim
         if self.mcse is not None:
             k = self.num_weights
             label = ("mean MCSE" if k is None or k >= MIN_WEIGHTS_FOR_MCSE
@@ -328,26 +372,78 @@ class BDMCResult(_Exports):
         return _stderr(self.per_example_gap, self.failed)
 
     @property
-    def log_likelihood(self) -> Tensor:
-        """Midpoint of the sandwich per example (nats)."""
+    def per_example_gap_mcse(self) -> Tensor:
+        r"""Monte Carlo standard error of each example's gap, :math:`\sqrt{\mathrm{mcse}_L^2 +
+        \mathrm{mcse}_U^2}` (the two runs are independent), nats."""
+        if self.lower.mcse is None or self.upper.mcse is None:
+            return torch.full_like(self.per_example_gap, float("nan"), dtype=torch.float64)
+        return (self.lower.mcse.double() ** 2 + self.upper.mcse.double() ** 2).sqrt()
+
+    @property
+    def gap_mcse(self) -> float:
+        r"""Monte Carlo standard error of :attr:`gap`: :math:`\sqrt{\sum_n \mathrm{mcse}_n^2} / N`
+        over the examples that did not fail (nats). :attr:`gap_stderr` is the spread over examples
+        instead (data variability, which includes this noise)."""
+        ok = ~self.failed
+        if not ok.any():
+            return float("nan")
+        return float(self.per_example_gap_mcse[ok].pow(2).sum().sqrt() / int(ok.sum()))
+
+    def inverted_gap(self) -> dict[str, Any] | None:
+        """How far below zero the mean gap is in units of its MCSE, or None when it is not inverted.
+
+        Upper minus lower has a non-negative expectation, so a negative mean gap is Monte Carlo
+        noise when it is within :data:`~pyrolik.advice.NEGATIVE_GAP_SE` MCSEs of zero (small gaps
+        at a small budget: a few chains), and a sign that the reverse chains did not start at
+        exact posterior draws of ``x`` beyond that. Returns ``{"gap", "mcse", "num_mcse",
+        "within_noise"}``.
+        """
+        gap, mcse = self.gap, self.gap_mcse
+        if not gap < 0:
+            return None
+        num = -gap / mcse if mcse > 0 else math.inf
+        return {"gap": gap, "mcse": mcse, "num_mcse": num, "within_noise": num <= NEGATIVE_GAP_SE}
+
+    @property
+    def midpoint(self) -> Tensor:
+        """``(lower + upper) / 2`` per example (nats): the centre of the sandwich, **not an
+        estimate** of log p(x) (neither bound's; use ``lower.log_likelihood`` for forward AIS). Its
+        distance to either bound is half the per-example gap."""
         return 0.5 * (self.upper.log_likelihood + self.lower.log_likelihood)
 
     @property
+    def log_likelihood(self) -> Tensor:
+        """Deprecated name of :attr:`midpoint` (a ``DeprecationWarning``): the midpoint of the
+        bounds, easy to take for an estimate."""
+        warnings.warn("BDMCResult.log_likelihood is the midpoint of the two bounds, not an "
+                      "estimate; use result.midpoint for it, result.lower.log_likelihood for the "
+                      "forward AIS estimate, or result.lower/.upper for the sandwich",
+                      DeprecationWarning, stacklevel=2)
+        return self.midpoint
+
+    @property
     def mean(self) -> float:
-        return _mean(self.log_likelihood, self.failed)
+        """Mean of :attr:`midpoint` over the examples that did not fail (nats)."""
+        return _mean(self.midpoint, self.failed)
 
     @property
     def stderr(self) -> float:
-        return _stderr(self.log_likelihood, self.failed)
+        return _stderr(self.midpoint, self.failed)
 
     def summary(self) -> Summary:
-        """Lower and upper rows, plus the gap with its standard error (a :class:`pandas.DataFrame`
-        that prints as a fixed-width table, see :mod:`pyrolik.results.table`)."""
+        """Lower and upper rows, plus the gap with its standard error over examples and its Monte
+        Carlo standard error; an inverted gap (upper < lower) says whether it is within noise (a
+        :class:`pandas.DataFrame` that prints as a fixed-width table, see
+        :mod:`pyrolik.results.table`)."""
         df = pd.concat([self.lower.summary(), self.upper.summary()])
         df.index = ["forward AIS (lower)", "reverse AIS (upper)"]
         df.index.name = "estimate"
         gap = {"log p(x) [nats]": self.gap, "stderr": self.gap_stderr,
-               "examples": len(self.x), "bound": "gap"}
+               "examples": len(self.x), "bound": "gap", "gap MCSE": self.gap_mcse}
+        inverted = self.inverted_gap()
+        if inverted is not None:
+            gap["inverted gap"] = (f"{inverted['num_mcse']:.1f} MCSE: "
+                                   + ("noise" if inverted["within_noise"] else "NOT noise"))
         df.loc["BDMC gap (upper - lower)", list(gap)] = list(gap.values())
         return Summary(df)
 
@@ -357,7 +453,18 @@ class BDMCResult(_Exports):
         if self.gap > BDMC_GAP_WARN:
             out.append(f"the BDMC gap is {self.gap:.2f} nats: AIS has not converged on this model; "
                        "increase num_steps until the gap is small")
+        out += self._inverted_warnings()
         return out
+
+    def _inverted_warnings(self) -> list[str]:
+        """Inverted gaps, of the mean and per example, in units of their MCSE."""
+        ok = ~self.failed
+        return inverted_gap_advice(self.inverted_gap(), self.per_example_gap.double()[ok],
+                                   self.per_example_gap_mcse[ok], self.num_examples)
+
+    @property
+    def num_examples(self) -> int:
+        return int(self.x.shape[0])
 
     def __repr__(self) -> str:
         return (f"BDMCResult(N={len(self.x)}, lower={self.lower.mean:.4f}, "

@@ -37,6 +37,7 @@ TESTED_ELSEWHERE = {
     "io/netcdf.py": "io/test_export.py",
     "model/constructs.py": "integration/test_idioms.py",
     "model/messenger.py": "integration/test_idioms_more.py",
+    "model/readmap.py": "model/test_simulation_sites.py",
     "model/modules.py": "integration/test_idioms.py",
     "model/sampling.py": "infer/test_conservative.py",
     "model/supports.py": "integration/test_idioms_more.py",
