@@ -58,17 +58,23 @@ class _Exports:
     """Export methods shared by every result (the work is in :mod:`pyrolik.io.datatree`, which
     reads results by their attributes and does not import this module)."""
 
-    def to_datatree(self):
-        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.io.datatree`)."""
+    def to_datatree(self, *, num_blocks: int = 4):
+        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.io.datatree`).
+
+        ``posterior`` holds equally weighted (resampled) draws; its ``chain`` is one of
+        ``num_blocks`` independent blocks of chains (:mod:`pyrolik.io.resample`).
+        """
         from pyrolik.io.datatree import to_datatree
 
-        return to_datatree(self)
+        return to_datatree(self, num_blocks=num_blocks)
 
-    def to_inference_data(self):
-        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.io.datatree`)."""
+    def to_inference_data(self, *, num_blocks: int = 4):
+        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.io.datatree`); ArviZ's
+        ``az.summary`` of it gives weighted posterior means, and ``r_hat`` / ``ess`` across the
+        ``num_blocks`` blocks of chains."""
         from pyrolik.io.datatree import to_inference_data
 
-        return to_inference_data(self)
+        return to_inference_data(self, num_blocks=num_blocks)
 
 
 @dataclass
@@ -88,6 +94,8 @@ class EstimateResult(_Exports):
     wall_time: float = float("nan")
     # the name of the model's plate over the examples: the example dim of the export
     example_dim: str = "example"
+    # IWAE / likelihood weighting: the raw draws behind log_weights, each (K, N, *site), when kept
+    samples: dict[str, Tensor] | None = None
 
     @property
     def num_examples(self) -> int:
