@@ -96,6 +96,9 @@ class EstimateResult(_Exports):
     example_dim: str = "example"
     # IWAE / likelihood weighting: the raw draws behind log_weights, each (K, N, *site), when kept
     samples: dict[str, Tensor] | None = None
+    # IWAE / likelihood weighting: draws resampled by weight per block of samples (C, D, N, ...):
+    # "draw_index" (the sample each copies), "draw_log_weight", and the sites by name
+    draws: dict[str, Tensor] | None = None
 
     @property
     def num_examples(self) -> int:

@@ -176,3 +176,56 @@ def test_estimate_results_without_draws_export_their_evidence(results):
     tree = r.to_datatree()
     assert set(tree.children) == {"evidence", "observed_data", "constant_data"}
     assert str(tree["evidence"]["bound"].values) == "none"
+
+
+# --- IWAE and likelihood weighting: sampling-importance-resampling --------------------------
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("keep_samples", [None, False])
+def test_likelihood_weighting_posterior_is_the_exact_one(keep_samples):
+    """Resampled prior draws, weighted by the likelihood, have the exact posterior's mean and sd
+    within 4 standard errors (from the weights' ESS); ``keep_samples=False`` keeps only the
+    resampled draws (bounded memory), with the same posterior."""
+    x = LG.sample(4, torch.Generator().manual_seed(2))
+    r = pyrolik.likelihood_weighting(LG, x, num_samples=4000, seed=0, chunk_size=700,
+                                     keep_samples=keep_samples, progress=False)
+    assert (r.samples is None) == (keep_samples is False)
+    assert r.draws["z"].shape == (4, 256, 4, 2)  # 4 blocks of 1000 samples: 256 draws each
+    tree = r.to_datatree()
+    assert ("z" in tree["particles"]) == (keep_samples is not False)
+    table = summary_where_defined(r.to_inference_data())
+    post = LG.exact_posterior(x)
+    mean, sd = post.mean.numpy(), post.variance.sqrt().numpy()
+    ess = np.minimum(r.ess.numpy(), 4 * 256)[:, None]  # no more than the draws kept
+    got = table["mean"].values.reshape(mean.shape)
+    assert (np.abs(got - mean) <= 4 * sd / np.sqrt(ess)).all()
+    got_sd = table["sd"].values.reshape(sd.shape)
+    assert (np.abs(got_sd - sd) <= 4 * sd / np.sqrt(2 * (ess - 1))).all()
+    back = pyrolik.export.from_datatree(tree)
+    for name, v in r.draws.items():
+        torch.testing.assert_close(back.draws[name], v, rtol=0, atol=0)
+
+
+def test_streaming_resampling_picks_each_sample_with_its_weight():
+    """Every slot holds sample j of its block with probability w_j / sum w (chi-square on a
+    fixed seed, 5 chunks of unequal size)."""
+    from pyrolik.infer.resampling import StreamingResampler
+
+    g = torch.Generator().manual_seed(0)
+    k, n = 40, 2000
+    lw = torch.randn(k, 1, generator=g, dtype=torch.float64).expand(k, n).contiguous()
+    res = StreamingResampler(k, n, g)
+    for start, stop in ((0, 3), (3, 17), (17, 18), (18, 33), (33, 40)):
+        res.update(lw[start:stop], {"v": torch.arange(start, stop).double()[:, None].expand(
+            -1, n)}, start)
+    out = res.result()
+    assert out["draw_index"].shape == (4, 10, n)
+    assert torch.equal(out["draw:v"], out["draw_index"].double())
+    assert (out["draw_index"].diff(dim=1) >= 0).all()
+    for c in range(4):
+        w = torch.softmax(lw[c * 10:(c + 1) * 10, 0], 0)
+        counts = torch.bincount(out["draw_index"][c].reshape(-1) - c * 10, minlength=10)
+        expected = w * counts.sum()
+        chi2 = float(((counts - expected) ** 2 / expected).sum())
+        assert chi2 < 33.7  # 9 degrees of freedom, p = 1e-4

@@ -84,7 +84,7 @@ def test_khat_points_are_the_khat(results):
 
 
 def test_khat_panel_with_few_chains_shows_the_largest_weight(results):
-    """6 chains: no k-hat; the panel says why and shows max_k w_k / sum_j w_j instead."""
+    """8 chains: no k-hat; the panel says why and shows max_k w_k / sum_j w_j instead."""
     r = results["ais"]
     ax = plots.plot_khat(r)
     k = r.log_weights.shape[0]

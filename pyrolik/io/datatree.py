@@ -81,7 +81,7 @@ def _rng(result: Any) -> np.random.Generator:
 
 def _estimate_groups(result: Any, ex: str, blocks: int) -> dict[str, xr.Dataset]:
     """posterior / particles / evidence (:mod:`pyrolik.io.weighted`), observed and constant data."""
-    if result.log_weights is not None:
+    if result.log_weights is not None or getattr(result, "draws", None):
         groups = weighted_groups(result, ex, _dataset, blocks=blocks, rng=_rng(result))
     else:  # no weights kept (KDE, or keep_weights=False): the pooled estimate only
         groups = {"evidence": evidence_group(result, ex, _dataset, result.num_weights)}
@@ -133,7 +133,9 @@ def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree
     groups = (_ais_groups(result, ex, num_blocks) if _is_ais(result)
               else _estimate_groups(result, ex, num_blocks))
     attrs = _attrs(result)
-    if result.log_weights is not None:
+    if getattr(result, "draws", None):
+        attrs["num_blocks"] = int(result.draws["draw_index"].shape[0])
+    elif result.log_weights is not None:
         attrs["num_blocks"] = int(num_blocks_of(result.log_weights.shape[0], num_blocks))
     return _tree(groups, attrs)
 

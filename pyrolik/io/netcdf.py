@@ -140,7 +140,15 @@ def _estimate(tree: xr.DataTree) -> Result:
                                      if s not in PARTICLE_STATS}
     common = _common(tree, ex, lw)
     if kind != "AISResult":
-        return EstimateResult(**common, samples=sites or None)
+        draws = None
+        if "sample_stats" in tree.children:
+            stats = tree["sample_stats"].to_dataset()
+            post = get("posterior")
+            draws = {"draw_index": _t(stats["particle"], "chain", "draw", ex),
+                     "draw_log_weight": _t(stats["log_weight"], "chain", "draw", ex),
+                     **({} if post is None else {s: _t(da, "chain", "draw", ex) for s, da in
+                                                 post.to_dataset().data_vars.items()})}
+        return EstimateResult(**common, samples=sites or None, draws=draws)
     flat = sites.pop("u", None)
     const = get("constant_data")
     const = None if const is None else const.to_dataset()

@@ -94,14 +94,17 @@ def weighted_groups(result: Any, ex: str, make_dataset, *, blocks: int = DEFAULT
                     rng: np.random.Generator) -> dict[str, Any]:
     """The groups of the module docstring for ``result`` (AIS or importance sampling).
 
-    ``make_dataset(data, dims, coords, sample_dims)`` builds one group (ArviZ's converter).
+    ``make_dataset(data, dims, coords, sample_dims)`` builds one group (ArviZ's converter). An
+    importance-sampling result's ``draws`` were resampled as its samples streamed by
+    (:mod:`pyrolik.infer.resampling`) and are used as they are; they fix the number of blocks.
     """
-    lw = _np(result.log_weights).astype(np.float64)  # (K, N)
-    k, n = lw.shape
-    c = num_blocks(k, blocks)
+    draws = getattr(result, "draws", None)
+    lw = None if result.log_weights is None else _np(result.log_weights).astype(np.float64)
+    n = result.num_examples
+    k = lw.shape[0] if lw is not None else result.num_weights
+    c = draws["draw_index"].shape[0] if draws else num_blocks(k, blocks)
     m = k // c
     direction = getattr(result, "direction", "forward")
-    lw_b = blocked(lw, c)  # (C, M, N)
     coords: dict[str, Any] = {"chain": np.arange(c), ex: np.arange(n)}
     groups: dict[str, Any] = {}
     sites = getattr(result, "latents", None) or getattr(result, "samples", None) or {}
@@ -117,38 +120,55 @@ def weighted_groups(result: Any, ex: str, make_dataset, *, blocks: int = DEFAULT
         per_chain["max_energy_error"] = np.where(np.isfinite(energy), energy, np.inf).max(0)
 
     # particles: everything raw, by block
-    part = {"log_weight": lw_b, "log_marginal_likelihood": block_log_z(lw_b, direction),
-            "ess": kish_ess(lw_b, axis=1)}
-    dims: dict[str, list[str]] = {"log_weight": [*BLOCK_DIMS, ex],
-                                  "log_marginal_likelihood": ["chain", ex], "ess": ["chain", ex]}
-    for s, v in sites.items():
-        v = _np(v)
-        part[s], dims[s] = blocked(v, c), [*BLOCK_DIMS, ex, *_event_dims(s, v.ndim - 2)]
-    if flat is not None:
-        part["u"], dims["u"] = blocked(_np(flat), c), [*BLOCK_DIMS, ex, "latent_dim"]
-    for name, new in (("acceptance_rate", "mean_acceptance_rate"),
-                      ("num_divergent", "num_divergent")):
-        if name in per_chain:
-            part[new], dims[new] = blocked(per_chain[name], c), [*BLOCK_DIMS, ex]
-    groups["particles"] = make_dataset(part, dims, {**coords, "particle": np.arange(m)}, [])
+    part: dict[str, Any] = {}
+    dims: dict[str, list[str]] = {}
+    if lw is not None:
+        lw_b = blocked(lw, c)  # (C, M, N)
+        part = {"log_weight": lw_b, "log_marginal_likelihood": block_log_z(lw_b, direction),
+                "ess": kish_ess(lw_b, axis=1)}
+        dims = {"log_weight": [*BLOCK_DIMS, ex], "log_marginal_likelihood": ["chain", ex],
+                "ess": ["chain", ex]}
+        for s, v in sites.items():
+            v = _np(v)
+            part[s], dims[s] = blocked(v, c), [*BLOCK_DIMS, ex, *_event_dims(s, v.ndim - 2)]
+        if flat is not None:
+            part["u"], dims["u"] = blocked(_np(flat), c), [*BLOCK_DIMS, ex, "latent_dim"]
+        for name, new in (("acceptance_rate", "mean_acceptance_rate"),
+                          ("num_divergent", "num_divergent")):
+            if name in per_chain:
+                part[new], dims[new] = blocked(per_chain[name], c), [*BLOCK_DIMS, ex]
+        groups["particles"] = make_dataset(part, dims, {**coords, "particle": np.arange(m)}, [])
 
-    # the equally weighted draws
-    if direction == "forward":
-        idx = systematic(lw_b, rng)
-        site_group, flat_group, stats_group = "posterior", "unconstrained_posterior", "sample_stats"
-    else:  # reverse AIS: its final states approximate the prior, left unweighted
-        idx = np.broadcast_to(np.arange(m).reshape(1, m, 1), (c, m, n))
-        site_group, flat_group, stats_group = "prior", "unconstrained_prior", "sample_stats_prior"
-    draw_coords = {**coords, "draw": np.arange(m)}
     sample = ["chain", "draw"]
-    if sites:
-        data = {s: _gather(part[s], idx) for s in sites}
-        groups[site_group] = make_dataset(data, {s: dims[s][2:] for s in sites}, draw_coords,
-                                          sample)
-    if flat is not None:
-        groups[flat_group] = make_dataset({"u": _gather(part["u"], idx)}, {"u": [ex, "latent_dim"]},
-                                          draw_coords, sample)
-    if sites or flat is not None:
+    if draws:  # importance sampling, resampled as it streamed
+        d = draws["draw_index"].shape[1]
+        draw_coords = {**coords, "draw": np.arange(d)}
+        values = {s: _np(v) for s, v in draws.items() if not s.startswith("draw_")}
+        if values:
+            groups["posterior"] = make_dataset(
+                values, {s: [ex, *_event_dims(s, v.ndim - 3)] for s, v in values.items()},
+                draw_coords, sample)
+        stats = {"particle": _np(draws["draw_index"]),
+                 "log_weight": _np(draws["draw_log_weight"])}
+        groups["sample_stats"] = make_dataset(stats, dict.fromkeys(stats, [ex]), draw_coords,
+                                              sample)
+    elif lw is not None and (sites or flat is not None):
+        if direction == "forward":
+            idx = systematic(lw_b, rng)
+            site_group, flat_group, stats_group = ("posterior", "unconstrained_posterior",
+                                                   "sample_stats")
+        else:  # reverse AIS: its final states approximate the prior, left unweighted
+            idx = np.broadcast_to(np.arange(m).reshape(1, m, 1), (c, m, n))
+            site_group, flat_group, stats_group = ("prior", "unconstrained_prior",
+                                                   "sample_stats_prior")
+        draw_coords = {**coords, "draw": np.arange(m)}
+        if sites:
+            data = {s: _gather(part[s], idx) for s in sites}
+            groups[site_group] = make_dataset(data, {s: dims[s][2:] for s in sites}, draw_coords,
+                                              sample)
+        if flat is not None:
+            groups[flat_group] = make_dataset({"u": _gather(part["u"], idx)},
+                                              {"u": [ex, "latent_dim"]}, draw_coords, sample)
         stats = {"particle": (idx + (np.arange(c) * m).reshape(c, 1, 1)).astype(np.int64),
                  "log_weight": _gather(lw_b, idx)}
         if "acceptance_rate" in per_chain:
