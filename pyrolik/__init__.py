@@ -47,6 +47,7 @@ from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.arguments import per_example, shared
 from pyrolik.model.constructs import IdiomWarning
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
+from pyrolik.results_concat import concat
 from pyrolik.training import TrainingMonitor
 
 from pyrolik import curves, diagnostics, distortion, training  # isort: skip  (subpackages that import the above)
@@ -80,6 +81,7 @@ __all__ = [
     "shared",
     "save",
     "load",
+    "concat",
     "remove_checkpoint",
     "compare",
     "Comparison",

@@ -229,3 +229,72 @@ def test_streaming_resampling_picks_each_sample_with_its_weight():
         expected = w * counts.sum()
         chi2 = float(((counts - expected) ** 2 / expected).sum())
         assert chi2 < 33.7  # 9 degrees of freedom, p = 1e-4
+
+
+# --- across runs: concat, and ArviZ's k-hat plot ------------------------------------------------
+
+
+def test_concat_joins_chains_and_recomputes_the_evidence(lg_runs):
+    from pyrolik.diagnostics.stats import mcse_log_mean_exp
+
+    x, _ = lg_runs
+    kw = dict(num_steps=20, num_chains=16, kernel=pyrolik.HMC(num_leapfrog=3), progress=False,
+              schedule=pyrolik.schedules.sigmoid(20))
+    a, b = (pyrolik.ais(LG, x, seed=s, **kw) for s in (0, 1))
+    both = pyrolik.concat(a, b)
+    lw = torch.cat([a.log_weights, b.log_weights])
+    torch.testing.assert_close(both.log_likelihood, torch.logsumexp(lw, 0) - math.log(32))
+    torch.testing.assert_close(both.mcse, mcse_log_mean_exp(lw))
+    assert both.settings["num_chains"] == 32 and both.seed is None
+    tree = both.to_datatree()
+    assert tree["posterior"].sizes["chain"] == 4 and tree["posterior"].sizes["draw"] == 8
+    np.testing.assert_allclose(tree["evidence"]["log_marginal_likelihood"].values,
+                               both.log_likelihood.numpy())
+    assert torch.equal(both.trace["log_weight"], torch.cat([a.trace["log_weight"],
+                                                            b.trace["log_weight"]], 1))
+    # from exports too; refused across different data or schedules, naming the fix
+    again = pyrolik.concat(a.to_inference_data(), b.to_datatree())
+    torch.testing.assert_close(again.log_likelihood, both.log_likelihood)
+    with pytest.raises(ValueError, match="different data"):
+        pyrolik.concat(a, pyrolik.ais(LG, x[:3], seed=2, **kw))
+    with pytest.raises(ValueError, match="same schedule"):
+        pyrolik.concat(a, pyrolik.ais(LG, x, seed=2, **{**kw, "schedule": "linear"}))
+    with pytest.raises(TypeError, match="cannot concat"):
+        pyrolik.concat(a, pyrolik.likelihood_weighting(LG, x, num_samples=16, progress=False))
+
+
+def test_concat_of_bdmc_and_importance_results(results):
+    r = results["bdmc"]
+    both = pyrolik.concat(r, r)
+    assert both.lower.log_weights.shape[0] == 2 * r.lower.log_weights.shape[0]
+    torch.testing.assert_close(both.lower.log_likelihood, r.lower.log_likelihood)
+    iw = results["iwae"]
+    two = pyrolik.concat(iw, iw)
+    assert two.draws["draw_index"].shape[0] == 2 * iw.draws["draw_index"].shape[0]
+    summary_where_defined(two.to_inference_data())
+
+
+@pytest.mark.filterwarnings("ignore::matplotlib.MatplotlibDeprecationWarning")  # ArviZ 0.23 on mpl 3.11
+def test_plot_khat_draws_the_pareto_k_of_every_example(lg_runs):
+    import arviz as az
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pyrolik.diagnostics import to_elpd
+
+    _, runs = lg_runs
+    r = runs[100]
+    elpd = to_elpd(r.to_inference_data())
+    assert_array_equal(elpd.pareto_k.values, r.khat.numpy())
+    assert elpd.good_k == pytest.approx(min(1 - 1 / math.log10(64), 0.7))
+    assert elpd.n_samples == 64 and "not leave-one-out" in str(elpd)
+    np.testing.assert_allclose(elpd["elpd_evidence"], float(r.log_likelihood.sum()))
+    ax = az.plot_khat(elpd)
+    assert len(ax.collections[0].get_offsets()) == r.num_examples
+    plt.close("all")
+    bd = to_elpd(build()["bdmc"].to_inference_data(), bound="upper")
+    assert bd.n_data_points == 3
+    with pytest.raises(ValueError, match="no evidence group"):
+        to_elpd(build()["kde"])

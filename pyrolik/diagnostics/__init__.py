@@ -17,6 +17,7 @@ from pyrolik.diagnostics.checks import (
     temperature_trace,
     warn,
 )
+from pyrolik.diagnostics.elpd import to_elpd
 
 __all__ = ["ACCEPTANCE_COLLAPSE", "PyrolikWarning", "bdmc_gap", "check", "per_example",
-           "running_log_normalizer", "temperature_trace", "warn"]
+           "running_log_normalizer", "temperature_trace", "to_elpd", "warn"]
