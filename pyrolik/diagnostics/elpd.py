@@ -48,11 +48,14 @@ class EvidenceData(ELPDData):
 
     def __str__(self) -> str:
         k = np.asarray(self["pareto_k"])
-        bad = int(np.sum(k > self["good_k"]))
-        return (f"Computed from {self['n_samples']} weights per example for "
+        bad, missing = int(np.sum(k > self["good_k"])), int(np.sum(np.isnan(k)))
+        text = (f"Computed from {self['n_samples']} weights per example for "
                 f"{self['n_data_points']} examples (log evidence, not leave-one-out)\n"
                 f"sum of log p(x_i): {self['elpd_evidence']:.2f} (se {self['se']:.2f})\n"
                 f"Pareto k-hat above good_k = {self['good_k']:.2f}: {bad} of {k.size}")
+        if missing:
+            text += f"; not computable for {missing} (NaN: fewer than 25 weights or a flat tail)"
+        return text
 
     __repr__ = __str__
 
