@@ -103,9 +103,17 @@ for n in (5, steps):
     r = pyrolik.ais(vae, x, num_steps=n, num_chains=chains, seed=0, progress=False)
     s = az.summary(r.to_inference_data(), var_names=["z"])
     rows[f"{n} steps"] = {"max r_hat": s.r_hat.max(), "median ess_bulk": s.ess_bulk.median(),
+                          "mean ESS of the weights": float(r.ess.mean()),
                           "mean log p(x)": r.mean, "mean MCSE": float(r.mcse.mean())}
 pd.DataFrame(rows).T
 '''),
+    ("md", """
+`r_hat` tells the runs apart (infinite when a block's draws all copy one chain). ArviZ's
+`ess_bulk` does not here: with 8 draws per block its autocorrelation estimate cannot see the
+duplicated draws, and it sits at ArviZ's cap of N log10 N (48 for 32 draws) in both rows, more than
+the 32 draws there are. Read the weights' ESS (in `evidence`) for how many chains carry the estimate;
+`ess_bulk` becomes informative with more chains per block (64 chains: 4 blocks of 16).
+"""),
     ("md", """
 ## Along the annealing path
 
@@ -147,8 +155,10 @@ ax.set_xscale("log"); ax.legend(); ax.set_title("running log Z: forward and reve
     ("code", '''
 pit = bd_idata.calibration.z.values.ravel()
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), layout="constrained")
-az.plot_ecdf(pit, cdf=stats.uniform(0, 1).cdf, confidence_bands=True,
-             eval_points=np.linspace(0, 1, 101), ax=axes[0])
+uniform = stats.uniform(0, 1)
+az.plot_ecdf(pit, cdf=uniform.cdf, confidence_bands=True, eval_points=np.linspace(0, 1, 101),
+             rvs=lambda n, random_state=None: uniform.rvs(n, random_state=random_state),
+             ax=axes[0])
 axes[0].set_title(f"PIT of the simulated latents (KS p = {stats.kstest(pit, 'uniform').pvalue:.2f})")
 pyrolik.plots.plot_bdmc(bd, ax=axes[1]);
 '''),

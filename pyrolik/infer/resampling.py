@@ -57,12 +57,14 @@ class StreamingResampler:
             self.log_weight = lw.new_full((self.c, self.d, n), -math.inf)
             self.values = {s: v.new_zeros((self.c, self.d) + v.shape[1:])
                            for s, v in values.items()}
+        total_all, index, log_weight = self.total, self.index, self.log_weight
+        assert total_all is not None and index is not None and log_weight is not None
         cols = torch.arange(n, device=lw.device)
         for c in range(start // self.m, (start + k - 1) // self.m + 1):  # the few blocks touched
             lo, hi = max(start, c * self.m) - start, min(start + k, (c + 1) * self.m) - start
             part = lw[lo:hi]
             mass = torch.logsumexp(part, 0)
-            total = torch.logaddexp(self.total[c], mass)
+            total = torch.logaddexp(total_all[c], mass)
             share = torch.where(torch.isfinite(total), torch.exp(mass - total),
                                 torch.ones_like(total))
             u = torch.rand((self.d, n), generator=self.generator, dtype=lw.dtype,
@@ -72,17 +74,18 @@ class StreamingResampler:
             probs = torch.softmax(torch.nan_to_num(safe, nan=-math.inf), 0).T  # (N, hi - lo)
             pick = torch.multinomial(probs, self.d, replacement=True,
                                      generator=self.generator).T  # (D, N)
-            self.index[c] = torch.where(replace, pick + lo + start, self.index[c])
-            self.log_weight[c] = torch.where(replace, part[pick, cols], self.log_weight[c])
+            index[c] = torch.where(replace, pick + lo + start, index[c])
+            log_weight[c] = torch.where(replace, part[pick, cols], log_weight[c])
             for s, v in values.items():
                 new = v[lo:hi][pick, cols]
                 mask = replace.reshape(replace.shape + (1,) * (new.dim() - 2))
                 self.values[s][c] = torch.where(mask, new, self.values[s][c])
-            self.total[c] = total
+            total_all[c] = total
 
     def result(self) -> dict[str, Tensor]:
         """``{"draw_index", "draw_log_weight", "draw:<site>"}``, each ``(C, D, N, ...)``, slots
         sorted by sample index within each block."""
+        assert self.index is not None and self.log_weight is not None, "no samples were given"
         order = torch.argsort(self.index, dim=1, stable=True)
         out = {"draw_index": torch.gather(self.index, 1, order),
                "draw_log_weight": torch.gather(self.log_weight, 1, order)}
