@@ -71,13 +71,17 @@ def test_every_result_goes_through_arviz(name, tmp_path):
     xr.testing.assert_equal(again.to_inference_data()[group], idata[group])
 
 
+@pytest.mark.parametrize("converter", ["arviz", "arviz_base"])
 @pytest.mark.parametrize("name", CASES)
-def test_the_arviz_1_libraries_read_the_datatree(name):
-    """``arviz_stats.summary`` / ``ess`` / ``rhat`` and ``arviz_base.extract`` on the DataTree."""
+def test_the_arviz_1_libraries_read_the_datatree(name, converter, monkeypatch):
+    """``arviz_stats.summary`` and ``arviz_base.extract`` on the DataTree, its groups built by
+    ArviZ 0.x's converter or by ``arviz_base``'s (what ArviZ 1.x uses)."""
     azb = pytest.importorskip("arviz_base", minversion="0.8")
     azs = pytest.importorskip("arviz_stats", minversion="0.8")
+    monkeypatch.setattr("pyrolik.io.common.CONVERTER", converter)
     r = result(name)
     tree = r.to_datatree()
+    assert tree[group_of(name)].attrs["inference_library"] == "pyrolik"
     group = group_of(name)
     post = tree[group].to_dataset()
     with warnings.catch_warnings():

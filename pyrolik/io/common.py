@@ -41,20 +41,35 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
+#: Which ArviZ converter builds the groups: "auto" (ArviZ 0.x's when ``arviz.InferenceData``
+#: exists, else ``arviz_base``'s), "arviz" or "arviz_base" (the tests set it to check both).
+CONVERTER = "auto"
+
+
+def converter() -> str:
+    """``"arviz"`` (ArviZ 0.x's ``dict_to_dataset``) or ``"arviz_base"`` (ArviZ 1.x's)."""
+    if CONVERTER != "auto":
+        return CONVERTER
+    import arviz
+
+    return "arviz" if hasattr(arviz, "InferenceData") else "arviz_base"
+
+
 def _dataset(data: dict[str, Any], dims: dict[str, list[str]], coords: dict[str, Any],
              sample_dims: list[str]) -> xr.Dataset:
     """One group through ArviZ's converter; ``dims`` name the non-sample dims of each variable."""
     data = {k: _np(v) if isinstance(v, torch.Tensor) else np.asarray(v) for k, v in data.items()}
-    try:  # ArviZ >= 1.0
+    if converter() == "arviz_base":  # ArviZ >= 1.0
         from arviz_base import dict_to_dataset
 
         kw = {"inference_library": _LIBRARY, "sample_dims": sample_dims, "check_conventions": False}
-    except ImportError:  # ArviZ 0.x
+    else:  # ArviZ 0.x
         from arviz import dict_to_dataset
 
         kw = {"library": _LIBRARY, "default_dims": sample_dims}
     with warnings.catch_warnings():
-        # one draw per AIS chain is the layout, not a transposed array
+        # more blocks than draws per block (num_blocks=10 of 4 chains each) is a layout, not a
+        # transposed array
         warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
         return dict_to_dataset(data, coords=coords, dims=dims, index_origin=0, **kw)
 
