@@ -174,8 +174,11 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
     shard = current_shard(distributed)
     seed = broadcast_seed(resolve_seed(seed), shard)
     n = x.shape[0]
+    if keep_samples and keep_weights is False:
+        raise ValueError("keep_samples=True needs the weights of the draws it keeps: pass "
+                         "keep_weights=True (or leave it out)")
     if keep_weights is None:
-        keep_weights = num_samples * n <= KEEP_WEIGHTS_MAX
+        keep_weights = bool(keep_samples) or num_samples * n <= KEEP_WEIGHTS_MAX
     start_time = time.perf_counter()
     size = n if batch_size is None else batch_size
     chunk = chunk_size or max(1, min(num_samples, ROWS_PER_CHUNK // min(size, n)))
