@@ -86,7 +86,7 @@ def check_ais(tree: xr.DataTree, r: AISResult) -> None:
     part = tree["particles"]
     for site, v in (r.latents or {}).items():
         assert_array_equal(unblock(part[site], ex), n(v))
-    assert_array_equal(unblock(part["u"], ex), n(r.final_state))
+    assert_array_equal(unblock(tree["unconstrained_particles"]["u"], ex), n(r.final_state))
     check_draws(tree, r, r.latents, sites, stats)
     src = tree[stats]["particle"].values
     cols = np.arange(src.shape[-1])

@@ -337,3 +337,19 @@ def test_bdmc_calibration_pit_is_uniform_only_when_the_posterior_is_right():
         assert pit.dims == tree["simulated"]["z"].dims == ("data", "z_dim_0")
         pvalues[steps] = stats.kstest(pit.values.ravel(), "uniform").pvalue
     assert pvalues[100] > 1e-3 and pvalues[5] < 1e-2
+
+
+def test_a_site_named_u_keeps_its_values_and_a_reserved_name_is_refused(results):
+    import dataclasses
+
+    r = results["ais"]
+    renamed = dataclasses.replace(r, latents={"u": r.latents["z"], "tau": r.latents["tau"]})
+    tree = renamed.to_datatree()
+    assert tree["particles"]["u"].dims[-1] == "u_dim_0"  # the site, not the flat state
+    assert tree["unconstrained_particles"]["u"].dims[-1] == "latent_dim"
+    back = pyrolik.export.from_datatree(tree)
+    assert torch.equal(back.latents["u"], r.latents["z"]) and torch.equal(back.final_state,
+                                                                          r.final_state)
+    clash = dataclasses.replace(r, latents={"ess": r.latents["z"]})
+    with pytest.raises(ValueError, match="rename the site"):
+        clash.to_datatree()

@@ -30,8 +30,8 @@ DEFAULT_EXAMPLE_DIM = "example"
 # dims the layout uses for something else: a plate with one of these names is exported as "example"
 _RESERVED_DIMS = {"chain", "draw", "sample", "step", "pilot_step", "bandwidth", "latent_dim"}
 ORDER = ["posterior", "prior", "unconstrained_posterior", "unconstrained_prior", "sample_stats",
-         "sample_stats_prior", "particles", "evidence", "annealing", "trajectory", "observed_data",
-         "constant_data"]
+         "sample_stats_prior", "particles", "unconstrained_particles", "evidence", "annealing",
+         "trajectory", "observed_data", "constant_data"]
 #: the version of the layout, a root attr; files without it have the first (pre-resampling) one
 LAYOUT = 2
 NESTED = ("lower", "upper")  # the subtrees of a BDMC export

@@ -18,8 +18,8 @@ group                       what (module that builds it)
 ``posterior``,              resampled final states, ``(chain, draw, <plate>, ...)``, ``chain`` =
 ``unconstrained_posterior``,  block; per-draw ``sample_stats`` (:mod:`pyrolik.io.weighted`);
 ``sample_stats``            reverse AIS: ``prior``, ``unconstrained_prior``, ``sample_stats_prior``
-``particles``               raw final states and weights ``(chain, particle, <plate>)``, per-block
-                            ``log_marginal_likelihood`` and ``ess`` (:mod:`pyrolik.io.weighted`)
+``particles``,              raw final states and weights ``(chain, particle, <plate>)``, per-block
+``unconstrained_particles``   ``log_marginal_likelihood`` and ``ess`` (:mod:`pyrolik.io.weighted`)
 ``evidence``                pooled ``log_marginal_likelihood``, ``mcse``, ``ess``, ``pareto_k``
 ``annealing``               per recorded step, on ``step`` with a ``beta`` coordinate
                             (:mod:`pyrolik.io.annealing_group`); ``trajectory`` if states kept

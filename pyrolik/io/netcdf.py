@@ -22,6 +22,7 @@ import xarray as xr
 
 from pyrolik.io.annealing_group import DERIVED
 from pyrolik.io.datatree import DEFAULT_EXAMPLE_DIM, NESTED, SITE_GROUPS, flatten, to_datatree
+from pyrolik.io.weighted import PARTICLE_STATS
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
@@ -31,9 +32,6 @@ __all__ = ["from_datatree", "save", "load", "register_reader", "NOT_A_RESULT"]
 Result = EstimateResult | BDMCResult
 NOT_A_RESULT = ("make one with pyrolik.save(result, 'run.nc') or the pyrolik evaluate / bdmc "
                 "commands (their --output)")
-#: ``particles`` variables that are not latent sites
-PARTICLE_STATS = ("log_weight", "log_marginal_likelihood", "ess", "mean_acceptance_rate",
-                  "num_divergent")
 _NETCDF_MAGIC = (b"CDF\x01", b"CDF\x02", b"\x89HDF")
 
 
@@ -149,7 +147,8 @@ def _estimate(tree: xr.DataTree) -> Result:
                      **({} if post is None else {s: _t(da, "chain", "draw", ex) for s, da in
                                                  post.to_dataset().data_vars.items()})}
         return EstimateResult(**common, samples=sites or None, draws=draws)
-    flat = sites.pop("u", None)
+    flat_node = get("unconstrained_particles")
+    flat = None if flat_node is None else _unblock(flat_node.to_dataset()["u"], ex)
     const = get("constant_data")
     const = None if const is None else const.to_dataset()
     trace, steps = None, None

@@ -18,6 +18,8 @@ group                        variables (dims)
                              (``particle`` = position in the block: chain ``c * M + particle``);
                              per block ``log_marginal_likelihood`` and ``ess (chain, <plate>)``;
                              AIS: ``mean_acceptance_rate``, ``num_divergent``
+``unconstrained_particles``  AIS: the raw final states ``u (chain, particle, <plate>,
+                             latent_dim)``, flat and unconstrained
 ``evidence``                 pooled over all ``K``: ``log_marginal_likelihood``, ``mcse``, ``ess``,
                              ``pareto_k`` (attrs ``good_k``, ``n_samples``) ``(<plate>)``; scalar
                              coordinate ``bound``
@@ -37,9 +39,13 @@ import numpy as np
 
 from pyrolik.io.resample import DEFAULT_BLOCKS, num_blocks, systematic
 
-__all__ = ["weighted_groups", "blocked", "block_log_z", "kish_ess", "good_k", "BLOCK_DIMS"]
+__all__ = ["weighted_groups", "blocked", "block_log_z", "kish_ess", "good_k", "BLOCK_DIMS",
+           "PARTICLE_STATS"]
 
 BLOCK_DIMS = ["chain", "particle"]
+#: ``particles`` variables that are not latent sites (a site may not have one of these names)
+PARTICLE_STATS = ("log_weight", "log_marginal_likelihood", "ess", "mean_acceptance_rate",
+                  "num_divergent")
 
 
 def _np(t: Any) -> np.ndarray:
@@ -129,15 +135,21 @@ def weighted_groups(result: Any, ex: str, make_dataset, *, blocks: int = DEFAULT
         dims = {"log_weight": [*BLOCK_DIMS, ex], "log_marginal_likelihood": ["chain", ex],
                 "ess": ["chain", ex]}
         for s, v in sites.items():
+            if s in PARTICLE_STATS:
+                raise ValueError(f"the latent site {s!r} has the name of a variable of the export's "
+                                 f"particles group ({', '.join(PARTICLE_STATS)}): rename the site")
             v = _np(v)
             part[s], dims[s] = blocked(v, c), [*BLOCK_DIMS, ex, *_event_dims(s, v.ndim - 2)]
-        if flat is not None:
-            part["u"], dims["u"] = blocked(_np(flat), c), [*BLOCK_DIMS, ex, "latent_dim"]
+        flat_b = None if flat is None else blocked(_np(flat), c)
         for name, new in (("acceptance_rate", "mean_acceptance_rate"),
                           ("num_divergent", "num_divergent")):
             if name in per_chain:
                 part[new], dims[new] = blocked(per_chain[name], c), [*BLOCK_DIMS, ex]
         groups["particles"] = make_dataset(part, dims, {**coords, "particle": np.arange(m)}, [])
+        if flat_b is not None:
+            groups["unconstrained_particles"] = make_dataset(
+                {"u": flat_b}, {"u": [*BLOCK_DIMS, ex, "latent_dim"]},
+                {**coords, "particle": np.arange(m)}, [])
 
     sample = ["chain", "draw"]
     if draws:  # importance sampling, resampled as it streamed
@@ -167,7 +179,7 @@ def weighted_groups(result: Any, ex: str, make_dataset, *, blocks: int = DEFAULT
             groups[site_group] = make_dataset(data, {s: dims[s][2:] for s in sites}, draw_coords,
                                               sample)
         if flat is not None:
-            groups[flat_group] = make_dataset({"u": _gather(part["u"], idx)},
+            groups[flat_group] = make_dataset({"u": _gather(flat_b, idx)},
                                               {"u": [ex, "latent_dim"]}, draw_coords, sample)
         stats = {"particle": (idx + (np.arange(c) * m).reshape(c, 1, 1)).astype(np.int64),
                  "log_weight": _gather(lw_b, idx)}
