@@ -353,3 +353,22 @@ def test_a_site_named_u_keeps_its_values_and_a_reserved_name_is_refused(results)
     clash = dataclasses.replace(r, latents={"ess": r.latents["z"]})
     with pytest.raises(ValueError, match="rename the site"):
         clash.to_datatree()
+
+
+def test_per_batch_adaptive_schedules_and_reverse_runs_round_trip(tmp_path):
+    """Batches annealed along their own adaptive schedules: ``beta`` is ``(step, <plate>)``; a
+    reverse run's per-block running log Z is 0 at its last step (beta = 0)."""
+    from tests.test_export import assert_same_result
+
+    x = LG.sample(4, torch.Generator().manual_seed(3))
+    r = pyrolik.ais(LG, x, num_steps=12, num_chains=8, schedule="adaptive", batch_size=2, seed=0,
+                    progress=False)
+    assert r.trace["beta"].dim() == 3
+    tree = r.to_datatree()
+    assert tree["annealing"]["beta"].dims == ("step", "data")
+    assert_same_result(pyrolik.load(pyrolik.save(r, tmp_path / "r.nc")), r)
+    rev = build()["reverse_ais"]
+    ann = rev.to_datatree()["annealing"]
+    np.testing.assert_allclose(ann["log_marginal_likelihood"].isel(step=-1).values, 0.0,
+                               atol=1e-12)
+    assert float(ann["beta"].isel(step=-1)) == 0.0
