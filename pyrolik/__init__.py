@@ -53,6 +53,7 @@ from pyrolik.infer.importance import iwae, likelihood_weighting
 from pyrolik.infer.parzen import kde
 from pyrolik.infer.posterior import posterior_samples
 from pyrolik.infer.sandwich import Simulated, bdmc, simulate
+from pyrolik.io.concat import concat
 from pyrolik.io.export import load, save
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.arguments import per_example, shared
@@ -91,6 +92,7 @@ __all__ = [
     "DistortionBDMC",
     "save",
     "load",
+    "concat",
     "compare",
     "Comparison",
     # the model convention: per-example and shared arguments (docs/idioms.md)

@@ -82,7 +82,7 @@ bound with the guide as proposal.
 """),
     ("code", '''
 x = test[:8] if smoke_test else test[:100]
-steps, chains = (20, 2) if smoke_test else (1000, 8)
+steps, chains = (20, 8) if smoke_test else (1000, 8)
 ais = pyrolik.ais(model, x, num_steps=steps, num_chains=chains, seed=0, progress=False)
 ais_enc = pyrolik.ais(model, x, num_steps=max(5, steps // 10), num_chains=chains, init=guide,
                       seed=0, progress=False)
@@ -113,15 +113,22 @@ sandwich.summary()
     ("md", """
 ## Read it in ArviZ
 
-Every result exports to an `xarray.DataTree` / `arviz.InferenceData`: the final AIS states in
-`posterior`, per-step acceptance, step size and running log-weights in `sample_stats` (with `beta`
-as a coordinate), and per-example log-weights, ESS, MCSE and Pareto k-hat in `log_weights`.
+Every result exports to an `xarray.DataTree` / `arviz.InferenceData`. ArviZ has no weighted draws,
+so `posterior` holds the final AIS states *resampled* by their weights: the chains are split into
+blocks (ArviZ's `chain`s) and each block is resampled, so `az.summary` gives the weighted posterior
+of each digit's latent code, and its `r_hat` and ESS across blocks say how noisy those summaries
+are (not whether log p(x) is right). The estimate of log p(x) itself, with its MCSE, ESS and Pareto
+k-hat, is `log_marginal_likelihood` in `evidence`; per-step acceptance, step size and running log Z
+are in `annealing`, against `beta`. Tutorial 7 walks through the whole ArviZ workflow.
 """),
     ("code", '''
 import arviz as az
 idata = ais.to_inference_data()
 print(idata)
-az.summary(idata, group="posterior", kind="stats").head()
+az.summary(idata, var_names=["z"], coords={"data": [0]})
+'''),
+    ("code", '''
+idata.evidence.to_dataframe().drop(columns="bound").head()
 '''),
     ("code", '''
 fig = pyrolik.diagnostics.plots.plot_diagnostics(ais)
@@ -374,3 +381,8 @@ NOTEBOOKS["05_representations"] = REPRESENTATIONS
 from sources_sigma import SIGMA_RD  # noqa: E402
 
 NOTEBOOKS["06_sigma_and_rate_distortion"] = SIGMA_RD
+
+# tutorial 07 (issue 24): the whole ArviZ workflow
+from sources_arviz import ARVIZ  # noqa: E402
+
+NOTEBOOKS["07_diagnose_with_arviz"] = ARVIZ

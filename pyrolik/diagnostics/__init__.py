@@ -17,11 +17,12 @@ from pyrolik.diagnostics.checks import (
     temperature_trace,
     warn,
 )
+from pyrolik.diagnostics.elpd import to_elpd
 
 from pyrolik.diagnostics import comparison, plots, scoring, units  # isort: skip
 
 __all__ = ["comparison", "plots", "scoring", "units", "ACCEPTANCE_COLLAPSE", "PyrolikWarning", "bdmc_gap", "check", "example_table",
-           "running_log_normalizer", "temperature_trace", "warn"]
+           "running_log_normalizer", "temperature_trace", "to_elpd", "warn"]
 
 
 def __getattr__(name: str):

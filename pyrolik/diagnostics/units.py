@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from pyrolik.model.target import make_target
+
 __all__ = [
     "LN2",
     "nats_to_bits",
@@ -65,8 +67,6 @@ def observed_dims(model: Any, x: Any, *, model_args: tuple = (),
     ``x`` once, every entry is ``x[0].numel()``. Results carry the same count
     (``result.observed_dims``), and ``summary()`` divides by it.
     """
-    from pyrolik.model.target import make_target  # the model layer, only where a model is given
-
     counts = make_target(model, x, 1, model_args=model_args, model_kwargs=model_kwargs).num_observed
     if counts is None:  # discovery always counts; a target built otherwise has no count
         raise ValueError("the model's observed entries could not be counted")

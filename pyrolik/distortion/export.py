@@ -16,6 +16,8 @@ group              variables (dims)
                    ``(beta)``
 ``ais``            the AIS run's own export (:func:`pyrolik.io.export.to_datatree`): acceptance,
                    step sizes, final states
+``posterior``,     the ``ais`` run's resampled draws at ``beta_max`` and their per-draw stats
+``sample_stats``   (so that ``az.summary`` and ``az.plot_trace`` work on the curve's export)
 =================  ==========================================================================
 
 Root attrs: the versions, ``pyrolik_result``, ``mode``, ``num_values``, ``beta_max``, ``settings``
@@ -77,9 +79,14 @@ def curve_to_datatree(curve: Any) -> xr.DataTree:
                                      "record_step": (("beta",), curve.record_steps.cpu().numpy())},
                                     coords={"beta": coords["beta"]}),
     }
+    if curve.ais is not None:
+        ais = to_datatree(curve.ais)
+        for name in ("posterior", "sample_stats"):  # the run's draws at beta_max, for ArviZ
+            if name in ais.children:
+                groups[name] = ais[name].to_dataset()
     tree = xr.DataTree.from_dict(groups)
     if curve.ais is not None:
-        tree["ais"] = to_datatree(curve.ais)
+        tree["ais"] = ais
     tree.attrs = {**_versions(), "created_at": _now(), "pyrolik_result": "DistortionCurve",
                   "method": "ais (distortion path)", "mode": curve.mode,
                   "num_values": int(curve.num_values), "beta_max": float(curve.beta_max),

@@ -26,6 +26,7 @@ from pyrolik.execution.batches import progress_bar
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
 from pyrolik.execution.runner import run_batches
+from pyrolik.infer.resampling import RESAMPLING_STREAM, StreamingResampler
 from pyrolik.model.target import Target, make_target, prepare_inputs
 from pyrolik.ops.stats import RunningLogWeights
 from pyrolik.results import EstimateResult
@@ -47,6 +48,7 @@ def likelihood_weighting(
     batch_size: int | None = None,
     chunk_size: int | None = None,
     keep_weights: bool | None = None,
+    keep_samples: bool | None = None,
     progress: bool = True,
     distributed: bool = False,
 ) -> EstimateResult | None:
@@ -74,6 +76,12 @@ def likelihood_weighting(
         Samples per example per model pass (default: about 16k rows per pass).
     keep_weights : bool, optional
         Keep all ``(num_samples, N)`` log-weights (default: when they are at most 1e7 numbers).
+    keep_samples : bool, optional
+        Keep every raw draw, ``samples`` by site ``(num_samples, N, *site)`` (default: when the
+        weights are kept and the draws are at most 1e7 numbers). Either way the result keeps
+        ``draws``: a bounded number of draws per example resampled by weight as the samples
+        stream by (:mod:`pyrolik.infer.resampling`), the export's ``posterior``; ``False`` bounds
+        the memory for huge models.
     progress : bool
         Show a progress bar.
     distributed : bool
@@ -91,12 +99,14 @@ def likelihood_weighting(
        decoder-based generative models. ICLR, 2017.
     """
 
-    def log_weights(target: Target, generator: torch.Generator) -> Tensor:
-        return target.sample_prior(generator).log_density
+    def log_weights(target: Target, generator: torch.Generator) -> tuple[Tensor, dict]:
+        draw = target.sample_prior(generator)
+        return draw.log_density, draw.values
 
     return _run_importance(
         "likelihood_weighting", model, None, x, log_weights, num_samples, model_args,
-        model_kwargs, seed, batch_size, chunk_size, keep_weights, progress, distributed,
+        model_kwargs, seed, batch_size, chunk_size, keep_weights, keep_samples, progress,
+        distributed,
     )
 
 
@@ -112,6 +122,7 @@ def iwae(
     batch_size: int | None = None,
     chunk_size: int | None = None,
     keep_weights: bool | None = None,
+    keep_samples: bool | None = None,
     progress: bool = True,
     distributed: bool = False,
 ) -> EstimateResult | None:
@@ -138,20 +149,20 @@ def iwae(
     if not callable(guide):
         raise TypeError(f"guide must be a callable Pyro guide, got {type(guide).__name__}")
 
-    def log_weights(target: Target, generator: torch.Generator) -> Tensor:
+    def log_weights(target: Target, generator: torch.Generator) -> tuple[Tensor, dict]:
         draw = target.sample_guide(generator)
         log_prior, log_obs = target.log_joint_constrained(draw.values)
-        return log_prior + log_obs - draw.log_density
+        return log_prior + log_obs - draw.log_density, draw.values
 
     return _run_importance(
         "iwae", model, guide, x, log_weights, num_samples, model_args, model_kwargs, seed,
-        batch_size, chunk_size, keep_weights, progress, distributed,
+        batch_size, chunk_size, keep_weights, keep_samples, progress, distributed,
     )
 
 
 def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_args,
-                    model_kwargs, seed, batch_size, chunk_size, keep_weights, progress,
-                    distributed) -> EstimateResult | None:
+                    model_kwargs, seed, batch_size, chunk_size, keep_weights, keep_samples,
+                    progress, distributed) -> EstimateResult | None:
     if not callable(model):
         raise TypeError(f"model must be a callable Pyro model, got {type(model).__name__}")
     x = validate_data(x)
@@ -163,8 +174,11 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
     shard = current_shard(distributed)
     seed = broadcast_seed(resolve_seed(seed), shard)
     n = x.shape[0]
+    if keep_samples and keep_weights is False:
+        raise ValueError("keep_samples=True needs the weights of the draws it keeps: pass "
+                         "keep_weights=True (or leave it out)")
     if keep_weights is None:
-        keep_weights = num_samples * n <= KEEP_WEIGHTS_MAX
+        keep_weights = bool(keep_samples) or num_samples * n <= KEEP_WEIGHTS_MAX
     start_time = time.perf_counter()
     size = n if batch_size is None else batch_size
     chunk = chunk_size or max(1, min(num_samples, ROWS_PER_CHUNK // min(size, n)))
@@ -172,6 +186,7 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
     owned = sum(shard.owns(i) for i in range(-(-n // size)))
     bar = progress_bar(num_chunks * owned, method, progress)
     plate: dict[str, str] = {}  # the model's data plate, read off the first target made
+    keep: dict[str, bool] = {}  # whether to keep the raw draws, decided on the first chunk
 
     inputs = prepare_inputs(model, x, model_args, model_kwargs, guide)
 
@@ -179,6 +194,10 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
         xb = x[batch.start : batch.stop]
         b = inputs.batch(batch.start, batch.stop)
         running = RunningLogWeights(num_samples, keep_weights)
+        # the resampling has its own stream: the draws and weights are those of earlier versions
+        resampler = StreamingResampler(num_samples, xb.shape[0], torch.Generator(
+            device=x.device).manual_seed((seed + RESAMPLING_STREAM * (batch.start + 1)) % 2**63))
+        kept: dict[str, list[Tensor]] = {}
         targets: dict[int, Target] = {}
         done = 0
         while done < num_samples:
@@ -187,12 +206,21 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
                 targets[k] = make_target(model, xb, k, model_args=b.model_args,
                                          model_kwargs=b.model_kwargs, guide=b.guide)
                 plate.setdefault("name", targets[k].plate_name)
-            lw = log_weights_fn(targets[k], batch.generator).reshape(k, xb.shape[0])
+            lw, values = log_weights_fn(targets[k], batch.generator)
+            lw = lw.reshape(k, xb.shape[0])
             running.update(lw.detach())
+            values = {s: v.detach() for s, v in targets[k].layout.by_chain(values).items()}
+            resampler.update(lw, values, done)
+            if keep.setdefault("samples", keep_samples is not False and keep_weights and (
+                    keep_samples or sum(v[0, 0].numel() for v in values.values()) * num_samples
+                    * n <= KEEP_WEIGHTS_MAX)):
+                for s, v in values.items():
+                    kept.setdefault(s, []).append(v)
             done += k
             bar.update(1)
         return {"log_likelihood": running.log_mean, "ess": running.ess, "mcse": running.mcse,
-                "khat": running.khat(), "log_weights": running.log_weights,
+                "khat": running.khat(), "log_weights": running.log_weights, **resampler.result(),
+                **{f"sample:{s}": torch.cat(v) for s, v in kept.items()},
                 "num_observed": next(iter(targets.values())).num_observed}
 
     parts = run_batches(n, batch_size, seed, x.device, work, shard=shard,
@@ -206,10 +234,15 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
         cat["num_observed"] = torch.cat([p["num_observed"] for p in parts])
     kept = torch.cat([p["log_weights"] for p in parts], dim=1) if keep_weights else None
     settings = {"num_samples": num_samples, "batch_size": batch_size, "chunk_size": chunk}
+    by_name = {name: torch.cat([p[name] for p in parts], dim=1 if name.startswith("sample:")
+                               else 2) for name in parts[0] if ":" in name or name.startswith(
+                                   "draw_")}
     result = EstimateResult(
         method=method, bound="lower", log_weights=kept, x=x, settings=settings, seed=seed,
         wall_time=time.perf_counter() - start_time, example_dim=plate.get("name", "example"),
-        **cat,
+        samples={n[7:]: v for n, v in by_name.items() if n.startswith("sample:")} or None,
+        draws={n[5:] if n.startswith("draw:") else n: v for n, v in by_name.items()
+               if n.startswith("draw")}, **cat,
     )
     warn_failed(result, method)
     return result

@@ -23,7 +23,9 @@ import xarray as xr
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
+from pyrolik.results.annealing_group import DERIVED
 from pyrolik.results.datatree import DEFAULT_EXAMPLE_DIM, NESTED, SITE_GROUPS, flatten, to_datatree
+from pyrolik.results.weighted import PARTICLE_STATS
 
 __all__ = ["from_datatree", "save", "load", "register_reader", "NOT_A_RESULT"]
 
@@ -51,8 +53,9 @@ def _unflatten(tree: xr.DataTree) -> xr.DataTree:
         groups[path] = node.to_dataset()
     out = xr.DataTree.from_dict(groups)
     out.attrs = dict(tree.attrs)
-    for name in NESTED:
-        out[name].attrs = dict(tree[f"{name}_log_weights"].attrs)
+    for name in NESTED:  # each flattened group carries its run's attrs
+        group = next(g for g in (f"{name}_evidence", f"{name}_log_weights") if g in tree.children)
+        out[name].attrs = dict(tree[group].attrs)
     return out
 
 
@@ -98,6 +101,91 @@ def from_datatree(tree: Any) -> Result:
         latents = {} if sim is None else {s: _t(da) for s, da in sim.to_dataset().items()}
         return BDMCResult(lower=lower, upper=upper, x=lower.x, latents=latents,
                           wall_time=float(tree.attrs.get("wall_time", np.nan)))
+    if "evidence" not in tree.children:  # written before the resampled layout (no "layout" attr)
+        return _legacy_estimate(tree)
+    return _estimate(tree)
+
+
+def _common(tree: xr.DataTree, ex: str, log_weights: torch.Tensor | None) -> dict[str, Any]:
+    attrs = tree.attrs
+    ev = tree["evidence"].to_dataset()
+    obs = tree.children.get("observed_data")
+    return dict(
+        method=attrs["method"], log_likelihood=_t(ev["log_marginal_likelihood"]),
+        bound=None if attrs["bound"] == "none" else attrs["bound"], log_weights=log_weights,
+        ess=_opt(ev, "ess"), mcse=_opt(ev, "mcse"), khat=_opt(ev, "pareto_k"),
+        x=None if obs is None else _t(obs.to_dataset()["x"], ex),
+        settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
+        wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
+    )
+
+
+def _unblock(da: xr.DataArray, ex: str, *lead: str) -> torch.Tensor:
+    """``(..., chain, particle, <plate>, ...)`` -> ``(..., K, N, ...)``: blocks back to chains."""
+    t = _t(da, *lead, "chain", "particle", ex)
+    i = len(lead)
+    return t.reshape(*t.shape[:i], -1, *t.shape[i + 2:])
+
+
+def _estimate(tree: xr.DataTree) -> Result:
+    """Rebuild from the resampled layout: raw values from ``particles``, ``evidence``, ``annealing``."""
+    kind, attrs, get = tree.attrs["pyrolik_result"], tree.attrs, tree.children.get
+    ex = tree["evidence"].to_dataset()["log_marginal_likelihood"].dims[0]
+    part = get("particles")
+    part = None if part is None else part.to_dataset()
+    lw = None if part is None else _unblock(part["log_weight"], ex)
+    sites = {} if part is None else {s: _unblock(part[s], ex) for s in part.data_vars
+                                     if s not in PARTICLE_STATS}
+    common = _common(tree, ex, lw)
+    if kind != "AISResult":
+        draws = None
+        if "sample_stats" in tree.children:
+            stats = tree["sample_stats"].to_dataset()
+            post = get("posterior")
+            draws = {"draw_index": _t(stats["particle"], "chain", "draw", ex),
+                     "draw_log_weight": _t(stats["log_weight"], "chain", "draw", ex),
+                     **({} if post is None else {s: _t(da, "chain", "draw", ex) for s, da in
+                                                 post.to_dataset().data_vars.items()})}
+        return EstimateResult(**common, samples=sites or None, draws=draws)
+    flat_node = get("unconstrained_particles")
+    flat = None if flat_node is None else _unblock(flat_node.to_dataset()["u"], ex)
+    const = get("constant_data")
+    const = None if const is None else const.to_dataset()
+    trace, steps = None, None
+    if "annealing" in tree.children:
+        ann = tree["annealing"].to_dataset()
+        k = lw.shape[0]
+        trace = {name: _unblock(da, ex, "step") for name, da in ann.data_vars.items()
+                 if name not in DERIVED}
+        beta = _t(ann["beta"], "step")
+        trace["beta"] = (beta.unsqueeze(1).expand(-1, k).contiguous() if beta.dim() == 1
+                         else beta.unsqueeze(1).expand(-1, k, -1).contiguous())
+        if "trajectory" in tree.children:
+            trace["z"] = _unblock(tree["trajectory"].to_dataset()["u"], ex, "step")
+        steps = torch.from_numpy(np.array(ann["step"].values))
+    return AISResult(
+        **common, direction=attrs["direction"], path=attrs["path"],
+        schedule=_opt(const, "schedule", "step"), step_sizes=_table(const, ex),
+        kernel=HMC(**json.loads(attrs["kernel"])) if "kernel" in attrs else None,
+        final_state=flat, latents=sites,
+        acceptance_rate=None if "mean_acceptance_rate" not in part else _unblock(
+            part["mean_acceptance_rate"], ex),
+        num_divergent=None if "num_divergent" not in part else _unblock(part["num_divergent"], ex),
+        trace=trace, trace_steps=steps,
+    )
+
+
+def _table(const: xr.Dataset | None, ex: str) -> StepSizes | None:
+    if const is None or "pilot_beta" not in const:
+        return None
+    return StepSizes(_t(const["pilot_beta"]), _t(const["log_step_size"], "pilot_step"),
+                     _opt(const, "inv_mass", "pilot_step", ex),
+                     _opt(const, "log_ratio_var", "pilot_step", ex))
+
+
+def _legacy_estimate(tree: xr.DataTree) -> Result:
+    """Rebuild from the first layout (a ``log_weights`` group, one draw per AIS chain)."""
+    kind = tree.attrs["pyrolik_result"]
     attrs = tree.attrs
     get = tree.children.get
     lw = get("log_weights").to_dataset()
@@ -123,11 +211,6 @@ def from_datatree(tree: Any) -> Result:
         s: _t(da, "chain", "draw", ex)[:, 0] for s, da in sites.to_dataset().items()}
     const = get("constant_data")
     const = None if const is None else const.to_dataset()
-    table = None
-    if const is not None and "pilot_beta" in const:
-        table = StepSizes(_t(const["pilot_beta"]), _t(const["log_step_size"], "pilot_step"),
-                          _opt(const, "inv_mass", "pilot_step", ex),
-                          _opt(const, "log_ratio_var", "pilot_step", ex))
     trace, steps = None, None
     if "sample_stats" in tree.children:
         stats = tree["sample_stats"].to_dataset()
@@ -141,7 +224,7 @@ def from_datatree(tree: Any) -> Result:
         steps = torch.from_numpy(np.array(stats["draw"].values))
     return AISResult(
         **common, direction=attrs["direction"], path=attrs["path"],
-        schedule=_opt(const, "schedule", "step"), step_sizes=table,
+        schedule=_opt(const, "schedule", "step"), step_sizes=_table(const, ex),
         kernel=HMC(**json.loads(attrs["kernel"])) if "kernel" in attrs else None,
         final_state=None if flat is None else _t(flat.to_dataset()["u"], "chain", "draw")[:, 0],
         latents=latents, acceptance_rate=_opt(lw, "mean_acceptance_rate", "chain"),

@@ -24,6 +24,7 @@ from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDi
 from torch import Tensor
 from torch.distributions import Independent
 
+from pyrolik.exceptions import IdiomWarning
 from pyrolik.model.messenger import plate_frame
 from pyrolik.model.site_density import sum_to_rows
 
@@ -104,8 +105,6 @@ def warn_unread(trace_fn: Callable[[Tensor], Any], x: Tensor, tr, observed: tupl
         if not isinstance(moved, Tensor) or moved.shape != value.shape \
                 or not torch.equal(moved, value):
             return
-    from pyrolik.model.constructs import IdiomWarning
-
     names = list(observed)
     warnings.warn(
         f"no observed site reads x: the observed site(s) {names} hold the same values whatever x "

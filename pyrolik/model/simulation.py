@@ -31,6 +31,7 @@ from pyrolik.model.hints import short
 from pyrolik.model.modules import eval_mode
 from pyrolik.model.observed import alternative_data
 from pyrolik.model.readmap import ReadMapError, assemble, coded, read_map
+from pyrolik.model.target import make_target
 
 __all__ = ["draw_joint"]
 
@@ -107,8 +108,6 @@ def _structure(model: Callable[..., Any], placeholder: Tensor, model_args: tuple
                model_kwargs: dict | None, run: Callable):
     """The model's target on the placeholder, or the refusal: pyrolik's own (naming its fix) when the
     model runs, the pointer to ``data=`` when it does not run on a placeholder at all."""
-    from pyrolik.model.target import make_target  # the adapter's facade imports this layer's peers
-
     try:
         return make_target(model, placeholder, 1, model_args=model_args, model_kwargs=model_kwargs)
     except ValueError as err:

@@ -58,13 +58,19 @@ class _Exports:
     """Export methods shared by every result (the work is in :mod:`pyrolik.results.datatree`, which
     reads results by their attributes and does not import this module)."""
 
-    def to_datatree(self):
-        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.results.datatree`)."""
-        return to_datatree(self)
+    def to_datatree(self, *, num_blocks: int = 4):
+        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.results.datatree`).
 
-    def to_inference_data(self):
-        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.results.datatree`)."""
-        return to_inference_data(self)
+        ``posterior`` holds equally weighted (resampled) draws; its ``chain`` is one of
+        ``num_blocks`` independent blocks of chains (:mod:`pyrolik.ops.resample`).
+        """
+        return to_datatree(self, num_blocks=num_blocks)
+
+    def to_inference_data(self, *, num_blocks: int = 4):
+        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.results.datatree`); ArviZ's
+        ``az.summary`` of it gives weighted posterior means, and ``r_hat`` / ``ess`` across the
+        ``num_blocks`` blocks of chains."""
+        return to_inference_data(self, num_blocks=num_blocks)
 
 
 @dataclass
@@ -87,6 +93,11 @@ class EstimateResult(_Exports):
     # (N,) entries of each example the model's observed sites score, masks included (bits/dim's
     # D, pyrolik.model.observed); None: every entry of x (estimators that do not run a model)
     num_observed: Tensor | None = None
+    # IWAE / likelihood weighting: the raw draws behind log_weights, each (K, N, *site), when kept
+    samples: dict[str, Tensor] | None = None
+    # IWAE / likelihood weighting: draws resampled by weight per block of samples (C, D, N, ...):
+    # "draw_index" (the sample each copies), "draw_log_weight", and the sites by name
+    draws: dict[str, Tensor] | None = None
 
     @property
     def num_examples(self) -> int:

@@ -18,12 +18,7 @@ import pyrolik  # noqa: E402
 from pyrolik.diagnostics import checks as diagnostics
 from pyrolik.diagnostics import plots  # noqa: E402
 from pyrolik.ops.stats import log_mean_exp  # noqa: E402
-from tests.export_cases import ESTIMATORS, build  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def results():
-    return build()
+from tests.export_cases import ESTIMATORS  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +79,7 @@ def test_khat_points_are_the_khat(results):
 
 
 def test_khat_panel_with_few_chains_shows_the_largest_weight(results):
-    """6 chains: no k-hat; the panel says why and shows max_k w_k / sum_j w_j instead."""
+    """8 chains: no k-hat; the panel says why and shows max_k w_k / sum_j w_j instead."""
     r = results["ais"]
     ax = plots.plot_khat(r)
     k = r.log_weights.shape[0]

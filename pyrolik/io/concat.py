@@ -1,0 +1,115 @@
+r"""Join the chains (or samples) of runs on the same data into one result: ``pyrolik.concat``.
+
+AIS weights of independent runs with the same path are draws of one unbiased estimator of
+:math:`p(x)` per example, so the joined weights give the pooled estimate
+:math:`\log\frac{1}{K_a + K_b}\sum_k w_k` (reverse AIS: minus that of the reverse weights), and its
+ESS, jackknife MCSE and Pareto :math:`\hat k` are recomputed from all of them. The export of the
+joined result has the blocks of every run side by side (``chain``), so ArviZ's ``r_hat`` across them
+also compares the runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from pyrolik.io.netcdf import from_datatree
+from pyrolik.ops.stats import (
+    effective_sample_size,
+    log_mean_exp,
+    mcse_log_mean_exp,
+    pareto_khat,
+)
+from pyrolik.results import AISResult, BDMCResult, EstimateResult
+
+__all__ = ["concat"]
+
+_FIX = "join runs of one estimator on the same x with the same settings (seed aside)"
+
+
+def _cat_dict(a: dict | None, b: dict | None, dim: int) -> dict | None:
+    if a is None or b is None:
+        return None
+    return {k: torch.cat([a[k], b[k]], dim=dim) for k in a}
+
+
+def _check(a: EstimateResult, b: EstimateResult) -> None:
+    if type(a) is not type(b) or a.method != b.method:
+        raise TypeError(f"cannot concat a {a.method} result with a {b.method} result; {_FIX}")
+    if a.x is None or b.x is None or a.x.shape != b.x.shape or not torch.equal(a.x, b.x):
+        raise ValueError(f"the results were computed on different data x; {_FIX}")
+    if a.log_weights is None or b.log_weights is None:
+        raise ValueError("concat needs every weight: rerun with keep_weights=True")
+    if isinstance(a, AISResult):
+        same = (a.direction == b.direction and a.path == b.path
+                and (a.schedule is None) == (b.schedule is None)
+                and (a.schedule is None or torch.equal(a.schedule, b.schedule)))
+        if not same:
+            raise ValueError(f"the AIS runs differ in direction, path or schedule; {_FIX} "
+                             "(pass the same schedule= tensor to both)")
+
+
+def _draws(a: EstimateResult, b: EstimateResult) -> dict | None:
+    """The resampled draws of two importance-sampling runs, blocks side by side."""
+    if not a.draws or not b.draws:
+        return None
+    if a.draws["draw_index"].shape[:2] != b.draws["draw_index"].shape[:2]:
+        raise ValueError(f"the runs resampled different numbers of blocks or draws; {_FIX} "
+                         "(the same num_samples)")
+    shifted = {**b.draws, "draw_index": b.draws["draw_index"] + a.log_weights.shape[0]}
+    return _cat_dict(a.draws, shifted, 0)
+
+
+def concat(a: Any, b: Any) -> Any:
+    """The result of ``a`` and ``b`` together: chains (samples) joined, evidence recomputed.
+
+    Parameters
+    ----------
+    a, b : AISResult, EstimateResult or BDMCResult (or their exports: DataTree, InferenceData)
+        Runs of one estimator on the same ``x`` (an AIS run's schedule must match); typically the
+        same call with two seeds.
+
+    Returns
+    -------
+    The same result type with ``K_a + K_b`` chains: ``log_likelihood``, ``ess``, ``mcse`` and
+    ``khat`` from all the weights; ``seed=None`` (the seeds are in ``settings["seeds"]``).
+    """
+    a, b = (from_datatree(r) if hasattr(r, "children") or hasattr(r, "groups") else r
+            for r in (a, b))
+    if isinstance(a, BDMCResult) and isinstance(b, BDMCResult):
+        if not torch.equal(a.x, b.x):
+            raise ValueError(f"the BDMC runs simulated different data; {_FIX}")
+        return dataclasses.replace(a, lower=concat(a.lower, b.lower), upper=concat(a.upper, b.upper),
+                                   wall_time=a.wall_time + b.wall_time)
+    if not isinstance(a, EstimateResult) or not isinstance(b, EstimateResult):
+        raise TypeError(f"concat takes two pyrolik results, got {type(a).__name__} and "
+                        f"{type(b).__name__}")
+    _check(a, b)
+    lw = torch.cat([a.log_weights, b.log_weights])
+    lme = log_mean_exp(lw)
+    forward = getattr(a, "direction", "forward") == "forward"
+    count = "num_chains" if isinstance(a, AISResult) else "num_samples"
+    settings = {**a.settings, count: int(lw.shape[0]), "seeds": [a.seed, b.seed]}
+    fields: dict[str, Any] = dict(
+        log_likelihood=(lme if forward else -lme).to(a.log_likelihood.dtype), log_weights=lw,
+        ess=effective_sample_size(lw), mcse=mcse_log_mean_exp(lw), khat=pareto_khat(lw),
+        settings=settings, seed=None, wall_time=a.wall_time + b.wall_time,
+    )
+    if isinstance(a, AISResult):
+        steps_match = a.trace_steps is not None and b.trace_steps is not None and torch.equal(
+            a.trace_steps, b.trace_steps)
+        fields.update(
+            latents=_cat_dict(a.latents, b.latents, 0),
+            final_state=None if a.final_state is None or b.final_state is None
+            else torch.cat([a.final_state, b.final_state]),
+            acceptance_rate=None if a.acceptance_rate is None or b.acceptance_rate is None
+            else torch.cat([a.acceptance_rate, b.acceptance_rate]),
+            num_divergent=None if a.num_divergent is None or b.num_divergent is None
+            else torch.cat([a.num_divergent, b.num_divergent]),
+            trace=_cat_dict(a.trace, b.trace, 1) if steps_match and a.trace and b.trace
+            and a.trace.keys() == b.trace.keys() else None)
+    else:
+        fields.update(samples=_cat_dict(a.samples, b.samples, 0), draws=_draws(a, b))
+    return dataclasses.replace(a, **fields)
