@@ -1,13 +1,15 @@
 """Models with known answers, the oracles the estimators are tested against.
 
-:class:`LinearGaussian` (closed-form marginal and posterior), the 1-D models of :mod:`.quadrature`
+:class:`LinearGaussian` (closed-form marginal and posterior), :class:`GlobalLinearGaussian` (a
+global latent: closed-form evidence of a whole data set), the 1-D models of :mod:`.quadrature`
 (marginal by quadrature, exact posterior draws) and a small :class:`RBM` (exact log-likelihood by
 enumeration).
 """
 
+from .global_gaussian import GlobalLinearGaussian
 from .linear_gaussian import LinearGaussian
 from .quadrature import BernoulliDecoder, BetaLatent, BimodalDecoder, UniformLatent
 from .rbm import RBM, binary_states
 
-__all__ = ["BernoulliDecoder", "BetaLatent", "BimodalDecoder", "LinearGaussian", "RBM",
-           "UniformLatent", "binary_states"]
+__all__ = ["BernoulliDecoder", "BetaLatent", "BimodalDecoder", "GlobalLinearGaussian",
+           "LinearGaussian", "RBM", "UniformLatent", "binary_states"]

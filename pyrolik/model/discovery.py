@@ -317,8 +317,12 @@ def _layout(tr, plate_name: str, n: int) -> tuple[tuple[SiteLayout, ...], tuple[
             continue
         if frame is None:
             raise ValueError(
-                f"latent site {name!r} is outside the plate {plate_name!r} over the examples; "
-                "every latent must be per-example (global quantities belong in pyro.param)"
+                f"latent site {name!r} is outside the plate {plate_name!r} over the examples: a "
+                "global latent, shared by all examples, makes them dependent, so per-example "
+                "log p(x_n) is not defined; estimate the evidence of the whole data set, "
+                "log p(x_1..N), with pyrolik.evidence(model, x, num_steps=..., num_chains=...) "
+                "(and check it with pyrolik.evidence_bdmc), or make the site a pyro.param if it is "
+                "a fitted quantity rather than a latent"
             )
         u = to_unconstrained(name, fn, s["value"])
         batch_ndim = len(fn.batch_shape)
