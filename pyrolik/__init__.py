@@ -35,6 +35,7 @@ from pyrolik.infer import chains
 from pyrolik.infer.annealing import ais, reverse_ais
 from pyrolik.infer.conservative import biased_csl, csl
 from pyrolik.infer.convergence import bdmc_convergence, plot_bdmc_convergence
+from pyrolik.infer.evidence import evidence, evidence_bdmc
 from pyrolik.infer.importance import iwae, likelihood_weighting
 from pyrolik.infer.parzen import kde
 from pyrolik.infer.posterior import plot_posterior_decodings, posterior_samples
@@ -59,6 +60,8 @@ __all__ = [
     "simulate",
     "bdmc",
     "bdmc_convergence",
+    "evidence",
+    "evidence_bdmc",
     "iwae",
     "likelihood_weighting",
     "kde",
