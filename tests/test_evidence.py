@@ -129,3 +129,18 @@ def test_a_model_that_does_not_broadcast_over_copies_is_refused_with_the_fix(glg
         pyrolik.evidence_bdmc(glg, 0, data_shape=(6, 4), num_steps=5, num_chains=2)
     with pytest.raises(ValueError, match="data_shape must be the shape of one data set"):
         pyrolik.evidence_bdmc(glg, 2, data_shape=(), num_steps=5, num_chains=2)
+
+
+def test_a_per_example_discrete_latent_is_refused(glg, data):
+    W = glg.W
+
+    def labelled(x):
+        mu = pyro.sample("mu", dist.Normal(x.new_zeros(4), 1.0).to_event(1))
+        with pyro.plate("data", x.shape[0]):
+            c = pyro.sample("c", dist.Bernoulli(0.5), infer={"enumerate": "parallel"})
+            z = pyro.sample("z", dist.Normal(x.new_zeros(2), 1.0).to_event(1))
+            pyro.sample("x", dist.Normal(mu * c.unsqueeze(-1) + z @ W.T, 0.5).to_event(1), obs=x)
+
+    # summed per data set, the labels of all examples would be summed jointly: refused
+    with pytest.raises(ValueError, match=r"discrete latent 'c' is inside the plate\(s\) \['data'\]"):
+        pyrolik.evidence(labelled, data, num_steps=5, num_chains=2, progress=False)

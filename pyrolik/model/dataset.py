@@ -69,6 +69,23 @@ def has_global_latents(model: ModelFn, x: Tensor, args: tuple = (), kwargs: dict
     return False
 
 
+def _refuse_local_discrete(tr) -> None:
+    """Refuse discrete latents inside the model's plates: pyrolik sums enumerated sites per row,
+    and a row is now a whole data set, whose per-example labels would be summed jointly (as if all
+    examples had the same label): a silently wrong density."""
+    for s in sample_sites(tr):
+        if s["is_observed"] or not s["fn"].support.is_discrete:
+            continue
+        plates = [f.name for f in s["cond_indep_stack"] if f.vectorized]
+        if plates:
+            raise ValueError(
+                f"the discrete latent {s['name']!r} is inside the plate(s) {plates}: "
+                "pyrolik.evidence sums discrete latents out only where they are global (outside "
+                "every plate); marginalise a per-example label in the model by hand (e.g. "
+                "dist.MixtureSameFamily over its classes), or estimate per-example log p(x_n) "
+                "with pyrolik.ais if the model has no global latents")
+
+
 class WholeDataset:
     """``model`` as a Pyro program whose examples are whole data sets (see the module docstring).
 
@@ -94,6 +111,7 @@ class WholeDataset:
         self.model_kwargs = dict(model_kwargs or {})
         tr = _trace(model, x, self.model_args, self.model_kwargs)
         self.nesting = _plate_nesting(tr)
+        _refuse_local_discrete(tr)
         observed = [s for s in sample_sites(tr) if s["is_observed"]]
         if not observed:
             raise ValueError(
