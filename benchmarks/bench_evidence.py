@@ -21,10 +21,10 @@ import argparse
 import time
 
 import torch
+from pyrolik_models.oracles import GlobalLinearGaussian
 
 import pyrolik
 from benchmarks._common import machine
-from pyrolik_models.oracles import GlobalLinearGaussian
 
 DEFAULT_GRID = "6x4x2:1000,20x4x2:3000,50x4x2:10000,50x8x4:10000,100x4x2:20000"
 
