@@ -59,6 +59,8 @@ def _explained(err: ValueError) -> ValueError:
 
 def _relabel(result: AISResult, method: str, wrapped: WholeDataset) -> AISResult:
     result.method = method
+    if result.latents is not None:  # (K, 1, ...) in the model's own shapes, without the padding
+        result.latents = wrapped.unpad(result.latents, 2)
     result.settings["observed_sites"] = list(wrapped.observed)
     result.settings["data_rows"] = "data set" if wrapped.is_whole_x else "observed values"
     return result
@@ -118,7 +120,9 @@ def evidence(
         ``mcse``, ``ess``, ``khat``, ``bound == "lower"``, ``method == "evidence"``; ``x`` is the data
         set as one row, ``(1, N, *event_shape)`` (or the observed sites' values, flattened, when the
         model has several observed sites), so ``summary()`` reports bits per observed dimension of
-        the data set; ``latents`` ``{site: (K, 1, ...)}`` are the chains' final states.
+        the data set; ``latents`` ``{site: (K, 1, *shape)}`` are the chains' final states
+        (``shape``: the site's shape in the model as written, e.g. ``(D,)`` for a global ``mu``,
+        ``(N, d)`` for ``z``).
 
     References
     ----------
@@ -200,4 +204,5 @@ def evidence_bdmc(
     assert result is not None
     _relabel(result.lower, "evidence", wrapped)
     _relabel(result.upper, "reverse evidence", wrapped)
+    result.latents = wrapped.unpad(result.latents, 1)
     return result

@@ -121,6 +121,9 @@ class WholeDataset:
         self.observed = {s["name"]: (tuple(s["value"].shape),
                                      self.nesting - len(s["fn"].batch_shape)) for s in observed}
         self._values = {s["name"]: s["value"].detach() for s in observed}
+        # each latent's shape in the model as written (the outer plate pads global ones with 1s)
+        self.latent_shapes = {s["name"]: tuple(s["value"].shape) for s in sample_sites(tr)
+                              if not s["is_observed"]}
         only = observed[0]["value"] if len(observed) == 1 else None
         self.is_whole_x = only is not None and only.shape == x.shape and bool(torch.equal(only, x))
         self.__name__ = getattr(model, "__name__", type(model).__name__)
@@ -160,6 +163,10 @@ class WholeDataset:
         with pyro.plate(PLATE, rows.shape[0], dim=-1 - self.nesting), \
                 poutine.condition(data=self.observed_values(rows)):
             return self.model(self.x, *self.model_args, **self.model_kwargs)
+
+    def unpad(self, latents: dict[str, Tensor], lead: int) -> dict[str, Tensor]:
+        """Latents ``{site: (*lead dims, ...)}`` in the wrapped layout -> the model's own shapes."""
+        return {n: v.reshape(*v.shape[:lead], *self.latent_shapes[n]) for n, v in latents.items()}
 
     def simulate(self, num_datasets: int, seed: int) -> tuple[Tensor, dict[str, Tensor]]:
         """Draw ``num_datasets`` whole data sets from the model's joint, with their latents.
