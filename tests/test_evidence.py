@@ -67,6 +67,14 @@ def test_an_evidence_result_round_trips_through_a_file(glg, data, seed, tmp_path
     pyrolik.save(r, tmp_path / "evidence.nc")
     back = pyrolik.load(tmp_path / "evidence.nc")
     assert back.method == "evidence" and torch.equal(back.log_weights, r.log_weights)
+    # a checkpoint resumes to the same numbers, and refuses another model's run
+    kw = dict(num_steps=10, num_chains=4, seed=seed, progress=False,
+              checkpoint=tmp_path / "run.ckpt", checkpoint_every=5)
+    first, again = pyrolik.evidence(glg, data, **kw), pyrolik.evidence(glg, data, **kw)
+    assert torch.equal(first.log_weights, again.log_weights)
+    noisier = GlobalLinearGaussian(W=glg.W, s=0.7)
+    with pytest.raises(ValueError, match=r"different run \(what differs: model parameters\)"):
+        pyrolik.evidence(noisier, data, **kw)
 
 
 def test_without_global_latents_the_evidence_is_the_sum_of_marginals(seed):

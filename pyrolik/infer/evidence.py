@@ -54,7 +54,11 @@ def _wrap(model: Callable[..., Any], x: Tensor, model_args: tuple, model_kwargs:
 
 
 def _explained(err: ValueError) -> ValueError:
-    return ValueError(f"{err}\n(evidence: {_VECTORISE})")
+    """The error, with the vectorisation hint where the model failed to run over the copies."""
+    text = str(err)
+    if any(k in text for k in ("running the model", "shape", "other rows of its batch")):
+        return ValueError(f"{text}\n(evidence: {_VECTORISE})")
+    return err
 
 
 def _relabel(result: AISResult, method: str, wrapped: WholeDataset) -> AISResult:
@@ -141,7 +145,10 @@ def evidence(
                      record_states=record_states, progress=progress, checkpoint=checkpoint,
                      checkpoint_every=checkpoint_every)
     except ValueError as err:
-        raise _explained(err) from err
+        explained = _explained(err)
+        if explained is err:
+            raise
+        raise explained from err
     assert result is not None  # one process
     return _relabel(result, "evidence", wrapped)
 
@@ -200,7 +207,10 @@ def evidence_bdmc(
                       num_chains=num_chains, schedule=schedule, kernel=kernel, seed=seed,
                       record_every=record_every, progress=progress)
     except ValueError as err:
-        raise _explained(err) from err
+        explained = _explained(err)
+        if explained is err:
+            raise
+        raise explained from err
     assert result is not None
     _relabel(result.lower, "evidence", wrapped)
     _relabel(result.upper, "reverse evidence", wrapped)
