@@ -48,7 +48,7 @@ class mark_enumerated:  # noqa: N801 - used like a Pyro handler (lower case, as 
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         self.__wrapped__ = fn
 
-    def _config(self, msg: dict) -> dict:
+    def _config(self, msg: Any) -> Any:
         if msg["type"] == "sample" and msg["name"] in self.names and not msg["is_observed"]:
             return {"enumerate": "parallel"}
         return {}

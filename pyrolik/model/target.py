@@ -316,7 +316,8 @@ def make_target(
         if guide_enumerated:
             model = mark_enumerated(model, guide_enumerated)
     layout, flipped = discover(model, x_rep, num_chains, *marked)
-    flipped_guide, guide_enum_dims = [], None
+    flipped_guide: list = []
+    guide_enum_dims: int | None = None
     if is_autoguide(guide):
         guide = fitted_gaussian(guide, layout, x.shape[0], x)
     if isinstance(guide, FittedGaussian):
