@@ -162,3 +162,18 @@ def test_a_per_example_discrete_latent_is_refused(glg, data):
     # summed per data set, the labels of all examples would be summed jointly: refused
     with pytest.raises(ValueError, match=r"discrete latent 'c' is inside the plate\(s\) \['data'\]"):
         pyrolik.evidence(labelled, data, num_steps=5, num_chains=2, progress=False)
+
+
+def test_a_model_plate_named_dataset_keeps_its_name(glg, data, seed):
+    W = glg.W
+
+    def named(x):
+        mu = pyro.sample("mu", dist.Normal(x.new_zeros(4), 1.0).to_event(1))
+        with pyro.plate("dataset", x.shape[0]):
+            z = pyro.sample("z", dist.Normal(x.new_zeros(2), 1.0).to_event(1))
+            pyro.sample("x", dist.Normal(mu + z @ W.T, 0.5).to_event(1), obs=x)
+
+    kw = dict(num_steps=10, num_chains=4, seed=seed, progress=False, schedule="sigmoid")
+    a, b = pyrolik.evidence(named, data, **kw), pyrolik.evidence(glg, data, **kw)
+    assert a.example_dim == "dataset_copies" and b.example_dim == "dataset"
+    assert torch.allclose(a.log_weights, b.log_weights)

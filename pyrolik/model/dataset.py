@@ -34,9 +34,9 @@ from pyrolik._random import fork_rng_from
 from pyrolik.model.discovery import sample_sites
 from pyrolik.model.modules import eval_mode
 
-__all__ = ["PLATE", "WholeDataset", "has_global_latents"]
+__all__ = ["PLATE", "WholeDataset"]
 
-PLATE = "dataset"  # the outer plate: one row per copy of a whole data set
+PLATE = "dataset"  # the outer plate: one row per copy of a whole data set (unless the model has one)
 
 ModelFn = Callable[..., Any]
 
@@ -51,22 +51,6 @@ def _plate_nesting(tr) -> int:
 def _trace(model: ModelFn, x: Tensor, args: tuple, kwargs: dict):
     with fork_rng_from(None), torch.no_grad(), eval_mode():
         return poutine.trace(model).get_trace(x, *args, **kwargs)
-
-
-def has_global_latents(model: ModelFn, x: Tensor, args: tuple = (), kwargs: dict | None = None
-                       ) -> bool:
-    """Whether some continuous latent site of ``model(x)`` is outside every plate of size ``N``."""
-    try:
-        tr = _trace(model, x, tuple(args), dict(kwargs or {}))
-    except Exception:  # noqa: BLE001 - a model that cannot run is explained by the estimator
-        return False
-    n = x.shape[0]
-    for s in sample_sites(tr):
-        if s["is_observed"] or s["fn"].support.is_discrete:
-            continue
-        if not any(f.size == n for f in s["cond_indep_stack"]):
-            return True
-    return False
 
 
 def _refuse_local_discrete(tr) -> None:
@@ -111,6 +95,9 @@ class WholeDataset:
         self.model_kwargs = dict(model_kwargs or {})
         tr = _trace(model, x, self.model_args, self.model_kwargs)
         self.nesting = _plate_nesting(tr)
+        names = {f.name for site in tr.nodes.values() for f in site.get("cond_indep_stack", ())}
+        self.plate = next(p for p in (PLATE, f"{PLATE}_copies", "_pyrolik_dataset")
+                          if p not in names)
         _refuse_local_discrete(tr)
         observed = [s for s in sample_sites(tr) if s["is_observed"]]
         if not observed:
@@ -161,7 +148,7 @@ class WholeDataset:
         return out
 
     def __call__(self, rows: Tensor) -> Any:
-        with pyro.plate(PLATE, rows.shape[0], dim=-1 - self.nesting), \
+        with pyro.plate(self.plate, rows.shape[0], dim=-1 - self.nesting), \
                 poutine.condition(data=self.observed_values(rows)):
             return self.model(self.x, *self.model_args, **self.model_kwargs)
 
@@ -179,7 +166,7 @@ class WholeDataset:
         is left alone.
         """
         def joint() -> Any:
-            with pyro.plate(PLATE, num_datasets, dim=-1 - self.nesting):
+            with pyro.plate(self.plate, num_datasets, dim=-1 - self.nesting):
                 return self.model(self.x, *self.model_args, **self.model_kwargs)
 
         generator = torch.Generator(device=self.x.device).manual_seed(seed)
