@@ -49,6 +49,7 @@ from pyrolik.execution.threads import set_threads
 from pyrolik.infer.annealing import ais, reverse_ais
 from pyrolik.infer.conservative import biased_csl, csl
 from pyrolik.infer.convergence import bdmc_convergence
+from pyrolik.infer.evidence import evidence, evidence_bdmc
 from pyrolik.infer.importance import iwae, likelihood_weighting
 from pyrolik.infer.parzen import kde
 from pyrolik.infer.posterior import posterior_samples
@@ -70,6 +71,8 @@ __all__ = [
     "simulate",
     "bdmc",
     "bdmc_convergence",
+    "evidence",
+    "evidence_bdmc",
     "iwae",
     "likelihood_weighting",
     "kde",

@@ -160,7 +160,7 @@ az.plot_ecdf(pit, cdf=uniform.cdf, confidence_bands=True, eval_points=np.linspac
              rvs=lambda n, random_state=None: uniform.rvs(n, random_state=random_state),
              ax=axes[0])
 axes[0].set_title(f"PIT of the simulated latents (KS p = {stats.kstest(pit, 'uniform').pvalue:.2f})")
-pyrolik.plots.plot_bdmc(bd, ax=axes[1]);
+pyrolik.diagnostics.plots.plot_bdmc(bd, ax=axes[1]);
 '''),
     ("md", """
 ## What not to do

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from pyrolik.diagnostics.bayes_factor import compare_evidence, is_evidence
 from pyrolik.diagnostics.scoring import SCORES
 
 __all__ = ["Comparison", "compare", "holm"]
@@ -144,6 +145,29 @@ class Comparison:
             # ArviZ 0.23 calls sort_values(inplace=True), deprecated in pandas 3.1
             warnings.filterwarnings("ignore", message=".*inplace keyword.*")
             return az.compare(elpds, method=method)
+
+
+def _evidences(models: tuple, names: Sequence[str] | None) -> tuple[list[str], list] | None:
+    """``(names, results)`` when every model is a whole data set's evidence (Bayes factors,
+    :mod:`pyrolik.diagnostics.bayes_factor`); None when none is; ValueError for a mixture."""
+    if len(models) == 1 and isinstance(models[0], Mapping):
+        names, objs = (list(models[0]) if names is None else names), list(models[0].values())
+    else:
+        objs = list(models)
+    kinds = [is_evidence(o) for o in objs]
+    if not any(kinds):
+        return None
+    if not all(kinds):
+        raise ValueError("compare got evidences of whole data sets (pyrolik.evidence) beside "
+                         "per-example estimates: a data set's log p(x_1..N) and per-example "
+                         "log p(x_n) are not comparable; compare evidences with evidences")
+    if len(objs) < 2:
+        raise ValueError("compare needs at least two models")
+    names = [str(n) for n in names] if names is not None else [f"model_{i}"
+                                                               for i in range(len(objs))]
+    if len(names) != len(objs) or len(set(names)) != len(names):
+        raise ValueError(f"give {len(objs)} unique names for {len(objs)} models; got {names}")
+    return names, objs
 
 
 def _as_scores(obj: Any, y: Any, rules: Sequence[str]) -> dict[str, np.ndarray]:
@@ -318,9 +342,16 @@ def compare(
     -------
     Comparison
         ``pairs``, ``table`` (ranked), ``notes``, ``better`` (two models).
+
+    Evidences of one data set (:func:`pyrolik.evidence` results, one estimate each) are compared by
+    their log Bayes factors (:mod:`pyrolik.diagnostics.bayes_factor`): ``mean_diff`` is
+    :math:`\log p(x_{1:N} \mid a) - \log p(x_{1:N} \mid b)`, ``se`` its Monte Carlo standard error.
     """
     if not (isinstance(level, float | int) and 0 < level < 1):
         raise ValueError(f"level must be in (0, 1); got {level!r}")
+    evidences = _evidences(models, names)
+    if evidences is not None:
+        return compare_evidence(*evidences, level, Comparison)
     if test not in _TESTS:
         raise ValueError(f"test must be one of {_TESTS}; got {test!r}")
     if correction not in _CORRECTIONS:

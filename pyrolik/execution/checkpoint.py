@@ -81,8 +81,11 @@ def _held_state(fn: Any) -> list[tuple[str, Any]]:
         return out
     if isinstance(fn, nn.Module):
         return [("module", fn)]
+    inner = getattr(fn, "__wrapped__", None)  # a wrapper (functools.wraps, pyrolik's model wrappers)
+    if inner is not None and inner is not fn:
+        out += [(f"wrapped.{k}", v) for k, v in _held_state(inner)]
     if hasattr(fn, "__self__") and hasattr(fn, "__func__"):  # a bound method: its object, too
-        return ([(f"self.{k}", v) for k, v in _held_state(fn.__self__)]
+        return (out + [(f"self.{k}", v) for k, v in _held_state(fn.__self__)]
                 + _held_state(fn.__func__))
     if hasattr(fn, "__code__"):  # a function
         cells = zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False)

@@ -1,4 +1,5 @@
-"""The estimators: AIS and BDMC on one annealing engine, importance sampling, KDE, CSL."""
+"""The estimators: AIS and BDMC on one annealing engine (and the evidence of a whole data set on it),
+importance sampling, KDE, CSL."""
 
 from pyrolik.infer import chains
 

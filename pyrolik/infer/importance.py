@@ -135,7 +135,9 @@ def iwae(
     guide every weight equals :math:`p(x)` and the bound is exact with zero variance.
 
     Parameters are those of :func:`likelihood_weighting`, plus ``guide``: a Pyro guide with the
-    model's signature that samples every latent site of the model.
+    model's signature that samples every latent site of the model. A guide that also samples a
+    discrete site the model sums out (M2's :math:`q(y \mid x)\, q(z \mid x, y)`) is the mixture
+    proposal :math:`\sum_y q(y \mid x)\, q(z \mid x, y)` (:mod:`pyrolik.model.mixture_guides`).
 
     Returns
     -------

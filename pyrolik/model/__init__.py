@@ -9,7 +9,9 @@
   :mod:`~pyrolik.model.modules` (training mode, randomness), :mod:`~pyrolik.model.supports`
   (supports pyrolik can map, circular latents), :mod:`~pyrolik.model.rows` (per-row densities),
   :mod:`~pyrolik.model.arguments` (per-example arguments), :mod:`~pyrolik.model.autoguides`,
-  :mod:`~pyrolik.model.hints` (errors by cause), :mod:`~pyrolik.model.simulation`;
+  :mod:`~pyrolik.model.hints` (errors by cause), :mod:`~pyrolik.model.simulation`,
+  :mod:`~pyrolik.model.mixture_guides` (M2-style guides as mixture proposals),
+  :mod:`~pyrolik.model.dataset` (a model with global latents as a model of whole data sets);
 - evaluation: :mod:`~pyrolik.model.evaluation` (the one plain evaluation) over
   :mod:`~pyrolik.model.messenger` and :mod:`~pyrolik.model.site_density`, with the optional layers
   :mod:`~pyrolik.model.guide_cache` (kept guide) and :mod:`~pyrolik.model.replay`;

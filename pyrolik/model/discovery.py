@@ -42,7 +42,8 @@ from pyrolik.model.supports import (
 )
 from pyrolik.ops.types import ModelFn
 
-__all__ = ["Tracer", "discover", "check_guide_sites", "sample_sites", "trace_or_explain"]
+__all__ = ["Tracer", "discover", "check_guide_sites", "sample_sites", "trace_guide",
+           "trace_or_explain"]
 
 
 
@@ -99,10 +100,20 @@ def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
     return layout, tracer.flipped
 
 
+def trace_guide(guide: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
+                marked_kwargs: dict):
+    """The guide's trace on ``x_rep`` (``num_chains`` copies of the data), or a ``ValueError``."""
+    args, kwargs = repeat_arguments(marked_args, marked_kwargs, num_chains)
+    return trace_or_explain(Tracer(), guide, x_rep, args, kwargs, "guide", num_chains,
+                            describe_arguments(marked_args, marked_kwargs))
+
+
 def check_guide_sites(guide: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
-                      marked_kwargs: dict, layout: Layout) -> list:
+                      marked_kwargs: dict, layout: Layout) -> tuple[list, int | None]:
     """Raise unless ``guide`` samples exactly the model's latent sites, with a density pyrolik can
-    evaluate; return the modules it calls that were in training mode."""
+    evaluate; return the modules it calls that were in training mode, and the batch dims right of
+    the enumeration dims when the guide samples discrete sites the model sums out (an M2-style
+    guide: a mixture proposal, :mod:`pyrolik.model.mixture_guides`), else None."""
     tracer = Tracer()
     args, kwargs = repeat_arguments(marked_args, marked_kwargs, num_chains)
     tr_g = trace_or_explain(tracer, guide, x_rep, args, kwargs, "guide", num_chains,
@@ -117,10 +128,12 @@ def check_guide_sites(guide: ModelFn, x_rep: Tensor, num_chains: int, marked_arg
             "site of the model, under the same name"
         )
     summed = sorted(guide_latents & set(layout.enumerated))
-    if summed:
-        raise ValueError(f"the guide samples {summed}, which the model sums out by enumeration "
-                         "(infer={'enumerate': 'parallel'}): remove them from the guide")
-    extra = sorted(guide_latents - {s.name for s in layout.sites})
+    continuous = [n for n in summed if not tr_g.nodes[n]["fn"].support.is_discrete]
+    if continuous:
+        raise ValueError(f"the guide samples {continuous} from a continuous distribution, where "
+                         "the model sums them out by enumeration: give the guide's site the "
+                         "model's discrete support (its q(y | x)), or remove it from the guide")
+    extra = sorted(guide_latents - {s.name for s in layout.sites} - set(summed))
     if extra:
         aux = [n for n in extra if tr_g.nodes[n]["infer"].get("is_auxiliary")]
         why = (f" ({aux} marked infer={{'is_auxiliary': True}}: an auxiliary variable makes the "
@@ -132,7 +145,8 @@ def check_guide_sites(guide: ModelFn, x_rep: Tensor, num_chains: int, marked_arg
     check_circular_guide(tr_g, layout.circular)
     if layout.plate_name in subsampled_plates(tr_g):
         check_index_free(guide, x_rep, args, kwargs, tr_g, layout.plate_name, "guide", tracer)
-    return tracer.flipped
+    enum_dims = max(len(s["fn"].batch_shape) for s in sample_sites(tr_g)) if summed else None
+    return tracer.flipped, enum_dims
 
 
 def _check_guide_layout(tr_g, layout: Layout) -> None:
@@ -319,8 +333,12 @@ def _layout(tr, plate_name: str, n: int) -> tuple[tuple[SiteLayout, ...], tuple[
             continue
         if frame is None:
             raise ValueError(
-                f"latent site {name!r} is outside the plate {plate_name!r} over the examples; "
-                "every latent must be per-example (global quantities belong in pyro.param)"
+                f"latent site {name!r} is outside the plate {plate_name!r} over the examples: a "
+                "global latent, shared by all examples, makes them dependent, so per-example "
+                "log p(x_n) is not defined; estimate the evidence of the whole data set, "
+                "log p(x_1..N), with pyrolik.evidence(model, x, num_steps=..., num_chains=...) "
+                "(and check it with pyrolik.evidence_bdmc), or make the site a pyro.param if it is "
+                "a fitted quantity rather than a latent"
             )
         u = to_unconstrained(name, fn, s["value"])
         batch_ndim = len(fn.batch_shape)

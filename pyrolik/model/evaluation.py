@@ -77,6 +77,7 @@ class Program:
     marked_kwargs: dict = field(default_factory=dict)
     guide: ModelFn | FittedGaussian | None = None  # an AutoGuide comes as its fitted Gaussians
     eval_modules: bool = False
+    guide_enum_dims: int | None = None  # an M2-style guide: its discrete sites are summed out
     memo: dict = field(default_factory=dict, repr=False, compare=False)
     model_args: tuple = field(init=False)  # what the program is called with: per-example tensors
     model_kwargs: dict = field(init=False)  # repeated over the chains, as x is
@@ -118,9 +119,13 @@ class Program:
             scores: bool = False, record: bool = False) -> SiteDensities:
         """Run ``fn`` (model or guide) once with the latents set to ``values`` (sampled if None).
 
-        The model's enumerated discrete sites are summed out when the latents are given.
+        The model's enumerated discrete sites are summed out when the latents are given, and so
+        are the guide's when it samples them (the mixture proposal of
+        :mod:`pyrolik.model.mixture_guides`).
         """
-        enum_dims = self.layout.enum_dims if values is not None and fn is self.model else None
+        enum_dims = None
+        if values is not None:
+            enum_dims = self.layout.enum_dims if fn is self.model else self.guide_enum_dims
         ev = SiteDensities(self.layout.plate_name, self.rows, values, unconstrained, scores,
                            self.memo, record, enum_dims, self.layout.supports)
         modules = eval_mode() if self.eval_modules else contextlib.nullcontext()
@@ -212,7 +217,12 @@ class Program:
             return Draw(u, self.layout.constrain(u), log_q)
         with fork_rng_from(generator, self.x.device), torch.no_grad():
             ev = self.run(guide, None, False)
-        return Draw(self.layout.unconstrain(ev.values), ev.values, as_rows(ev.log_latent, self.x))
+        u = self.layout.unconstrain(ev.values)
+        if self.guide_enum_dims is not None:  # the mixture's density, its discrete sites summed out
+            with torch.no_grad():
+                log_q = self.log_guide(u) - self.layout.log_abs_det_jacobian(u)
+            return Draw(u, ev.values, log_q)
+        return Draw(u, ev.values, as_rows(ev.log_latent, self.x))
 
 
 def as_rows(value: Tensor | float, like: Tensor) -> Tensor:

@@ -211,7 +211,8 @@ class SiteDensities(Messenger):
             raise ValueError(
                 f"{kind} site {name!r} is outside the plate {self.plate_name!r} over the examples; "
                 "pyrolik estimates per-example log p(x): put every sample site inside the data plate "
-                "(global quantities belong in pyro.param)"
+                "(for a model with global latents, pyrolik.evidence estimates log p(x_1..N) of the "
+                "whole data set)"
             )
         # unscaled; masks kept on observed sites only (see the module docstring)
         observed = msg["is_observed"]

@@ -28,10 +28,11 @@ from torch import Tensor
 from pyrolik._validate import check_count, validate_data
 from pyrolik.model.arguments import mark_arguments, slice_arguments
 from pyrolik.model.autoguides import FittedGaussian, fitted_gaussian, is_autoguide, slice_guide
-from pyrolik.model.discovery import check_guide_sites, discover
+from pyrolik.model.discovery import check_guide_sites, discover, trace_guide
 from pyrolik.model.evaluation import Draw, Program, ValueAndGrad
 from pyrolik.model.guide_cache import KeptGuide
 from pyrolik.model.layout import Layout, SiteLayout
+from pyrolik.model.mixture_guides import enumerated_in_guide, mark_enumerated
 from pyrolik.model.modules import check_program
 from pyrolik.model.replay import Replayed, replay_default
 from pyrolik.model.rows import check_rows_independent
@@ -314,8 +315,15 @@ def make_target(
     replay = replay_default() if replay is None else replay
     marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), x.shape[0])
     x_rep = x.repeat((num_chains,) + (1,) * (x.dim() - 1)) if num_chains > 1 else x
+    guide_enumerated: tuple[str, ...] = ()
+    if callable(guide) and not is_autoguide(guide) and not isinstance(guide, FittedGaussian):
+        # config_enumerate(guide), as Pyro's SS-VAE writes it: the site is summed out in both
+        guide_enumerated = enumerated_in_guide(trace_guide(guide, x_rep, num_chains, *marked))
+        if guide_enumerated:
+            model = mark_enumerated(model, guide_enumerated)
     layout, flipped = discover(model, x_rep, num_chains, *marked)
-    flipped_guide = []
+    flipped_guide: list = []
+    guide_enum_dims: int | None = None
     if is_autoguide(guide):
         guide = fitted_gaussian(guide, layout, x.shape[0], x)
     if isinstance(guide, FittedGaussian):
@@ -324,9 +332,12 @@ def make_target(
                              f"examples of {guide.loc.shape[1]} latent values, x has {x.shape[0]} "
                              f"examples of {layout.latent_dim}")
     elif guide is not None:
-        flipped_guide = check_guide_sites(guide, x_rep, num_chains, *marked, layout)
+        flipped_guide, guide_enum_dims = check_guide_sites(guide, x_rep, num_chains, *marked,
+                                                           layout)
+        if guide_enum_dims is not None:  # an M2-style guide: its summed sites are enumerated too
+            guide = mark_enumerated(guide, layout.enumerated)
     program = Program(layout, model, x_rep, *marked, guide,
-                      eval_modules=bool(flipped or flipped_guide))
+                      eval_modules=bool(flipped or flipped_guide), guide_enum_dims=guide_enum_dims)
     u, density = check_program(program, flipped, flipped_guide)
     check_rows_independent(program, u, density)
     return Target(layout, program, replay)

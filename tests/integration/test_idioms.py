@@ -454,8 +454,17 @@ def test_discrete_latents_pyrolik_cannot_sum_are_refused():
             pyro.sample("c", dist.Categorical(mix.pi))
             pyro.sample("z", dist.Normal(x.new_zeros(2), 1.0).to_event(1))
 
-    with pytest.raises(ValueError, match=r"the guide samples \['c'\], which the model sums out"):
-        make_target(mix, x, guide=samples_c)
+    def continuous_c(x, enumerate=None):
+        with pyro.plate("data", x.shape[0]):
+            pyro.sample("c", dist.Normal(0.0, 1.0))
+            pyro.sample("z", dist.Normal(x.new_zeros(2), 1.0).to_event(1))
+
+    # a guide that samples the summed-out label is a mixture proposal (tests/test_mixture_guides.py);
+    # one that gives it a continuous density is refused
+    assert make_target(mix, x, guide=samples_c).program.guide_enum_dims == 1
+    with pytest.raises(ValueError, match=r"the guide samples \['c'\] from a continuous "
+                       r"distribution, where the model sums them out"):
+        make_target(mix, x, guide=continuous_c)
 
 
 class _ReadsTrainingFlag(nn.Module):

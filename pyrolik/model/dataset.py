@@ -1,0 +1,183 @@
+r"""A model with global latents as a model of whole data sets: the data set is one example.
+
+Per-example :math:`\log p(x_n)` is undefined when latents are shared by all examples (a global mean,
+a Bayesian decoder's weights, a learned noise scale): the examples are dependent. What is defined is
+the evidence of the whole data set,
+
+.. math:: \log p(x_{1:N}) = \log \int p(\theta) \prod_n \int p(z_n)\, p(x_n \mid z_n, \theta)
+          \,\mathrm d z_n \,\mathrm d\theta .
+
+:class:`WholeDataset` turns ``model(x)`` into a Pyro program of *rows* of whole data sets: the
+user's model runs once, vectorised over an outer plate ``"dataset"`` at the dim left of all its own
+plates (Pyro's ``vectorize_particles`` convention), with its observed sites conditioned on each
+row's values. Every latent, global or local, is then inside the outer plate, so the adapter treats
+one data set as one example whose latent vector is all of :math:`(\theta, z_{1:N})`, and the AIS
+engine folds chains into the outer plate as it folds them into a data plate.
+
+A row is the data set itself, ``(N, *event_shape)``, when the model has one observed site whose
+value is all of ``x`` (the common case); otherwise the flat concatenation of every observed site's
+values, in the order the model samples them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pyro
+import pyro.poutine as poutine
+import torch
+from torch import Tensor
+
+from pyrolik._random import fork_rng_from
+from pyrolik.model.discovery import sample_sites
+from pyrolik.model.modules import eval_mode
+
+__all__ = ["PLATE", "WholeDataset"]
+
+PLATE = "dataset"  # the outer plate: one row per copy of a whole data set (unless the model has one)
+
+ModelFn = Callable[..., Any]
+
+
+def _plate_nesting(tr) -> int:
+    """The number of batch dims the model's plates use (Pyro's ``max_plate_nesting``)."""
+    dims = [-f.dim for s in tr.nodes.values() if s["type"] == "sample"
+            for f in s["cond_indep_stack"] if f.dim is not None]
+    return max(dims, default=0)
+
+
+def _trace(model: ModelFn, x: Tensor, args: tuple, kwargs: dict):
+    with fork_rng_from(None), torch.no_grad(), eval_mode():
+        return poutine.trace(model).get_trace(x, *args, **kwargs)
+
+
+def _refuse_local_discrete(tr) -> None:
+    """Refuse discrete latents inside the model's plates: pyrolik sums enumerated sites per row,
+    and a row is now a whole data set, whose per-example labels would be summed jointly (as if all
+    examples had the same label): a silently wrong density."""
+    for s in sample_sites(tr):
+        if s["is_observed"] or not s["fn"].support.is_discrete:
+            continue
+        plates = [f.name for f in s["cond_indep_stack"] if f.vectorized]
+        if plates:
+            raise ValueError(
+                f"the discrete latent {s['name']!r} is inside the plate(s) {plates}: "
+                "pyrolik.evidence sums discrete latents out only where they are global (outside "
+                "every plate); marginalise a per-example label in the model by hand (e.g. "
+                "dist.MixtureSameFamily over its classes), or estimate per-example log p(x_n) "
+                "with pyrolik.ais if the model has no global latents")
+
+
+class WholeDataset:
+    """``model`` as a Pyro program whose examples are whole data sets (see the module docstring).
+
+    Parameters
+    ----------
+    model : callable
+        The user's model ``model(x, *model_args, **model_kwargs)``.
+    x : torch.Tensor, shape (N, *event_shape)
+        A data set the model runs on: the real data, or a placeholder of the simulated data sets'
+        shape. The model always sees this ``x``; its observed sites take each row's values.
+    model_args, model_kwargs
+        Passed to the model as they are (they belong to the data set, not to a row).
+
+    Calling the instance on ``rows`` of shape ``(R, *row_shape)`` runs the model once, vectorised
+    over ``R`` copies in the plate ``"dataset"``.
+    """
+
+    def __init__(self, model: ModelFn, x: Tensor, model_args: tuple = (),
+                 model_kwargs: dict | None = None):
+        self.model = model
+        self.x = x
+        self.model_args = tuple(model_args)
+        self.model_kwargs = dict(model_kwargs or {})
+        tr = _trace(model, x, self.model_args, self.model_kwargs)
+        self.nesting = _plate_nesting(tr)
+        names = {f.name for site in tr.nodes.values() for f in site.get("cond_indep_stack", ())}
+        self.plate = next(p for p in (PLATE, f"{PLATE}_copies", "_pyrolik_dataset")
+                          if p not in names)
+        _refuse_local_discrete(tr)
+        observed = [s for s in sample_sites(tr) if s["is_observed"]]
+        if not observed:
+            raise ValueError(
+                "the model has no observed site: condition its observation-noise site on the data, "
+                "e.g. pyro.sample('x', dist.Normal(loc, sigma).to_event(1), obs=x)")
+        # per observed site: its value's shape and how many batch dims the outer plate pads
+        self.observed = {s["name"]: (tuple(s["value"].shape),
+                                     self.nesting - len(s["fn"].batch_shape)) for s in observed}
+        self._values = {s["name"]: s["value"].detach() for s in observed}
+        # each latent's shape in the model as written (the outer plate pads global ones with 1s)
+        self.latent_shapes = {s["name"]: tuple(s["value"].shape) for s in sample_sites(tr)
+                              if not s["is_observed"]}
+        only = observed[0]["value"] if len(observed) == 1 else None
+        self.is_whole_x = only is not None and only.shape == x.shape and bool(torch.equal(only, x))
+        self.__wrapped__ = model  # what a checkpoint's fingerprint reads the model's state from
+        self.__name__ = getattr(model, "__name__", type(model).__name__)
+        self.__qualname__ = f"WholeDataset({getattr(model, '__qualname__', self.__name__)})"
+
+    def trace_values(self) -> dict[str, Tensor]:
+        """The observed sites' values when the model runs on ``x``."""
+        return dict(self._values)
+
+    @property
+    def row_shape(self) -> tuple[int, ...]:
+        """The shape of one row: the data set's, or the observed values' total size."""
+        if self.is_whole_x:
+            return tuple(self.x.shape)
+        return (sum(math.prod(shape) for shape, _ in self.observed.values()),)
+
+    def to_rows(self, values: dict[str, Tensor]) -> Tensor:
+        """Observed values ``{site: (R, *site_value_shape)}`` -> rows ``(R, *row_shape)``."""
+        if self.is_whole_x:
+            (v,) = values.values()
+            return v.reshape(v.shape[0], *self.x.shape)
+        return torch.cat([values[name].reshape(values[name].shape[0], -1)
+                          for name in self.observed], dim=-1)
+
+    def observed_values(self, rows: Tensor) -> dict[str, Tensor]:
+        """Rows ``(R, *row_shape)`` -> each observed site's values, shaped for the outer plate."""
+        r = rows.shape[0]
+        flat = rows.reshape(r, -1)
+        out, offset = {}, 0
+        for name, (shape, pad) in self.observed.items():
+            size = math.prod(shape)
+            out[name] = flat[:, offset : offset + size].reshape(r, *(1,) * pad, *shape)
+            offset += size
+        return out
+
+    def __call__(self, rows: Tensor) -> Any:
+        with pyro.plate(self.plate, rows.shape[0], dim=-1 - self.nesting), \
+                poutine.condition(data=self.observed_values(rows)):
+            return self.model(self.x, *self.model_args, **self.model_kwargs)
+
+    def unpad(self, latents: dict[str, Tensor], lead: int) -> dict[str, Tensor]:
+        """Latents ``{site: (*lead dims, ...)}`` in the wrapped layout -> the model's own shapes."""
+        return {n: v.reshape(*v.shape[:lead], *self.latent_shapes[n]) for n, v in latents.items()}
+
+    def simulate(self, num_datasets: int, seed: int) -> tuple[Tensor, dict[str, Tensor]]:
+        """Draw ``num_datasets`` whole data sets from the model's joint, with their latents.
+
+        The model runs once, vectorised over the outer plate, with its observed sites released
+        (``pyro.poutine.uncondition``). Returns rows ``(M, *row_shape)`` and the latents in the
+        wrapped model's layout, ``{site: (M, ...)}`` (constrained), exact posterior draws for
+        those rows. Randomness comes from a generator seeded by ``seed``; the user's global RNG
+        is left alone.
+        """
+        def joint() -> Any:
+            with pyro.plate(self.plate, num_datasets, dim=-1 - self.nesting):
+                return self.model(self.x, *self.model_args, **self.model_kwargs)
+
+        generator = torch.Generator(device=self.x.device).manual_seed(seed)
+        with fork_rng_from(generator, self.x.device), torch.no_grad(), eval_mode():
+            tr = poutine.trace(poutine.uncondition(joint)).get_trace()
+        values, latents = {}, {}
+        for s in sample_sites(tr):
+            name = s["name"]
+            if name in self.observed:
+                shape = self.observed[name][0]
+                values[name] = s["value"].detach().reshape(num_datasets, *shape)
+            else:
+                latents[name] = s["value"].detach()
+        return self.to_rows(values), latents
