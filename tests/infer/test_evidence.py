@@ -6,11 +6,11 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from helpers import assert_unbiased
 from pyrolik_models.oracles import GlobalLinearGaussian, LinearGaussian
 
 import pyrolik
 from pyrolik.model.dataset import WholeDataset
+from tests.helpers import assert_unbiased
 
 pytestmark = pytest.mark.statistical
 
@@ -56,9 +56,11 @@ def test_evidence_is_unbiased_for_the_exact_joint(glg, data, seed):
     assert r.x.shape == (1, 6, 4) and torch.equal(r.x[0], data)
     assert r.summary().loc["evidence", "examples"] == 1
     idata = r.to_inference_data()
-    assert float(idata.log_weights["log_likelihood"].values[0]) == float(r.log_likelihood[0])
-    assert idata.posterior["mu"].shape == (32, 1, 1, 4)  # chain, draw, dataset, mu's own dim
-    torch.testing.assert_close(torch.as_tensor(idata.posterior["mu"].values[:, 0]),
+    assert float(idata.evidence["log_marginal_likelihood"].values[0]) == float(r.log_likelihood[0])
+    # resampled: 4 blocks of 8 chains (chain, draw, dataset, mu's own dim); the raw final states
+    # of the 32 chains in particles, block by block
+    assert idata.posterior["mu"].shape == (4, 8, 1, 4)
+    torch.testing.assert_close(torch.as_tensor(idata.particles["mu"].values).reshape(32, 1, 4),
                                r.latents["mu"])
 
 

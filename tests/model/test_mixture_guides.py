@@ -7,11 +7,11 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from helpers import assert_unbiased
 from pyro.infer import config_enumerate
 
 import pyrolik
 from pyrolik.model.target import make_target
+from tests.helpers import assert_unbiased
 
 
 class _M2:
