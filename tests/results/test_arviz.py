@@ -14,7 +14,7 @@ import xarray as xr
 
 import pyrolik
 from tests.export_cases import LG, build, summary_where_defined
-from tests.test_export import assert_same_result
+from tests.io.test_export import assert_same_result
 
 CASES = ["ais", "reverse_ais", "bdmc", "iwae", "likelihood_weighting", "sigma_curve"]
 
