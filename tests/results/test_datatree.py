@@ -242,7 +242,7 @@ def test_a_site_named_u_keeps_its_values_and_a_reserved_name_is_refused(results)
 def test_per_batch_adaptive_schedules_and_reverse_runs_round_trip(tmp_path):
     """Batches annealed along their own adaptive schedules: ``beta`` is ``(step, <plate>)``; a
     reverse run's per-block running log Z is 0 at its last step (beta = 0)."""
-    from tests.test_export import assert_same_result
+    from tests.io.test_export import assert_same_result
 
     x = LG.sample(4, torch.Generator().manual_seed(3))
     r = pyrolik.ais(LG, x, num_steps=12, num_chains=8, schedule="adaptive", batch_size=2, seed=0,
