@@ -35,8 +35,9 @@ group                       variables (dims)
 Root attrs, all plain ``str``, ``int`` or ``float`` (what netCDF, h5netcdf and zarr store):
 ``inference_library="pyrolik"``, the pyrolik, torch, pyro, arviz, xarray and Python versions,
 ``pyrolik_result`` (the class), ``method``, ``bound``, ``direction``, ``path``, ``settings`` and
-``kernel`` (JSON), ``seed``, ``wall_time``, ``created_at``. A BDMC result is a tree with ``lower`` and
-``upper`` subtrees (each the export of its AIS run), a ``bdmc`` group (per-example ``lower``,
+``kernel`` (JSON), ``seed``, ``wall_time``, ``created_at``, and with ``ais(tolerance=)`` ``budget``
+(JSON: :meth:`pyrolik.infer.budget.Budget.to_dict`, the search's rounds and costs). A BDMC result
+is a tree with ``lower`` and ``upper`` subtrees (each the export of its AIS run), a ``bdmc`` group (per-example ``lower``,
 ``upper``, ``gap``) and a ``simulated`` group (the exact latents); :func:`flatten` turns it into the
 one-level layout ``lower_posterior``, ..., ``upper_prior``, ..., ``bdmc``, ``simulated`` that
 ArviZ 0.x's ``InferenceData`` and ``az.from_netcdf`` see (and that :func:`pyrolik.save` writes).
@@ -151,6 +152,8 @@ def _attrs(result: Any) -> dict[str, Any]:
         attrs.update(direction=str(result.direction), path=str(result.path))
         if result.kernel is not None:
             attrs["kernel"] = json.dumps(result.kernel.to_dict(), default=str)
+    if getattr(result, "budget", None) is not None:  # ais(tolerance=): how num_steps was chosen
+        attrs["budget"] = json.dumps(result.budget.to_dict(), default=str)
     return attrs
 
 

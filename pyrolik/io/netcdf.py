@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from pyrolik.infer.budget import Budget
 from pyrolik.io.datatree import DEFAULT_EXAMPLE_DIM, NESTED, SITE_GROUPS, flatten, to_datatree
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes
@@ -144,6 +145,7 @@ def from_datatree(tree: Any) -> Result:
         final_state=None if flat is None else _t(flat.to_dataset()["u"], "chain", "draw")[:, 0],
         latents=latents, acceptance_rate=_opt(lw, "mean_acceptance_rate", "chain"),
         num_divergent=_opt(lw, "num_divergent", "chain"), trace=trace, trace_steps=steps,
+        budget=Budget.from_dict(json.loads(attrs["budget"])) if "budget" in attrs else None,
     )
 
 
