@@ -2,8 +2,10 @@ r"""``pyrolik.ais(..., tolerance=)``: the budget search of :mod:`pyrolik.infer.b
 
 The search simulates one data set shaped like ``x`` from the model (:func:`simulated_size` examples,
 per-example arguments taken from evenly spaced rows of ``x``'s), runs :func:`pyrolik.bdmc` on it
-at 25, 50, 100, ... steps with the kernel, schedule, chains and path of the final run (each round
-runs its own pilot, exactly as the final run will: the gap certifies that algorithm), then forward
+at 25, 50, 100, ... steps with the kernel, schedule, chains and path of the final run (a round whose
+pilot would have the same length as an earlier round's reuses that round's pilot table, the default
+kernel's pilot being 20 steps up to 100 annealing steps; longer pilots run anew, as the final run's
+will: the gap certifies the algorithm the final run uses), then forward
 AIS on ``x`` at the chosen budget, then the check on real data: forward AIS at half the steps on
 :func:`check_size` evenly spaced examples of ``x``, compared with the final run's estimates of
 those examples.
@@ -23,6 +25,7 @@ import torch
 from torch import Tensor
 
 from pyrolik.infer.budget import Check, Round, run_with_tolerance
+from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
 from pyrolik.results import AISResult
 
@@ -92,14 +95,27 @@ def ais_with_tolerance(
                          "check it with pyrolik.bdmc(model, data=(x, latents), num_steps=...) on "
                          "data you simulate yourself") from err
     lowers: dict[int, float] = {}
+    tables: dict[int, Any] = {}  # pilot length -> the table a round's pilot of that length made
+    kernel = HMC() if kernel is None else kernel
+    pilot_steps = getattr(kernel.adaptation, "pilot_steps", None)
 
     def bdmc_at(steps: int) -> Round:
         start = time.perf_counter()
+        # a pilot of the same length as an earlier round's is the same pilot (the default's is 20
+        # steps up to 100 annealing steps): reuse its table rather than run it again
+        length = None if pilot_steps is None else pilot_steps(steps)
+        given = tables.get(length)
         r = bdmc(model, data=sim, num_steps=steps, num_chains=num_chains, schedule=schedule,
                  kernel=kernel, init=init, model_args=sim_args[0], model_kwargs=sim_args[1],
-                 seed=seed + 2 + steps, batch_size=batch_size, progress=progress)
+                 seed=seed + 2 + steps, batch_size=batch_size, progress=progress,
+                 step_sizes=given)
+        if length is not None and given is None and r.lower.step_sizes is not None:
+            tables[length] = r.lower.step_sizes
         lowers[steps] = r.lower.mean
-        return Round(steps, r.gap, r.gap_stderr, r.lower.mean, _evals(r.lower, legs=2),
+        evals = _evals(r.lower, legs=2)
+        if given is not None:  # no pilot ran
+            evals -= r.lower.num_examples * r.lower.settings["pilot_gradient_evals_per_example"]
+        return Round(steps, r.gap, r.gap_stderr, r.lower.mean, evals,
                      time.perf_counter() - start)
 
     def final_at(steps: int) -> tuple[AISResult, float]:
