@@ -33,6 +33,7 @@ from pyrolik.execution.faults import FailedExamplesWarning
 from pyrolik.execution.threads import set_threads
 from pyrolik.infer import chains
 from pyrolik.infer.annealing import ais, reverse_ais
+from pyrolik.infer.budget import BudgetWarning
 from pyrolik.infer.conservative import biased_csl, csl
 from pyrolik.infer.convergence import bdmc_convergence, plot_bdmc_convergence
 from pyrolik.infer.importance import iwae, likelihood_weighting
@@ -74,6 +75,7 @@ __all__ = [
     "EstimateResult",
     "Simulated",
     "FailedExamplesWarning",
+    "BudgetWarning",
     # Pyro idioms (docs/idioms.md)
     "IdiomWarning",
     "per_example",
