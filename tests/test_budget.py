@@ -125,6 +125,29 @@ def test_model_that_cannot_be_simulated():
                        progress=False).log_likelihood.shape == (4,)
 
 
+def test_autoguide_fitted_on_x_is_refused():
+    from pyro.infer.autoguide import AutoNormal
+
+    with pytest.raises(ValueError, match="AutoGuide.*pass num_steps= with this guide"):
+        pyrolik.ais(LG, _data(3, 0), tolerance=0.3, num_chains=2, init=AutoNormal(LG),
+                    progress=False)
+
+
+def test_encoder_path_with_tolerance(seed):
+    # an amortised guide (here the exact posterior, inflated) serves simulated data too: the short
+    # path closes the gap at the first round
+    def guide(x):
+        post = LG.exact_posterior(x)
+        with pyro.plate("data", x.shape[0]):
+            pyro.sample("z", dist.MultivariateNormal(post.loc, scale_tril=1.5 * post.scale_tril))
+
+    x = _data(10, seed)
+    r = pyrolik.ais(LG, x, tolerance=0.5, num_chains=4, init=guide, seed=seed, progress=False)
+    assert r.path == "guide" and r.budget.converged and r.budget.num_steps == 25
+    err = float((r.log_likelihood - LG.exact_log_marginal(x)).mean())
+    assert -0.5 - 3 * float(r.mcse.pow(2).sum().sqrt() / 10) <= err
+
+
 def test_progress_shows_the_search(capsys):
     pyrolik.ais(LG, _data(4, 0), tolerance=5.0, num_chains=2, seed=0, progress=True)
     assert "choosing num_steps (tolerance 5 nats)" in capsys.readouterr().err

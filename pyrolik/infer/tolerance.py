@@ -27,6 +27,7 @@ from torch import Tensor
 from pyrolik.infer.budget import Check, Round, run_with_tolerance
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
+from pyrolik.model.autoguides import is_autoguide
 from pyrolik.results import AISResult
 
 __all__ = ["ais_with_tolerance", "simulated_size", "check_size", "evenly_spaced"]
@@ -80,6 +81,11 @@ def ais_with_tolerance(
     """
     from pyrolik.infer.sandwich import bdmc, simulate
 
+    if init is not None and is_autoguide(init):
+        raise ValueError("tolerance= runs BDMC on data simulated from the model, and an AutoGuide "
+                         f"({type(init).__name__}) fitted on x has no proposal for those examples: "
+                         "pass num_steps= with this guide, or use an amortised guide (an encoder) "
+                         "with tolerance=")
     n = x.shape[0]
     marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), n)
     per_example = bool(has_per_example(*marked))
