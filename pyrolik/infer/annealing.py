@@ -172,8 +172,9 @@ def ais(
                                   model_args=model_args, model_kwargs=model_kwargs, seed=seed,
                                   batch_size=batch_size, max_steps=max_steps, progress=progress)
     if num_steps is None and isinstance(schedule, str):
-        raise ValueError("pass num_steps= (annealing steps, e.g. 200), or tolerance= (nats) to "
-                         "choose them by BDMC on simulated data, or a schedule tensor")
+        raise ValueError("num_steps is required with a named schedule: pass num_steps= "
+                         "(annealing steps, e.g. 200), or tolerance= (nats) to choose them by BDMC "
+                         "on simulated data, or a schedule tensor")
     x, betas, kernel = prepare(model, x, num_steps, num_chains, schedule, kernel, init,
                                record_every)
     shard = current_shard(distributed)
