@@ -154,18 +154,21 @@ def ais(
         check_count("num_chains", num_chains)
         x = validate_data(x)
         seed = resolve_seed(seed)
+        assert isinstance(schedule, str)  # check_tolerance refused a tensor
 
-        def ais_at(steps: int, x_: Tensor | None = None, model_args_: tuple | None = None,
-                   model_kwargs_: dict | None = None, seed: int = seed) -> AISResult:
-            final = x_ is None  # the run on all of x (the check runs on a subset)
-            return ais(model, x if final else x_, num_steps=steps, num_chains=num_chains,
-                       schedule=schedule, kernel=kernel, init=init,
-                       model_args=model_args if final else model_args_,
-                       model_kwargs=model_kwargs if final else model_kwargs_, seed=seed,
-                       batch_size=batch_size, record_every=record_every if final else None,
-                       record_states=record_states and final, progress=progress,
-                       checkpoint=checkpoint if final else None,
-                       checkpoint_every=checkpoint_every)
+        def ais_at(steps: int, x_sub: Tensor | None = None, args_sub: tuple = (),
+                   kwargs_sub: dict | None = None, *, seed: int = seed) -> AISResult:
+            final = x_sub is None  # the run on all of x (the check runs on a subset)
+            result = ais(model, x if x_sub is None else x_sub, num_steps=steps,
+                         num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                         model_args=model_args if final else args_sub,
+                         model_kwargs=model_kwargs if final else kwargs_sub, seed=seed,
+                         batch_size=batch_size, record_every=record_every if final else None,
+                         record_states=record_states and final, progress=progress,
+                         checkpoint=checkpoint if final else None,
+                         checkpoint_every=checkpoint_every)
+            assert result is not None  # one process: ais returns None only off rank 0
+            return result
 
         return ais_with_tolerance(model, x, tolerance, ais_at=ais_at, num_chains=num_chains,
                                   schedule=schedule, kernel=kernel, init=init,

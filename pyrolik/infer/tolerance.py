@@ -101,7 +101,7 @@ def ais_with_tolerance(
                          "check it with pyrolik.bdmc(model, data=(x, latents), num_steps=...) on "
                          "data you simulate yourself") from err
     lowers: dict[int, float] = {}
-    tables: dict[int, Any] = {}  # pilot length -> the table a round's pilot of that length made
+    tables: dict[int | None, Any] = {}  # pilot length -> the table a round's pilot of that length made
     kernel = HMC() if kernel is None else kernel
     pilot_steps = getattr(kernel.adaptation, "pilot_steps", None)
 
@@ -115,6 +115,7 @@ def ais_with_tolerance(
                  kernel=kernel, init=init, model_args=sim_args[0], model_kwargs=sim_args[1],
                  seed=seed + 2 + steps, batch_size=batch_size, progress=progress,
                  step_sizes=given)
+        assert r is not None  # one process: bdmc returns None only off rank 0
         if length is not None and given is None and r.lower.step_sizes is not None:
             tables[length] = r.lower.step_sizes
         lowers[steps] = r.lower.mean
