@@ -148,6 +148,29 @@ def test_encoder_path_with_tolerance(seed):
     assert -0.5 - 3 * float(r.mcse.pow(2).sum().sqrt() / 10) <= err
 
 
+@pytest.mark.statistical
+def test_per_example_arguments_follow_the_simulated_rows(seed):
+    # a conditional model: the label shifts the mean; the simulated data take labels from x's rows
+    shift = torch.tensor([3.0, -2.0, 1.0, 0.0, 2.0], dtype=torch.float64)
+
+    def conditional(x, y):
+        with pyro.plate("data", x.shape[0]):
+            z = pyro.sample("z", dist.Normal(x.new_zeros(2), 1.0).to_event(1))
+            loc = z @ LG.W.T + LG.b + y.unsqueeze(-1) * shift
+            pyro.sample("x", dist.Normal(loc, LG.s).to_event(1), obs=x)
+
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (12,), generator=g).double()
+    x = _data(12, seed) + y.unsqueeze(-1) * shift
+    r = pyrolik.ais(conditional, x, model_args=(y,), tolerance=0.5, num_chains=8, seed=seed,
+                    progress=False)
+    assert r.budget.num_simulated == 12 and r.budget.converged
+    exact = LG.exact_log_marginal(x - y.unsqueeze(-1) * shift)  # the shift moves x's mean only
+    err = float((r.log_likelihood - exact).mean())
+    se = float(r.mcse.pow(2).sum().sqrt() / len(x))
+    assert -0.5 - 3 * se <= err <= 3 * se
+
+
 def test_progress_shows_the_search(capsys):
     pyrolik.ais(LG, _data(4, 0), tolerance=5.0, num_chains=2, seed=0, progress=True)
     assert "choosing num_steps (tolerance 5 nats)" in capsys.readouterr().err
