@@ -13,6 +13,10 @@ not implemented in pyrolik yet and is not among them.
 
     PYTHONPATH=. python benchmarks/frontier.py --model lg --budgets 100 200 400 800
     PYTHONPATH=. python benchmarks/frontier.py --model vae --examples 20 --budgets 250 500 1000
+    PYTHONPATH=. python benchmarks/frontier.py --model mnist --examples 20 --budgets 500 1000 2000
+
+``lg``: LinearGaussian(5, 2, s=0.3); ``vae``: the shipped digits VAE; ``mnist``: the binarized-MNIST
+50-200-200-784 reference IWAE (``checkpoints/reference_iwae.pt``, as in ``bench_bdmc.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ def _model(name: str):
         return LinearGaussian.random(5, 2, s=0.3, seed=0, dtype=torch.float32), (5,)
     from models.zoo.serialization import load
 
+    if name == "mnist":  # the hard reference model of bench_bdmc.py (simulated data: no data set)
+        return load("iwae", str(HERE / "checkpoints" / "reference_iwae.pt"),
+                    dtype=torch.float32), (784,)
     return load("vae", dtype=torch.float32), (64,)
 
 
@@ -63,7 +70,7 @@ def run(model, sim, kernel: pyrolik.HMC, budget: int, chains: int, seed: int) ->
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", choices=["lg", "vae"], default="lg")
+    p.add_argument("--model", choices=["lg", "vae", "mnist"], default="lg")
     p.add_argument("--examples", type=int, default=20)
     p.add_argument("--chains", type=int, default=8)
     p.add_argument("--budgets", type=int, nargs="+", default=[100, 200, 400, 800])
