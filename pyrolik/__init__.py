@@ -40,6 +40,7 @@ from pyrolik.distortion import (
     sigma_curve,
 )
 from pyrolik.exceptions import (
+    BudgetWarning,
     DiagnosticWarning,
     FailedExamplesWarning,
     IdiomWarning,
@@ -106,6 +107,7 @@ __all__ = [
     "DiagnosticWarning",
     "IdiomWarning",
     "FailedExamplesWarning",
+    "BudgetWarning",
     # CPU threads
     "set_threads",
     # subpackages

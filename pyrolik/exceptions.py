@@ -8,7 +8,9 @@
 - :class:`IdiomWarning`: a Pyro construct that pyrolik evaluates differently from SVI's objective
   (``docs/idioms.md``);
 - :class:`FailedExamplesWarning`: some examples got a non-finite estimate (also a
-  :class:`RuntimeWarning`, as before).
+  :class:`RuntimeWarning`, as before);
+- :class:`BudgetWarning`: ``tolerance=``'s search stopped at its cap, or the real data disagree
+  with the simulated ones it chose the budget on.
 
 Warnings with no narrower kind (a resumed checkpoint written by other library versions, a default
 chosen for a command-line option, latents that do not look like exact posterior samples) are issued
@@ -17,7 +19,8 @@ as :class:`PyrolikWarning` itself.
 
 from __future__ import annotations
 
-__all__ = ["PyrolikWarning", "DiagnosticWarning", "IdiomWarning", "FailedExamplesWarning"]
+__all__ = ["PyrolikWarning", "DiagnosticWarning", "IdiomWarning", "FailedExamplesWarning",
+           "BudgetWarning"]
 
 
 class PyrolikWarning(UserWarning):
@@ -34,3 +37,7 @@ class IdiomWarning(PyrolikWarning):
 
 class FailedExamplesWarning(PyrolikWarning, RuntimeWarning):
     """Some examples got a non-finite estimate (the model returned NaN or inf for them)."""
+
+
+class BudgetWarning(PyrolikWarning):
+    """The budget search stopped at its cap, or the real data disagree with the simulated ones."""

@@ -19,8 +19,10 @@ from typing import Any
 from torch import Tensor
 
 from pyrolik._random import resolve_seed
+from pyrolik._validate import check_count, validate_data
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
+from pyrolik.infer.budget import MAX_STEPS, check_tolerance
 from pyrolik.infer.driver import (
     Leg,
     Run,
@@ -32,6 +34,7 @@ from pyrolik.infer.driver import (
     settings_of,
 )
 from pyrolik.infer.latents import expand_latents
+from pyrolik.infer.tolerance import ais_with_tolerance
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.model.target import make_target, prepare_inputs
@@ -44,7 +47,7 @@ def ais(
     model: Callable[..., Any],
     x: Tensor,
     *,
-    num_steps: int | None,
+    num_steps: int | None = None,
     num_chains: int,
     schedule: str | Tensor = "auto",
     kernel: HMC | None = None,
@@ -59,6 +62,8 @@ def ais(
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 100,
     distributed: bool = False,
+    tolerance: float | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> AISResult | None:
     r"""Forward annealed importance sampling along the geometric path.
 
@@ -75,7 +80,8 @@ def ais(
     x : torch.Tensor, shape ``(N, *event_shape)``
         Observations; the model's data plate runs over dim 0.
     num_steps : int
-        Annealing steps T (transitions); ``None`` when ``schedule`` is a tensor.
+        Annealing steps T (transitions); ``None`` when ``schedule`` is a tensor or with
+        ``tolerance``.
     num_chains : int
         Independent AIS chains per example (K).
     schedule : {"auto", "adaptive", "sigmoid", "linear", "geometric"} or torch.Tensor
@@ -111,6 +117,19 @@ def ais(
         Shard whole batches round-robin across the processes of the initialised
         ``torch.distributed`` group; rank 0 returns the gathered result (bit-identical to one
         process with the same ``batch_size`` and ``seed``), the other ranks ``None``.
+    tolerance : float, optional
+        Instead of ``num_steps``: choose the number of steps by BDMC on data simulated from the
+        model, shaped like ``x`` (:mod:`pyrolik.infer.budget`): the steps double from 25 until the
+        BDMC gap's upper confidence bound (mean + 2 standard errors over the simulated examples) is
+        within ``tolerance`` nats, then forward AIS runs on ``x`` with that budget and the same
+        kernel, schedule, chains and path. This bounds the average error **on simulated data**;
+        real data can be harder (Wu et al. 2017, section 4): a check on a subset of ``x`` (the
+        estimate's rise when the steps double) warns (``BudgetWarning``) when they disagree.
+        ``result.budget`` (:class:`pyrolik.infer.budget.Budget`) records the rounds, the
+        simulated examples and the cost of the search against the final run.
+    max_steps : int
+        With ``tolerance``: the search's cap; reaching it first warns and keeps the estimate at
+        the cap.
 
     Returns
     -------
@@ -126,6 +145,39 @@ def ais(
     .. [2] Y. Wu, Y. Burda, R. Salakhutdinov, R. Grosse. On the quantitative analysis of
        decoder-based generative models. ICLR, 2017.
     """
+    if tolerance is not None:
+        tolerance = check_tolerance(tolerance, num_steps, schedule, max_steps)
+        if distributed:
+            raise ValueError("tolerance= runs its budget search on one process: choose num_steps "
+                             "with tolerance= on one process, then pass num_steps= with "
+                             "distributed=True")
+        check_count("num_chains", num_chains)
+        x = validate_data(x)
+        seed = resolve_seed(seed)
+        assert isinstance(schedule, str)  # check_tolerance refused a tensor
+
+        def ais_at(steps: int, x_sub: Tensor | None = None, args_sub: tuple = (),
+                   kwargs_sub: dict | None = None, *, seed: int = seed) -> AISResult:
+            final = x_sub is None  # the run on all of x (the check runs on a subset)
+            result = ais(model, x if x_sub is None else x_sub, num_steps=steps,
+                         num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                         model_args=model_args if final else args_sub,
+                         model_kwargs=model_kwargs if final else kwargs_sub, seed=seed,
+                         batch_size=batch_size, record_every=record_every if final else None,
+                         record_states=record_states and final, progress=progress,
+                         checkpoint=checkpoint if final else None,
+                         checkpoint_every=checkpoint_every)
+            assert result is not None  # one process: ais returns None only off rank 0
+            return result
+
+        return ais_with_tolerance(model, x, tolerance, ais_at=ais_at, num_chains=num_chains,
+                                  schedule=schedule, kernel=kernel, init=init,
+                                  model_args=model_args, model_kwargs=model_kwargs, seed=seed,
+                                  batch_size=batch_size, max_steps=max_steps, progress=progress)
+    if num_steps is None and isinstance(schedule, str):
+        raise ValueError("num_steps is required with a named schedule: pass num_steps= "
+                         "(annealing steps, e.g. 200), or tolerance= (nats) to choose them by BDMC "
+                         "on simulated data, or a schedule tensor")
     x, betas, kernel = prepare(model, x, num_steps, num_chains, schedule, kernel, init,
                                record_every)
     shard = current_shard(distributed)

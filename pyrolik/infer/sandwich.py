@@ -42,6 +42,7 @@ from pyrolik.infer.driver import (
     settings_of,
 )
 from pyrolik.infer.latents import expand_latents
+from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.model.simulation import draw_joint
 from pyrolik.model.target import Target, make_target, prepare_inputs
 from pyrolik.results import BDMCResult
@@ -132,6 +133,7 @@ def bdmc(
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 100,
     distributed: bool = False,
+    step_sizes: StepSizes | None = None,
 ) -> BDMCResult | None:
     r"""Bidirectional Monte Carlo: forward and reverse AIS on data simulated from the model.
 
@@ -142,6 +144,9 @@ def bdmc(
     :math:`q(z \mid x)^{1-\beta} p(x, z)^\beta`, a much shorter path: the gap closes with far
     fewer steps. ``checkpoint``, ``checkpoint_every`` and ``distributed`` work as in
     :func:`pyrolik.ais` (the simulated data are drawn again from ``seed`` on resume, and checked).
+    ``step_sizes``: a pilot table for these examples (``result.lower.step_sizes`` of an earlier
+    run on the same data) instead of a new pilot; its chains were independent of this run's, so
+    both bounds stay exact.
 
     Returns
     -------
@@ -182,8 +187,13 @@ def bdmc(
               model_args=tuple(model_args), model_kwargs=dict(model_kwargs or {}),
               batch_size=batch_size, record_every=record_every, progress=progress, desc="BDMC",
               check=_check_posterior_start if user_data else None,
-              checkpoint_every=checkpoint_every)
+              checkpoint_every=checkpoint_every, step_sizes=step_sizes)
     extra = {"schedule": betas, **{f"latents.{n}": v for n, v in latents.items()}}
+    if step_sizes is not None:
+        if not isinstance(step_sizes, StepSizes):
+            raise TypeError("step_sizes must be a StepSizes table (result.lower.step_sizes of an "
+                            f"earlier bdmc on the same data), got {type(step_sizes).__name__}")
+        extra.update({f"step_sizes.{i}": v for i, v in enumerate(step_sizes) if v is not None})
     parts = anneal(run, open_checkpoint(run, checkpoint, extra))
     if parts is None:
         return None

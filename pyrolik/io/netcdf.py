@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from pyrolik.infer.budget import Budget
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
@@ -229,6 +230,7 @@ def _legacy_estimate(tree: xr.DataTree) -> Result:
         final_state=None if flat is None else _t(flat.to_dataset()["u"], "chain", "draw")[:, 0],
         latents=latents, acceptance_rate=_opt(lw, "mean_acceptance_rate", "chain"),
         num_divergent=_opt(lw, "num_divergent", "chain"), trace=trace, trace_steps=steps,
+        budget=Budget.from_dict(json.loads(attrs["budget"])) if "budget" in attrs else None,
     )
 
 

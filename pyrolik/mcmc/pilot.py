@@ -5,8 +5,9 @@ size per example toward the target acceptance from the population acceptance of 
 chains, :math:`\log\epsilon_n \mathrel{+}= g\,(\bar a_n - a^*)` (and, optionally, a diagonal inverse
 mass matrix from the variance of the chains). It warms up at :math:`\beta = 0` and at
 :math:`\beta = 1` (``WARMUP_TRANSITIONS`` each), so starting far from a good step size costs nothing
-(the slow adaptation of ``PEERS.md`` is avoided). The sizes met at each pilot temperature are smoothed
-into a :class:`StepSizes` table, beside the across-chain variance of
+(the slow adaptation of ``PEERS.md`` is avoided). The sizes met at each pilot temperature, each
+capped by the next temperature's (the adaptation lags a stiffening target; :func:`_no_overshoot`),
+are smoothed into a :class:`StepSizes` table, beside the across-chain variance of
 :math:`r = \log f_1 - \log f_0` per example at each pilot temperature (measured after that
 temperature's transitions), from which ``schedule="adaptive"`` is built
 (:func:`pyrolik.mcmc.schedules.adaptive`). The transitions use the kernel's step-size jitter, so the
@@ -38,6 +39,17 @@ def _smooth(table: Tensor, width: int = 5) -> Tensor:
     padded = torch.cat([table[:1].expand(pad, *table.shape[1:]), table,
                         table[-1:].expand(pad, *table.shape[1:])])
     return padded.unfold(0, width, 1).mean(-1)
+
+
+def _no_overshoot(log_table: Tensor) -> Tensor:
+    r"""At each pilot temperature, the smaller of its log step size and the next temperature's.
+
+    The pilot's value at :math:`\beta_j` was tuned on acceptances at :math:`\beta_j` and before, so
+    where the target stiffens it lags behind; the estimating run reads it, interpolated, up to
+    :math:`\beta_{j+1}`, where the target is stiffer still. Taking the next value where it is smaller
+    removes that overshoot where step sizes fall and changes nothing where they rise.
+    """
+    return torch.minimum(log_table, torch.cat([log_table[1:], log_table[-1:]]))
 
 
 def _coarse(schedule: Tensor, num_pilot: int) -> Tensor:
@@ -110,6 +122,6 @@ def run_pilot(strategy: PilotSettings, path: AnnealingPath, z0: Tensor, kernel: 
                          else torch.full_like(log_eps, torch.nan))
         if inv_mass is not None:  # with strategy.mass_matrix
             masses.append(inv_mass)
-    log_table = _smooth(torch.stack(logs))
+    log_table = _smooth(_no_overshoot(torch.stack(logs)))
     mass_table = _smooth(torch.stack(masses)) if strategy.mass_matrix else None
     return StepSizes(betas, log_table, mass_table, torch.stack(variances))

@@ -129,6 +129,8 @@ def _attrs(result: Any) -> dict[str, Any]:
         attrs.update(direction=str(result.direction), path=str(result.path))
         if result.kernel is not None:
             attrs["kernel"] = json.dumps(result.kernel.to_dict(), default=str)
+    if getattr(result, "budget", None) is not None:  # ais(tolerance=): how num_steps was chosen
+        attrs["budget"] = json.dumps(result.budget.to_dict(), default=str)
     return attrs
 
 

@@ -312,6 +312,7 @@ class AISResult(EstimateResult):
     num_divergent: Tensor | None = None  # (K, N) count of non-finite proposals
     trace: dict[str, Tensor] | None = None  # recorded diagnostics, each (R, ...), see ``ais``
     trace_steps: Tensor | None = None  # (R,) the annealing step index of each record
+    budget: Any = None  # infer.budget.Budget: how tolerance= chose num_steps (None without it)
 
     @property
     def _weight_unit(self) -> str:
@@ -325,6 +326,8 @@ class AISResult(EstimateResult):
             row["acceptance"] = float(self.acceptance_rate[:, ~self.failed].mean())
         if self.num_divergent is not None:
             row["divergences"] = int(self.num_divergent[:, ~self.failed].sum())
+        if self.budget is not None:
+            row.update(self.budget.summary_fields())
         return row
 
     def warnings(self) -> list[str]:
@@ -342,6 +345,8 @@ class AISResult(EstimateResult):
         num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
         if num_div:
             out.append(f"{num_div} HMC proposals were non-finite (divergent) and rejected")
+        if self.budget is not None:
+            out += list(self.budget.notes)
         return out
 
 

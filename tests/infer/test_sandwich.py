@@ -56,7 +56,7 @@ def test_sandwich_and_gap_closing(make, seed):
         assert up.mean() >= -3 * se_up - 0.01  # upper bound on average
         gaps.append(r.gap)
         ses.append(r.gap_stderr)
-    assert gaps[0] > 1.0 and gaps[0] > gaps[1]  # few steps: visibly apart
+    assert gaps[0] > 2 * ses[0] and gaps[0] > gaps[1]  # few steps: visibly apart, beyond noise
     assert gaps[1] >= gaps[2] - 3 * (ses[1] ** 2 + ses[2] ** 2) ** 0.5  # shrinking, up to noise
     assert gaps[2] >= -3 * ses[2]  # a closed gap is zero up to its noise
     assert gaps[2] < 0.3
@@ -109,7 +109,8 @@ def test_convergence_table_and_plot(lg, tmp_path):
 
     matplotlib.use("Agg")
     table = pyrolik.bdmc_convergence(lg, [2, 20], 6, data_shape=(5,), num_chains=3, progress=False)
-    assert list(table["num_steps"]) == [2, 20] and (table["upper"] >= table["lower"] - 0.5).all()
+    assert list(table["num_steps"]) == [2, 20]
+    assert (table["gap"] >= -3 * table["gap_se"]).all()  # upper >= lower up to their noise
     ax = pyrolik.diagnostics.plots.plot_bdmc_convergence(table)
     ax.figure.savefig(tmp_path / "conv.png")
     assert (tmp_path / "conv.png").stat().st_size > 1000

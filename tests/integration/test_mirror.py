@@ -32,6 +32,7 @@ TESTED_ELSEWHERE = {
     "infer/chains.py": "infer/test_conservative.py",
     "infer/convergence.py": "infer/test_sandwich.py",
     "infer/latents.py": "infer/test_annealing.py",
+    "infer/tolerance.py": "infer/test_budget.py",  # ais(tolerance=): the budget search wired in
     "infer/posterior.py": "infer/test_sandwich.py",
     "io/datasets.py": "curves/test_curve.py",
     "io/netcdf.py": "io/test_export.py",

@@ -1,0 +1,136 @@
+"""Accuracy per gradient: the BDMC gap against gradient evaluations per chain, for several kernels.
+
+One simulated data set per model; for each candidate kernel and each budget ``G`` (gradient
+evaluations per chain of the estimating run), BDMC with ``num_steps = G / num_leapfrog``. The x axis
+counts every gradient evaluation per chain, the pilot's included (spread over the BDMC chains), so a
+kernel that tunes longer pays for it. Prints a table and draws the gap against the evaluations
+(log-log, standard-error bars) to ``benchmarks/figures/frontier_<model>.png``.
+
+Candidates (the pyrolik kernels that exist today): ``default`` (``HMC()``), ``L5`` / ``L20`` (the
+number of leapfrog steps traded against annealing steps), ``mass`` (diagonal mass matrix from the
+pilot), ``no-jitter``, ``fixed`` (``adapt=None`` at ``--fixed-step``). Partial momentum refreshment is
+not implemented in pyrolik yet and is not among them.
+
+    PYTHONPATH=. python benchmarks/frontier.py --model lg --budgets 100 200 400 800
+    PYTHONPATH=. python benchmarks/frontier.py --model vae --examples 20 --budgets 250 500 1000
+    PYTHONPATH=. python benchmarks/frontier.py --model mnist --examples 20 --budgets 500 1000 2000
+
+``lg``: LinearGaussian(5, 2, s=0.3); ``vae``: the shipped digits VAE; ``mnist``: the binarized-MNIST
+50-200-200-784 reference IWAE (``checkpoints/reference_iwae.pt``, as in ``bench_bdmc.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import torch
+
+import pyrolik
+from benchmarks._common import machine
+
+HERE = Path(__file__).resolve().parent
+
+CANDIDATES = {
+    "default": {},
+    "L5": {"num_leapfrog": 5},
+    "L20": {"num_leapfrog": 20},
+    "mass": {"mass_matrix": True},
+    "no-jitter": {"step_jitter": 0.0},
+    "fixed": {"adapt": None},
+}
+
+
+def _model(name: str):
+    if name == "lg":
+        from models.oracles.linear_gaussian import LinearGaussian
+
+        return LinearGaussian.random(5, 2, s=0.3, seed=0, dtype=torch.float32), (5,)
+    from models.zoo.serialization import load
+
+    if name == "mnist":  # the hard reference model of bench_bdmc.py (simulated data: no data set)
+        return load("iwae", str(HERE / "checkpoints" / "reference_iwae.pt"),
+                    dtype=torch.float32), (784,)
+    return load("vae", dtype=torch.float32), (64,)
+
+
+def run(model, sim, kernel: pyrolik.HMC, budget: int, chains: int, seed: int) -> dict:
+    steps = max(1, budget // kernel.num_leapfrog)
+    t0 = time.perf_counter()
+    r = pyrolik.bdmc(model, data=sim, num_steps=steps, num_chains=chains, kernel=kernel,
+                     seed=seed, progress=False)
+    s = r.lower.settings
+    per_chain = (2 * s["gradient_evals_per_example"] + s["pilot_gradient_evals_per_example"]) \
+        / (2 * chains)
+    return {"num_steps": steps, "gradient_evals": per_chain, "gap": r.gap, "gap_se": r.gap_stderr,
+            "seconds": time.perf_counter() - t0}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", choices=["lg", "vae", "mnist"], default="lg")
+    p.add_argument("--examples", type=int, default=20)
+    p.add_argument("--chains", type=int, default=8)
+    p.add_argument("--budgets", type=int, nargs="+", default=[100, 200, 400, 800])
+    p.add_argument("--candidates", nargs="+", default=list(CANDIDATES))
+    p.add_argument("--fixed-step", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--no-plot", action="store_true")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"machine: {machine()}; load {os.getloadavg()[0]:.1f}")
+    model, shape = _model(args.model)
+    sim = pyrolik.simulate(model, args.examples, data_shape=shape, seed=args.seed)
+    rows = []
+    for name in args.candidates:
+        kw = dict(CANDIDATES[name])
+        if name == "fixed":
+            kw["step_size"] = args.fixed_step
+        kernel = pyrolik.HMC(**kw)
+        for budget in args.budgets:
+            row = {"candidate": name, "budget": budget,
+                   **run(model, sim, kernel, budget, args.chains, args.seed)}
+            rows.append(row)
+            print(f"{name:>10} G={budget:>5}: T={row['num_steps']:>4}, "
+                  f"{row['gradient_evals']:8.1f} evals/chain, gap {row['gap']:7.3f} +- "
+                  f"{row['gap_se']:.3f}, {row['seconds']:.1f} s", flush=True)
+    if not args.no_plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        for name in args.candidates:
+            mine = [r for r in rows if r["candidate"] == name]
+            xs = [r["gradient_evals"] for r in mine]
+            # a gap at or below zero is within noise of closed: drawn at its standard error
+            ys = [max(r["gap"], r["gap_se"], 1e-3) for r in mine]
+            ax.errorbar(xs, ys, yerr=[r["gap_se"] for r in mine], marker="o", capsize=2,
+                        label=name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("gradient evaluations per chain (pilot included)")
+        ax.set_ylabel("BDMC gap [nats]")
+        ax.set_title(f"{args.model}: {args.examples} simulated examples x {args.chains} chains")
+        ax.legend(frameon=False, fontsize=8)
+        out = HERE / "figures" / f"frontier_{args.model}.png"
+        out.parent.mkdir(exist_ok=True)
+        fig.tight_layout()
+        fig.savefig(out, dpi=120)
+        print(f"figure: {out}")
+    best = {}
+    for r in rows:
+        b = best.get(r["budget"])
+        if b is None or r["gap"] < b["gap"]:
+            best[r["budget"]] = r
+    print("smallest gap per budget: " + ", ".join(
+        f"G={g}: {r['candidate']} {r['gap']:.3f}" for g, r in sorted(best.items())))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""ais(tolerance=): the budget chosen by BDMC on simulated data, against the exact log p(x)."""
+
+from __future__ import annotations
+
+import json
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+
+import pyrolik
+from models.oracles.linear_gaussian import LinearGaussian
+from pyrolik.infer.budget import (
+    Budget,
+    BudgetWarning,
+    Round,
+    run_with_tolerance,
+    search_num_steps,
+)
+
+# posterior sd 0.1-0.17: the sigmoid path needs tens of steps before the gap closes
+LG = LinearGaussian.random(5, 2, s=0.3, seed=0, dtype=torch.float64)
+
+
+def _data(n: int, seed: int, shift: float = 0.0):
+    x = pyrolik.simulate(LG, n, data_shape=(5,), seed=seed + 5).x
+    return x + LG.W @ torch.full((2,), shift)
+
+
+@pytest.mark.statistical
+def test_estimate_within_tolerance_of_exact(seed):
+    tol = 0.3
+    x = _data(40, seed)
+    r = pyrolik.ais(LG, x, tolerance=tol, num_chains=8, seed=seed, progress=False)
+    b = r.budget
+    assert b.converged and b.rounds[-1].gap_upper <= tol
+    assert r.settings["num_steps"] == b.num_steps == b.rounds[-1].num_steps
+    assert [rd.num_steps for rd in b.rounds] == [25 * 2**i for i in range(len(b.rounds))]
+    assert all(rd.gap_upper > tol for rd in b.rounds[:-1])  # stopped at the first good round
+    err = float((r.log_likelihood - LG.exact_log_marginal(x)).mean())
+    se = float(r.mcse.pow(2).sum().sqrt() / len(x))
+    # a lower bound whose bias the tolerance bounds, up to the final run's own Monte Carlo noise
+    assert -tol - 3 * se <= err <= 3 * se
+    # the same as a plain run with that budget and seed: the search changes only num_steps
+    plain = pyrolik.ais(LG, x, num_steps=b.num_steps, num_chains=8, seed=seed, progress=False)
+    assert torch.equal(plain.log_likelihood, r.log_likelihood)
+    assert b.num_simulated == 16 and b.check.num_examples == 40
+    assert b.final_gradient_evals == 40 * (r.settings["gradient_evals_per_example"]
+                                           + r.settings["pilot_gradient_evals_per_example"])
+    assert b.cost_ratio > 1 and b.time_ratio > 1
+
+
+def test_budget_in_summary_warnings_and_export(seed, tmp_path):
+    x = _data(20, seed)
+    r = pyrolik.ais(LG, x, tolerance=1.0, num_chains=4, seed=seed, progress=False)
+    table = r.summary()
+    assert table.loc["ais", "steps chosen"] == r.budget.num_steps
+    assert table.loc["ais", "tolerance [nats]"] == 1.0
+    assert "steps chosen" in str(table)
+    tree = r.to_datatree()
+    stored = json.loads(tree.attrs["budget"])
+    assert stored["num_steps"] == r.budget.num_steps
+    assert [rd["gap"] for rd in stored["rounds"]] == [rd.gap for rd in r.budget.rounds]
+    assert Budget.from_dict(stored) == r.budget
+    back = pyrolik.load(pyrolik.save(r, tmp_path / "run.nc") or tmp_path / "run.nc")
+    assert back.budget == r.budget
+    assert r.budget.table().index.tolist() == [rd.num_steps for rd in r.budget.rounds]
+
+
+def test_cap_before_tolerance_warns_and_keeps_the_estimate(seed):
+    x = _data(10, seed)
+    with pytest.warns(BudgetWarning) as record:  # the check on x may warn too, at this tolerance
+        r = pyrolik.ais(LG, x, tolerance=1e-3, max_steps=50, num_chains=4, seed=seed,
+                        progress=False)
+    assert any("reached max_steps=50 before the tolerance" in str(w.message) for w in record)
+    assert not r.budget.converged and r.budget.num_steps == 50
+    assert r.settings["num_steps"] == 50 and torch.isfinite(r.log_likelihood).all()
+    assert any("max_steps=50" in w for w in r.warnings())
+    assert "cap" in str(r.summary())
+
+
+@pytest.mark.statistical
+def test_real_data_harder_than_simulated_warns(seed):
+    # x far out in the prior's tail (20 prior sd): simulated data close the gap at a few dozen
+    # steps, these do not (the exact error stays well above the tolerance), and the doubling check
+    # says so. The check is conservative: it catches gross disagreement, not every one.
+    x = _data(50, seed, shift=20.0)
+    with pytest.warns(BudgetWarning, match="AIS has not converged on these data"):
+        r = pyrolik.ais(LG, x, tolerance=0.3, num_chains=8, seed=seed, progress=False)
+    err = float((r.log_likelihood - LG.exact_log_marginal(x)).mean())
+    assert err < -0.3  # the warning was right: the estimate is off by more than the tolerance
+    c = r.budget.check
+    assert c.change - 2 * c.change_se > 0.3
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"tolerance": 0.0}, ValueError, "positive number of nats"),
+    ({"tolerance": -1.0}, ValueError, "positive number of nats"),
+    ({"tolerance": float("nan")}, ValueError, "positive number of nats"),
+    ({"tolerance": "0.3"}, TypeError, "number of nats"),
+    ({"tolerance": True}, TypeError, "number of nats"),
+    ({"tolerance": 0.3, "num_steps": 100}, ValueError, "not both"),
+    ({"tolerance": 0.3, "schedule": torch.linspace(0, 1, 11)}, ValueError, "schedule tensor"),
+    ({"tolerance": 0.3, "max_steps": 10}, ValueError, "max_steps must be an int of at least 25"),
+    ({"tolerance": 0.3, "distributed": True}, ValueError, "one process"),
+    ({}, ValueError, "num_steps is required.*or tolerance="),
+])
+def test_bad_tolerance_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        pyrolik.ais(LG, _data(3, 0), num_chains=2, progress=False, **kwargs)
+
+
+def test_model_that_cannot_be_simulated():
+    def two_sites(x):  # two observed sites: simulate needs one holding all of x
+        with pyro.plate("data", x.shape[0]):
+            z = pyro.sample("z", dist.Normal(x.new_zeros(()), 1.0))
+            pyro.sample("a", dist.Normal(z, 1.0), obs=x[:, 0])
+            pyro.sample("b", dist.Normal(z, 1.0), obs=x[:, 1])
+
+    with pytest.raises(ValueError, match="cannot be simulated.*Pass num_steps= instead"):
+        pyrolik.ais(two_sites, torch.zeros(4, 2), tolerance=0.3, num_chains=2, progress=False)
+    # the fix the message names works
+    assert pyrolik.ais(two_sites, torch.zeros(4, 2), num_steps=5, num_chains=2,
+                       progress=False).log_likelihood.shape == (4,)
+
+
+def test_autoguide_fitted_on_x_is_refused():
+    from pyro.infer.autoguide import AutoNormal
+
+    with pytest.raises(ValueError, match="AutoGuide.*pass num_steps= with this guide"):
+        pyrolik.ais(LG, _data(3, 0), tolerance=0.3, num_chains=2, init=AutoNormal(LG),
+                    progress=False)
+
+
+def test_encoder_path_with_tolerance(seed):
+    # an amortised guide (here the exact posterior, inflated) serves simulated data too: the short
+    # path closes the gap at the first round
+    def guide(x):
+        post = LG.exact_posterior(x)
+        with pyro.plate("data", x.shape[0]):
+            pyro.sample("z", dist.MultivariateNormal(post.loc, scale_tril=1.5 * post.scale_tril))
+
+    x = _data(10, seed)
+    r = pyrolik.ais(LG, x, tolerance=0.5, num_chains=4, init=guide, seed=seed, progress=False)
+    assert r.path == "guide" and r.budget.converged and r.budget.num_steps == 25
+    err = float((r.log_likelihood - LG.exact_log_marginal(x)).mean())
+    assert -0.5 - 3 * float(r.mcse.pow(2).sum().sqrt() / 10) <= err
+
+
+@pytest.mark.statistical
+def test_per_example_arguments_follow_the_simulated_rows(seed):
+    # a conditional model: the label shifts the mean; the simulated data take labels from x's rows
+    shift = torch.tensor([3.0, -2.0, 1.0, 0.0, 2.0], dtype=torch.float64)
+
+    def conditional(x, y):
+        with pyro.plate("data", x.shape[0]):
+            z = pyro.sample("z", dist.Normal(x.new_zeros(2), 1.0).to_event(1))
+            loc = z @ LG.W.T + LG.b + y.unsqueeze(-1) * shift
+            pyro.sample("x", dist.Normal(loc, LG.s).to_event(1), obs=x)
+
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (12,), generator=g).double()
+    x = _data(12, seed) + y.unsqueeze(-1) * shift
+    r = pyrolik.ais(conditional, x, model_args=(y,), tolerance=0.5, num_chains=8, seed=seed,
+                    progress=False)
+    assert r.budget.num_simulated == 12 and r.budget.converged
+    exact = LG.exact_log_marginal(x - y.unsqueeze(-1) * shift)  # the shift moves x's mean only
+    err = float((r.log_likelihood - exact).mean())
+    se = float(r.mcse.pow(2).sum().sqrt() / len(x))
+    assert -0.5 - 3 * se <= err <= 3 * se
+
+
+def test_progress_shows_the_search(capsys):
+    pyrolik.ais(LG, _data(4, 0), tolerance=5.0, num_chains=2, seed=0, progress=True)
+    assert "choosing num_steps (tolerance 5 nats)" in capsys.readouterr().err
+
+
+def _fake_round(gaps):
+    def bdmc_at(steps):
+        gap = gaps[steps]
+        return Round(steps, gap, 0.05, -1.0 - gap, 10.0 * steps, 0.0)
+    return bdmc_at
+
+
+def test_search_doubles_until_the_upper_bound_is_within_tolerance():
+    gaps = {25: 2.0, 50: 0.9, 100: 0.45, 200: 0.2, 400: 0.1}
+    # 0.45 + 2 * 0.05 = 0.55 > 0.5: the upper bound, not the gap, decides
+    steps, ok, rounds = search_num_steps(_fake_round(gaps), 0.5, progress=False)
+    assert (steps, ok) == (200, True) and [r.num_steps for r in rounds] == [25, 50, 100, 200]
+    steps, ok, rounds = search_num_steps(_fake_round(gaps), 0.01, max_steps=399, progress=False)
+    assert (steps, ok, len(rounds)) == (200, False, 4)
+
+
+def test_run_with_tolerance_costs_are_the_callers():
+    # the reusable form: any estimator that can run BDMC and itself at a number of steps
+    result, budget = run_with_tolerance(
+        0.5, bdmc_at=_fake_round({25: 0.3}), final_at=lambda steps: ("result", 1000.0),
+        num_simulated=7, progress=False)
+    assert result == "result" and budget.num_steps == 25 and budget.check is None
+    assert budget.cost_ratio == pytest.approx((250.0 + 1000.0) / 1000.0)
+    assert budget.num_simulated == 7
