@@ -172,8 +172,13 @@ def _estimate(tree: xr.DataTree) -> Result:
         acceptance_rate=None if "mean_acceptance_rate" not in part else _unblock(
             part["mean_acceptance_rate"], ex),
         num_divergent=None if "num_divergent" not in part else _unblock(part["num_divergent"], ex),
-        trace=trace, trace_steps=steps,
+        trace=trace, trace_steps=steps, budget=_budget(attrs),
     )
+
+
+def _budget(attrs: dict) -> Budget | None:
+    """How ``ais(tolerance=)`` chose the number of steps, if it did (the ``budget`` attr)."""
+    return Budget.from_dict(json.loads(attrs["budget"])) if "budget" in attrs else None
 
 
 def _table(const: xr.Dataset | None, ex: str) -> StepSizes | None:
@@ -230,7 +235,7 @@ def _legacy_estimate(tree: xr.DataTree) -> Result:
         final_state=None if flat is None else _t(flat.to_dataset()["u"], "chain", "draw")[:, 0],
         latents=latents, acceptance_rate=_opt(lw, "mean_acceptance_rate", "chain"),
         num_divergent=_opt(lw, "num_divergent", "chain"), trace=trace, trace_steps=steps,
-        budget=Budget.from_dict(json.loads(attrs["budget"])) if "budget" in attrs else None,
+        budget=_budget(attrs),
     )
 
 

@@ -112,16 +112,16 @@ def test_bad_tolerance_arguments(kwargs, error, match):
 
 
 def test_model_that_cannot_be_simulated():
-    def two_sites(x):  # two observed sites: simulate needs one holding all of x
+    def rescaled(x):  # observes a function of x, not entries of it: x cannot be assembled
         with pyro.plate("data", x.shape[0]):
             z = pyro.sample("z", dist.Normal(x.new_zeros(()), 1.0))
-            pyro.sample("a", dist.Normal(z, 1.0), obs=x[:, 0])
-            pyro.sample("b", dist.Normal(z, 1.0), obs=x[:, 1])
+            pyro.sample("a", dist.Normal(z.unsqueeze(-1).expand(-1, 2), 1.0).to_event(1),
+                        obs=(x - 1) / 2)
 
     with pytest.raises(ValueError, match="cannot be simulated.*Pass num_steps= instead"):
-        pyrolik.ais(two_sites, torch.zeros(4, 2), tolerance=0.3, num_chains=2, progress=False)
+        pyrolik.ais(rescaled, torch.zeros(4, 2), tolerance=0.3, num_chains=2, progress=False)
     # the fix the message names works
-    assert pyrolik.ais(two_sites, torch.zeros(4, 2), num_steps=5, num_chains=2,
+    assert pyrolik.ais(rescaled, torch.zeros(4, 2), num_steps=5, num_chains=2,
                        progress=False).log_likelihood.shape == (4,)
 
 
