@@ -26,6 +26,7 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, check_model, validate_data
 from pyrolik.infer.annealing import ais
+from pyrolik.infer.budget import MAX_STEPS
 from pyrolik.infer.sandwich import Simulated, bdmc
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.dataset import WholeDataset
@@ -74,7 +75,7 @@ def evidence(
     model: Callable[..., Any],
     x: Tensor,
     *,
-    num_steps: int | None,
+    num_steps: int | None = None,
     num_chains: int,
     schedule: str | Tensor = "auto",
     kernel: HMC | None = None,
@@ -86,6 +87,8 @@ def evidence(
     progress: bool = True,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 100,
+    tolerance: float | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> AISResult:
     r"""The log marginal likelihood of the whole data set, :math:`\log p(x_{1:N})`, by AIS.
 
@@ -116,6 +119,10 @@ def evidence(
         As in :func:`pyrolik.ais`; ``num_chains`` independent AIS chains over the whole data set.
     model_args, model_kwargs
         Passed to the model as they are (tensors with a leading dim of ``N`` are the examples').
+    tolerance, max_steps
+        As in :func:`pyrolik.ais`: choose ``num_steps`` by BDMC on whole data sets simulated from
+        the model, shaped like ``x``, until the gap's upper confidence bound is within
+        ``tolerance`` nats (``result.budget`` says how); the bound holds on simulated data sets.
 
     Returns
     -------
@@ -143,7 +150,7 @@ def evidence(
         result = ais(wrapped, rows, num_steps=num_steps, num_chains=num_chains, schedule=schedule,
                      kernel=kernel, seed=seed, record_every=record_every,
                      record_states=record_states, progress=progress, checkpoint=checkpoint,
-                     checkpoint_every=checkpoint_every)
+                     checkpoint_every=checkpoint_every, tolerance=tolerance, max_steps=max_steps)
     except ValueError as err:
         explained = _explained(err)
         if explained is err:

@@ -179,3 +179,18 @@ def test_a_model_plate_named_dataset_keeps_its_name(glg, data, seed):
     a, b = pyrolik.evidence(named, data, **kw), pyrolik.evidence(glg, data, **kw)
     assert a.example_dim == "dataset_copies" and b.example_dim == "dataset"
     assert torch.allclose(a.log_weights, b.log_weights)
+
+
+def test_evidence_with_tolerance_lands_within_it_of_the_exact_joint(glg, data):
+    """tolerance= chooses the steps by BDMC on simulated whole data sets, as ais(tolerance=) does;
+    the estimate of the real data set is then within the tolerance of the exact evidence (up to its
+    own Monte Carlo error), and never above it beyond that error (a lower bound)."""
+    log_z = float(glg.exact_log_evidence(data))
+    r = pyrolik.evidence(glg, data, tolerance=0.5, num_chains=16, seed=0, progress=False)
+    assert r.budget is not None and r.budget.converged and r.budget.num_simulated >= 16
+    assert r.settings["num_steps"] == r.budget.num_steps
+    est, mcse = float(r.log_likelihood[0]), float(r.mcse[0])
+    assert log_z - est <= 0.5 + 3 * mcse
+    assert est - log_z <= 4 * mcse
+    with pytest.raises(ValueError, match="tolerance"):
+        pyrolik.evidence(glg, data, tolerance=-1.0, num_chains=4, progress=False)
