@@ -118,7 +118,15 @@ def _common(tree: xr.DataTree, ex: str, log_weights: torch.Tensor | None) -> dic
         x=None if obs is None else _t(obs.to_dataset()["x"], ex),
         settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
         wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
+        num_observed=_num_observed(obs),
     )
+
+
+def _num_observed(obs: xr.DataTree | None) -> torch.Tensor | None:
+    """The entries of each example the model observed (bits/dim's D), when the run counted them."""
+    if obs is None or "num_observed" not in obs.to_dataset():
+        return None
+    return _t(obs.to_dataset()["num_observed"])
 
 
 def _unblock(da: xr.DataArray, ex: str, *lead: str) -> torch.Tensor:
@@ -206,8 +214,7 @@ def _legacy_estimate(tree: xr.DataTree) -> Result:
         x=None if obs is None else _t(obs.to_dataset()["x"], ex),
         settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
         wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
-        num_observed=None if obs is None or "num_observed" not in obs.to_dataset()
-        else _t(obs.to_dataset()["num_observed"]),
+        num_observed=_num_observed(obs),
     )
     if kind != "AISResult":  # EstimateResult, or a newer estimator's subclass: the common fields
         return EstimateResult(**common)
