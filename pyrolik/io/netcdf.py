@@ -140,12 +140,12 @@ def from_datatree(tree: Any) -> Result:
 def _common(tree: xr.DataTree, ex: str, log_weights: torch.Tensor | None) -> dict[str, Any]:
     attrs = tree.attrs
     ev = _required(tree, "evidence")
-    obs = tree.children.get("observed_data")
+    obs = _group(tree, "observed_data")
     return dict(
         method=attrs["method"], log_likelihood=_t(ev["log_marginal_likelihood"]),
         bound=None if attrs["bound"] == "none" else attrs["bound"], log_weights=log_weights,
         ess=_opt(ev, "ess"), mcse=_opt(ev, "mcse"), khat=_opt(ev, "pareto_k"),
-        x=None if obs is None else _t(obs.to_dataset()["x"], ex),
+        x=None if obs is None else _t(obs["x"], ex), num_observed=_opt(obs, "num_observed"),
         settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
         wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
     )
