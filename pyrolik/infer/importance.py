@@ -22,7 +22,7 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
-from pyrolik.execution.batches import progress_bar
+from pyrolik.execution.batches import Batch, progress_bar
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
 from pyrolik.execution.runner import run_batches
@@ -192,7 +192,7 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
 
     inputs = prepare_inputs(model, x, model_args, model_kwargs, guide)
 
-    def work(batch, resume, save):
+    def work(batch: Batch, resume: Any, save: Callable[[Any], None] | None) -> dict[str, Any]:
         xb = x[batch.start : batch.stop]
         b = inputs.batch(batch.start, batch.stop)
         running = RunningLogWeights(num_samples, keep_weights)

@@ -35,30 +35,35 @@ def _cat_dict(a: dict | None, b: dict | None, dim: int) -> dict | None:
     return {k: torch.cat([a[k], b[k]], dim=dim) for k in a}
 
 
-def _check(a: EstimateResult, b: EstimateResult) -> None:
+def _check(a: EstimateResult, b: EstimateResult) -> tuple[torch.Tensor, torch.Tensor]:
+    """Refuse runs that cannot be joined; the weights of both runs."""
     if type(a) is not type(b) or a.method != b.method:
         raise TypeError(f"cannot concat a {a.method} result with a {b.method} result; {_FIX}")
     if a.x is None or b.x is None or a.x.shape != b.x.shape or not torch.equal(a.x, b.x):
         raise ValueError(f"the results were computed on different data x; {_FIX}")
     if a.log_weights is None or b.log_weights is None:
         raise ValueError("concat needs every weight: rerun with keep_weights=True")
-    if isinstance(a, AISResult):
-        same = (a.direction == b.direction and a.path == b.path
-                and (a.schedule is None) == (b.schedule is None)
-                and (a.schedule is None or torch.equal(a.schedule, b.schedule)))
-        if not same:
+    if isinstance(a, AISResult) and isinstance(b, AISResult):  # same type, checked above
+        same_schedule = (a.schedule is None and b.schedule is None) or (
+            a.schedule is not None and b.schedule is not None
+            and torch.equal(a.schedule, b.schedule))
+        if not (a.direction == b.direction and a.path == b.path and same_schedule):
             raise ValueError(f"the AIS runs differ in direction, path or schedule; {_FIX} "
                              "(pass the same schedule= tensor to both)")
+    return a.log_weights, b.log_weights
 
 
-def _draws(a: EstimateResult, b: EstimateResult) -> dict | None:
-    """The resampled draws of two importance-sampling runs, blocks side by side."""
+def _draws(a: EstimateResult, b: EstimateResult, shift: int) -> dict | None:
+    """The resampled draws of two importance-sampling runs, blocks side by side.
+
+    ``shift`` is the number of samples of ``a``: ``b``'s draw indices are moved past them.
+    """
     if not a.draws or not b.draws:
         return None
     if a.draws["draw_index"].shape[:2] != b.draws["draw_index"].shape[:2]:
         raise ValueError(f"the runs resampled different numbers of blocks or draws; {_FIX} "
                          "(the same num_samples)")
-    shifted = {**b.draws, "draw_index": b.draws["draw_index"] + a.log_weights.shape[0]}
+    shifted = {**b.draws, "draw_index": b.draws["draw_index"] + shift}
     return _cat_dict(a.draws, shifted, 0)
 
 
@@ -86,8 +91,8 @@ def concat(a: Any, b: Any) -> Any:
     if not isinstance(a, EstimateResult) or not isinstance(b, EstimateResult):
         raise TypeError(f"concat takes two pyrolik results, got {type(a).__name__} and "
                         f"{type(b).__name__}")
-    _check(a, b)
-    lw = torch.cat([a.log_weights, b.log_weights])
+    lw_a, lw_b = _check(a, b)
+    lw = torch.cat([lw_a, lw_b])
     lme = log_mean_exp(lw)
     forward = getattr(a, "direction", "forward") == "forward"
     count = "num_chains" if isinstance(a, AISResult) else "num_samples"
@@ -97,7 +102,7 @@ def concat(a: Any, b: Any) -> Any:
         ess=effective_sample_size(lw), mcse=mcse_log_mean_exp(lw), khat=pareto_khat(lw),
         settings=settings, seed=None, wall_time=a.wall_time + b.wall_time,
     )
-    if isinstance(a, AISResult):
+    if isinstance(a, AISResult) and isinstance(b, AISResult):  # same type (_check)
         steps_match = a.trace_steps is not None and b.trace_steps is not None and torch.equal(
             a.trace_steps, b.trace_steps)
         fields.update(
@@ -111,5 +116,5 @@ def concat(a: Any, b: Any) -> Any:
             trace=_cat_dict(a.trace, b.trace, 1) if steps_match and a.trace and b.trace
             and a.trace.keys() == b.trace.keys() else None)
     else:
-        fields.update(samples=_cat_dict(a.samples, b.samples, 0), draws=_draws(a, b))
+        fields.update(samples=_cat_dict(a.samples, b.samples, 0), draws=_draws(a, b, lw_a.shape[0]))
     return dataclasses.replace(a, **fields)

@@ -13,8 +13,9 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -43,6 +44,31 @@ def _t(da: xr.DataArray, *dims: str) -> torch.Tensor:
 
 def _opt(ds: xr.Dataset | None, name: str, *dims: str) -> torch.Tensor | None:
     return _t(ds[name], *dims) if ds is not None and name in ds else None
+
+
+def _group(tree: xr.DataTree, name: str) -> xr.Dataset | None:
+    """The variables of the child group ``name`` of ``tree``; ``None`` when there is no such group."""
+    node = tree.children.get(name)
+    return None if node is None else node.to_dataset()
+
+
+def _missing(tree: xr.DataTree, name: str) -> ValueError:
+    return ValueError(f"this {tree.attrs.get('pyrolik_result')} tree has no {name!r} group: it was "
+                      "not written whole by pyrolik; load files made by pyrolik.save or "
+                      "result.to_datatree()")
+
+
+def _required(tree: xr.DataTree, name: str) -> xr.Dataset:
+    """The child group ``name``, which every pyrolik result tree of this layout has."""
+    ds = _group(tree, name)
+    if ds is None:
+        raise _missing(tree, name)
+    return ds
+
+
+def _dim(dim: Hashable) -> str:
+    """A dim name read off a file (netCDF/zarr dim names are strings)."""
+    return str(dim)
 
 
 def _unflatten(tree: xr.DataTree) -> xr.DataTree:
@@ -98,8 +124,12 @@ def from_datatree(tree: Any) -> Result:
         if "lower" not in tree.children:
             tree = _unflatten(tree)
         lower, upper = from_datatree(tree["lower"]), from_datatree(tree["upper"])
-        sim = tree.children.get("simulated")
-        latents = {} if sim is None else {s: _t(da) for s, da in sim.to_dataset().items()}
+        if not isinstance(lower, AISResult) or not isinstance(upper, AISResult) or lower.x is None:
+            raise ValueError("this BDMCResult tree's lower and upper runs are not AIS runs on "
+                             "observed data; load files made by pyrolik.save or "
+                             "result.to_datatree()")
+        sim = _group(tree, "simulated")
+        latents = {} if sim is None else {str(s): _t(da) for s, da in sim.items()}
         return BDMCResult(lower=lower, upper=upper, x=lower.x, latents=latents,
                           wall_time=float(tree.attrs.get("wall_time", np.nan)))
     if "evidence" not in tree.children:  # written before the resampled layout (no "layout" attr)
@@ -109,13 +139,13 @@ def from_datatree(tree: Any) -> Result:
 
 def _common(tree: xr.DataTree, ex: str, log_weights: torch.Tensor | None) -> dict[str, Any]:
     attrs = tree.attrs
-    ev = tree["evidence"].to_dataset()
-    obs = tree.children.get("observed_data")
+    ev = _required(tree, "evidence")
+    obs = _group(tree, "observed_data")
     return dict(
         method=attrs["method"], log_likelihood=_t(ev["log_marginal_likelihood"]),
         bound=None if attrs["bound"] == "none" else attrs["bound"], log_weights=log_weights,
         ess=_opt(ev, "ess"), mcse=_opt(ev, "mcse"), khat=_opt(ev, "pareto_k"),
-        x=None if obs is None else _t(obs.to_dataset()["x"], ex),
+        x=None if obs is None else _t(obs["x"], ex), num_observed=_opt(obs, "num_observed"),
         settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
         wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
         num_observed=_num_observed(obs),
@@ -138,39 +168,40 @@ def _unblock(da: xr.DataArray, ex: str, *lead: str) -> torch.Tensor:
 
 def _estimate(tree: xr.DataTree) -> Result:
     """Rebuild from the resampled layout: raw values from ``particles``, ``evidence``, ``annealing``."""
-    kind, attrs, get = tree.attrs["pyrolik_result"], tree.attrs, tree.children.get
-    ex = tree["evidence"].to_dataset()["log_marginal_likelihood"].dims[0]
-    part = get("particles")
-    part = None if part is None else part.to_dataset()
+    kind, attrs = tree.attrs["pyrolik_result"], tree.attrs
+    ex = _dim(_required(tree, "evidence")["log_marginal_likelihood"].dims[0])
+    part = _group(tree, "particles")
     lw = None if part is None else _unblock(part["log_weight"], ex)
-    sites = {} if part is None else {s: _unblock(part[s], ex) for s in part.data_vars
+    sites = {} if part is None else {str(s): _unblock(part[s], ex) for s in part.data_vars
                                      if s not in PARTICLE_STATS}
     common = _common(tree, ex, lw)
     if kind != "AISResult":
         draws = None
         if "sample_stats" in tree.children:
-            stats = tree["sample_stats"].to_dataset()
-            post = get("posterior")
+            stats = _required(tree, "sample_stats")
+            post = _group(tree, "posterior")
             draws = {"draw_index": _t(stats["particle"], "chain", "draw", ex),
                      "draw_log_weight": _t(stats["log_weight"], "chain", "draw", ex),
-                     **({} if post is None else {s: _t(da, "chain", "draw", ex) for s, da in
-                                                 post.to_dataset().data_vars.items()})}
+                     **({} if post is None else {str(s): _t(da, "chain", "draw", ex) for s, da in
+                                                 post.data_vars.items()})}
         return EstimateResult(**common, samples=sites or None, draws=draws)
-    flat_node = get("unconstrained_particles")
-    flat = None if flat_node is None else _unblock(flat_node.to_dataset()["u"], ex)
-    const = get("constant_data")
-    const = None if const is None else const.to_dataset()
-    trace, steps = None, None
+    if part is None or lw is None:  # an AIS tree has its particles
+        raise _missing(tree, "particles")
+    flat_ds = _group(tree, "unconstrained_particles")
+    flat = None if flat_ds is None else _unblock(flat_ds["u"], ex)
+    const = _group(tree, "constant_data")
+    trace: dict[str, torch.Tensor] | None = None
+    steps = None
     if "annealing" in tree.children:
-        ann = tree["annealing"].to_dataset()
+        ann = _required(tree, "annealing")
         k = lw.shape[0]
-        trace = {name: _unblock(da, ex, "step") for name, da in ann.data_vars.items()
+        trace = {str(name): _unblock(da, ex, "step") for name, da in ann.data_vars.items()
                  if name not in DERIVED}
         beta = _t(ann["beta"], "step")
         trace["beta"] = (beta.unsqueeze(1).expand(-1, k).contiguous() if beta.dim() == 1
                          else beta.unsqueeze(1).expand(-1, k, -1).contiguous())
         if "trajectory" in tree.children:
-            trace["z"] = _unblock(tree["trajectory"].to_dataset()["u"], ex, "step")
+            trace["z"] = _unblock(_required(tree, "trajectory")["u"], ex, "step")
         steps = torch.from_numpy(np.array(ann["step"].values))
     return AISResult(
         **common, direction=attrs["direction"], path=attrs["path"],
@@ -202,8 +233,8 @@ def _legacy_estimate(tree: xr.DataTree) -> Result:
     kind = tree.attrs["pyrolik_result"]
     attrs = tree.attrs
     get = tree.children.get
-    lw = get("log_weights").to_dataset()
-    ex = lw["log_likelihood"].dims[0] if lw["log_likelihood"].dims else DEFAULT_EXAMPLE_DIM
+    lw = _required(tree, "log_weights")
+    ex = _dim(lw["log_likelihood"].dims[0]) if lw["log_likelihood"].dims else DEFAULT_EXAMPLE_DIM
     obs = get("observed_data")
     sample_dim = "chain" if kind == "AISResult" else "sample"
     common = dict(
@@ -221,19 +252,19 @@ def _legacy_estimate(tree: xr.DataTree) -> Result:
     site_group, flat_group = SITE_GROUPS[attrs["direction"]]
     sites, flat = get(site_group), get(flat_group)
     latents = None if sites is None else {
-        s: _t(da, "chain", "draw", ex)[:, 0] for s, da in sites.to_dataset().items()}
-    const = get("constant_data")
-    const = None if const is None else const.to_dataset()
-    trace, steps = None, None
+        str(s): _t(da, "chain", "draw", ex)[:, 0] for s, da in sites.to_dataset().items()}
+    const = _group(tree, "constant_data")
+    trace: dict[str, torch.Tensor] | None = None
+    steps = None
     if "sample_stats" in tree.children:
-        stats = tree["sample_stats"].to_dataset()
-        trace = {name: _t(da, "draw", "chain", ex) for name, da in stats.items()}
+        stats = _required(tree, "sample_stats")
+        trace = {str(name): _t(da, "draw", "chain", ex) for name, da in stats.items()}
         k = stats.sizes["chain"]
         beta = _t(stats["beta"]) if stats["beta"].ndim == 1 else None
         trace["beta"] = (beta.unsqueeze(1).expand(-1, k).contiguous() if beta is not None
                          else _t(stats["beta"], "draw", "chain"))
         if "trajectory" in tree.children:
-            trace["z"] = _t(tree["trajectory"].to_dataset()["u"], "draw", "chain", ex)
+            trace["z"] = _t(_required(tree, "trajectory")["u"], "draw", "chain", ex)
         steps = torch.from_numpy(np.array(stats["draw"].values))
     return AISResult(
         **common, direction=attrs["direction"], path=attrs["path"],
@@ -279,7 +310,8 @@ def save(result: Result | xr.DataTree, path: str | os.PathLike, *, engine: str |
             if path.is_dir():  # os.replace cannot replace a non-empty directory: swap it out
                 os.replace(path, old)
         else:
-            tree.to_netcdf(tmp, engine=engine)
+            # xarray checks the engine's name itself; its stub lists the names as a Literal
+            tree.to_netcdf(tmp, engine=cast(Literal["netcdf4", "h5netcdf"], engine))
         os.replace(tmp, path)
     finally:
         if old.exists() and not path.exists():  # the swap failed: put the old store back
@@ -319,7 +351,7 @@ def load(path: str | os.PathLike, *, engine: str | None = None) -> Result:
         raise FileNotFoundError(f"no saved result at {path}")
     _check_format(path)
     engine = _engine(path, engine)
-    kwargs = {"consolidated": False} if engine == "zarr" else {}
+    kwargs: dict[str, Any] = {"consolidated": False} if engine == "zarr" else {}
     with xr.open_datatree(path, engine=engine, **kwargs) as tree:
         tree.load()
     if "pyrolik_result" not in tree.attrs:

@@ -74,7 +74,7 @@ def bdmc_tree(result: Any, blocks: int, to_datatree: Callable[..., xr.DataTree])
         post = subs["lower"].children.get("posterior")
         if post is not None and all(d[0] == ex for d in dims.values()):
             sim = groups["simulated"]
-            groups["calibration"] = xr.Dataset({s: pit(post[s], sim[s]) for s in lat
+            groups["calibration"] = xr.Dataset({s: pit(post.dataset[s], sim[s]) for s in lat
                                                 if s in post.dataset})
     for name in ("posterior", "sample_stats"):
         if name in subs["lower"].children:

@@ -10,6 +10,7 @@ import json
 import platform
 import re
 import warnings
+from collections.abc import Hashable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -59,19 +60,23 @@ def _dataset(data: dict[str, Any], dims: dict[str, list[str]], coords: dict[str,
              sample_dims: list[str]) -> xr.Dataset:
     """One group through ArviZ's converter; ``dims`` name the non-sample dims of each variable."""
     data = {k: _np(v) if isinstance(v, torch.Tensor) else np.asarray(v) for k, v in data.items()}
-    if converter() == "arviz_base":  # ArviZ >= 1.0
-        from arviz_base import dict_to_dataset
-
-        kw = {"inference_library": _LIBRARY, "sample_dims": sample_dims, "check_conventions": False}
-    else:  # ArviZ 0.x
-        from arviz import dict_to_dataset
-
-        kw = {"library": _LIBRARY, "default_dims": sample_dims}
+    event_dims: dict[Hashable, Sequence[Hashable]] = {k: v for k, v in dims.items()}
     with warnings.catch_warnings():
         # more blocks than draws per block (num_blocks=10 of 4 chains each) is a layout, not a
         # transposed array
         warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
-        return dict_to_dataset(data, coords=coords, dims=dims, index_origin=0, **kw)
+        if converter() == "arviz_base":  # ArviZ >= 1.0
+            from arviz_base import dict_to_dataset as base_dict_to_dataset
+
+            return base_dict_to_dataset(
+                data, coords=coords, dims=event_dims, index_origin=0,
+                # the stub asks for a module; ArviZ reads only __name__ and __version__ off it
+                inference_library=_LIBRARY,  # type: ignore[arg-type]
+                sample_dims=sample_dims, check_conventions=False)
+        from arviz import dict_to_dataset  # ArviZ 0.x
+
+        return dict_to_dataset(data, coords=coords, dims=event_dims, index_origin=0,
+                               library=_LIBRARY, default_dims=sample_dims)
 
 
 def _event_dims(name: str, ndim: int) -> list[str]:

@@ -183,5 +183,6 @@ def to_inference_data(result: Any, *, num_blocks: int = DEFAULT_BLOCKS):
     if not hasattr(az, "InferenceData"):  # ArviZ 1.x: the DataTree is its InferenceData
         return tree
     flat = flatten(tree)
-    groups = {name: node.to_dataset() for name, node in flat.children.items()}
+    # Any: InferenceData's **kwargs stub also covers its bool options, so a dict of Datasets fails
+    groups: dict[str, Any] = {name: node.to_dataset() for name, node in flat.children.items()}
     return az.InferenceData(attrs=dict(flat.attrs), **groups)

@@ -178,7 +178,7 @@ def weighted_groups(result: Any, ex: str, make_dataset, *, blocks: int = DEFAULT
             data = {s: _gather(part[s], idx) for s in sites}
             groups[site_group] = make_dataset(data, {s: dims[s][2:] for s in sites}, draw_coords,
                                               sample)
-        if flat is not None:
+        if flat_b is not None:
             groups[flat_group] = make_dataset({"u": _gather(flat_b, idx)},
                                               {"u": [ex, "latent_dim"]}, draw_coords, sample)
         stats = {"particle": (idx + (np.arange(c) * m).reshape(c, 1, 1)).astype(np.int64),
