@@ -54,13 +54,26 @@ def build() -> dict:
     return out
 
 
+def collapsed_elements(ds):
+    """Per summary row (variable element): True where some chain, or either half of one (ArviZ
+    splits chains for ``r_hat``), holds one value only, so ArviZ's diagnostics are undefined."""
+    import numpy as np
+
+    half = ds.sizes["draw"] // 2
+    return np.concatenate([
+        np.stack([(part.std(axis=1) == 0).any(axis=0) for part in
+                  (ds[v].values, ds[v].values[:, :half], ds[v].values[:, half:2 * half])]
+                 ).any(axis=0).ravel() for v in ds.data_vars])
+
+
 def summary_where_defined(idata, group: str = "posterior"):
     """``az.summary`` of ``group``, checked finite wherever ArviZ defines its numbers.
 
     Means, sds and intervals always; with fewer than 2 chains of 4 draws ArviZ computes no
     diagnostics (NaN). Otherwise ``r_hat``, ``ess_*`` and ``mcse_*`` except for elements where
-    some chain (block) holds one value only (all its draws copy one particle: ArviZ divides by that
-    chain's zero variance, warns, and returns inf or NaN, which is the honest answer there).
+    some chain (block), or half of one, holds one value only (its draws copy one particle: ArviZ
+    splits every chain in two and divides by a half's zero variance, warns, and returns inf or NaN,
+    which is the honest answer there).
     """
     import warnings
 
@@ -71,8 +84,7 @@ def summary_where_defined(idata, group: str = "posterior"):
         warnings.filterwarnings("ignore", category=RuntimeWarning)
         table = az.summary(idata, group=group, round_to="none")
     ds = idata[group]
-    flat = [(ds[v].values.std(axis=1) == 0).any(axis=0).ravel() for v in ds.data_vars]
-    collapsed = np.concatenate(flat)
+    collapsed = collapsed_elements(ds)
     assert len(collapsed) == len(table)
     stats = ["mean", "sd", "hdi_3%", "hdi_97%"]
     assert np.isfinite(table[stats].values).all()

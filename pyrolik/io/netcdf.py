@@ -148,7 +148,6 @@ def _common(tree: xr.DataTree, ex: str, log_weights: torch.Tensor | None) -> dic
         x=None if obs is None else _t(obs["x"], ex), num_observed=_opt(obs, "num_observed"),
         settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
         wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
-        num_observed=_num_observed(obs),
     )
 
 

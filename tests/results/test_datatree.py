@@ -16,7 +16,7 @@ from pyrolik.results import AISResult, BDMCResult, EstimateResult
 from tests.export_cases import build, summary_where_defined
 from tests.oracles import LG_NARROW as LG
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"  # tests/data
 
 
 # --- blocks and systematic resampling -------------------------------------------------------------
