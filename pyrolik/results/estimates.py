@@ -10,7 +10,6 @@ and Pareto ``khat``.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,19 +19,15 @@ from torch import Tensor
 
 from pyrolik.advice import (
     ACCEPTANCE_COLLAPSE,
-    BDMC_GAP_WARN,
     KHAT_WARN,
     MIN_WEIGHTS,
-    NEGATIVE_GAP_SE,
     acceptance_fix,
-    inverted_gap_advice,
 )
 from pyrolik.ops.stats import khat_threshold
 from pyrolik.results.datatree import to_datatree, to_inference_data
 from pyrolik.results.table import Summary
 
-__all__ = ["EstimateResult", "AISResult", "BDMCResult", "KHAT_WARN", "MIN_WEIGHTS_FOR_MCSE",
-           "bits_per_dim"]
+__all__ = ["EstimateResult", "AISResult", "KHAT_WARN", "MIN_WEIGHTS_FOR_MCSE", "bits_per_dim"]
 
 # fewer weights per example than this: k-hat cannot check their tail, so the MCSE is a rough guide
 MIN_WEIGHTS_FOR_MCSE = MIN_WEIGHTS  # thresholds: pyrolik.advice
@@ -348,140 +343,3 @@ class AISResult(EstimateResult):
         if self.budget is not None:
             out += list(self.budget.notes)
         return out
-
-
-@dataclass
-class BDMCResult(_Exports):
-    """Bidirectional Monte Carlo on simulated data: a sandwich ``lower <= log p(x) <= upper``."""
-
-    lower: AISResult
-    upper: AISResult
-    x: Tensor
-    latents: dict[str, Tensor]
-    wall_time: float = float("nan")
-
-    @property
-    def bound(self) -> str:
-        return "sandwich"
-
-    @property
-    def method(self) -> str:
-        return "bdmc"
-
-    @property
-    def failed(self) -> Tensor:
-        """``(N,)`` bool: examples where either bound failed (NaN or inf); left out of the means."""
-        return self.lower.failed | self.upper.failed
-
-    @property
-    def per_example_gap(self) -> Tensor:
-        """``upper - lower`` per example (nats); bounds the error of either estimate on average."""
-        return self.upper.log_likelihood - self.lower.log_likelihood
-
-    @property
-    def gap(self) -> float:
-        """The BDMC gap: mean over the examples that did not fail of upper minus lower (nats)."""
-        return _mean(self.per_example_gap, self.failed)
-
-    @property
-    def gap_stderr(self) -> float:
-        return _stderr(self.per_example_gap, self.failed)
-
-    @property
-    def per_example_gap_mcse(self) -> Tensor:
-        r"""Monte Carlo standard error of each example's gap, :math:`\sqrt{\mathrm{mcse}_L^2 +
-        \mathrm{mcse}_U^2}` (the two runs are independent), nats."""
-        if self.lower.mcse is None or self.upper.mcse is None:
-            return torch.full_like(self.per_example_gap, float("nan"), dtype=torch.float64)
-        return (self.lower.mcse.double() ** 2 + self.upper.mcse.double() ** 2).sqrt()
-
-    @property
-    def gap_mcse(self) -> float:
-        r"""Monte Carlo standard error of :attr:`gap`: :math:`\sqrt{\sum_n \mathrm{mcse}_n^2} / N`
-        over the examples that did not fail (nats). :attr:`gap_stderr` is the spread over examples
-        instead (data variability, which includes this noise)."""
-        ok = ~self.failed
-        if not ok.any():
-            return float("nan")
-        return float(self.per_example_gap_mcse[ok].pow(2).sum().sqrt() / int(ok.sum()))
-
-    def inverted_gap(self) -> dict[str, Any] | None:
-        """How far below zero the mean gap is in units of its MCSE, or None when it is not inverted.
-
-        Upper minus lower has a non-negative expectation, so a negative mean gap is Monte Carlo
-        noise when it is within :data:`~pyrolik.advice.NEGATIVE_GAP_SE` MCSEs of zero (small gaps
-        at a small budget: a few chains), and a sign that the reverse chains did not start at
-        exact posterior draws of ``x`` beyond that. Returns ``{"gap", "mcse", "num_mcse",
-        "within_noise"}``.
-        """
-        gap, mcse = self.gap, self.gap_mcse
-        if not gap < 0:
-            return None
-        num = -gap / mcse if mcse > 0 else math.inf
-        return {"gap": gap, "mcse": mcse, "num_mcse": num, "within_noise": num <= NEGATIVE_GAP_SE}
-
-    @property
-    def midpoint(self) -> Tensor:
-        """``(lower + upper) / 2`` per example (nats): the centre of the sandwich, **not an
-        estimate** of log p(x) (neither bound's; use ``lower.log_likelihood`` for forward AIS). Its
-        distance to either bound is half the per-example gap."""
-        return 0.5 * (self.upper.log_likelihood + self.lower.log_likelihood)
-
-    @property
-    def log_likelihood(self) -> Tensor:
-        """Deprecated name of :attr:`midpoint` (a ``DeprecationWarning``): the midpoint of the
-        bounds, easy to take for an estimate."""
-        warnings.warn("BDMCResult.log_likelihood is the midpoint of the two bounds, not an "
-                      "estimate; use result.midpoint for it, result.lower.log_likelihood for the "
-                      "forward AIS estimate, or result.lower/.upper for the sandwich",
-                      DeprecationWarning, stacklevel=2)
-        return self.midpoint
-
-    @property
-    def mean(self) -> float:
-        """Mean of :attr:`midpoint` over the examples that did not fail (nats)."""
-        return _mean(self.midpoint, self.failed)
-
-    @property
-    def stderr(self) -> float:
-        return _stderr(self.midpoint, self.failed)
-
-    def summary(self) -> Summary:
-        """Lower and upper rows, plus the gap with its standard error over examples and its Monte
-        Carlo standard error; an inverted gap (upper < lower) says whether it is within noise (a
-        :class:`pandas.DataFrame` that prints as a fixed-width table, see
-        :mod:`pyrolik.results.table`)."""
-        df = pd.concat([self.lower.summary(), self.upper.summary()])
-        df.index = ["forward AIS (lower)", "reverse AIS (upper)"]
-        df.index.name = "estimate"
-        gap = {"log p(x) [nats]": self.gap, "stderr": self.gap_stderr,
-               "examples": len(self.x), "bound": "gap", "gap MCSE": self.gap_mcse}
-        inverted = self.inverted_gap()
-        if inverted is not None:
-            gap["inverted gap"] = (f"{inverted['num_mcse']:.1f} MCSE: "
-                                   + ("noise" if inverted["within_noise"] else "NOT noise"))
-        df.loc["BDMC gap (upper - lower)", list(gap)] = list(gap.values())
-        return Summary(df)
-
-    def warnings(self) -> list[str]:
-        out = [f"forward: {w}" for w in self.lower.warnings()]
-        out += [f"reverse: {w}" for w in self.upper.warnings()]
-        if self.gap > BDMC_GAP_WARN:
-            out.append(f"the BDMC gap is {self.gap:.2f} nats: AIS has not converged on this model; "
-                       "increase num_steps until the gap is small")
-        out += self._inverted_warnings()
-        return out
-
-    def _inverted_warnings(self) -> list[str]:
-        """Inverted gaps, of the mean and per example, in units of their MCSE."""
-        ok = ~self.failed
-        return inverted_gap_advice(self.inverted_gap(), self.per_example_gap.double()[ok],
-                                   self.per_example_gap_mcse[ok], self.num_examples)
-
-    @property
-    def num_examples(self) -> int:
-        return int(self.x.shape[0])
-
-    def __repr__(self) -> str:
-        return (f"BDMCResult(N={len(self.x)}, lower={self.lower.mean:.4f}, "
-                f"upper={self.upper.mean:.4f}, gap={self.gap:.4f} +- {self.gap_stderr:.4f})")
