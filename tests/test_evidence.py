@@ -128,6 +128,7 @@ def test_bayes_factor_through_compare(glg, data, seed):
     assert pair["log_bayes_factor"] == pytest.approx(float(a.log_likelihood - b.log_likelihood))
     assert abs(pair["log_bayes_factor"] - exact) <= 4 * pair["se"] + 0.5
     assert c.better == "right" and "Bayes factor" in " ".join(c.notes)
+    assert str(c).startswith("Bayes factors of whole-data-set evidences")
     with pytest.raises(ValueError, match="not comparable"):
         pyrolik.compare(a, torch.zeros(3).numpy())
 
