@@ -117,7 +117,7 @@ def convergence(model, data, args, hmc, claims: Claims) -> None:
         for _, row in table.iterrows():
             claims.check(f"{name}, {int(row.num_steps)} steps: gap {row.gap:.2f} >= -2 s.e.",
                          row.gap >= -2 * row.gap_se)
-        pyrolik.plot_bdmc_convergence(table, ax=ax, title=f"BDMC on simulated MNIST, {name}")
+        pyrolik.diagnostics.plots.plot_bdmc_convergence(table, ax=ax, title=f"BDMC on simulated MNIST, {name}")
     fig.tight_layout()
     out = Path(args.plot)
     out.parent.mkdir(parents=True, exist_ok=True)

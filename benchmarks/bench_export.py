@@ -34,9 +34,9 @@ def synthetic(n: int = 1000, k: int = 16, d: int = 50, pixels: int = 784, record
     betas = torch.linspace(0, 1, steps + 1, dtype=torch.float64)
     z = torch.randn(k, n, d, generator=g)
     return AISResult(
-        method="ais", log_likelihood=pyrolik.diagnostics.stats.log_mean_exp(lw), bound="lower",
-        log_weights=lw, ess=pyrolik.diagnostics.stats.effective_sample_size(lw),
-        mcse=pyrolik.diagnostics.stats.mcse_log_mean_exp(lw), khat=torch.rand(n),
+        method="ais", log_likelihood=pyrolik.ops.stats.log_mean_exp(lw), bound="lower",
+        log_weights=lw, ess=pyrolik.ops.stats.effective_sample_size(lw),
+        mcse=pyrolik.ops.stats.mcse_log_mean_exp(lw), khat=torch.rand(n),
         x=(torch.rand(n, pixels, generator=g) < 0.5).float(), settings={"num_steps": steps},
         seed=0, wall_time=60.0, schedule=betas,
         step_sizes=StepSizes(betas[::5], torch.randn(len(betas[::5]), n, generator=g)),

@@ -73,7 +73,7 @@ def checkpoint_cost(x, chains, steps, device, rounds=3):
         extra = f", files {sizes[name] / 1e6:.2f} MB" if name in sizes else ""
         print(f"    {name:>9}: {min(t):7.2f} s  ({min(t) / base:.3f}x){extra}")
     # one write of the in-progress state, measured directly
-    from pyrolik.io.checkpoint import _dump, atomic_write_bytes
+    from pyrolik.execution.checkpoint import _dump, atomic_write_bytes
     state = {"z": torch.randn(x.shape[0] * chains, 50), "lw": torch.randn(x.shape[0] * chains)}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()

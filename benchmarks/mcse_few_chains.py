@@ -26,7 +26,7 @@ import pyrolik
 from benchmarks._common import machine
 from models.oracles.linear_gaussian import LinearGaussian
 from models.oracles.quadrature import BetaLatent
-from pyrolik.diagnostics.stats import mcse_log_mean_exp
+from pyrolik.ops.stats import mcse_log_mean_exp
 
 
 def spread(result, reps: int, n: int) -> dict[str, torch.Tensor]:

@@ -19,6 +19,7 @@ those that have an encoder::
 """
 
 import sys as _sys
+from types import ModuleType as _ModuleType
 
 from . import oracles, training, zoo  # noqa: F401 (the subpackages)
 from .oracles import linear_gaussian, quadrature, rbm
@@ -83,11 +84,13 @@ __all__ = [
 # Module paths from before the subpackages (``models.oracles.linear_gaussian``, ``models.oracles.rbm``,
 # ``models.zoo.serialization``, ...) keep working: each old name is the module at its new place. (The
 # ``train_digits`` and ``train_mnist`` scripts keep small files of their own, for ``python -m``.)
-_MOVED = {
+_MOVED: dict[str, _ModuleType] = {
     "base": base, "decoders": decoders, "encoder": encoder, "serialization": serialization,
     "vae": zoo.vae, "gan": zoo.gan, "gmmn": zoo.gmmn, "iwae": zoo.iwae,
-    "mmd": mmd, "sigma": sigma, "train_vae": training.train_vae,
-    "train_gan": training.train_gan, "train_gmmn": training.train_gmmn,
+    "mmd": mmd, "sigma": sigma,
+    # ``training.train_vae`` is the function (re-exported over its module): take the modules
+    **{name: _sys.modules[f"{training.__name__}.{name}"]
+       for name in ("train_vae", "train_gan", "train_gmmn")},
     "linear_gaussian": linear_gaussian, "quadrature": quadrature, "rbm": rbm,
 }
 for _old, _module in _MOVED.items():

@@ -5,14 +5,15 @@ it), with where it comes from:
 
 - :data:`KHAT_WARN`: Pareto :math:`\hat k` above 0.7, a few importance weights dominate and the
   estimate is unreliable whatever the number of weights (Vehtari et al. 2024, "Pareto smoothed
-  importance sampling"); below it, :func:`pyrolik.diagnostics.stats.khat_threshold` lowers the bar
+  importance sampling"); below it, :func:`pyrolik.ops.stats.khat_threshold` lowers the bar
   to :math:`\min(1 - 1/\log_{10} K, 0.7)` for K weights.
 - :data:`MIN_WEIGHTS`: PSIS fits a tail of :math:`\min(K/5, 3\sqrt K)` weights and needs at least 5,
   so with fewer than 25 weights per example there is no :math:`\hat k`, and the MCSE cannot be
   checked against the tail it depends on.
 - :data:`ACCEPTANCE_COLLAPSE`: a mean HMC acceptance below 0.1 means the chains barely moved.
 - :data:`NEGATIVE_GAP_SE`: a BDMC upper bound below the lower one by more than 4 standard errors
-  is not noise: reverse AIS did not start from exact posterior samples.
+  is not noise: reverse AIS did not start from exact posterior samples; within them it is
+  (:func:`inverted_gap_advice`).
 - :data:`BDMC_GAP_WARN`: a mean BDMC gap above 1 nat: AIS has not converged (Grosse, Ghahramani &
   Adams 2015 read gaps of this size as "not yet accurate").
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["KHAT_WARN", "MIN_WEIGHTS", "ACCEPTANCE_COLLAPSE", "NEGATIVE_GAP_SE", "BDMC_GAP_WARN",
-           "acceptance_fix"]
+           "acceptance_fix", "inverted_gap_advice"]
 
 KHAT_WARN = 0.7
 MIN_WEIGHTS = 25
@@ -51,3 +52,41 @@ def acceptance_fix(kernel: Any) -> str:
         return "lower the step size or use adapt='pilot'"
     return (f"the fixed step size ({getattr(kernel, 'step_size', '?')}) is too large: lower it, "
             "or use adapt='pilot' (the default) to tune it per temperature")
+
+
+def inverted_gap_advice(mean: dict[str, Any] | None, gaps: Any, mcse: Any,
+                        num_examples: int) -> list[str]:
+    """What an inverted BDMC gap (upper < lower) means, in units of its MCSE.
+
+    ``mean``: :meth:`~pyrolik.results.BDMCResult.inverted_gap` (None: the mean gap is not inverted);
+    ``gaps`` and ``mcse``: per-example gaps and their MCSEs (tensors) of the examples that did not
+    fail. Within :data:`NEGATIVE_GAP_SE` MCSEs an inverted gap is noise: upper minus lower has a
+    non-negative expectation, and at a small budget its noise can exceed it.
+    """
+    out = []
+    if mean is not None:
+        head = (f"the BDMC gap is inverted (upper < lower by {-mean['gap']:.3g} nats, "
+                f"{mean['num_mcse']:.1f} times its MCSE of {mean['mcse']:.2g})")
+        if mean["within_noise"]:
+            out.append(f"{head}: within Monte Carlo noise (up to {NEGATIVE_GAP_SE:g} MCSE): the true "
+                       "gap is small next to the noise of this many chains; the bounds agree, but "
+                       "use more chains to resolve the gap")
+        else:
+            out.append(f"{head}: beyond Monte Carlo noise (more than {NEGATIVE_GAP_SE:g} MCSE): the "
+                       "reverse chains did not start from exact posterior draws of x (pass data "
+                       "simulated by pyrolik.simulate), or the MCSE is underestimated (too few "
+                       "chains)")
+    known = mcse == mcse  # an MCSE that is not NaN (a loaded result may have none)
+    neg = (gaps < 0) & known
+    beyond = neg & (gaps < -NEGATIVE_GAP_SE * mcse - 1e-9)
+    within = neg & ~beyond
+    if int(within.sum()):
+        worst = float((-gaps[within] / mcse[within]).max())
+        out.append(f"for {int(within.sum())} of {num_examples} examples the upper bound is below "
+                   f"the lower one within Monte Carlo noise (at most {worst:.1f} MCSE, limit "
+                   f"{NEGATIVE_GAP_SE:g}): expected when the gap is small next to the noise")
+    if int(beyond.sum()):
+        out.append(f"for {int(beyond.sum())} examples the upper bound is below the lower bound by "
+                   f"more than {NEGATIVE_GAP_SE:g} standard errors: reverse AIS did not start from "
+                   "exact posterior samples of the data it evaluates (use pyrolik.bdmc/simulate)")
+    return out

@@ -23,6 +23,8 @@ for _name, _module in list(sys.modules.items()):
     if _name.startswith("models."):
         sys.modules.setdefault("pyrolik_models" + _name[len("models"):], _module)
 
+pytest_plugins = ["tests.oracles"]  # shared oracle fixtures: lg, x
+
 SEED = int(os.environ.get("PYROLIK_TEST_SEED", "0"))
 # The tests run small tensors, where intra-op threads only add contention (10x slower on a loaded
 # 2-core machine); PYROLIK_TEST_THREADS overrides.

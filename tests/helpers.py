@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from pyrolik.diagnostics.stats import effective_sample_size, mcse_log_mean_exp
+from pyrolik.ops.stats import effective_sample_size, mcse_log_mean_exp
 
 
 def assert_unbiased(log_weights, log_z, num_se=4.0, min_ess_frac=0.1):

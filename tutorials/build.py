@@ -9,7 +9,7 @@ Tutorial 05 evaluates MNIST-test representations when ``PYROLIK_DATA`` names the
 
 The cells live in ``sources.py`` (and ``sources_representations.py``, ``sources_sigma.py``); a
 notebook is never edited by hand. Rebuild after changing a source or anything that changes the library's numbers (the lead
-rebuilds them all after merging). ``tests/test_tutorials.py`` fails when a stored notebook's cells
+rebuilds them all after merging). ``tests/integration/test_tutorials.py`` fails when a stored notebook's cells
 differ from its source or its outputs carry warnings, and executes every notebook at the small
 settings each picks when ``CI`` is set (``smoke_test``), so none of them rots. Needs Jupyter's
 kernel: ``pip install -e ".[tutorials]"``.

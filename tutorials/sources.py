@@ -39,7 +39,7 @@ observation-noise site conditioned on `x`. The guide (encoder) has the same sign
     ("code", '''
 from torch import nn
 import pyro.distributions as dist
-from pyrolik.datasets import load_digits
+from pyrolik.io.datasets import load_digits
 
 x_all, labels = load_digits(dequantize_seed=0, dtype=torch.float32)
 perm = torch.randperm(len(x_all), generator=torch.Generator().manual_seed(0))
@@ -124,7 +124,7 @@ print(idata)
 az.summary(idata, group="posterior", kind="stats").head()
 '''),
     ("code", '''
-fig = pyrolik.plots.plot_diagnostics(ais)
+fig = pyrolik.diagnostics.plots.plot_diagnostics(ais)
 '''),
     ("code", '''
 path = os.path.join(tempfile.mkdtemp(), "ais.nc")
@@ -165,7 +165,7 @@ table = pyrolik.bdmc_convergence(vae, steps, 4 if smoke_test else 40, data_shape
 table
 '''),
     ("code", '''
-ax = pyrolik.plot_bdmc_convergence(table, title="digits VAE: BDMC bounds")
+ax = pyrolik.diagnostics.plots.plot_bdmc_convergence(table, title="digits VAE: BDMC bounds")
 enough = table[table.gap < 1.0]
 print("steps for a gap under 1 nat:", int(enough.num_steps.min()) if len(enough) else "more than tried")
 '''),
@@ -197,7 +197,7 @@ gap_ais = (rows[("VAE", "AIS")].log_likelihood - rows[("GAN", "AIS")].log_likeli
 gap_kde = (rows[("VAE", "KDE")].log_likelihood - rows[("GAN", "KDE")].log_likelihood)
 print(f"VAE - GAN according to AIS: {gap_ais.mean():7.2f} +- {gap_ais.std() / len(x) ** .5:.2f} nats")
 print(f"VAE - GAN according to KDE: {gap_kde.mean():7.2f} +- {gap_kde.std() / len(x) ** .5:.2f} nats")
-ax = pyrolik.plots.plot_bandwidth(rows[("GAN", "KDE")])
+ax = pyrolik.diagnostics.plots.plot_bandwidth(rows[("GAN", "KDE")])
 '''),
     ("md", """
 AIS (validated by the small BDMC gap) separates the two models by far more than KDE does: KDE
@@ -262,7 +262,7 @@ x = split.test[:6] if smoke_test else split.test[:100]
 ais = pyrolik.ais(gan, x, num_steps=n_steps * 3, num_chains=chains, seed=0, progress=False)
 worst = torch.argsort(ais.log_likelihood)[:4].tolist()
 print("worst-explained test digits:", worst, ais.log_likelihood[worst].round(decimals=1).tolist())
-fig = pyrolik.plot_posterior_decodings(ais, lambda lat: gan.decode(lat["z"]), examples=worst,
+fig = pyrolik.diagnostics.plots.plot_posterior_decodings(ais, lambda lat: gan.decode(lat["z"]), examples=worst,
                                        num_samples=6, image_shape=(8, 8))
 '''),
     ("md", """
@@ -345,7 +345,7 @@ logistic regression on raw pixels against a random 8-dimensional projection of t
 """),
     ("code", """
 from sklearn.linear_model import LogisticRegression
-from pyrolik.datasets import load_digits
+from pyrolik.io.datasets import load_digits
 xs, ys = load_digits(dequantize_seed=0, dtype=torch.float32)
 perm = torch.randperm(len(xs), generator=torch.Generator().manual_seed(0))
 tr, te = perm[:1000], perm[1000:]

@@ -1,6 +1,6 @@
 """Cell sources of tutorial 05, loss-data curves for representations (``tutorials/build.py``).
 
-Calls only the public API (``pyrolik.curves``, ``pyrolik.datasets``) and scikit-learn.
+Calls only the public API (``pyrolik.curves``, ``pyrolik.io.datasets``) and scikit-learn.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import torch
 from sklearn.cluster import KMeans
 
 from pyrolik import curves
-from pyrolik.datasets import find_data_dir, load_digits, load_mnist_test
+from pyrolik.io.datasets import find_data_dir, load_digits, load_mnist_test
 
 %matplotlib inline
 matplotlib.rcParams["figure.dpi"] = 72

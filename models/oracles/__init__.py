@@ -2,14 +2,15 @@
 
 :class:`LinearGaussian` (closed-form marginal and posterior), :class:`GlobalLinearGaussian` (a
 global latent: closed-form evidence of a whole data set), the 1-D models of :mod:`.quadrature`
-(marginal by quadrature, exact posterior draws) and a small :class:`RBM` (exact log-likelihood by
-enumeration).
+(marginal by quadrature, exact posterior draws), a small :class:`RBM` (exact log-likelihood by
+enumeration) and :class:`LinearStateSpace` (one observed site per step, exact by the Kalman filter).
 """
 
 from .global_gaussian import GlobalLinearGaussian
 from .linear_gaussian import LinearGaussian
 from .quadrature import BernoulliDecoder, BetaLatent, BimodalDecoder, UniformLatent
 from .rbm import RBM, binary_states
+from .state_space import LinearStateSpace
 
 __all__ = ["BernoulliDecoder", "BetaLatent", "BimodalDecoder", "GlobalLinearGaussian",
-           "LinearGaussian", "RBM", "UniformLatent", "binary_states"]
+           "LinearGaussian", "LinearStateSpace", "RBM", "UniformLatent", "binary_states"]

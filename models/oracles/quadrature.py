@@ -36,10 +36,10 @@ class _Quadrature1D:
     high: float = 10.0
     spacing: float = 1e-3
 
-    def prior(self, like: Tensor) -> dist.Distribution:
+    def prior(self, like: Tensor) -> dist.TorchDistribution:
         return dist.Normal(like.new_zeros(()), like.new_ones(()))
 
-    def likelihood(self, z: Tensor) -> dist.Distribution:  # z (..., 1) -> event over x
+    def likelihood(self, z: Tensor) -> dist.TorchDistribution:  # z (..., 1) -> event over x
         raise NotImplementedError
 
     def __call__(self, x: Tensor) -> None:
@@ -103,7 +103,7 @@ class BimodalDecoder(_Quadrature1D):
         return cls(w=1.0 + torch.rand(data_dim, generator=g, dtype=torch.float64),
                    b=0.5 * torch.randn(data_dim, generator=g, dtype=torch.float64), s=s)
 
-    def likelihood(self, z: Tensor) -> dist.Distribution:
+    def likelihood(self, z: Tensor) -> dist.TorchDistribution:
         loc = z.abs() * self.w.to(z) + self.b.to(z)
         return dist.Normal(loc, self.s).to_event(1)
 
@@ -121,7 +121,7 @@ class BernoulliDecoder(_Quadrature1D):
         return cls(w=2.0 * torch.randn(data_dim, generator=g, dtype=torch.float64),
                    b=0.5 * torch.randn(data_dim, generator=g, dtype=torch.float64))
 
-    def likelihood(self, z: Tensor) -> dist.Distribution:
+    def likelihood(self, z: Tensor) -> dist.TorchDistribution:
         return dist.Bernoulli(logits=z * self.w.to(z) + self.b.to(z)).to_event(1)
 
 
@@ -144,10 +144,10 @@ class UniformLatent(_Quadrature1D):
         return cls(w=torch.randn(data_dim, generator=g, dtype=torch.float64),
                    c=torch.randn(data_dim, generator=g, dtype=torch.float64), s=s)
 
-    def prior(self, like: Tensor) -> dist.Distribution:
+    def prior(self, like: Tensor) -> dist.TorchDistribution:
         return dist.Uniform(like.new_tensor(self.a), like.new_tensor(self.b_))
 
-    def likelihood(self, z: Tensor) -> dist.Distribution:
+    def likelihood(self, z: Tensor) -> dist.TorchDistribution:
         return dist.Normal(z * self.w.to(z) + self.c.to(z), self.s).to_event(1)
 
 
@@ -176,8 +176,8 @@ class BetaLatent(_Quadrature1D):
                    c=torch.randn(data_dim, generator=g, dtype=torch.float64), s=s, alpha=alpha,
                    beta=beta)
 
-    def prior(self, like: Tensor) -> dist.Distribution:
+    def prior(self, like: Tensor) -> dist.TorchDistribution:
         return dist.Beta(like.new_tensor(self.alpha), like.new_tensor(self.beta))
 
-    def likelihood(self, z: Tensor) -> dist.Distribution:
+    def likelihood(self, z: Tensor) -> dist.TorchDistribution:
         return dist.Normal(z * self.w.to(z) + self.c.to(z), self.s).to_event(1)

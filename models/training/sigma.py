@@ -90,6 +90,7 @@ def choose_sigma(
     if curve_fn is not None:
         table = _grid_table(curve_fn(model, x_valid, grid), grid, n)
     else:
+        assert log_likelihood_fn is not None  # exactly one of the two was checked above
         rows = []
         for s in grid:
             ll = log_likelihood_fn(model, x_valid, s)

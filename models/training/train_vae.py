@@ -123,9 +123,9 @@ def train_vae(
     num_steps = 0
     # A private parameter store: training never reads or clobbers the caller's Pyro params.
     with pyro.get_param_store().scope(), training_mode(model, seed) as generator:
-        optim = pyro.optim.ExponentialLR({
+        optim = pyro.optim.PyroLRScheduler(torch.optim.lr_scheduler.ExponentialLR, {
             "optimizer": torch.optim.Adam, "optim_args": {"lr": lr, "eps": adam_eps},
-            "gamma": lr_decay})
+            "gamma": lr_decay})  # what pyro.optim.ExponentialLR builds
         svi = SVI(model.model, model.guide, optim, elbo)
         for _ in epochs(num_epochs, progress, f"{model.kind} ({objective})"):
             total = 0.0

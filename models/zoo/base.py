@@ -110,19 +110,20 @@ class DecoderModel(nn.Module):
         out = decoder(z.to(self.param_dtype)).to(x.dtype)
         return out.reshape(out.shape[:-1] + x.shape[1:])
 
-    def forward(self, x: Tensor, **kwargs: Any) -> None:
+    def forward(self, x: Tensor, *args: Any, **kwargs: Any) -> None:
         """The Pyro model: ``z ~ N(0, I)`` and the observed site ``"x"``, in a plate over dim 0."""
         self._check_x(x)
         d = self.latent_dim
         with pyro.plate("data", x.shape[0]):
             z = pyro.sample("z", dist.Normal(x.new_zeros(d), x.new_ones(d)).to_event(1))
-            self._observe(x, self._decoder_out(z, x), **kwargs)
+            self._observe(x, self._decoder_out(z, x), *args, **kwargs)
 
-    def model(self, x: Tensor, **kwargs: Any) -> None:
+    def model(self, x: Tensor, *args: Any, **kwargs: Any) -> None:
         """Alias of calling the instance: the Pyro model (Pyro's ``vae.model`` spelling)."""
-        return self(x, **kwargs)
+        return self(x, *args, **kwargs)
 
-    def _observe(self, x: Tensor, out: Tensor, **kwargs: Any) -> None:  # pragma: no cover
+    # Subclasses narrow these signatures to their own keywords (``sigma=``, or none).
+    def _observe(self, x: Tensor, out: Tensor, *args: Any, **kwargs: Any) -> None:  # pragma: no cover
         raise NotImplementedError
 
     # --- data space -----------------------------------------------------------------------
@@ -147,7 +148,8 @@ class DecoderModel(nn.Module):
         mean = self.decode(self.prior_sample(num_samples, generator))
         return self._add_noise(mean, generator, **kwargs) if noise else mean
 
-    def _add_noise(self, mean: Tensor, generator: torch.Generator | None, **kwargs: Any) -> Tensor:
+    def _add_noise(self, mean: Tensor, generator: torch.Generator | None, *args: Any,
+                   **kwargs: Any) -> Tensor:
         raise NotImplementedError  # pragma: no cover
 
 

@@ -11,6 +11,7 @@ encoder is registered with ``pyro.module("encoder", ...)``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import pyro
 import pyro.distributions as dist
@@ -72,7 +73,7 @@ class EncoderMixin:
     def encode(self, x: Tensor) -> dist.Normal:
         """The approximate posterior :math:`q(z \\mid x)` as a batched ``Normal`` (event dim 1)."""
         self._check_x(x)  # type: ignore[attr-defined]
-        dtype = self.encoder.net[-1].weight.dtype
+        dtype = cast(nn.Linear, self.encoder.net[-1]).weight.dtype  # mlp ends in a Linear
         loc, scale = self.encoder(x.reshape(x.shape[0], -1).to(dtype))
         return dist.Normal(loc.to(x.dtype), scale.to(x.dtype)).to_event(1)
 

@@ -51,7 +51,7 @@ class GAN(GaussianDecoderModel):
         super().__init__(sizes, activation, sigma)
         self.discriminator_activation = discriminator_activation
         self.discriminator_dropout = float(discriminator_dropout)
-        self.discriminator: nn.Module | None = None
+        self.discriminator: nn.Sequential | None = None
         if discriminator_hidden is not None:
             hidden = check_sizes((1, *discriminator_hidden, 1), "discriminator_hidden")[1:-1]
             self.discriminator = mlp((self.data_dim, *hidden, 1), discriminator_activation,

@@ -21,11 +21,13 @@ from pyrolik.app.loading import (
     parameter_dtype,
     prepare_modules,
 )
-from pyrolik.execution.distributed import Shard, init_from_env
+from pyrolik.exceptions import PyrolikWarning
+from pyrolik.execution.checkpoint import remove_checkpoint
+from pyrolik.execution.distributed import Shard, init_from_env, main_result
 from pyrolik.execution.threads import set_threads
-from pyrolik.io.checkpoint import remove_checkpoint
 from pyrolik.io.netcdf import load, save
 from pyrolik.mcmc.hmc import HMC
+from pyrolik.results import EstimateResult
 
 __all__ = ["evaluate", "bdmc", "summary"]
 
@@ -55,7 +57,7 @@ def _load_model(args, device: torch.device, shard: Shard) -> tuple[Any, Any, dic
         warnings.warn(f"{getattr(module, '__file__', None) or module.__name__} defines load(path) "
                       "but --weights was not given: the model runs with the parameters it has "
                       "after import (untrained ones, if load() is what fills them in); pass "
-                      "--weights PATH to load the trained parameters", UserWarning, stacklevel=2)
+                      "--weights PATH to load the trained parameters", PyrolikWarning, stacklevel=2)
     prepare_modules(model, module, device)
     kwargs: Any = {}
     if args.model_kwargs:
@@ -103,7 +105,7 @@ def _batch_size(batch_size: int | None, n: int, shard: Shard) -> int | None:
     if shard.is_main:
         warnings.warn(f"--batch-size not given: using {size} (examples / processes) so that every "
                       "process gets a batch; pass --batch-size to reproduce this run elsewhere",
-                      UserWarning, stacklevel=2)
+                      PyrolikWarning, stacklevel=2)
     return size
 
 
@@ -120,9 +122,9 @@ def _finish_checkpoint(args, shard: Shard) -> None:
     if not args.checkpoint or args.keep_checkpoint:
         return
     _barrier(shard)
-    from pyrolik.io.checkpoint import checkpoint_path
+    from pyrolik.execution.checkpoint import checkpoint_path
 
-    remove_checkpoint(checkpoint_path(args.checkpoint, tuple(shard)))
+    remove_checkpoint(checkpoint_path(args.checkpoint, (shard.rank, shard.world_size)))
 
 
 def _warn(messages: list[str]) -> None:
@@ -174,6 +176,7 @@ def evaluate(args) -> int:
         distributed = shard.world_size > 1
         results: dict[str, Any] = {}
         for name in args.estimators:
+            result: EstimateResult | None
             if name == "ais":
                 result = pyrolik.ais(model, x, init=guide if args.ais_init == "guide" else None,
                                      **_ais_kwargs(args, shard, batch_size, kwargs))
@@ -187,6 +190,7 @@ def evaluate(args) -> int:
                 result = (_kde(args, model, kwargs, x, validation, device, progress)
                           if shard.is_main else None)
             if shard.is_main:
+                result = main_result(result, name)
                 save(result, paths[name])
                 results[name] = result
             if name == "ais":
@@ -226,7 +230,7 @@ def bdmc(args) -> int:
         result = pyrolik.bdmc(model, data=sim, init=guide,
                               **_ais_kwargs(args, shard, batch_size, kwargs))
         if shard.is_main:
-            save(result, paths["bdmc"])
+            save(main_result(result, "bdmc"), paths["bdmc"])
         _finish_checkpoint(args, shard)
         if shard.is_main:
             _report({"bdmc": result}, paths)

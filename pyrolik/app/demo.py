@@ -29,13 +29,16 @@ import math
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
 
 import pyrolik
 from pyrolik.app.progress import StageProgress
+from pyrolik.execution.distributed import main_result
 from pyrolik.execution.threads import set_threads
 
 __all__ = ["run", "main", "SETTINGS", "GAP_WARN"]
@@ -63,6 +66,11 @@ def _models():
     except ImportError:  # a source checkout run without installing
         import models
     return models
+
+
+def _decode_z(model: Any) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+    """``latents -> model.decode(latents["z"])``: a decoder model's mean image at its latents."""
+    return lambda latents: model.decode(latents["z"])
 
 
 def _encoder_steps(num_steps: int) -> int:
@@ -153,13 +161,15 @@ def run(
     split = train_digits.digits_split(dtype=torch.float32)  # the split the checkpoints used
     x, valid = split.test[:s["num_examples"]], split.valid[:200]
     hmc = pyrolik.HMC(num_leapfrog=NUM_LEAPFROG)
-    common = dict(seed=seed, progress=False)
+    common: dict[str, Any] = dict(seed=seed, progress=False)
     rows, figs, notes = [], {}, []
     plan = _plan(s)
     bar = StageProgress([(label, w) for *_, label, w in plan], enabled=progress,
                         name="pyrolik demo")
-    loaded: dict[str, object] = {}
-    sandwich = ais = None
+    loaded: dict[str, Any] = {}
+    sandwich: pyrolik.BDMCResult | None = None
+    ais: pyrolik.AISResult | None = None
+    result: pyrolik.EstimateResult
     try:
         for kind, stage, _label, _w in plan:
             name = kind.upper()
@@ -169,32 +179,36 @@ def run(
             with bar.stage():
                 t0 = time.perf_counter()
                 if stage == "bdmc":
-                    sandwich = pyrolik.bdmc(model, s["num_simulated"], data_shape=(PIXELS,),
-                                            num_steps=s["num_steps"], num_chains=s["num_chains"],
-                                            kernel=hmc, **common)
+                    sandwich = main_result(pyrolik.bdmc(
+                        model, s["num_simulated"], data_shape=(PIXELS,), num_steps=s["num_steps"],
+                        num_chains=s["num_chains"], kernel=hmc, **common), "bdmc")
                     pyrolik.save(sandwich, out / f"{kind}_bdmc.nc")
                     notes += [(f"{name} BDMC", w) for w in sandwich.warnings()]
                     continue
                 if stage == "ais":
-                    result = ais = pyrolik.ais(model, x, num_steps=s["num_steps"],
-                                              num_chains=s["num_chains"], kernel=hmc, **common)
+                    result = ais = main_result(pyrolik.ais(
+                        model, x, num_steps=s["num_steps"], num_chains=s["num_chains"], kernel=hmc,
+                        **common), "ais")
                 elif stage == "ais+encoder":
-                    result = pyrolik.ais(model, x, num_steps=_encoder_steps(s["num_steps"]),
-                                         num_chains=s["num_chains"], kernel=hmc, init=model.guide,
-                                         **common)
+                    result = main_result(pyrolik.ais(
+                        model, x, num_steps=_encoder_steps(s["num_steps"]),
+                        num_chains=s["num_chains"], kernel=hmc, init=model.guide, **common), "ais")
                 elif stage == "iwae":
-                    result = pyrolik.iwae(model, model.guide, x, num_samples=s["iwae_samples"],
-                                          **common)
+                    result = main_result(pyrolik.iwae(
+                        model, model.guide, x, num_samples=s["iwae_samples"], **common), "iwae")
                 elif stage == "lw":
-                    result = pyrolik.likelihood_weighting(model, x, num_samples=s["lw_samples"],
-                                                          **common)
+                    result = main_result(pyrolik.likelihood_weighting(
+                        model, x, num_samples=s["lw_samples"], **common), "likelihood_weighting")
                 else:
                     samples = model.sample(s["kde_samples"], torch.Generator().manual_seed(seed))
                     grid = torch.logspace(math.log10(0.02), math.log10(0.5), 12).tolist()
                     result = pyrolik.kde(samples, x, bandwidth=grid, validation=valid,
                                          progress=False)
                 seconds = time.perf_counter() - t0
-            gap = sandwich.gap if stage == "ais" else None
+            gap = None
+            if stage == "ais":
+                assert sandwich is not None  # each kind's BDMC stage runs before its AIS
+                gap = sandwich.gap
             row = _row(name, result, seconds, gap)
             rows.append(row)
             suffix = result.method + ("_encoder" if stage == "ais+encoder" else "")
@@ -202,11 +216,13 @@ def run(
             label = f"{name} {_SHORT.get(row['estimator'], row['estimator'])}"
             notes += [(label, w) for w in result.warnings()]
             if stage == "ais" and kind == "vae":
-                figs["bdmc_vae.png"] = pyrolik.plots.plot_bdmc(sandwich).figure
-                figs["diagnostics_vae_ais.png"] = pyrolik.plots.plot_diagnostics(ais)
+                assert sandwich is not None and ais is not None
+                figs["bdmc_vae.png"] = pyrolik.diagnostics.plots.plot_bdmc(sandwich).figure
+                figs["diagnostics_vae_ais.png"] = pyrolik.diagnostics.plots.plot_diagnostics(ais)
             if stage == "ais" and kind == "gan":
-                figs["posterior_gan.png"] = pyrolik.plot_posterior_decodings(
-                    ais, lambda lat, m=model: m.decode(lat["z"]),
+                assert ais is not None
+                figs["posterior_gan.png"] = pyrolik.diagnostics.plots.plot_posterior_decodings(
+                    ais, _decode_z(model),
                     examples=range(min(4, s["num_examples"])), num_samples=8, image_shape=(8, 8))
     finally:
         bar.close()

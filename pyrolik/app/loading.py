@@ -53,6 +53,8 @@ def _import_file(path: Path) -> ModuleType:
     if folder not in sys.path:
         sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(name, path.resolve())
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}: Python finds no loader for it; give a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:

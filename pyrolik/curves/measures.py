@@ -104,9 +104,10 @@ def validation_loss(curve: LossDataCurve, n: int) -> float:
 def validation_accuracy(curve: LossDataCurve, n: int) -> float:
     """VA: the seed-averaged validation accuracy at grid size ``n``."""
     c = _upto(curve, n)
-    if c.accuracy is None:
+    mean = c.mean_accuracy
+    if mean is None:
         raise ValueError(f"curve {c.name!r} has no accuracy; build it with accuracy=")
-    return float(c.mean_accuracy[-1])
+    return float(mean[-1])
 
 
 def mi_proxy(curve: LossDataCurve) -> float:

@@ -190,7 +190,7 @@ def train_probes_loop(
         window = torch.arange(min(batch_size, n), device=x.device)
         for step in range(num_steps):
             pos = full if n <= batch_size else (step * batch_size + window) % n
-            logits = F.linear(_hidden(prm, xp[pos]), prm.get("w", prm.get("w2")),
+            logits = F.linear(_hidden(prm, xp[pos]), prm["w"] if "w" in prm else prm["w2"],
                               prm.get("b", prm.get("b2")))
             loss = F.cross_entropy(logits, yp[pos])
             opt.zero_grad(set_to_none=True)

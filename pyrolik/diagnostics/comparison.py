@@ -13,7 +13,7 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -120,7 +120,9 @@ class Comparison:
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
-    def to_arviz(self, score: str = "log", method: str = "stacking") -> pd.DataFrame:
+    def to_arviz(self, score: str = "log",
+                 method: Literal["stacking", "BB-pseudo-BMA", "pseudo-BMA"] = "stacking",
+                 ) -> pd.DataFrame:
         r"""``arviz.compare`` on the per-example scores: ELPD differences, ``dse`` and weights.
 
         The per-example held-out log scores are handed to ArviZ as precomputed pointwise ELPDs
@@ -175,7 +177,8 @@ def _evidences(models: tuple, names: Sequence[str] | None) -> tuple[list[str], l
 def _as_scores(obj: Any, y: Any, rules: Sequence[str]) -> dict[str, np.ndarray]:
     if y is not None:
         return {rule: SCORES[rule](obj, y) for rule in rules}
-    values = getattr(obj, "log_likelihood", obj)
+    # a BDMC sandwich is compared at its midpoint (a note says so)
+    values = obj.midpoint if hasattr(obj, "midpoint") else getattr(obj, "log_likelihood", obj)
     if hasattr(values, "detach"):
         values = values.detach().cpu().numpy()
     arr = np.asarray(values, dtype=np.float64)
@@ -367,13 +370,14 @@ def compare(
         if unknown:
             raise ValueError(f"unknown scoring rule(s) {unknown}; choose from {sorted(SCORES)}")
     entries = _entries(models, names, y, rules, gaps)
-    pair_rows, table_rows = [], []
+    pair_rows: list[dict[str, Any]] = []
+    table_rows: list[dict[str, Any]] = []
     pcol = "t_pvalue" if test == "t" else "wilcoxon_pvalue"
     for rule in rules:
-        rows = []
+        rows: list[dict[str, Any]] = []
         for i, a in enumerate(entries):
             for b in entries[i + 1:]:
-                row = {"score": rule, "model_a": a.name, "model_b": b.name}
+                row: dict[str, Any] = {"score": rule, "model_a": a.name, "model_b": b.name}
                 row.update(_pair_stats(a.scores[rule], b.scores[rule], level))
                 row["gap_a"], row["gap_b"] = a.gap, b.gap
                 rows.append(row)

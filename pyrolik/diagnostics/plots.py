@@ -13,21 +13,24 @@ Diagnostics come from :mod:`pyrolik.diagnostics.checks`; what the panels mean:
   is the trap of a stale density cache, ``PEERS.md``), and the running estimate of
   :math:`\log Z_\beta`;
 - BDMC: per example the lower and upper bounds with the gap between them (Grosse et al. 2015); the
-  bounds against the number of steps are :func:`pyrolik.plot_bdmc_convergence`.
+  bounds against the number of steps are :func:`pyrolik.diagnostics.plots.plot_bdmc_convergence`.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from torch import Tensor
 
 from pyrolik.advice import KHAT_WARN
 from pyrolik.advice import MIN_WEIGHTS as KHAT_MIN_WEIGHTS
 from pyrolik.diagnostics.checks import temperature_trace
-from pyrolik.diagnostics.stats import log_mean_exp
+from pyrolik.infer.convergence import plot_bdmc_convergence
+from pyrolik.infer.posterior import plot_posterior_decodings
+from pyrolik.ops.stats import log_mean_exp
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
 __all__ = ["plot_log_weights", "plot_ess", "plot_khat", "plot_annealing", "plot_bdmc",
-           "plot_bandwidth", "plot_diagnostics"]
+           "plot_bandwidth", "plot_diagnostics", "plot_bdmc_convergence", "plot_posterior_decodings"]
 
 FORWARD, REVERSE = "C0", "C3"
 
@@ -48,7 +51,7 @@ def _integer_ticks(ax) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _weights_of(result: EstimateResult):
+def _weights_of(result: EstimateResult) -> Tensor:
     if result.log_weights is None:
         raise ValueError(f"the {result.method} result kept no log-weights (KDE has none; IWAE and "
                          "likelihood weighting keep them with keep_weights=True)")
@@ -142,12 +145,13 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
     """
     ax = _axes(ax)
     parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
+    khats = []
     for part in parts:
         if part.khat is None:
             raise ValueError(f"the {part.method} result has no k-hat (KDE has no weights)")
-    if any(np.isfinite(part.khat.double().numpy()).any() for part in parts):
-        for part, color in zip(parts, (FORWARD, REVERSE), strict=False):
-            khat = part.khat.double().numpy()
+        khats.append(part.khat.double().numpy())
+    if any(np.isfinite(khat).any() for khat in khats):
+        for part, khat, color in zip(parts, khats, (FORWARD, REVERSE), strict=False):
             ax.scatter(np.arange(len(khat)), np.where(np.isfinite(khat), khat, np.nan),
                        marker="+", color=color, label=_label(part))
         for level, style in ((0.5, ":"), (KHAT_WARN, "-."), (1.0, "--")):
@@ -168,7 +172,7 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
         lw = _weights_of(part)
         share = (lw.max(0).values - (log_mean_exp(lw) + np.log(lw.shape[0]))).exp().numpy()
         ax.plot(np.arange(len(share)), share, "o", ms=3, color=color, label=_label(part))
-    k = parts[0].log_weights.shape[0]
+    k = _weights_of(parts[0]).shape[0]
     ax.axhline(1.0 / k, color="0.5", ls=":", lw=1, label=f"1/{k}: weights equal")
     ax.axhline(0.5, color="C1", ls="-.", lw=1, label="one chain carries half")
     ax.set_ylim(0, 1.05)
@@ -198,6 +202,7 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     for run, color in runs:
         df = temperature_trace(run)
         tr = run.trace
+        assert tr is not None  # temperature_trace raised otherwise
         beta = df["beta"].to_numpy()
         acc = tr["acceptance_rate"].double().mean(1).numpy()  # (R, N)
         eps = tr["step_size"].double().mean(1).numpy()
@@ -229,7 +234,7 @@ def plot_bdmc(result: BDMCResult, *, ax=None):
     bound, examples sorted by gap (tick labels are the example indices).
 
     For the bounds against the number of annealing steps over several runs, use
-    :func:`pyrolik.bdmc_convergence` and :func:`pyrolik.plot_bdmc_convergence`.
+    :func:`pyrolik.bdmc_convergence` and :func:`pyrolik.diagnostics.plots.plot_bdmc_convergence`.
     """
     if not isinstance(result, BDMCResult):
         raise TypeError(f"plot_bdmc needs a BDMCResult, got {type(result).__name__}")
@@ -298,6 +303,6 @@ def plot_diagnostics(result: EstimateResult | BDMCResult):
                    va="center", transform=first.transAxes)
     plot_ess(result, ax=fig.add_subplot(grid[0, 1]))
     plot_khat(result, ax=fig.add_subplot(grid[0, 2]))
-    if is_ais:
+    if is_ais and isinstance(result, AISResult | BDMCResult):
         plot_annealing(result, axes=[fig.add_subplot(grid[1, j]) for j in range(3)])
     return fig

@@ -26,6 +26,7 @@ __all__ = [
     "affine_log_density",
     "discrete_log_prob_bound",
     "nll_bits_per_dim",
+    "observed_dims",
 ]
 
 LN2 = math.log(2.0)
@@ -36,6 +37,40 @@ def _positive_int(name: str, value: Any) -> int:
         raise ValueError(f"{name} must be a positive int (the number of data dimensions); "
                          f"got {value!r}")
     return int(value)
+
+
+def _dims(name: str, value: Any) -> Any:
+    """A positive int, or per-example counts (an array or tensor of positive whole numbers, e.g.
+    :func:`observed_dims` or ``result.observed_dims``) that divide elementwise."""
+    if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim > 0:
+        arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
+        if not (np.all(arr >= 1) and np.all(arr == np.round(arr))):
+            raise ValueError(f"{name} must hold positive whole numbers (the entries each example "
+                             f"observes); got values from {arr.min()!r} to {arr.max()!r}: an "
+                             "example that observes nothing has no bits/dim, leave it out")
+        return value
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        value = value.item()
+    return _positive_int(name, value)
+
+
+def observed_dims(model: Any, x: Any, *, model_args: tuple = (),
+                  model_kwargs: dict | None = None) -> torch.Tensor:
+    r"""``(N,)``: the entries of each example that ``model``'s observed sites score, the :math:`D_n`
+    that bits/dim divides by.
+
+    Masked entries (``poutine.mask``, ``.mask(m)``, ``obs_mask=``, ragged sequences) are not
+    observed; a gathered observation (``obs=x[:, idx]``) observes the entries it reads; every
+    observed site counts (one per time step, slices of ``x``). For a model that observes all of
+    ``x`` once, every entry is ``x[0].numel()``. Results carry the same count
+    (``result.observed_dims``), and ``summary()`` divides by it.
+    """
+    from pyrolik.model.target import make_target  # the model layer, only where a model is given
+
+    counts = make_target(model, x, 1, model_args=model_args, model_kwargs=model_kwargs).num_observed
+    if counts is None:  # discovery always counts; a target built otherwise has no count
+        raise ValueError("the model's observed entries could not be counted")
+    return counts
 
 
 def nats_to_bits(nats: Any) -> Any:
@@ -54,15 +89,16 @@ def nats_to_bits_per_dim(nats: Any, num_dims: int) -> Any:
     .. math:: \text{bits/dim} = \frac{n}{D \ln 2}
 
     Apply it to an NLL (positive) to get the usual bits/dim figure; a log-likelihood gives its
-    negation. For images the NLL must first be of the *discrete* data, see
+    negation. ``num_dims`` may be per example, :math:`D_n` (:func:`observed_dims`: the entries a
+    masked model observes), dividing elementwise. For images the NLL must first be of the *discrete* data, see
     :func:`nll_bits_per_dim`.
     """
-    return nats / (_positive_int("num_dims", num_dims) * LN2)
+    return nats / (_dims("num_dims", num_dims) * LN2)
 
 
 def bits_per_dim_to_nats(bits_per_dim: Any, num_dims: int) -> Any:
     r"""Bits per dimension back to nats per example: :math:`n = \text{bits/dim} \cdot D \ln 2`."""
-    return bits_per_dim * _positive_int("num_dims", num_dims) * LN2
+    return bits_per_dim * _dims("num_dims", num_dims) * LN2
 
 
 def rescale_log_density(log_p_scaled: Any, scale: Any, num_dims: int | None = None) -> Any:
@@ -169,7 +205,7 @@ def discrete_log_prob_bound(
     levels : int
         :math:`L`, 256 for 8-bit images.
     """
-    d = _positive_int("num_dims", num_dims)
+    d = _dims("num_dims", num_dims)
     levels = _positive_int("levels", levels)
     return log_p_dequantized - d * math.log(levels) if rescaled else log_p_dequantized
 

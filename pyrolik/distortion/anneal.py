@@ -71,7 +71,7 @@ def sigma_curve(
         Pyro model (the README's model convention) whose observed sites are ``Normal`` (a
         Bernoulli or other observation site raises ``ValueError``: use :func:`rate_distortion`
         with a ``distortion``).
-    x : torch.Tensor, shape (N, *event_shape)
+    x : torch.Tensor, shape ``(N, *event_shape)``
         Observations.
     sigmas : sequence of float
         The grid (any order; all positive).

@@ -40,6 +40,7 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count
+from pyrolik.distortion.export import bdmc_fields, bdmc_to_datatree
 from pyrolik.distortion.schedule import (
     grid_from_betas,
     grid_from_sigmas,
@@ -47,12 +48,13 @@ from pyrolik.distortion.schedule import (
     merge_grid,
     sigma_of,
 )
+from pyrolik.execution.distributed import main_result
 from pyrolik.infer.latents import expand_latents, latents_to_flat
 from pyrolik.infer.sandwich import bdmc
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.distortion import DistortionFn, distortion_model
 from pyrolik.model.target import make_target
-from pyrolik.results_format import Summary
+from pyrolik.results.table import Summary
 
 __all__ = ["distortion_bdmc", "DistortionBDMC"]
 
@@ -76,7 +78,7 @@ class DistortionBDMC:
     seed: int | None = None
     wall_time: float = float("nan")
 
-    exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.export.to_datatree call ours
+    exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.io.export.to_datatree call ours
 
     @property
     def sigmas(self) -> Tensor | None:
@@ -128,22 +130,18 @@ class DistortionBDMC:
 
     def warnings(self) -> list[str]:
         """Each checked point's BDMC warnings (a gap above 1 nat among them), in plain words."""
-        names = (self.sigmas if self.mode == "gaussian" else self.betas).tolist()
+        names = (sigma_of(self.betas) if self.mode == "gaussian" else self.betas).tolist()
         what = "sigma" if self.mode == "gaussian" else "beta"
         return [f"at {what} {v:.4g}: {w}" for v, res in zip(names, self.results, strict=True)
                 for w in res.warnings()]
 
     def to_datatree(self):
         """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.distortion.export`)."""
-        from pyrolik.distortion.export import bdmc_to_datatree
-
         return bdmc_to_datatree(self)
 
     @classmethod
     def from_datatree(cls, tree) -> DistortionBDMC:
         """Rebuild from :meth:`to_datatree`'s output (``pyrolik.load`` calls this)."""
-        from pyrolik.distortion.export import bdmc_fields
-
         return cls(**bdmc_fields(tree))
 
 
@@ -193,6 +191,7 @@ def distortion_bdmc(
             raise ValueError("sigmas= means the squared error; pass betas= with a distortion")
         grid, _ = grid_from_sigmas(sigmas)
     else:
+        assert betas is not None  # exactly one of the two, checked above
         grid = grid_from_betas(betas)
     mode = "gaussian" if distortion is None else "user"
     beta_max = float(grid[-1])
@@ -220,9 +219,10 @@ def distortion_bdmc(
               else distortion_model(model, distortion=distortion, beta_max=beta))
         sub = path[: int(steps[j]) + 1] / path[steps[j]]
         sub[-1] = 1.0
-        res = bdmc(dm, num_examples, data_shape=data_shape, num_steps=None, num_chains=num_chains,
-                   schedule=sub, kernel=kernel, data=given.get(j), model_args=model_args,
-                   model_kwargs=kwargs, seed=seed, batch_size=batch_size, progress=progress)
+        res = main_result(bdmc(
+            dm, num_examples, data_shape=data_shape, num_steps=None, num_chains=num_chains,
+            schedule=sub, kernel=kernel, data=given.get(j), model_args=model_args,
+            model_kwargs=kwargs, seed=seed, batch_size=batch_size, progress=progress), "bdmc")
         x = res.x
         num_values = dm.num_values(x, *model_args, **kwargs)
         constant = num_values * dm.offset

@@ -40,9 +40,10 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from pyrolik.diagnostics.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
+from pyrolik.distortion.export import curve_fields, curve_to_datatree
 from pyrolik.distortion.schedule import log_normal_constant, sigma_of
-from pyrolik.results_format import Summary
+from pyrolik.ops.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
+from pyrolik.results.table import Summary
 
 __all__ = ["DistortionCurve", "SigmaChoice", "OptimalSigma", "OPTIMAL_SIGMA_WARNING"]
 
@@ -58,7 +59,7 @@ class SigmaChoice(NamedTuple):
     """The best fixed sigma over the examples and the whole curve (nats)."""
 
     sigma: float
-    index: int
+    index: int  # type: ignore[assignment]  # the grid index; shadows tuple.index on purpose
     sigmas: Tensor  # (m,)
     mean_log_likelihood: Tensor  # (m,)
     stderr: Tensor  # (m,) over examples
@@ -125,7 +126,7 @@ class DistortionCurve:
     settings: dict[str, Any] = field(default_factory=dict)
     wall_time: float = float("nan")
 
-    exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.export.to_datatree call ours
+    exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.io.export.to_datatree call ours
     optimal_sigma_warning: ClassVar[str] = OPTIMAL_SIGMA_WARNING
 
     # -- per example ----------------------------------------------------------------------------
@@ -203,12 +204,16 @@ class DistortionCurve:
         """``(m,)`` standard error over the examples of :attr:`mean_log_likelihood`."""
         return _se(self._gaussian_only("stderr"))
 
-    def _gaussian_only(self, what: str) -> Tensor:
-        """:attr:`log_likelihood` of the examples that did not fail."""
-        if self.log_likelihood is None:
+    def _gaussian(self, what: str) -> tuple[Tensor, Tensor]:
+        """``(sigmas, log_likelihood)`` of every example; only the Gaussian mode defines them."""
+        if self.log_likelihood is None or self.sigmas is None:
             raise ValueError(f"{what} needs the Gaussian mode (sigma curve): this curve was run "
                              "with a user distortion, which defines rate and distortion only")
-        return self.log_likelihood[:, ~self.failed]
+        return self.sigmas, self.log_likelihood
+
+    def _gaussian_only(self, what: str) -> Tensor:
+        """:attr:`log_likelihood` of the examples that did not fail."""
+        return self._gaussian(what)[1][:, ~self.failed]
 
     def best_sigma(self) -> SigmaChoice:
         """The grid sigma with the best mean log-likelihood over these examples.
@@ -216,10 +221,11 @@ class DistortionCurve:
         Choose it on *validation* examples and evaluate on others: chosen on the evaluated data it
         inflates the score (Wu et al. 2017, section 5.3.2).
         """
+        sigmas = self._gaussian("best_sigma")[0]
         ll = self._gaussian_only("best_sigma")
         mean = ll.mean(-1)
         i = int(torch.argmax(mean))
-        return SigmaChoice(float(self.sigmas[i]), i, self.sigmas, mean, self.stderr, ll)
+        return SigmaChoice(float(sigmas[i]), i, sigmas, mean, self.stderr, ll)
 
     def optimal_sigma(self, fixed_sigma: float | None = None) -> OptimalSigma:
         """Sigma tuned independently for each example (Table 3 of Wu et al. 2017).
@@ -230,19 +236,18 @@ class DistortionCurve:
         ``fixed_sigma``: the comparison (a grid sigma, e.g. chosen on validation data with
         :meth:`best_sigma`); default: the best fixed sigma on these examples.
         """
-        self._gaussian_only("optimal_sigma")
-        ll = self.log_likelihood  # every example; a failed one gets NaN rows
+        sigmas, ll = self._gaussian("optimal_sigma")  # every example; a failed one gets NaN rows
         best = torch.argmax(torch.nan_to_num(ll, nan=-math.inf), dim=0)
         if fixed_sigma is None:
             j = self.best_sigma().index
         else:
-            close = torch.isclose(self.sigmas, torch.tensor(float(fixed_sigma), dtype=torch.float64))
+            close = torch.isclose(sigmas, torch.tensor(float(fixed_sigma), dtype=torch.float64))
             if not close.any():
                 raise ValueError(f"fixed_sigma={fixed_sigma} is not on the grid "
-                                 f"{[round(float(s), 6) for s in self.sigmas]}")
+                                 f"{[round(float(s), 6) for s in sigmas]}")
             j = int(close.nonzero()[0])
         opt = ll.gather(0, best.unsqueeze(0)).squeeze(0)
-        return OptimalSigma(self.sigmas[best], opt, float(self.sigmas[j]), ll[j], opt - ll[j],
+        return OptimalSigma(sigmas[best], opt, float(sigmas[j]), ll[j], opt - ll[j],
                             OPTIMAL_SIGMA_WARNING)
 
     # -- tables -----------------------------------------------------------------------------------
@@ -252,9 +257,10 @@ class DistortionCurve:
         ok = ~self.failed
         cols: dict[str, Any] = {"beta": self.betas}
         if self.mode == "gaussian":
-            cols["sigma"] = self.sigmas
-            cols["log p_sigma(x) [nats]"] = self.log_likelihood[:, ok].mean(-1)
-            cols["stderr"] = _se(self.log_likelihood[:, ok])
+            sigmas, ll = self._gaussian("summary")
+            cols["sigma"] = sigmas
+            cols["log p_sigma(x) [nats]"] = ll[:, ok].mean(-1)
+            cols["stderr"] = _se(ll[:, ok])
         cols["log Z_beta"] = self.log_z[:, ok].mean(-1)
         cols["mean MCSE"] = self.mcse[:, ok].mean(-1)
         cols["min ESS"] = self.ess[:, ok].min(-1).values if ok.any() else self.betas * math.nan
@@ -286,15 +292,11 @@ class DistortionCurve:
     # -- export -----------------------------------------------------------------------------------
     def to_datatree(self):
         """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.distortion.export`)."""
-        from pyrolik.distortion.export import curve_to_datatree
-
         return curve_to_datatree(self)
 
     @classmethod
     def from_datatree(cls, tree) -> DistortionCurve:
         """Rebuild a curve from :meth:`to_datatree`'s output (``pyrolik.load`` calls this)."""
-        from pyrolik.distortion.export import curve_fields
-
         return cls(**curve_fields(tree))
 
     def to_dataset(self):

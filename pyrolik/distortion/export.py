@@ -32,8 +32,8 @@ import numpy as np
 import torch
 import xarray as xr
 
-from pyrolik.io.datatree import _versions, to_datatree
 from pyrolik.io.netcdf import from_datatree
+from pyrolik.results.datatree import _versions, to_datatree
 
 __all__ = ["curve_to_datatree", "curve_fields", "bdmc_to_datatree", "bdmc_fields"]
 
@@ -57,7 +57,8 @@ def curve_to_datatree(curve: Any) -> xr.DataTree:
                    "rate": curve.rate}
     if curve.mode == "gaussian":
         per_example["log_likelihood"] = curve.log_likelihood
-    data = {name: (("beta", "example"), _np(v)) for name, v in per_example.items()}
+    data: dict[str, tuple[tuple[str, ...], np.ndarray]] = {
+        name: (("beta", "example"), _np(v)) for name, v in per_example.items()}
     for name in ("log_z", "distortion", "rate") + (("log_likelihood",) if curve.mode == "gaussian"
                                                    else ()):
         data[f"{name}_mean"] = (("beta",), _np(per_example[name].mean(-1)))
@@ -124,8 +125,9 @@ def bdmc_to_datatree(result: Any) -> xr.DataTree:
                               "example": np.arange(result.lower.shape[-1])}
     if result.mode == "gaussian":
         coords["sigma"] = ("beta", _np(result.sigmas))
-    data = {name: (("beta", "example"), _np(getattr(result, name)))
-            for name in ("lower", "upper", "distortion", "rate_lower", "rate_upper")}
+    data: dict[str, tuple[tuple[str, ...], np.ndarray]] = {
+        name: (("beta", "example"), _np(getattr(result, name)))
+        for name in ("lower", "upper", "distortion", "rate_lower", "rate_upper")}
     data["gap"] = (("beta",), _np(result.gap))
     data["gap_stderr"] = (("beta",), _np(result.gap_stderr))
     tree = xr.DataTree.from_dict({"bdmc": xr.Dataset(data, coords=coords)})

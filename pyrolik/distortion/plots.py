@@ -73,9 +73,11 @@ def plot_optimal_sigma(curve: DistortionCurve, fixed_sigma: float | None = None,
     """Per-example log p_sigma(x) curves (thin), the fixed sigma (dashed) and each example's best
     sigma (dots): Table 3 as a picture. The dots are not log-likelihoods of a model."""
     ax = _axes(ax)
-    opt = curve.optimal_sigma(fixed_sigma)
-    s = curve.sigmas.numpy()
-    ll = curve.log_likelihood
+    opt = curve.optimal_sigma(fixed_sigma)  # raises unless the curve is in the Gaussian mode
+    sigmas, ll = curve.sigmas, curve.log_likelihood
+    if sigmas is None or ll is None:
+        raise ValueError("optimal sigmas need the Gaussian mode (pyrolik.sigma_curve)")
+    s = sigmas.numpy()
     centred = (ll - opt.fixed_log_likelihood).numpy()  # relative to the fixed sigma, per example
     ax.plot(s, centred, color="tab:blue", alpha=0.25, lw=0.7)
     ax.plot(opt.sigma.numpy(), opt.improvement.numpy(), "o", color="tab:red", ms=3,

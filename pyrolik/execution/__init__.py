@@ -1,1 +1,1 @@
-"""Running an estimator: batches with their own random streams, processes, faults."""
+"""Running an estimator: batches with their own random streams, processes, faults, checkpoints."""

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 
 __all__ = ["Shard", "current_shard", "broadcast_seed", "gather_batches", "init_from_env",
-           "is_torchrun", "map_tensors"]
+           "is_torchrun", "map_tensors", "main_result"]
+
+_R = TypeVar("_R")
 
 
 class Shard(NamedTuple):
@@ -87,7 +89,7 @@ def gather_batches(parts: dict[int, Any], shard: Shard, device: torch.device
     cpu = {k: map_tensors(v, lambda t: t.detach().cpu()) for k, v in parts.items()}
     out: list[Any] | None = [None] * shard.world_size if shard.is_main else None
     torch.distributed.gather_object(cpu, out, dst=0)
-    if not shard.is_main:
+    if out is None:  # not rank 0
         return None
     merged: dict[int, Any] = {}
     for d in out:
@@ -117,6 +119,20 @@ def init_from_env(device: str | torch.device, backend: str = "auto") -> tuple[Sh
     if backend == "auto":
         backend = "nccl" if device.type == "cuda" else "gloo"
     if not dist.is_initialized():
-        kwargs = {"device_id": device} if backend == "nccl" else {}
+        kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
         dist.init_process_group(backend=backend, **kwargs)
     return Shard(dist.get_rank(), dist.get_world_size()), device
+
+
+def main_result(result: _R | None, estimator: str) -> _R:
+    """The result of an estimator run with ``distributed=False`` (or on rank 0): never ``None``.
+
+    Estimators return ``None`` only on the non-zero ranks of a ``distributed=True`` run; code that
+    runs them in one process states that here, and a ``None`` raises instead of travelling on.
+    """
+    if result is None:
+        raise RuntimeError(
+            f"{estimator} returned None, which only the non-zero ranks of a distributed=True run "
+            "do: run it with distributed=False, or use the result on rank 0"
+        )
+    return result

@@ -15,11 +15,9 @@ from collections.abc import Iterator
 
 import torch
 
+from pyrolik.exceptions import FailedExamplesWarning
+
 __all__ = ["FailedExamplesWarning", "warn_failed", "oom_advice", "is_out_of_memory"]
-
-
-class FailedExamplesWarning(RuntimeWarning):
-    """Some examples got a non-finite estimate (the model returned NaN or inf for them)."""
 
 
 def warn_failed(result, what: str | None = None, stacklevel: int = 3) -> None:

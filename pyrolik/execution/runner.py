@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from pyrolik.execution.batches import Batch, batches
+from pyrolik.execution.checkpoint import Checkpoint
 from pyrolik.execution.distributed import Shard, gather_batches
 from pyrolik.execution.faults import oom_advice
-from pyrolik.io.checkpoint import Checkpoint
 
 __all__ = ["run_batches", "Work"]
 

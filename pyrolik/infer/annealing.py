@@ -72,7 +72,7 @@ def ais(
     ----------
     model : callable
         Pyro model ``model(x, *model_args, **model_kwargs)`` (the model convention of the README).
-    x : torch.Tensor, shape (N, *event_shape)
+    x : torch.Tensor, shape ``(N, *event_shape)``
         Observations; the model's data plate runs over dim 0.
     num_steps : int
         Annealing steps T (transitions); ``None`` when ``schedule`` is a tensor.
@@ -104,7 +104,7 @@ def ais(
         Save the run's state to this file every ``checkpoint_every`` steps and after every batch
         (atomically); if the file exists, resume from it. The result is bit-identical (on CPU) to
         an uninterrupted run. A checkpoint of another run (model, parameters, data, settings or
-        seed) raises ``ValueError``. See :mod:`pyrolik.io.checkpoint`.
+        seed) raises ``ValueError``. See :mod:`pyrolik.execution.checkpoint`.
     checkpoint_every : int
         Annealing steps between checkpoints.
     distributed : bool

@@ -17,7 +17,7 @@ Latents are tensors (RBM: ``(C, H)`` for ``C`` chains) or ``{site: tensor}`` dic
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple, TypeAlias, Union
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import Tensor
@@ -25,6 +25,7 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import validate_data
 from pyrolik.model import sampling as _pyro
+from pyrolik.ops.types import Latents
 
 __all__ = [
     "AlternatingChain",
@@ -36,7 +37,6 @@ __all__ = [
     "prior_samples",
 ]
 
-Latents: TypeAlias = Union[Tensor, Mapping[str, Tensor]]  # noqa: UP007
 
 
 class AlternatingChain(NamedTuple):
@@ -92,9 +92,11 @@ def _tree_map(fn: Callable[[Tensor], Tensor], tree: Latents) -> Latents:
 
 
 def _stack(trees: list[Latents]) -> Latents:
+    # one chain's draws are all dicts or all tensors
     if isinstance(trees[0], Mapping):
-        return {k: torch.stack([t[k] for t in trees]) for k in trees[0]}
-    return torch.stack(trees)
+        dicts = cast(list[Mapping[str, Tensor]], trees)
+        return {k: torch.stack([t[k] for t in dicts]) for k in dicts[0]}
+    return torch.stack(cast(list[Tensor], trees))
 
 
 def _check_counts(**counts: int) -> None:

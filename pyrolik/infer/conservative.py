@@ -16,10 +16,11 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
-from pyrolik.diagnostics.stats import RunningLogWeights
 from pyrolik.execution.batches import progress_bar
 from pyrolik.infer.chains import Latents, as_chain, sample_chain
 from pyrolik.model import sampling as _pyro
+from pyrolik.model.target import make_target
+from pyrolik.ops.stats import RunningLogWeights
 from pyrolik.results import EstimateResult
 
 __all__ = ["csl", "biased_csl"]
@@ -41,6 +42,11 @@ def _resolve(fn: Any, is_dict: bool, model_args: tuple, model_kwargs: dict | Non
         log_obs = _pyro.model_log_obs(fn, model_args, model_kwargs)
         return lambda x, h: log_obs(x, h, per_example)
     return fn
+
+
+def _is_pyro_model(fn: Any, first: Latents) -> bool:
+    """Whether :func:`_resolve` read ``fn`` as a Pyro model (latents by site, no ``log_obs``)."""
+    return isinstance(first, Mapping) and not callable(getattr(fn, "log_obs", None))
 
 
 def _chunks(latents: Latents | Iterable[Latents], chunk_size: int):
@@ -102,7 +108,7 @@ def csl(
         One of: ``log_obs_fn(x, h) -> (S, N)``, the matrix :math:`\log P(x_n \mid h_s)`;
         an object with such a ``log_obs`` method (e.g. ``models.oracles.rbm.RBM``); or a Pyro model
         following the API convention, recognised by ``latents`` being ``{site: tensor}`` dicts.
-    x : Tensor, shape (N, *event_shape)
+    x : Tensor, shape ``(N, *event_shape)``
         Test examples.
     latents : Tensor, dict of Tensors, or an iterable of either (chunks)
         Samples of shape ``(S, *latent_shape)`` shared by all examples, or with
@@ -182,9 +188,13 @@ def csl(
     if khat and (known is not None or keep_log_weights):
         khat_values = running.khat()
     else:
-        khat_values = torch.full_like(running.lse, float("nan"))
+        khat_values = torch.full_like(running.log_mean, float("nan"))
+    # a Pyro model: bits/dim divides by the entries it observes (masks included)
+    num_observed = (make_target(log_obs_fn_or_model, x, 1, model_args=model_args,
+                                model_kwargs=model_kwargs).num_observed
+                    if _is_pyro_model(log_obs_fn_or_model, first) else None)
     return EstimateResult(
-        method="csl", log_likelihood=running.log_mean, bound="lower",
+        method="csl", num_observed=num_observed, log_likelihood=running.log_mean, bound="lower",
         log_weights=running.log_weights, ess=running.ess, mcse=running.mcse, khat=khat_values, x=x,
         settings={"num_samples": running.count, "chunk_size": chunk_size,
                   "per_example": per_example},
@@ -221,7 +231,7 @@ def biased_csl(
     ----------
     log_obs_fn_or_model : callable or object
         As in :func:`csl`; a function receives per-example latents ``(S, N, *latent_shape)``.
-    x : Tensor, shape (N, *event_shape)
+    x : Tensor, shape ``(N, *event_shape)``
         Test examples; every chain starts at one of them.
     chain : AlternatingChain or RBM-like
         :func:`pyrolik.infer.chains.block_gibbs` (an RBM object is accepted directly) or

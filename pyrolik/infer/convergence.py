@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from pyrolik._validate import check_count
+from pyrolik.execution.distributed import main_result
 from pyrolik.infer.sandwich import Simulated, bdmc, simulate
 
 __all__ = ["bdmc_convergence", "plot_bdmc_convergence"]
@@ -48,8 +49,9 @@ def bdmc_convergence(
                         model_kwargs=bdmc_kwargs.get("model_kwargs"))
     rows = []
     for s in sorted(steps):
-        r = bdmc(model, data=data, num_steps=s, num_chains=num_chains, seed=seed,
-                 **bdmc_kwargs)
+        r = main_result(bdmc(model, data=data, num_steps=s, num_chains=num_chains, seed=seed,
+                             **bdmc_kwargs), "bdmc")
+        assert r.lower.mcse is not None and r.upper.mcse is not None  # AIS reports its MCSE
         kern = r.lower.kernel
         strategy = kern.adaptation  # its pilot runs pilot_chains (default K) of the 2K chains
         pilot = (strategy.pilot_transitions(s) * strategy.pilot_chains(num_chains)

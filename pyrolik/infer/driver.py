@@ -30,22 +30,22 @@ from pyrolik._validate import (
     check_optional_count,
     validate_data,
 )
-from pyrolik.diagnostics.stats import (
+from pyrolik.execution.batches import Batch, progress_bar
+from pyrolik.execution.checkpoint import Checkpoint, checkpoint_path, fingerprint
+from pyrolik.execution.distributed import Shard
+from pyrolik.execution.runner import run_batches
+from pyrolik.infer import engine
+from pyrolik.infer.latents import latents_to_flat
+from pyrolik.mcmc import schedules
+from pyrolik.mcmc.hmc import HMC
+from pyrolik.mcmc.step_sizes import StepSizes, rows_of
+from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
+from pyrolik.ops.stats import (
     effective_sample_size,
     log_mean_exp,
     mcse_log_mean_exp,
     pareto_khat,
 )
-from pyrolik.execution.batches import Batch, progress_bar
-from pyrolik.execution.distributed import Shard
-from pyrolik.execution.runner import run_batches
-from pyrolik.infer import engine
-from pyrolik.infer.latents import latents_to_flat
-from pyrolik.io.checkpoint import Checkpoint, checkpoint_path, fingerprint
-from pyrolik.mcmc import schedules
-from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.step_sizes import StepSizes, rows_of
-from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
 from pyrolik.results import AISResult
 
 __all__ = ["Leg", "Run", "LegOutput", "anneal", "finish", "settings_of", "open_checkpoint", "prepare"]
@@ -108,6 +108,7 @@ class LegOutput:
     schedule: Tensor | None = None  # (T + 1,) the forward betas this batch annealed along
     evaluation: str = "eager"  # how the model was evaluated (AnnealingPath.evaluation)
     plate: str = "example"  # the name of the model's plate over the examples
+    num_observed: Tensor | None = None  # (n,) entries of each example observed (bits/dim's D)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain nested dicts and tensors: what a checkpoint file and ``gather_object`` carry."""
@@ -189,8 +190,8 @@ def open_checkpoint(run: Run, path: str | os.PathLike | None,
         settings.update(record_steps=run.record_steps, record_log_ratio=run.record_log_ratio)
     fp = fingerprint(run.method, model=run.model, x=run.x, seed=run.seed, settings=settings,
                      guide=run.guide, model_args=run.model_args, model_kwargs=run.model_kwargs,
-                     extra=extra, shard=tuple(run.shard))
-    return Checkpoint(checkpoint_path(path, tuple(run.shard)), run.checkpoint_every, fp,
+                     extra=extra, shard=(run.shard.rank, run.shard.world_size))
+    return Checkpoint(checkpoint_path(path, (run.shard.rank, run.shard.world_size)), run.checkpoint_every, fp,
                       run.x.device)
 
 
@@ -229,6 +230,8 @@ def _starts(run: Run, path: AnnealingPath, batch: Batch) -> list[Tensor]:
     for leg in run.legs:
         rows = slice(offset * n, (offset + leg.num_chains) * n)
         if leg.direction == "reverse":
+            if leg.latents is None:
+                raise ValueError("a reverse leg starts from given latents: Leg(latents=...)")
             half = path.first_chains(leg.num_chains).target
             starts.append(latents_to_flat(half, {name: v[:, batch.start : batch.stop]
                                                  for name, v in leg.latents.items()}))
@@ -246,7 +249,8 @@ def _batch(run: Run, inputs: Inputs, batch: Batch, resume: dict | None, save: Ca
     target = make_target(run.model, run.x[batch.start : batch.stop], k_all,
                          model_args=mine.model_args, model_kwargs=mine.model_kwargs, guide=mine.guide)
     path = target.path(run.path_name)
-    kernel, strategy = run.kernel, run.kernel.adaptation
+    # the transition and its tuner, apart: the transition never knows how its step sizes were chosen
+    kernel, strategy = run.kernel.transition, run.kernel.adaptation
     z0 = None
     if resume is None:
         given = None if run.step_sizes is None else run.step_sizes.rows(batch.start, batch.stop)
@@ -259,15 +263,17 @@ def _batch(run: Run, inputs: Inputs, batch: Batch, resume: dict | None, save: Ca
         starts = None
     betas = _betas(run, table)
     schedule = _schedule(run, betas)
-    if resume is None:
-        state = engine.init(z0, path.value_and_grad, kernel,
-                            rows_of(schedule[0].to(z0), k_all, n))
-        first = 1
-    else:
+    if resume is not None:
         loop = resume["loop"]
         state, first = engine.restore(loop["state"]), loop["step"] + 1
         if batch.generator is not None:
             batch.generator.set_state(loop["generator"].cpu())
+    elif z0 is not None:  # a fresh batch: z0 was drawn above
+        state = engine.init(z0, path.value_and_grad, kernel,
+                            rows_of(schedule[0].to(z0), k_all, n))
+        first = 1
+    else:
+        raise RuntimeError("a fresh batch without starting states")  # unreachable
     schedule = schedule.to(state.position.z)
     num_steps = schedule.shape[0] - 1
     tuning = strategy.tuning(table, k_all, n, schedule)
@@ -307,7 +313,8 @@ def _batch(run: Run, inputs: Inputs, batch: Batch, resume: dict | None, save: Ca
             num_divergent=totals.num_divergent[lo:hi].reshape(k, n), trace=leg_trace,
             trace_steps=steps, latents=path.first_chains(k).target.unravel(z),
             table=None if table is None else tuple(table), schedule=betas,
-            evaluation=path.evaluation, plate=target.plate_name))
+            evaluation=path.evaluation, plate=target.plate_name,
+            num_observed=target.num_observed))
         offset += k
     if run.check is not None and starts is not None:
         run.check(path.first_chains(run.legs[0].num_chains).target, starts,
@@ -348,6 +355,12 @@ def _visited(run: Run, parts: Sequence[LegOutput]) -> tuple[Tensor, Tensor]:
     return schedule, beta
 
 
+def _observed(parts: Sequence[LegOutput]) -> Tensor | None:
+    """The entries observed per example over all batches, or None if some batch did not count."""
+    counts = [p.num_observed for p in parts if p.num_observed is not None]
+    return torch.cat(counts) if len(counts) == len(parts) else None
+
+
 def finish(method: str, direction: str, run: Run, parts: Sequence[LegOutput], start: float,
            num_chains: int) -> AISResult:
     """Concatenate one leg's batch outputs along the examples and reduce them into an AISResult."""
@@ -358,7 +371,7 @@ def finish(method: str, direction: str, run: Run, parts: Sequence[LegOutput], st
     schedule, trace["beta"] = _visited(run, parts)
     table = None
     if parts[0].table is not None:
-        table = StepSizes.concat([StepSizes(*p.table) for p in parts])
+        table = StepSizes.concat([StepSizes(*p.table) for p in parts if p.table is not None])
     x = run.x
     return AISResult(
         method=method, log_likelihood=ll.to(x.dtype if x.is_floating_point() else ll.dtype),
@@ -371,7 +384,7 @@ def finish(method: str, direction: str, run: Run, parts: Sequence[LegOutput], st
         acceptance_rate=torch.cat([p.acceptance_rate for p in parts], dim=1),
         num_divergent=torch.cat([p.num_divergent for p in parts], dim=1),
         trace=trace, trace_steps=parts[0].trace_steps, kernel=run.kernel,
-        example_dim=parts[0].plate,
+        example_dim=parts[0].plate, num_observed=_observed(parts),
         latents={name: torch.cat([p.latents[name] for p in parts], dim=1)
                  for name in parts[0].latents},
     )

@@ -23,16 +23,14 @@ Reverse AIS is the same loop on the reversed schedule, started from exact poster
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 from torch import Tensor
 
-from pyrolik.mcmc.hmc import HMC, HMCState, ValueAndGradFn
+from pyrolik.mcmc.adaptation import Tuning
 from pyrolik.mcmc.step_sizes import HMCParams, rows_of
-
-if TYPE_CHECKING:
-    from pyrolik.mcmc.adaptation import Tuning
+from pyrolik.mcmc.transition import HMCState, HMCTransition, ValueAndGradFn
 
 __all__ = ["AISState", "AISInfo", "init", "step", "run", "Hook", "Recorder", "Totals",
            "Checkpointer", "Progress"]
@@ -56,13 +54,13 @@ class AISInfo(NamedTuple):
     step_size: Tensor  # (rows,) the step size used
 
 
-def init(z: Tensor, density: ValueAndGradFn, kernel: HMC, beta: Tensor) -> AISState:
+def init(z: Tensor, density: ValueAndGradFn, kernel: HMCTransition, beta: Tensor) -> AISState:
     """The state at ``z`` (exact draws of :math:`f_{\\beta}`), weights zero; one evaluation."""
     position = kernel.init(z, density)
     return AISState(position, torch.zeros(z.shape[0], dtype=torch.float64, device=z.device), beta)
 
 
-def step(state: AISState, beta_next: Tensor, params: HMCParams, *, kernel: HMC,
+def step(state: AISState, beta_next: Tensor, params: HMCParams, *, kernel: HMCTransition,
          density: ValueAndGradFn, generator: torch.Generator | None
          ) -> tuple[AISState, AISInfo]:
     r"""One annealing step to ``beta_next`` ``(rows,)``: the weight update, then one transition.
@@ -85,7 +83,7 @@ class Hook(Protocol):
     def __call__(self, t: int, state: AISState, info: AISInfo, tuning: Tuning) -> None: ...
 
 
-def run(state: AISState, schedule: Tensor, tuning: Tuning, *, kernel: HMC,
+def run(state: AISState, schedule: Tensor, tuning: Tuning, *, kernel: HMCTransition,
         density: ValueAndGradFn, generator: torch.Generator | None, num_examples: int,
         first_step: int = 1, hooks: Sequence[Hook] = ()) -> tuple[AISState, Tuning]:
     """Anneal every chain along its own column of ``schedule`` ``(T + 1, C)`` (C = 1 or K chains),

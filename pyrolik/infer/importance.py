@@ -22,12 +22,12 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
-from pyrolik.diagnostics.stats import RunningLogWeights
 from pyrolik.execution.batches import progress_bar
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
 from pyrolik.execution.runner import run_batches
 from pyrolik.model.target import Target, make_target, prepare_inputs
+from pyrolik.ops.stats import RunningLogWeights
 from pyrolik.results import EstimateResult
 
 __all__ = ["likelihood_weighting", "iwae"]
@@ -62,7 +62,7 @@ def likelihood_weighting(
     model : callable
         A Pyro model ``model(x, *model_args, **model_kwargs)`` following the model convention of
         the README (first argument ``x``, a plate over its dim 0, an observed site).
-    x : torch.Tensor, shape (N, *event_shape)
+    x : torch.Tensor, shape ``(N, *event_shape)``
         Observations; the model's data plate runs over dim 0.
     num_samples : int
         Prior draws per example (K).
@@ -194,7 +194,8 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
             done += k
             bar.update(1)
         return {"log_likelihood": running.log_mean, "ess": running.ess, "mcse": running.mcse,
-                "khat": running.khat(), "log_weights": running.log_weights}
+                "khat": running.khat(), "log_weights": running.log_weights,
+                "num_observed": next(iter(targets.values())).num_observed}
 
     parts = run_batches(n, batch_size, seed, x.device, work, shard=shard,
                         rows_per_example=chunk)
@@ -203,6 +204,8 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
         return None
     cat = {name: torch.cat([p[name] for p in parts]) for name in ("log_likelihood", "ess", "mcse",
                                                                   "khat")}
+    if all(p.get("num_observed") is not None for p in parts):
+        cat["num_observed"] = torch.cat([p["num_observed"] for p in parts])
     kept = torch.cat([p["log_weights"] for p in parts], dim=1) if keep_weights else None
     settings = {"num_samples": num_samples, "batch_size": batch_size, "chunk_size": chunk}
     result = EstimateResult(

@@ -47,6 +47,8 @@ def kde_log_density(
         acc = lse if acc is None else torch.logaddexp(acc, lse)
         bar.update(1)
     bar.close()
+    if acc is None:
+        raise ValueError("a kernel density estimate needs at least one sample")
     norm = math.log(s.shape[0]) + 0.5 * d * torch.log(2 * math.pi * h.reshape(-1, 1) ** 2)
     return acc - norm
 
@@ -64,9 +66,9 @@ def kde(
 
     Parameters
     ----------
-    samples : torch.Tensor, shape (S, *event_shape)
+    samples : torch.Tensor, shape ``(S, *event_shape)``
         Draws from the model (e.g. ``pyrolik.simulate(...)[0]``; Wu et al. use S = 10,000).
-    x : torch.Tensor, shape (N, *event_shape)
+    x : torch.Tensor, shape ``(N, *event_shape)``
         Examples to evaluate.
     bandwidth : float or sequence of floats
         The kernel's standard deviation h, or a grid of candidates.

@@ -24,7 +24,7 @@ def posterior_samples(
     seed: int | None = 0,
 ) -> dict[str, Tensor]:
     """Resample the final AIS states by weight: ``{site: (num_samples, len(examples), *site)}``."""
-    if result.direction != "forward" or result.latents is None:
+    if result.direction != "forward" or result.latents is None or result.log_weights is None:
         raise ValueError("posterior samples come from a forward AIS result (pyrolik.ais)")
     idx = torch.arange(result.num_examples) if examples is None else torch.as_tensor(examples)
     if (idx < 0).any() or (idx >= result.num_examples).any():
@@ -55,6 +55,8 @@ def plot_posterior_decodings(
     flat = {k: v.reshape(s * n, *v.shape[2:]) for k, v in samples.items()}
     with torch.no_grad():
         images = decode(flat).reshape(s, n, -1).detach().cpu().double().numpy()
+    if result.x is None:
+        raise ValueError("this AIS result holds no data x to show beside the decodings")
     data = result.x[torch.as_tensor(examples)].reshape(n, -1).cpu().double().numpy()
     d = data.shape[-1]
     shape = image_shape or (int(round(d**0.5)),) * 2

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count
+from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
 from pyrolik.infer.driver import (
@@ -69,13 +70,15 @@ def simulate(
     r"""Draw ``(x, latents)`` from the model's joint :math:`p(z)\,p(x \mid z)`.
 
     As Pyro users expect (:func:`pyrolik.model.simulation.draw_joint`): the model runs with
-    ``x=None`` (the ``obs=x`` idiom samples the observed site), or else on a placeholder ``x`` of
-    shape ``(num_examples, *data_shape)`` with its observed site released
+    ``x=None`` (the ``obs=x`` idiom samples the observed sites), or else on a placeholder ``x`` of
+    shape ``(num_examples, *data_shape)`` with its observed sites released
     (``pyro.poutine.uncondition``); ``latents`` are exact posterior samples for the returned ``x``,
-    which is what :func:`reverse_ais` and :func:`bdmc` need. The model must have a single observed
-    site whose value is all of ``x``; per-example arguments have ``num_examples`` rows. When the
-    model cannot be simulated so (its structure reads the data), the error points to
-    ``bdmc(model, data=(x, latents))``.
+    which is what :func:`reverse_ais` and :func:`bdmc` need. ``x`` is put together from the observed
+    sites' draws where the model reads them (:mod:`pyrolik.model.readmap`): one site holding all of
+    ``x``, one per time step (``obs=x[:, t]``), a gathered ``obs=x[:, idx]``; entries no observed
+    site scores (masked out, or not read) are **0**. Per-example arguments have ``num_examples``
+    rows. When the model cannot be simulated so (its structure reads the data, or an observed site
+    computes on ``x``), the error says why and points to ``bdmc(model, data=(x, latents))``.
     """
     check_count("num_examples", num_examples)
     data_shape = tuple(data_shape)
@@ -105,7 +108,7 @@ def _check_posterior_start(target: Target, starts: list[Tensor], finals: list[Te
             f"for {bad} examples the given latents explain x far worse than forward AIS's final "
             "states do: they do not look like exact posterior samples, and the reverse estimate is "
             "then NOT an upper bound. Pass (x, latents) simulated from the model (pyrolik.simulate).",
-            stacklevel=7,
+            PyrolikWarning, stacklevel=7,
         )
 
 

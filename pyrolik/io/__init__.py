@@ -1,1 +1,5 @@
-"""Input and output: export to xarray/ArviZ, result files, checkpoints, data sets."""
+"""Input and output: export to xarray/ArviZ, result files, data sets."""
+
+from pyrolik.io import datasets, export
+
+__all__ = ["datasets", "export"]

@@ -1,8 +1,8 @@
 """Result files: save a result to netCDF (or zarr) atomically, load it back, rebuild it from a tree.
 
-The reverse of :mod:`pyrolik.io.datatree`. Files are written with xarray's own writer, so ArviZ's
+The reverse of :mod:`pyrolik.results.datatree`. Files are written with xarray's own writer, so ArviZ's
 and xarray's readers open them (``az.from_netcdf``, ``xr.open_datatree``); a BDMC result is written
-in the flat layout of :func:`pyrolik.io.datatree.flatten`, whose groups ArviZ 0.x sees. Files are
+in the flat layout of :func:`pyrolik.results.datatree.flatten`, whose groups ArviZ 0.x sees. Files are
 never unpickled: a netCDF/zarr store holds arrays and plain attributes only.
 """
 
@@ -20,10 +20,10 @@ import numpy as np
 import torch
 import xarray as xr
 
-from pyrolik.io.datatree import DEFAULT_EXAMPLE_DIM, NESTED, SITE_GROUPS, flatten, to_datatree
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
+from pyrolik.results.datatree import DEFAULT_EXAMPLE_DIM, NESTED, SITE_GROUPS, flatten, to_datatree
 
 __all__ = ["from_datatree", "save", "load", "register_reader", "NOT_A_RESULT"]
 
@@ -43,7 +43,7 @@ def _opt(ds: xr.Dataset | None, name: str, *dims: str) -> torch.Tensor | None:
 
 
 def _unflatten(tree: xr.DataTree) -> xr.DataTree:
-    """Undo :func:`~pyrolik.io.datatree.flatten` for a BDMC tree."""
+    """Undo :func:`~pyrolik.results.datatree.flatten` for a BDMC tree."""
     groups: dict[str, Any] = {}
     for name, node in tree.children.items():
         head, _, rest = name.partition("_")
@@ -112,6 +112,8 @@ def from_datatree(tree: Any) -> Result:
         x=None if obs is None else _t(obs.to_dataset()["x"], ex),
         settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
         wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
+        num_observed=None if obs is None or "num_observed" not in obs.to_dataset()
+        else _t(obs.to_dataset()["num_observed"]),
     )
     if kind != "AISResult":  # EstimateResult, or a newer estimator's subclass: the common fields
         return EstimateResult(**common)

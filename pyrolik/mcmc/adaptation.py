@@ -20,8 +20,8 @@ with that transition's diagnostics.
   expected squared jump of :math:`r` per gradient peaks at acceptances of 0.85-0.95 (at 0.97-1 on a
   linear-Gaussian decoder, whose stiff directions carry :math:`r`), while the jump in :math:`z`
   that 0.65 maximises is dominated by directions :math:`r` does not depend on. On the binarized-MNIST
-  reference model, 0.65 gave a BDMC gap of 2.35 nats where 0.9 (with step-size jitter) gave 0.64
-  (``benchmarks/bench_bdmc.py``, issue 17). Four pilot chains per example tune as well as ten.
+  reference model 0.9 gives a several times smaller BDMC gap than 0.65, and four pilot chains per
+  example tune as well as ten (``benchmarks/RESULTS.md``, "Kernel design figures").
 - :class:`Online`: each chain adapts its own step size from its own acceptance during the run, as in
   Wu et al. (2017); cheaper, but a chain's history then shapes its transitions, which biases the
   weights slightly (outside Neal's unbiasedness argument).
@@ -32,29 +32,36 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 import torch
 from torch import Tensor
 
 from pyrolik.mcmc.pilot import WARMUP_TRANSITIONS, run_pilot
 from pyrolik.mcmc.step_sizes import HMCParams, StepSizes
-
-if TYPE_CHECKING:
-    from pyrolik.mcmc.hmc import HMC, HMCInfo
-    from pyrolik.model.target import AnnealingPath
+from pyrolik.mcmc.transition import HMCTransition
+from pyrolik.model.target import AnnealingPath
 
 __all__ = ["Tuning", "TableTuning", "RowTuning", "Adaptation", "Pilot", "Online", "Fixed",
            "from_settings", "HMCParams", "StepSizes", "WARMUP_TRANSITIONS"]
 
 # -- what the engine reads ---------------------------------------------------------------------------
+class TransitionInfo(Protocol):
+    """What a tuning reads of a transition's diagnostics (an :class:`HMCInfo`, or the engine's
+    per-step info that extends it)."""
+
+    @property
+    def acceptance_rate(self) -> Tensor:
+        """``(rows,)`` the acceptance probability of each row's proposal."""
+
+
 class Tuning(Protocol):
     """The engine's view of an adaptation: parameters for the next transition, updated after it."""
 
     def params(self, beta: Tensor) -> HMCParams:
         """Parameters of the transition to the betas ``(C,)`` of the C chain columns."""
 
-    def update(self, info: HMCInfo) -> Tuning:
+    def update(self, info: TransitionInfo) -> Tuning:
         """The tuning after a transition with diagnostics ``info`` (a new object; never in place)."""
 
     def state(self) -> tuple:
@@ -77,7 +84,7 @@ class TableTuning:
         rows = eps.numel()
         return HMCParams(eps.reshape(rows), None if inv_mass is None else inv_mass.reshape(rows, -1))
 
-    def update(self, info: HMCInfo) -> TableTuning:
+    def update(self, info: TransitionInfo) -> TableTuning:
         return self
 
     def state(self) -> tuple:
@@ -99,7 +106,7 @@ class RowTuning:
     def params(self, beta: Tensor) -> HMCParams:
         return HMCParams(self.log_step_size.exp())
 
-    def update(self, info: HMCInfo) -> RowTuning:
+    def update(self, info: TransitionInfo) -> RowTuning:
         if not self.gain:
             return self
         return RowTuning(self.log_step_size + self.gain * (info.acceptance_rate - self.target_accept),
@@ -120,7 +127,7 @@ class Adaptation:
     step_size: float
     target_accept: float | None = None
 
-    def prepare(self, path: AnnealingPath, kernel: HMC, schedule: Tensor,
+    def prepare(self, path: AnnealingPath, kernel: HMCTransition, schedule: Tensor,
                 generator: torch.Generator | None, given: StepSizes | None = None
                 ) -> StepSizes | None:
         """Work done before the estimating chains start, independent of them (a pilot run on

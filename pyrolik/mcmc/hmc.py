@@ -1,113 +1,34 @@
-r"""Hamiltonian Monte Carlo for tempered densities, batched over rows (chains x examples).
+r"""The public AIS kernel :class:`HMC`: an HMC transition (:mod:`pyrolik.mcmc.transition`) and the
+adaptation strategy that tunes its step sizes (:mod:`pyrolik.mcmc.adaptation`), built from one set of
+constructor arguments.
 
-The target at inverse temperature :math:`\beta` is
-:math:`\log f_\beta(z) = \log f_0(z) + \beta\, r(z)` with :math:`r = \log f_1 - \log f_0`. A state
-caches :math:`\log f_0`, :math:`r` and their gradients *separately*, so the density and gradient at a
-new :math:`\beta` are recombined for free: one transition costs exactly ``num_leapfrog`` evaluations,
-and no cache of a tempered density can go stale across temperatures (the trap of ``PEERS.md``).
-
-One transition (Neal 2011, arXiv:1206.1901): draw :math:`p \sim \mathcal N(0, M)`, take ``L`` leapfrog
-steps of size :math:`\epsilon` with the potential :math:`U = -\log f_\beta` (the only place the word
-"potential" is used), and accept with probability
-:math:`\min(1, \exp(-H(z', p') + H(z, p)))`, :math:`H = U + \tfrac12 p^\top M^{-1} p`. Non-finite
-energies, or energy errors above ``max_energy_error``, are divergences: rejected and counted.
-
-With ``step_jitter = j > 0`` every row draws its step size afresh at every transition,
-:math:`\epsilon' = \epsilon\,u`, :math:`u \sim U(1 - j, 1 + j)`, independently of the state
-(Mackenzie 1989; Neal 2011, section 5.4.2.2): each value of :math:`u` gives a reversible kernel
-that leaves :math:`f_\beta` invariant, so their mixture does too, in either direction of the
-schedule (BDMC's reverse chains see the same kernels). A fixed :math:`(\epsilon, L)` is resonant:
-directions whose leapfrog rotation over the trajectory is close to a multiple of :math:`2\pi` barely
-move (at :math:`\beta \approx 0` on a unit-scale prior, :math:`L\epsilon \approx 2\pi` returns every
-prior-dominated coordinate to its start). Jitter breaks the resonance; on the binarized-MNIST
-reference model it cut the BDMC gap at a fixed :math:`\epsilon = 0.1` from 0.76 to 0.54 nats
-(``benchmarks/bench_bdmc.py``).
-``beta`` and ``step_size`` may differ per row (tensors of shape ``(rows,)``), so forward and reverse
-chains, or chains of different examples, share one batched pass.
+The driver takes the two apart (``kernel.transition`` runs every trajectory, ``kernel.adaptation``
+prepares and updates the step sizes), so the transition never knows it is tuned; the facade keeps
+the constructor, the settings a result records, and ``init``/``step`` for code that drives a
+transition by hand.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from pyrolik.mcmc.adaptation import Adaptation, from_settings
-from pyrolik.model.target import ValueAndGrad
+from pyrolik.mcmc.transition import HMCInfo, HMCState, HMCTransition, ValueAndGradFn, leapfrog
 
-__all__ = ["HMC", "HMCState", "HMCInfo", "leapfrog"]
-
-ValueAndGradFn = Callable[[Tensor], ValueAndGrad]
-
-
-class HMCState(NamedTuple):
-    """What the next transition needs: the position and its split density cache."""
-
-    z: Tensor  # (rows, d)
-    log_init: Tensor  # (rows,)
-    log_ratio: Tensor  # (rows,)
-    grad_init: Tensor  # (rows, d)
-    grad_ratio: Tensor  # (rows, d)
-
-    def log_density(self, beta: Tensor | float) -> Tensor:
-        return self.log_init + beta * self.log_ratio
-
-    def grad(self, beta: Tensor | float) -> Tensor:
-        r""":math:`\nabla \log f_\beta = \nabla \log f_0 + \beta \nabla r`, one fused operation."""
-        if not isinstance(beta, Tensor):
-            return torch.add(self.grad_init, self.grad_ratio, alpha=beta)
-        return torch.addcmul(self.grad_init, beta.unsqueeze(-1) if beta.dim() else beta,
-                             self.grad_ratio)
-
-
-class HMCInfo(NamedTuple):
-    """Diagnostics of one transition, per row; never fed back into the chain."""
-
-    acceptance_rate: Tensor  # (rows,) min(1, exp(-energy error)), 0 when divergent
-    is_accepted: Tensor  # (rows,) bool
-    is_divergent: Tensor  # (rows,) bool
-    energy_error: Tensor  # (rows,)
-
-
-def _state(z: Tensor, vg: ValueAndGrad) -> HMCState:
-    return HMCState(z, vg.log_init, vg.log_ratio, vg.grad_init, vg.grad_ratio)
-
-
-def leapfrog(state: HMCState, p: Tensor, fn: ValueAndGradFn, beta: Tensor, step_size: Tensor,
-             inv_mass: Tensor | float, num_leapfrog: int) -> tuple[HMCState, Tensor]:
-    """``num_leapfrog`` leapfrog steps from ``(state.z, p)``; one evaluation of ``fn`` per step.
-
-    Each update is one fused ``addcmul`` over the ``(rows, d)`` tensors (three per step), so the
-    integrator's own arithmetic stays small next to the evaluations.
-    """
-    eps = step_size.unsqueeze(-1)
-    half_eps = 0.5 * eps
-    drift = eps * inv_mass  # (rows, 1) or (rows, d)
-    p = torch.addcmul(p, half_eps, state.grad(beta))
-    z = state.z
-    for i in range(num_leapfrog):
-        z = torch.addcmul(z, drift, p)
-        state = _state(z, fn(z))
-        p = torch.addcmul(p, half_eps if i == num_leapfrog - 1 else eps, state.grad(beta))
-    return state, p
-
-
-def _kinetic(p: Tensor, inv_mass: Tensor | None) -> Tensor:
-    r""":math:`p^\top M^{-1} p` per row."""
-    return (p * p).sum(-1) if inv_mass is None else (inv_mass * p * p).sum(-1)
+__all__ = ["HMC", "HMCTransition", "HMCState", "HMCInfo", "leapfrog"]
 
 
 @dataclass(frozen=True, init=False, repr=False)
 class HMC:
     r"""The AIS transition kernel: one HMC trajectory of ``num_leapfrog`` steps per annealing step.
 
-    The kernel holds what the integrator needs (``num_leapfrog``, ``max_energy_error``) and the
-    adaptation strategy that chooses its step sizes (``adaptation``, built from the arguments below
-    by :func:`pyrolik.mcmc.adaptation.from_settings`); :meth:`step` receives the step sizes and mass
-    matrix as arguments.
+    The kernel is two parts: the transition (``transition``, a
+    :class:`~pyrolik.mcmc.transition.HMCTransition` holding ``num_leapfrog``, ``max_energy_error``
+    and ``step_jitter``) and the adaptation strategy that chooses its step sizes (``adaptation``,
+    built from the arguments below by :func:`pyrolik.mcmc.adaptation.from_settings`).
 
     Parameters
     ----------
@@ -131,8 +52,8 @@ class HMC:
         Pilot steps as a fraction of ``num_steps`` (at least ``min_pilot_steps``).
     pilot_chains : int, optional
         Chains per example the pilot runs, at most the run's (BDMC: of its forward half); ``None``:
-        all of them. Default 4: on the binarized-MNIST reference model (K = 10, 200 steps) 4 tuned
-        as well as 10 (BDMC gap 0.33 against 0.35 nats, 3 seeds) at 40% of the cost.
+        all of them. Default 4: on the binarized-MNIST reference model 4 tune as well as 10, at a
+        fraction of the cost (``benchmarks/RESULTS.md``, "Kernel design figures").
     mass_matrix : bool
         With ``adapt="pilot"``: a diagonal mass matrix per example and temperature, from the variance
         of the pilot chains.
@@ -146,10 +67,8 @@ class HMC:
         the module docstring); the adaptation tunes the mean step size under the same jitter.
     """
 
-    num_leapfrog: int
-    max_energy_error: float
+    transition: HMCTransition
     adaptation: Adaptation
-    step_jitter: float
 
     def __init__(self, num_leapfrog: int = 10, step_size: float = 0.1,
                  target_accept: float | None = None,
@@ -167,10 +86,9 @@ class HMC:
             adapt, step_size=step_size, target_accept=target_accept, pilot_fraction=pilot_fraction,
             min_pilot_steps=min_pilot_steps, pilot_chains=pilot_chains, mass_matrix=mass_matrix,
             adapt_gain=adapt_gain)
-        object.__setattr__(self, "num_leapfrog", num_leapfrog)
-        object.__setattr__(self, "max_energy_error", float(max_energy_error))
+        object.__setattr__(self, "transition", HMCTransition(num_leapfrog, float(max_energy_error),
+                                                            float(step_jitter)))
         object.__setattr__(self, "adaptation", adaptation)
-        object.__setattr__(self, "step_jitter", float(step_jitter))
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
@@ -181,7 +99,19 @@ class HMC:
         return {"num_leapfrog": self.num_leapfrog, **self.adaptation.settings(),
                 "max_energy_error": self.max_energy_error, "step_jitter": self.step_jitter}
 
-    # the adaptation settings, read through the strategy (the names of the constructor)
+    # the transition's and the adaptation's settings, by the names of the constructor
+    @property
+    def num_leapfrog(self) -> int:
+        return self.transition.num_leapfrog
+
+    @property
+    def max_energy_error(self) -> float:
+        return self.transition.max_energy_error
+
+    @property
+    def step_jitter(self) -> float:
+        return self.transition.step_jitter
+
     @property
     def adapt(self) -> str | None:
         return self.adaptation.name
@@ -203,48 +133,11 @@ class HMC:
         return getattr(self.adaptation, "chains", None)
 
     def init(self, z: Tensor, fn: ValueAndGradFn) -> HMCState:
-        """The state at ``z``: one evaluation of ``fn``."""
-        return _state(z.detach(), fn(z))
+        """The state at ``z`` (:meth:`HMCTransition.init`)."""
+        return self.transition.init(z, fn)
 
-    def step(
-        self,
-        state: HMCState,
-        fn: ValueAndGradFn,
-        beta: Tensor,
-        step_size: Tensor,
-        generator: torch.Generator | None,
-        inv_mass: Tensor | None = None,
-    ) -> tuple[HMCState, HMCInfo]:
-        """One HMC transition leaving :math:`f_\\beta` invariant, for every row at once.
-
-        ``beta`` and ``step_size`` have shape ``(rows,)``; ``inv_mass`` is ``(rows, d)`` or ``None``.
-        With ``step_jitter > 0`` the step sizes are first multiplied by fresh uniform draws.
-        """
-        z = state.z
-        if self.step_jitter:
-            u = torch.rand(step_size.shape, generator=generator, dtype=z.dtype, device=z.device)
-            step_size = step_size * torch.add(1.0 - self.step_jitter, u, alpha=2 * self.step_jitter)
-        noise = torch.randn(z.shape, generator=generator, dtype=z.dtype, device=z.device)
-        inv_m: Tensor | float = 1.0 if inv_mass is None else inv_mass
-        p0 = noise if inv_mass is None else noise * inv_mass.rsqrt()
-        h0 = -state.log_density(beta) + 0.5 * _kinetic(p0, inv_mass)
-        proposal, p1 = leapfrog(state, p0, fn, beta, step_size, inv_m, self.num_leapfrog)
-        h1 = -proposal.log_density(beta) + 0.5 * _kinetic(p1, inv_mass)
-        energy_error = h1 - h0
-        # a non-finite gradient makes p1, hence h1, non-finite: the energy check covers it
-        finite = torch.isfinite(energy_error) & torch.isfinite(proposal.z).all(-1)
-        divergent = ~finite | (energy_error > self.max_energy_error)
-        log_accept = torch.where(divergent, torch.full_like(energy_error, -torch.inf),
-                                 -energy_error).clamp_max(0.0)
-        u = torch.rand(log_accept.shape, generator=generator, dtype=z.dtype, device=z.device)
-        accepted = torch.log(u) < log_accept
-        keep = accepted.unsqueeze(-1)
-        new = HMCState(
-            torch.where(keep, proposal.z, z),
-            torch.where(accepted, proposal.log_init, state.log_init),
-            torch.where(accepted, proposal.log_ratio, state.log_ratio),
-            torch.where(keep, proposal.grad_init, state.grad_init),
-            torch.where(keep, proposal.grad_ratio, state.grad_ratio),
-        )
-        info = HMCInfo(log_accept.exp(), accepted, divergent, energy_error)
-        return new, info
+    def step(self, state: HMCState, fn: ValueAndGradFn, beta: Tensor, step_size: Tensor,
+             generator: torch.Generator | None, inv_mass: Tensor | None = None
+             ) -> tuple[HMCState, HMCInfo]:
+        """One transition with the given step sizes (:meth:`HMCTransition.step`)."""
+        return self.transition.step(state, fn, beta, step_size, generator, inv_mass)

@@ -16,19 +16,16 @@ acceptance the pilot aims for is the one the estimating run will see.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
 from pyrolik.mcmc.step_sizes import StepSizes
+from pyrolik.mcmc.transition import HMCState, HMCTransition
+from pyrolik.model.target import AnnealingPath
 
-if TYPE_CHECKING:
-    from pyrolik.mcmc.adaptation import Pilot
-    from pyrolik.mcmc.hmc import HMC, HMCState
-    from pyrolik.model.target import AnnealingPath
-
-__all__ = ["run_pilot", "WARMUP_TRANSITIONS"]
+__all__ = ["run_pilot", "PilotSettings", "WARMUP_TRANSITIONS"]
 
 WARMUP_TRANSITIONS = 10  # adaptation transitions at beta = 0 before the pilot anneals, and at 1
 
@@ -55,8 +52,21 @@ def _variance(z: Tensor, k: int, n: int) -> Tensor:
     return (k / (k + 5.0)) * var + 1e-3 * (5.0 / (k + 5.0))
 
 
-def run_pilot(strategy: Pilot, path: AnnealingPath, z0: Tensor, kernel: HMC, schedule: Tensor,
-              generator: torch.Generator | None) -> StepSizes:
+class PilotSettings(Protocol):
+    """What the pilot reads of its strategy (:class:`pyrolik.mcmc.adaptation.Pilot`)."""
+
+    step_size: float
+    target_accept: float
+    gain: float
+    chains: int | None
+    mass_matrix: bool
+
+    def pilot_steps(self, num_steps: int) -> int:
+        """Pilot temperatures for a run of ``num_steps``."""
+
+
+def run_pilot(strategy: PilotSettings, path: AnnealingPath, z0: Tensor, kernel: HMCTransition,
+              schedule: Tensor, generator: torch.Generator | None) -> StepSizes:
     """Run the pilot from ``z0`` (exact draws of the path's :math:`f_0`); return the table.
 
     Costs ``strategy.pilot_transitions(num_steps)`` transitions of ``strategy.chains`` chains per
@@ -98,7 +108,7 @@ def run_pilot(strategy: Pilot, path: AnnealingPath, z0: Tensor, kernel: HMC, sch
         logs.append(torch.stack(history[len(history) // 2 :]).mean(0))
         variances.append(state.log_ratio.reshape(k, n).var(0) if k > 1
                          else torch.full_like(log_eps, torch.nan))
-        if strategy.mass_matrix:
+        if inv_mass is not None:  # with strategy.mass_matrix
             masses.append(inv_mass)
     log_table = _smooth(torch.stack(logs))
     mass_table = _smooth(torch.stack(masses)) if strategy.mass_matrix else None

@@ -66,5 +66,5 @@ class StepSizes(NamedTuple):
             parts = [getattr(t, name) for t in tables]
             return None if parts[0] is None else torch.cat(parts, dim=1)
 
-        return StepSizes(tables[0].betas, cat("log_step_size"), cat("inv_mass"),
-                         cat("log_ratio_var"))
+        return StepSizes(tables[0].betas, torch.cat([t.log_step_size for t in tables], dim=1),
+                         cat("inv_mass"), cat("log_ratio_var"))

@@ -70,6 +70,13 @@ class FittedGaussian:
     def num_examples(self) -> int:
         return self.loc.shape[0]
 
+    def _tril(self) -> Tensor:
+        """``scale_tril``, there whenever ``scale`` is not."""
+        if self.scale_tril is None:
+            raise ValueError(f"the Gaussian fitted from {self.source} has neither scale nor "
+                             "scale_tril")
+        return self.scale_tril
+
     def examples(self, start: int, stop: int) -> FittedGaussian:
         """The proposals of examples ``start:stop``."""
         return FittedGaussian(self.loc[start:stop],
@@ -86,10 +93,11 @@ class FittedGaussian:
             log_det = torch.log(self.scale).sum(-1)
             score = -w / self.scale
         else:
-            w = torch.linalg.solve_triangular(self.scale_tril, diff.unsqueeze(-1), upper=False)
-            score = -torch.linalg.solve_triangular(self.scale_tril.mT, w, upper=True).squeeze(-1)
+            tril = self._tril()
+            w = torch.linalg.solve_triangular(tril, diff.unsqueeze(-1), upper=False)
+            score = -torch.linalg.solve_triangular(tril.mT, w, upper=True).squeeze(-1)
             w = w.squeeze(-1)
-            log_det = torch.log(torch.diagonal(self.scale_tril, dim1=-2, dim2=-1)).sum(-1)
+            log_det = torch.log(torch.diagonal(tril, dim1=-2, dim2=-1)).sum(-1)
         log_q = -0.5 * (w * w).sum(-1) - log_det - d * _HALF_LOG_2PI
         return log_q.reshape(-1), score.reshape(u.shape)
 
@@ -101,7 +109,7 @@ class FittedGaussian:
         if self.scale is not None:
             u = self.loc + self.scale * eps
         else:
-            u = self.loc + (self.scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
+            u = self.loc + (self._tril() @ eps.unsqueeze(-1)).squeeze(-1)
         return u.reshape(num_chains * n, d)
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
 from unittest import mock
 
 import pyro
@@ -37,16 +36,13 @@ from pyro.poutine.util import site_is_subsample
 from torch import Tensor
 from torch.distributions import Independent
 
-from pyrolik.model.messenger import is_zero_density
+from pyrolik.exceptions import IdiomWarning
+from pyrolik.model.messenger import is_subsample, is_zero_density
+from pyrolik.ops.types import ModelFn
 
 __all__ = ["IdiomWarning", "Watch", "check_sites", "check_subsampling", "check_index_free",
            "check_masked_latents", "subsampled_plates"]
 
-ModelFn = Callable[..., Any]
-
-
-class IdiomWarning(UserWarning):
-    """A Pyro construct that pyrolik evaluates differently from SVI's objective (``docs/idioms.md``)."""
 
 
 class _FixedIndices(Messenger):
@@ -57,7 +53,7 @@ class _FixedIndices(Messenger):
         self.shift = shift
 
     def _pyro_sample(self, msg: dict) -> None:
-        if not site_is_subsample(msg) or msg["value"] is not None:
+        if not is_subsample(msg) or msg["value"] is not None:
             return
         fn = msg["fn"]
         if fn.subsample_size is None or fn.subsample_size == fn.size:

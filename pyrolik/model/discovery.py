@@ -11,9 +11,7 @@ evaluated as the model's unscaled, unsubsampled density, or refused. Every failu
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyro
 import torch
@@ -34,6 +32,7 @@ from pyrolik.model.hints import ObservedShapeError, explain, integer_data, short
 from pyrolik.model.layout import Layout, SiteLayout
 from pyrolik.model.messenger import is_zero_density, plate_frame
 from pyrolik.model.modules import eval_mode
+from pyrolik.model.observed import count_observed, warn_unread
 from pyrolik.model.supports import (
     check_circular_guide,
     check_fixed_supports,
@@ -41,11 +40,11 @@ from pyrolik.model.supports import (
     circular_sites,
     to_unconstrained,
 )
+from pyrolik.ops.types import ModelFn
 
 __all__ = ["Tracer", "discover", "check_guide_sites", "sample_sites", "trace_guide",
            "trace_or_explain"]
 
-ModelFn = Callable[..., Any]
 
 
 @dataclass
@@ -89,12 +88,15 @@ def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
     check_masked_latents(model, x_rep, args, kwargs, tr, names, tracer)
     check_fixed_supports(model, x_rep, args, kwargs, tr, names, tracer)
     observed = tuple(s["name"] for s in sample_sites(tr) if s["is_observed"])
+    warn_unread(lambda x_alt: Tracer()(model, x_alt, args, kwargs), x_rep, tr, observed)
     supports = {s.name: tr.nodes[s.name]["fn"].support for s in sites}
     enum_dims = None
     if enumerated:
         enum_dims = max(len(s["fn"].batch_shape) for s in sample_sites(tr))
+    counts = count_observed([s for s in sample_sites(tr) if s["is_observed"]], plate_name, rows)
     layout = Layout(plate_name, num_chains, rows // num_chains, sites, observed, supports,
-                    enumerated, enum_dims, circular_sites(tr, names))
+                    enumerated, enum_dims, circular_sites(tr, names),
+                    counts[: rows // num_chains])
     return layout, tracer.flipped
 
 

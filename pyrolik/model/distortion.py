@@ -43,6 +43,7 @@ from torch import Tensor
 from torch.distributions import Independent, Normal
 
 from pyrolik._random import fork_rng_from
+from pyrolik.model.messenger import is_subsample
 
 __all__ = ["DistortionModel", "distortion_model", "squared_error"]
 
@@ -103,7 +104,7 @@ class _SwapObservation(Messenger):
         self.owner = owner
 
     def _pyro_sample(self, msg: dict) -> None:
-        if not msg["is_observed"] or site_is_subsample(msg) or msg["infer"].get("_deterministic"):
+        if not msg["is_observed"] or is_subsample(msg) or msg["infer"].get("_deterministic"):
             return
         msg["fn"] = self.owner._replace(msg["name"], msg["fn"], msg["scale"], msg["mask"])
 
@@ -128,6 +129,7 @@ class DistortionModel:
             sigma = _positive("sigma", sigma)
             if beta_max is not None:
                 raise ValueError("beta_max is 1 / (2 sigma^2) with sigma=; pass one of them")
+            beta_max = 1.0 / (2.0 * sigma**2)
         else:
             if not callable(distortion):
                 raise TypeError(f"distortion must be a callable d(x, x_hat), got "
@@ -139,7 +141,7 @@ class DistortionModel:
         self.model = model
         self.sigma = sigma
         self.distortion = distortion
-        self.beta_max: float = 1.0 / (2.0 * sigma**2) if sigma is not None else float(beta_max)
+        self.beta_max: float = beta_max
         #: the constant per observed value in the observation term: -log(2 pi sigma^2) / 2 or 0
         self.offset: float = -0.5 * math.log(2 * math.pi * sigma**2) if sigma is not None else 0.0
         self.__name__ = f"distortion_model({getattr(model, '__name__', type(model).__name__)})"
@@ -176,6 +178,7 @@ class DistortionModel:
             raise ValueError(f"observed site {name!r} ({type(base).__name__}) has no mean to "
                              "compare x with; write the decoder output into a site that has one"
                              ) from err
+        assert self.distortion is not None  # no sigma: __init__ required a distortion
         return _NegativeDistortion(x_hat.expand(shape), self.distortion, self.beta_max,
                                    fn.batch_shape, fn.event_shape, name)
 
@@ -185,8 +188,11 @@ class DistortionModel:
         with pyro.poutine.block(), torch.no_grad(), pyro.validation_enabled(False), \
                 fork_rng_from(None, x.device):
             tr = pyro.poutine.trace(self.model).get_trace(x, *args, **kwargs)
-        total = sum(int(s["value"].numel()) for s in tr.nodes.values()
-                    if s["type"] == "sample" and s["is_observed"] and not site_is_subsample(s))
+        total = 0
+        for s in tr.nodes.values():
+            if s["type"] == "sample" and s["is_observed"] and not site_is_subsample(s) \
+                    and s["value"] is not None:
+                total += int(s["value"].numel())
         return total // x.shape[0]
 
 

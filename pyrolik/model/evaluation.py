@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pyro
 import torch
@@ -29,10 +29,10 @@ from pyrolik.model.autoguides import FittedGaussian
 from pyrolik.model.layout import Layout
 from pyrolik.model.messenger import SiteDensities
 from pyrolik.model.modules import eval_mode
+from pyrolik.ops.types import ModelFn
 
 __all__ = ["Draw", "GuideDensity", "Program", "ValueAndGrad"]
 
-ModelFn = Callable[..., Any]
 GuideDensity = Callable[[Tensor], "tuple[Tensor, Tensor | None]"]  # u -> (log q per row, score)
 
 
@@ -42,6 +42,14 @@ class Draw(NamedTuple):
     u: Tensor  # (rows, d)
     values: dict[str, Tensor]  # constrained, model layout
     log_density: Tensor  # (rows,)
+
+
+def _or(grad: Tensor | None, zero: Tensor | None) -> Tensor:
+    """``grad``, or ``zero`` where it is None (``zero`` is made whenever one gradient is None)."""
+    if grad is not None:
+        return grad
+    assert zero is not None
+    return zero
 
 
 class ValueAndGrad(NamedTuple):
@@ -67,7 +75,7 @@ class Program:
     x: Tensor  # (rows, *event_shape)
     marked_args: tuple = ()  # per-example tensors marked (pyrolik.model.arguments), one copy
     marked_kwargs: dict = field(default_factory=dict)
-    guide: ModelFn | None = None
+    guide: ModelFn | FittedGaussian | None = None  # an AutoGuide comes as its fitted Gaussians
     eval_modules: bool = False
     guide_enum_dims: int | None = None  # an M2-style guide: its discrete sites are summed out
     memo: dict = field(default_factory=dict, repr=False, compare=False)
@@ -94,11 +102,14 @@ class Program:
         examples (per-example arguments follow their rows; ``x`` replaces the rows' data), with a
         memo of its own."""
         args, kwargs = take_rows(self.marked_args, self.marked_kwargs, self.layout.num_chains, index)
-        layout = replace(self.layout, num_chains=1, num_examples=len(index))
+        counts = self.layout.num_observed
+        if counts is not None:
+            counts = counts[index.cpu() % self.layout.num_examples]
+        layout = replace(self.layout, num_chains=1, num_examples=len(index), num_observed=counts)
         return replace(self, layout=layout, x=self.x[index] if x is None else x, marked_args=args,
                        marked_kwargs=kwargs, memo={})
 
-    def guide_or_raise(self) -> ModelFn:
+    def guide_or_raise(self) -> ModelFn | FittedGaussian:
         """The guide; ``ValueError`` if the program was built without one."""
         if self.guide is None:
             raise ValueError("this target was built without a guide")
@@ -181,9 +192,9 @@ class Program:
                 g_ratio = _add(_grad(ratio, u, retain=True), score_p,
                                None if score_q is None else -score_q)
                 g_init = _add(_grad(init, u, retain=False), score_q)
+        # a term that does not depend on u has a zero gradient
         zero = None if g_ratio is not None and g_init is not None else torch.zeros_like(u)
-        return ValueAndGrad(init.detach(), ratio.detach(),
-                            zero if g_init is None else g_init, zero if g_ratio is None else g_ratio)
+        return ValueAndGrad(init.detach(), ratio.detach(), _or(g_init, zero), _or(g_ratio, zero))
 
     # -- exact draws ----------------------------------------------------------------------------
     def sample_prior(self, generator: torch.Generator | None = None) -> Draw:

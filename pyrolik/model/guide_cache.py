@@ -21,7 +21,7 @@ step. The kept parameters are re-derived if one of the guide's parameter tensors
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import pyro.distributions as dist
 import torch
@@ -52,22 +52,23 @@ class KeptGuide:
 
     def __init__(self, program: Program):
         self.program = program
-        self.cached: CachedGuide | bool | None = None  # None: not checked yet; False: not kept
+        self.cached: CachedGuide | Literal[False] | None = None  # None: not checked; False: not kept
         self.epoch = 0
 
     def current(self, u: Tensor) -> CachedGuide | None:
         """The kept parameters, derived (again) if needed; None if the guide does not qualify."""
-        cached = self.cached
-        if not callable(self.program.guide):  # a FittedGaussian (an AutoGuide): already kept
+        cached, guide = self.cached, self.program.guide
+        if not callable(guide):  # a FittedGaussian (an AutoGuide): already kept
             return None
         if cached is None or (cached is not False and not cached.is_current()):
             program = self.program
-            guide, z = program.guide_or_raise(), u.detach().requires_grad_(True)
+            z = u.detach().requires_grad_(True)
             with torch.enable_grad():
                 first = program.run(guide, program.layout.split(z), True, record=True).records
                 with torch.no_grad():  # at other latent values: catches detached dependences too
                     second = program.run(guide, program.layout.split(z.detach() + 0.5), True,
                                          record=True).records
+                assert first is not None and second is not None  # record=True keeps the records
                 cached = cache_guide(first, second, z)
             self.cached = False if cached is None else cached
             self.epoch += 1
@@ -97,11 +98,14 @@ class CachedGuide:
     def log_prob_and_score(self, values: dict[str, Tensor], rows: int
                            ) -> tuple[Tensor, dict[str, Tensor]]:
         """``(log q(z | x) per row, {site: d log q / dz})`` at the site values ``values``."""
-        total, scores = None, {}
+        total: Tensor | None = None
+        scores: dict[str, Tensor] = {}
         for name, fn, plate_dim in self.sites:
-            lp, score = normal_log_prob_and_score(fn, values[name], 1.0, None, plate_dim, rows, name)
+            found = normal_log_prob_and_score(fn, values[name], 1.0, None, plate_dim, rows, name)
+            assert found is not None  # cache_guide keeps only detached, unscaled Normal sites
+            lp, scores[name] = found
             total = lp if total is None else total + lp
-            scores[name] = score
+        assert total is not None  # cache_guide keeps a guide with at least one site
         return total, scores
 
 

@@ -19,7 +19,7 @@ where the density is evaluated (:mod:`pyrolik.model.messenger`), not here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import torch
@@ -55,6 +55,9 @@ class Layout:
     enumerated: tuple[str, ...] = ()  # discrete latents summed out (infer={"enumerate": "parallel"})
     enum_dims: int | None = None  # batch dims right of Pyro's enumeration dims; None: none summed
     circular: tuple[str, ...] = ()  # circular latents (VonMises): not annealed (pyrolik.model.supports)
+    # (num_examples,) float64: entries of each example the observed sites score (masks included),
+    # the D of bits/dim (pyrolik.model.observed); None where not counted
+    num_observed: Tensor | None = field(default=None, compare=False)
 
     @property
     def rows(self) -> int:

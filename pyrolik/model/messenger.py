@@ -23,20 +23,23 @@ and unmasked. Discrete latents marked ``infer={"enumerate": "parallel"}`` are su
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple, cast
 
 import torch
 from pyro.distributions import constraints
 from pyro.distributions.torch_distribution import MaskedDistribution
 from pyro.distributions.util import scale_and_mask
 from pyro.poutine.messenger import Messenger
+from pyro.poutine.runtime import Message
 from pyro.poutine.util import site_is_subsample
 from torch import Tensor
 from torch.distributions import Independent, biject_to
 
 from pyrolik.model.site_density import normal_log_prob_and_score, per_row_log_prob, sum_to_rows
 
-__all__ = ["SiteDensities", "SiteRecord", "is_real", "is_zero_density", "plate_frame", "unmasked"]
+__all__ = ["SiteDensities", "SiteRecord", "is_real", "is_subsample", "is_zero_density", "plate_frame",
+           "unmasked"]
 
 
 class SiteRecord(NamedTuple):
@@ -63,6 +66,11 @@ def plate_frame(msg: dict, plate_name: str):
         if frame.name == plate_name:
             return frame
     return None
+
+
+def is_subsample(msg: dict[str, Any]) -> bool:
+    """Pyro's ``site_is_subsample`` for a message handled as a plain dict: a plate's subsample site."""
+    return site_is_subsample(cast(Message, msg))
 
 
 def is_zero_density(fn) -> bool:
@@ -109,7 +117,7 @@ class SiteDensities(Messenger):
     def __init__(self, plate_name: str, rows: int, values: dict[str, Tensor] | None,
                  unconstrained: bool, scores: bool = False, memo: dict | None = None,
                  record: bool = False, enum_dims: int | None = None,
-                 supports: dict | None = None):
+                 supports: Mapping[str, constraints.Constraint] | None = None):
         super().__init__()
         self.supports = supports  # the model's supports (the layout's), for guides
         self.enum_dims = enum_dims  # batch dims right of Pyro's enumeration dims; None: no sums
@@ -141,7 +149,7 @@ class SiteDensities(Messenger):
             self.memo[("param", msg["name"])] = args[1]
 
     def _pyro_sample(self, msg: dict) -> None:
-        if site_is_subsample(msg):
+        if is_subsample(msg):
             self._full_plate_indices(msg)
             return
         if msg["is_observed"] or self.given is None \
@@ -181,6 +189,7 @@ class SiteDensities(Messenger):
         fn = msg["fn"]
         if msg["value"] is not None or getattr(fn, "use_cuda", None) is not None:
             return
+        key: tuple[Any, ...]
         if fn.subsample_size is None or fn.subsample_size == fn.size:
             key = ("arange", fn.size, str(fn.device))
             if key not in self.memo:
@@ -192,7 +201,7 @@ class SiteDensities(Messenger):
         msg["value"] = self.memo[key]
 
     def _pyro_post_sample(self, msg: dict) -> None:
-        if msg["infer"].get("_deterministic") or site_is_subsample(msg) \
+        if msg["infer"].get("_deterministic") or is_subsample(msg) \
                 or is_zero_density(msg["fn"]):
             return
         frame = plate_frame(msg, self.plate_name)
@@ -212,7 +221,7 @@ class SiteDensities(Messenger):
         if self.records is not None and not observed:
             self.records.append(SiteRecord(name, fn, frame.dim, scale, mask, name in self._ladj))
         if self.enum_dims is not None:
-            self._add_enumerated(msg, fn, mask, frame.dim)
+            self._add_enumerated(msg, fn, mask, frame.dim, self.enum_dims)
             return
         if self.want_scores and not observed and name not in self._ladj:
             found = normal_log_prob_and_score(fn, msg["value"], scale, mask, frame.dim, self.rows,
@@ -240,16 +249,16 @@ class SiteDensities(Messenger):
             ladj = ladj.sum(-1)
         return ladj
 
-    def _add_enumerated(self, msg: dict, fn, mask, plate_dim: int) -> None:
+    def _add_enumerated(self, msg: dict, fn, mask, plate_dim: int, enum_dims: int) -> None:
         """Accumulate a site's log-density keeping Pyro's enumeration dims (summed in ``__exit__``)."""
         lp = enum_to_rows(scale_and_mask(fn.log_prob(msg["value"]), 1.0, mask), plate_dim,
-                          self.enum_dims)
+                          enum_dims)
         if msg["is_observed"]:
             self._enum_obs = _plus(self._enum_obs, lp)
             return
         ladj = self._ladj.pop(msg["name"], None)
         if ladj is not None:
-            lp = lp + enum_to_rows(self._ladj_to_batch(ladj, fn), plate_dim, self.enum_dims)
+            lp = lp + enum_to_rows(self._ladj_to_batch(ladj, fn), plate_dim, enum_dims)
         self._enum_latent = _plus(self._enum_latent, lp)
 
     def __exit__(self, *args, **kwargs):

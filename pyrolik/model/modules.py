@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.modules.module import register_module_forward_pre_hook
 
-from pyrolik.model.constructs import IdiomWarning
+from pyrolik.exceptions import IdiomWarning
 
 __all__ = ["agree", "eval_mode", "check_deterministic", "check_program", "training_dependent"]
 

@@ -2,8 +2,8 @@ r"""Replay the tensor operations of a recorded evaluation, without re-running th
 
 An HMC transition evaluates the same Pyro program, at new latent values, L times; AIS does so
 thousands of times. Each evaluation runs Pyro's effect handlers, messages, plates and distribution
-objects: about 1 ms of Python per call whatever the batch (``benchmarks/RESULTS.md``), 10-15% of a
-batch-1000 decoder pass on a CPU. As Pyro's ``HMC(jit_compile=True)`` and NumPyro's ``jit`` do,
+objects: a fixed cost of Python per call whatever the batch, a sizeable share of a batch-1000
+decoder pass on a CPU (measured in ``benchmarks/RESULTS.md``). As Pyro's ``HMC(jit_compile=True)`` and NumPyro's ``jit`` do,
 pyrolik records the operations of one evaluation -- forward *and* backward, down to ATen operators --
 with :func:`torch.fx.experimental.proxy_tensor.make_fx` (the tracer under ``torch.compile`` and
 ``torch.export``) and from then on replays them: the same kernels in the same order, so the replay's

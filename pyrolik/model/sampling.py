@@ -23,6 +23,7 @@ from pyrolik._random import fork_rng_from
 from pyrolik.model.arguments import fit_rows, has_per_example, mark_arguments
 from pyrolik.model.modules import eval_mode
 from pyrolik.model.target import Target, make_target
+from pyrolik.ops.types import Latents
 
 __all__ = ["model_log_obs", "guide_sampler", "obs_sampler", "prior_draws"]
 
@@ -35,7 +36,7 @@ def _to_rows(v: Tensor, s: int, n: int, per_example: bool) -> Tensor:
 
 def model_log_obs(
     model: Callable, model_args: tuple = (), model_kwargs: dict[str, Any] | None = None
-) -> Callable[[Tensor, Mapping[str, Tensor], bool], Tensor]:
+) -> Callable[[Tensor, Latents, bool], Tensor]:
     r"""Return ``log_obs(x, latents, per_example) -> (S, N)``: :math:`\log p(x_n \mid z_s)`.
 
     ``latents`` maps every latent site to ``(S, *site_shape)`` (every sample paired with every
@@ -44,7 +45,8 @@ def model_log_obs(
     """
     targets: dict[tuple, Target] = {}
 
-    def log_obs(x: Tensor, latents: Mapping[str, Tensor], per_example: bool = False) -> Tensor:
+    def log_obs(x: Tensor, latents: Latents, per_example: bool = False) -> Tensor:
+        latents = _by_site(latents)
         n = x.shape[0]
         s = next(iter(latents.values())).shape[0]
         key = (s, tuple(x.shape))
@@ -68,6 +70,15 @@ def model_log_obs(
         return log_p_obs.reshape(s, n)
 
     return log_obs
+
+
+def _by_site(latents: Latents) -> Mapping[str, Tensor]:
+    """A Pyro model's latents: ``{site name: tensor}``, never one flat tensor."""
+    if not isinstance(latents, Mapping):
+        raise TypeError(f"a Pyro model's latents are a dict {{site name: tensor}}, got "
+                        f"{type(latents).__name__}: draw them with pyrolik.infer.chains."
+                        "prior_samples or encoder_decoder")
+    return latents
 
 
 def _trace(fn: Callable, x: Tensor, data: Mapping[str, Tensor] | None, args, kwargs):
@@ -108,15 +119,15 @@ def guide_sampler(
 
 def obs_sampler(
     model: Callable, model_args: tuple = (), model_kwargs: dict[str, Any] | None = None
-) -> Callable[[Mapping[str, Tensor], Tensor, torch.Generator | None], Tensor]:
+) -> Callable[[Latents, Tensor, torch.Generator | None], Tensor]:
     r"""Return ``(z, x, generator) -> x'`` drawing :math:`x' \sim p(x \mid z)`.
 
     ``x`` gives only the shape. The model must have exactly one observed site, whose value is ``x``.
     """
     kwargs = model_kwargs or {}
 
-    def sample(latents: Mapping[str, Tensor], x: Tensor, generator: torch.Generator | None
-               ) -> Tensor:
+    def sample(latents: Latents, x: Tensor, generator: torch.Generator | None) -> Tensor:
+        latents = _by_site(latents)
         with torch.no_grad():
             trace = _trace(model, x, latents, model_args, kwargs)
             _, observed = _latent_names(trace, latents)

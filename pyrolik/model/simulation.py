@@ -3,9 +3,15 @@ r"""Draw ``(x, latents)`` from a model's joint :math:`p(z)\,p(x \mid z)`, as Pyr
 A Pyro model conditioned with ``obs=x`` samples that site when ``x`` is ``None``: the usual way to
 simulate. :func:`draw_joint` first runs the model so, with ``x=None`` (the number of examples then
 comes from the model's arguments, e.g. per-example labels); if the model cannot run without data, it
-runs the model on a placeholder ``x`` of zeros of the requested shape with the observed site released
-(``poutine.uncondition``). A model whose structure reads the data (ProdLDA's ``total_count =
-x.sum(-1)``) cannot be simulated from a placeholder: then the error says so and points to
+runs the model on a placeholder ``x`` of zeros of the requested shape with the observed sites that
+read ``x`` released (``poutine.uncondition``; an observation of a per-example argument, M2's labels,
+stays conditioned, so the draws are of the joint given it). Either way ``x`` is put together from the values the observed sites drew,
+by the map the model reads them with (:mod:`pyrolik.model.readmap`): one site holding all of ``x``,
+one site per time step (``obs=x[:, t]``), a gathered observation (``obs=x[:, idx]``). Entries of
+``x`` that no observed site scores (masked out, or not read) are 0 (:data:`~pyrolik.model.readmap.FILL`).
+
+A model whose structure reads the data (ProdLDA's ``total_count = x.sum(-1)``) draws differently on
+two placeholders and cannot be simulated from one: then the error says so and points to
 ``bdmc(model, data=(x, latents))`` with data simulated by the user's own code.
 """
 
@@ -16,12 +22,15 @@ from typing import Any
 
 import pyro
 import torch
+from pyro.poutine.uncondition_messenger import UnconditionMessenger
 from torch import Tensor
 
 from pyrolik._random import fork_rng_from
 from pyrolik.model.arguments import mark_arguments, unwrap
 from pyrolik.model.hints import short
 from pyrolik.model.modules import eval_mode
+from pyrolik.model.observed import alternative_data
+from pyrolik.model.readmap import ReadMapError, assemble, coded, read_map
 
 __all__ = ["draw_joint"]
 
@@ -36,48 +45,120 @@ def draw_joint(model: Callable[..., Any], placeholder: Tensor, seed: int, model_
     Randomness comes from a generator seeded by ``seed`` (the same draws whichever way the model
     runs first); the user's global RNG is left alone.
     """
-    from pyrolik.model.target import make_target  # the adapter's facade imports this layer's peers
-
-    try:
-        target = make_target(model, placeholder, 1, model_args=model_args,
-                             model_kwargs=model_kwargs)
-    except ValueError as err:
-        raise ValueError(f"simulating from the model failed: it does not run on a placeholder x of "
-                         f"zeros of shape {tuple(placeholder.shape)} ({err}); {_DATA_HINT}") from err
-    if len(target.observed) != 1:
-        raise ValueError(f"simulate needs a model with one observed site holding all of x; this one "
-                         f"has {list(target.observed)}: {_DATA_HINT}")
-    site = target.observed[0]
     args, kwargs = unwrap(*mark_arguments(tuple(model_args), dict(model_kwargs or {}),
                                           placeholder.shape[0]))
 
-    def run(x: Tensor | None, fn: Callable) -> Any:
+    def run(x: Tensor | None, fn: Callable, seeded: bool = True) -> Any:
         generator = torch.Generator(device=placeholder.device).manual_seed(seed)
-        with fork_rng_from(generator, placeholder.device), torch.no_grad(), \
+        with fork_rng_from(generator if seeded else None, placeholder.device), torch.no_grad(), \
                 pyro.validation_enabled(False), eval_mode():
             return pyro.poutine.trace(fn).get_trace(x, *args, **kwargs)
 
+    target = _structure(model, placeholder, model_args, model_kwargs, run)
+    index = _read_map(model, placeholder, target, run)
     tr = None
-    try:  # the obs=x idiom: with x=None the observed site samples
+    try:  # the obs=x idiom: with x=None the observed sites sample
         tr = run(None, model)
-        found = tr.nodes.get(site)
-        if found is None or found["is_observed"] or found["value"] is None \
-                or tuple(found["value"].shape) != tuple(placeholder.shape):
-            tr = None
+        for site in index:
+            found = tr.nodes.get(site)
+            if found is None or found["is_observed"] or found["value"] is None \
+                    or tuple(found["value"].shape) != tuple(index[site].shape):
+                tr = None
+                break
     except Exception:  # noqa: BLE001 - a model that needs its data: simulate on the placeholder
         tr = None
     if tr is None:
+        released = _Release(frozenset(index))(model)
         try:
-            tr = run(placeholder, pyro.poutine.uncondition(model))
+            tr = run(placeholder, released)
+            other = run(coded(placeholder) if coded(placeholder) is not None
+                        else alternative_data(placeholder), released)
         except Exception as err:  # noqa: BLE001 - whatever broke, say how to go around it
             raise ValueError(
                 f"simulating from the model failed: it ran neither with x=None nor on a "
                 f"placeholder x of zeros of shape {tuple(placeholder.shape)} ({short(err)}), e.g. "
                 f"because its structure reads the data; {_DATA_HINT}") from err
-    x = tr.nodes[site]["value"].detach()
-    if tuple(x.shape) != tuple(placeholder.shape):
-        raise ValueError(f"the observed site {site!r} draws values of shape {tuple(x.shape)}, not "
-                         f"(num_examples, *data_shape) = {tuple(placeholder.shape)}")
+        moved = _differs(tr, other)
+        if moved:
+            raise ValueError(
+                f"simulating from the model failed: its structure reads the data (site {moved!r} "
+                f"draws differently on two placeholders x with the same seed), so no placeholder "
+                f"gives its joint; {_DATA_HINT}")
+    x = assemble(tr, index, placeholder, target.plate_name)
     latents = {s.name: tr.nodes[s.name]["value"].detach().movedim(s.plate_index, 0)
                for s in target.sites}
-    return x.to(placeholder.dtype), latents
+    return x, latents
+
+
+class _Release(UnconditionMessenger):
+    """``poutine.uncondition`` of the observed sites that read ``x`` only: an observation of a
+    per-example argument (M2's labels) stays conditioned, so the draws are of the joint given it."""
+
+    def __init__(self, names: frozenset[str]):
+        super().__init__()
+        self.names = names
+
+    def _pyro_sample(self, msg) -> None:
+        if msg["name"] in self.names:
+            super()._pyro_sample(msg)
+
+
+def _structure(model: Callable[..., Any], placeholder: Tensor, model_args: tuple,
+               model_kwargs: dict | None, run: Callable):
+    """The model's target on the placeholder, or the refusal: pyrolik's own (naming its fix) when the
+    model runs, the pointer to ``data=`` when it does not run on a placeholder at all."""
+    from pyrolik.model.target import make_target  # the adapter's facade imports this layer's peers
+
+    try:
+        return make_target(model, placeholder, 1, model_args=model_args, model_kwargs=model_kwargs)
+    except ValueError as err:
+        try:
+            run(placeholder, model, seeded=False)
+        except Exception:  # noqa: BLE001 - it does not run on a placeholder: say how to go around
+            raise ValueError(f"simulating from the model failed: it does not run on a placeholder x "
+                             f"of zeros of shape {tuple(placeholder.shape)} ({err}); "
+                             f"{_DATA_HINT}") from err
+        raise ValueError(f"pyrolik cannot simulate from this model: {err}") from err
+
+
+def _read_map(model: Callable[..., Any], placeholder: Tensor, target, run: Callable
+              ) -> dict[str, Tensor]:
+    """Where each observed site reads ``x`` (:func:`~pyrolik.model.readmap.read_map`); a single site
+    holding all of ``x`` reads it in order even where the map cannot be found (boolean ``x``)."""
+    try:
+        return read_map(lambda coded_x: run(coded_x, model, seeded=False), placeholder,
+                        target.observed)
+    except ReadMapError as err:
+        if not err.uncodable:
+            raise ValueError(_unread(err)) from err
+        failure: Exception = err
+    except Exception as err:  # noqa: BLE001 - the model does not run on coded data
+        failure = err
+    tr = run(placeholder, model, seeded=False)
+    if len(target.observed) == 1:
+        value = tr.nodes[target.observed[0]]["value"]
+        if tuple(value.shape) == tuple(placeholder.shape):
+            order = torch.arange(placeholder[0].numel(), device=placeholder.device)
+            return {target.observed[0]: order.reshape(placeholder.shape[1:]).expand(
+                placeholder.shape)}
+    raise ValueError(_unread(failure)) from failure
+
+
+def _unread(err: Exception) -> str:
+    return (f"simulate puts x together from the values its observed sites draw, by the entries of "
+            f"x each one reads; here {short(err)}. Observe x by selection (obs=x, obs=x[:, t], "
+            f"obs=x[:, idx]) with any computation on it in the distribution (for a conditional "
+            f"model pass the observation as x, the input as a keyword argument); or {_DATA_HINT}")
+
+
+def _differs(tr_a, tr_b) -> str | None:
+    """The first sample site whose value differs between two traces (same seed), or None."""
+    for name, node in tr_a.nodes.items():
+        if node["type"] != "sample" or node["infer"].get("_deterministic"):
+            continue
+        other = tr_b.nodes.get(name)
+        if other is None or not isinstance(node["value"], Tensor) \
+                or tuple(node["value"].shape) != tuple(other["value"].shape) \
+                or not torch.equal(node["value"], other["value"]):
+            return name
+    return None

@@ -4,7 +4,7 @@ The adapter's hot loop evaluates this for every site at every leapfrog step, so 
 dominate deep generative models get a path with fewer full-size tensor operations; every other
 distribution (and any site with a ``scale`` or ``mask``) takes the generic path
 ``scale_and_mask(fn.log_prob(value))``. The fast paths return the same number up to floating-point
-summation order (tested in ``tests/test_site_density.py``):
+summation order (tested in ``tests/model/test_site_density.py``):
 
 * Bernoulli with logits (the observation site of binarized-image decoders). torch computes
   ``log p = -bce(logits, x)`` elementwise, which negates the full ``rows x pixels`` matrix forward

@@ -35,10 +35,11 @@ from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDi
 from torch import Tensor
 from torch.distributions import Independent, biject_to
 
+from pyrolik.ops.types import ModelFn
+
 __all__ = ["check_circular_guide", "check_fixed_supports", "check_guide_supports", "circular_sites",
            "refuse_annealing", "to_unconstrained"]
 
-ModelFn = Callable[..., Any]
 _CIRCULAR = (dist.VonMises, dist.SineBivariateVonMises, dist.SineSkewed)
 
 
@@ -168,7 +169,8 @@ def check_fixed_supports(model: ModelFn, x: Tensor, args: tuple, kwargs: dict, t
             if not bounds:
                 continue
             others = [n for n in latent_names if n != name]
-            grads = torch.autograd.grad(sum(b.sum() for b in bounds), [values[n] for n in others],
+            grads = torch.autograd.grad(sum((b.sum() for b in bounds[1:]), bounds[0].sum()),
+                                        [values[n] for n in others],
                                         allow_unused=True, retain_graph=True) if others else []
             depends = [n for n, g in zip(others, grads, strict=True) if g is not None]
             if depends:

@@ -17,7 +17,6 @@ encoder path and, from the third call on, replay of the recorded tensor operatio
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,11 +37,11 @@ from pyrolik.model.modules import check_program
 from pyrolik.model.replay import Replayed, replay_default
 from pyrolik.model.rows import check_rows_independent
 from pyrolik.model.supports import refuse_annealing
+from pyrolik.ops.types import ModelFn
 
 __all__ = ["AnnealingPath", "Draw", "Inputs", "SiteLayout", "Target", "ValueAndGrad", "make_target",
            "prepare_inputs"]
 
-ModelFn = Callable[..., Any]
 PATHS = ("prior", "guide")  # the initial distributions f_0 of an annealing path
 
 
@@ -92,6 +91,12 @@ class Target:
         return self.layout.rows
 
     @property
+    def num_observed(self) -> Tensor | None:
+        """``(num_examples,)``: the entries of each example its observed sites score, masks included
+        (the D of bits/dim, :mod:`pyrolik.model.observed`)."""
+        return self.layout.num_observed
+
+    @property
     def latent_dim(self) -> int:
         return self.layout.latent_dim
 
@@ -106,7 +111,7 @@ class Target:
         return self.program.model
 
     @property
-    def guide(self) -> ModelFn | None:
+    def guide(self) -> ModelFn | FittedGaussian | None:
         return self.program.guide
 
     @property
@@ -121,7 +126,7 @@ class Target:
     def dtype(self) -> torch.dtype:
         return self.x.dtype if self.x.is_floating_point() else torch.get_default_dtype()
 
-    def guide_or_raise(self) -> ModelFn:
+    def guide_or_raise(self) -> ModelFn | FittedGaussian:
         """The guide; ``ValueError`` if the target was built without one."""
         return self.program.guide_or_raise()
 
@@ -216,6 +221,7 @@ class Target:
             found = Replayed(prior_path, self.replay, self._store_state)
         else:
             kept = self.kept_guide
+            assert kept is not None  # _check_path raised for a program without a guide
 
             def guide_path(u: Tensor) -> ValueAndGrad:
                 return program.value_and_grad(u, kept)
@@ -289,7 +295,7 @@ def make_target(
     *,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
-    guide: ModelFn | None = None,
+    guide: ModelFn | FittedGaussian | None = None,
     replay: bool | None = None,
 ) -> Target:
     """Trace ``model`` on ``x`` once and return its :class:`Target` for ``num_chains`` copies.

@@ -31,9 +31,12 @@ import torch
 from torch import Tensor
 
 from pyrolik._validate import check_count, validate_data
+from pyrolik.execution.distributed import main_result
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.importance import iwae
 from pyrolik.mcmc.hmc import HMC
+from pyrolik.results import EstimateResult
+from pyrolik.training.export import monitor_dataset, plot_monitor
 
 __all__ = ["TrainingMonitor"]
 
@@ -49,7 +52,7 @@ class TrainingMonitor:
     model : callable
         The Pyro model being trained (the README's model convention); evaluated with its current
         parameters.
-    x_train, x_test : torch.Tensor, shape (n, *event_shape)
+    x_train, x_test : torch.Tensor, shape ``(n, *event_shape)``
         Fixed subsets (a few dozen examples each is the intended size).
     guide : callable, optional
         The encoder: the AIS start (AIS+encoder) and the IWAE proposal. Required for ``"iwae"``.
@@ -162,7 +165,7 @@ class TrainingMonitor:
     def evaluate(self, epoch: int, **scalars: float) -> dict[str, Any]:
         """Evaluate now and record the result under ``epoch``."""
         start = time.perf_counter()
-        was_training = self.module.training if self.module is not None else None
+        was_training = self.module.training if self.module is not None else False
         if self.module is not None:
             self.module.eval()
         try:
@@ -190,13 +193,17 @@ class TrainingMonitor:
         return row
 
     def _estimate(self, method: str, x: Tensor) -> tuple[Tensor, Tensor]:
-        common = {"model_args": self.model_args, "model_kwargs": self.model_kwargs,
-                  "seed": self.seed, "progress": False}
+        common: dict[str, Any] = {"model_args": self.model_args, "model_kwargs": self.model_kwargs,
+                                  "seed": self.seed, "progress": False}
+        r: EstimateResult
         if method == "ais":
-            r = ais(self.model, x, num_steps=self.num_steps, num_chains=self.num_chains,
-                    kernel=self.kernel, init=self.guide, **common)
+            r = main_result(ais(self.model, x, num_steps=self.num_steps, num_chains=self.num_chains,
+                                kernel=self.kernel, init=self.guide, **common), "ais")
         else:
-            r = iwae(self.model, self.guide, x, num_samples=self.num_samples, **common)
+            assert self.guide is not None  # __init__ requires a guide for the IWAE bound
+            r = main_result(iwae(self.model, self.guide, x, num_samples=self.num_samples, **common),
+                            "iwae")
+        assert r.mcse is not None  # both estimators report an MCSE per example
         return r.log_likelihood.detach().cpu().double(), r.mcse.detach().cpu().double()
 
     # -- what it measured ---------------------------------------------------------------------------
@@ -224,13 +231,9 @@ class TrainingMonitor:
         """An :class:`xarray.Dataset` over ``epoch``: per method ``<method>`` and ``<method>_mcse``
         ``(epoch, subset, example)`` and ``<method>_mean``, ``<method>_stderr`` ``(epoch, subset)``;
         ``eval_seconds``, ``train_seconds_per_epoch`` and the recorded scalars ``(epoch,)``."""
-        from pyrolik.training.export import monitor_dataset
-
         return monitor_dataset(self)
 
     def plot(self, ax=None, start_epoch: int | None = None):
         """Train (solid) and test (dashed) mean log-likelihood against epoch, with 2 standard errors
         over the examples, per method: Wu et al.'s figure 3 (from ``start_epoch`` on)."""
-        from pyrolik.training.export import plot_monitor
-
         return plot_monitor(self.to_dataset(), ax=ax, start_epoch=start_epoch)

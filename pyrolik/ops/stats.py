@@ -1,0 +1,278 @@
+r"""Reductions of importance log-weights: log-mean-exp, effective sample size, MCSE, Pareto k-hat.
+
+All functions reduce over dim 0 (chains or samples) and keep the example dims, so every diagnostic
+is per example (unlike whole-dataset weights, ``PEERS.md``).
+
+For weights :math:`w_k = \exp(\log w_k)`, :math:`k = 1..K`:
+
+.. math::
+    \hat Z = \tfrac1K \sum_k w_k, \qquad
+    \mathrm{ESS} = \frac{(\sum_k w_k)^2}{\sum_k w_k^2}, \qquad
+    \mathrm{se}_\Delta(\log \hat Z) = \frac{\mathrm{sd}(w)}{\sqrt K\, \bar w}
+    = \sqrt{1/\mathrm{ESS} - 1/K}
+
+(the delta method). The MCSE that results report is the jackknife standard error of
+:math:`\log \hat Z` (:func:`mcse_log_mean_exp`), which agrees with the delta method when the weights
+are many and tame but, unlike it, holds with a handful of chains: the delta method can never exceed
+:math:`\sqrt{1 - 1/K}` nats (0.87 for K = 4) however far apart the weights are, and understated the
+spread of :math:`\log \hat Z` over repeated runs many times over with few chains or samples
+(``benchmarks/mcse_few_chains.py``, figures in ``benchmarks/RESULTS.md``). Pareto :math:`\hat k` comes from
+ArviZ's PSIS (Vehtari et al. 2024); above :func:`khat_threshold` the estimate of :math:`\log Z`, and
+its MCSE, are unreliable.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from pyrolik.advice import MIN_WEIGHTS
+
+__all__ = [
+    "log_mean_exp",
+    "effective_sample_size",
+    "mcse_log_mean_exp",
+    "khat_threshold",
+    "MIN_WEIGHTS_FOR_KHAT",
+    "pareto_khat",
+    "pareto_tail_size",
+    "pareto_khat_from_tail",
+    "RunningLogWeights",
+]
+
+
+def log_mean_exp(log_weights: Tensor, dim: int = 0) -> Tensor:
+    r""":math:`\log \frac1K \sum_k \exp(a_k)`, stable; ``-inf`` entries count as zero weights."""
+    return torch.logsumexp(log_weights, dim=dim) - math.log(log_weights.shape[dim])
+
+
+def effective_sample_size(log_weights: Tensor, dim: int = 0) -> Tensor:
+    r"""Kish's effective sample size :math:`(\sum w)^2 / \sum w^2`, per example."""
+    return torch.exp(2 * torch.logsumexp(log_weights, dim) - torch.logsumexp(2 * log_weights, dim))
+
+
+def _log1mexp(x: Tensor) -> Tensor:
+    r""":math:`\log(1 - e^x)` for :math:`x \le 0`, accurate on the whole range (Maechler 2012)."""
+    return torch.where(x > -math.log(2.0), torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
+
+
+def _jackknife_se(sum_a: Tensor, sum_a2: Tensor, k: int) -> Tensor:
+    r"""Jackknife standard error from :math:`\sum_i a_i` and :math:`\sum_i a_i^2` over the K
+    leave-one-out values :math:`a_i` (shifted by any constant): :math:`\sqrt{\tfrac{K-1}{K}
+    \sum_i (a_i - \bar a)^2}`."""
+    return torch.sqrt((k - 1) / k * torch.clamp(sum_a2 - sum_a**2 / k, min=0.0))
+
+
+def _mcse_from_top(top: Tensor, lse: Tensor, log_power_sums: dict[int, Tensor], count: int
+                   ) -> Tensor:
+    r"""Jackknife MCSE of :math:`\log \hat Z` from the largest log-weights and power sums.
+
+    ``top`` ``(T, N)`` holds the T largest log-weights, largest first; ``lse`` is
+    :math:`\log \sum_k w_k` and ``log_power_sums[m]`` :math:`\log \sum_k w_k^m` (m = 2, 3, 4) over all
+    ``count`` weights. With :math:`r_i = w_i / \sum_k w_k`, the leave-one-out estimate is
+    :math:`\log \hat Z_{(i)} = \log \hat Z + \log(1 - r_i) + \log\tfrac{K}{K-1}`, so the jackknife
+    needs :math:`a_i = \log(1 - r_i)`: exact for the T largest weights; for the others
+    (:math:`r_i \le 1/(T+1)`) :math:`a_i = -(r_i + r_i^2/2 + r_i^3/3 + r_i^4/4) + O(r_i^5)`, whose
+    sums over the rest follow from the power sums minus the top's share. Exact when
+    ``count == T``.
+    """
+    dt = top.dtype
+    top, lse = top.double(), lse.double()
+    r_log = top - lse  # log r_i of the largest weights
+    # the largest weight: log(1 - r_1) as the log of the others' share, which keeps its precision
+    # when the others are far below it (then 1 - r_1 rounds to 0)
+    r = torch.exp(r_log)
+    rest = torch.clamp(1.0 - r.sum(0), min=0.0) if count > top.shape[0] else torch.zeros_like(lse)
+    a_first = torch.logaddexp(torch.logsumexp(r_log[1:], 0), torch.log(rest))
+    a = torch.cat([a_first.unsqueeze(0), _log1mexp(r_log[1:])], dim=0)
+    a = torch.where(torch.isneginf(top), torch.zeros_like(a), a)  # zero weights: a_i = log 1
+    sum_a, sum_a2 = a.sum(0), (a * a).sum(0)
+    if count > top.shape[0]:  # the series for the weights below the top T
+        p = {1: rest}
+        for m in (2, 3, 4):
+            p[m] = torch.clamp(torch.exp(log_power_sums[m].double() - m * lse) - (r**m).sum(0),
+                               min=0.0)
+        sum_a = sum_a - (p[1] + p[2] / 2 + p[3] / 3 + p[4] / 4)
+        sum_a2 = sum_a2 + p[2] + p[3] + 11.0 / 12.0 * p[4]
+    se = _jackknife_se(sum_a, sum_a2, count)
+    # one weight holds all the mass (a leave-one-out sum is zero): the spread is unbounded
+    se = torch.where(torch.isneginf(a_first), torch.full_like(se, math.inf), se)
+    if count < 2:
+        se = torch.full_like(se, math.nan)  # one draw says nothing about the spread
+    return torch.where(torch.isfinite(lse), se, torch.full_like(se, math.nan)).to(dt)
+
+
+def mcse_log_mean_exp(log_weights: Tensor, dim: int = 0, method: str = "jackknife") -> Tensor:
+    r"""Monte Carlo standard error of :math:`\log \hat Z = \log \frac1K \sum_k w_k`, per example.
+
+    ``method="jackknife"`` (the default, what results report):
+
+    .. math:: \mathrm{se}_J = \sqrt{\tfrac{K-1}{K} \textstyle\sum_i
+              \big(\log \hat Z_{(i)} - \overline{\log \hat Z_{(\cdot)}}\big)^2}
+
+    over the K leave-one-out estimates :math:`\log \hat Z_{(i)}` [2]_. It equals the delta method
+    to first order when the weights are many, and, unlike it, holds with few chains: the jackknife
+    variance is biased upwards in expectation (the Efron-Stein inequality [1]_), and over repeated
+    runs with few chains or samples it was close to the observed spread of :math:`\log \hat Z`
+    on linear-Gaussian and Beta-latent models, AIS and likelihood weighting, where the delta
+    method understated it many times over (``benchmarks/RESULTS.md``); the exception was a point whose weights have
+    k-hat 1.2 (an infinite-mean tail, where no MCSE is consistent) (``benchmarks/mcse_few_chains.py``,
+    ``tests/ops/test_stats.py``). Infinite when one weight holds all the mass, NaN for one weight or
+    when every weight is zero. ``method="delta"``: :math:`\sqrt{1/\mathrm{ESS} - 1/K}`, bounded by
+    :math:`\sqrt{1 - 1/K}`.
+
+    Whatever the method, K weights cannot reveal a tail they did not sample: check
+    :func:`pareto_khat` against :func:`khat_threshold` (which needs K >= 25).
+
+    References
+    ----------
+    .. [1] B. Efron, C. Stein. The jackknife estimate of variance. Annals of Statistics, 1981.
+    .. [2] B. Efron. The Jackknife, the Bootstrap and Other Resampling Plans. SIAM, 1982.
+    """
+    if method == "delta":
+        k = log_weights.shape[dim]
+        ess = effective_sample_size(log_weights, dim)
+        return torch.sqrt(torch.clamp(1.0 / ess - 1.0 / k, min=0.0))
+    if method != "jackknife":
+        raise ValueError(f"method must be 'jackknife' or 'delta', got {method!r}")
+    lw = log_weights.movedim(dim, 0)
+    top = torch.sort(lw, dim=0, descending=True).values
+    return _mcse_from_top(top, torch.logsumexp(lw, 0), {}, lw.shape[0])
+
+
+MIN_WEIGHTS_FOR_KHAT = MIN_WEIGHTS  # PSIS fits a tail of at least 5 of the largest weights
+
+
+def khat_threshold(num_samples: int) -> float:
+    r"""The largest Pareto :math:`\hat k` at which K weights give a reliable estimate and MCSE.
+
+    :math:`\min(1 - 1/\log_{10} K,\ 0.7)` (Vehtari et al. 2024, sec. 3.2.4): with K draws, the
+    error of an importance-sampling estimate whose weights have tail index k shrinks too slowly
+    above it (0.29 at K = 25, 0.5 at K = 100, 0.7 from K = 2154). Below 10 draws no k qualifies.
+    """
+    if num_samples <= 10:
+        return -math.inf
+    return min(1.0 - 1.0 / math.log10(num_samples), 0.7)
+
+
+def pareto_tail_size(num_samples: int) -> int:
+    """Number of largest weights PSIS fits (ArviZ's rule with ``reff=1``)."""
+    return int(math.ceil(min(0.2 * num_samples, 3 * math.sqrt(num_samples))))
+
+
+def pareto_khat(log_weights: Tensor, dim: int = 0) -> Tensor:
+    r"""Pareto :math:`\hat k` of the importance weights per example, by ArviZ's ``psislw``.
+
+    Returns NaN where k-hat cannot be estimated: fewer than 5 weights in the Pareto tail (fewer
+    than 25 samples), fewer than 5 finite weights, or a degenerate tail (e.g. all weights equal).
+    """
+    import arviz as az
+
+    lw = log_weights.movedim(dim, -1).detach().cpu().double().numpy()
+    flat = lw.reshape(-1, lw.shape[-1])
+    out = np.full(flat.shape[0], np.nan)
+    if pareto_tail_size(flat.shape[-1]) >= 5:
+        finite = np.isfinite(flat).sum(-1) >= 5
+        if finite.any():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # ArviZ warns when k-hat is large: we report it
+                _, khat = az.psislw(np.where(np.isfinite(flat[finite]), flat[finite], -1e300),
+                                    reff=1.0)
+            khat = np.asarray(khat, dtype=float)
+            out[finite] = np.where(np.isfinite(khat), khat, np.nan)
+    return torch.as_tensor(out.reshape(lw.shape[:-1]), dtype=log_weights.dtype)
+
+
+def pareto_khat_from_tail(tail: Tensor, num_samples: int) -> Tensor:
+    """k-hat from the ``pareto_tail_size(num_samples) + 1`` largest log-weights per example.
+
+    PSIS only looks at the largest ``M`` weights and the ``(M+1)``-th as threshold, so padding the
+    tail with copies of the threshold up to ``num_samples`` gives ArviZ the same fit as the full set.
+    ``tail`` has shape ``(M + 1, N)`` (any order along dim 0).
+    """
+    m = pareto_tail_size(num_samples)
+    if tail.shape[0] != m + 1:
+        raise ValueError(f"tail must hold {m + 1} values per example, got {tail.shape[0]}")
+    threshold = tail.min(dim=0).values
+    out = []
+    for start in range(0, tail.shape[1], 64):  # bounded memory: 64 examples x num_samples at once
+        sl = slice(start, start + 64)
+        pad = threshold[sl].expand(num_samples - m - 1, -1)
+        out.append(pareto_khat(torch.cat([tail[:, sl], pad], dim=0)))
+    return torch.cat(out)
+
+
+class RunningLogWeights:
+    """Streaming reduction of log-weights arriving in chunks of shape ``(k, N)``.
+
+    Keeps :math:`\\log\\sum w^m` (m = 1..4) and the ``max(M + 1, 64)`` largest log-weights (for k-hat
+    and the jackknife MCSE, exact when there are no more weights than that): memory
+    ``O(N * sqrt(num_samples))`` whatever the number of chunks. Optionally keeps every weight.
+    """
+
+    EXACT_TOP = 64  # the jackknife is exact up to this many weights, a 4-term series beyond
+
+    def __init__(self, num_samples: int, keep: bool):
+        self.num_samples = num_samples
+        self.keep = keep
+        self.tail_size = pareto_tail_size(num_samples) + 1
+        self.top_size = max(self.tail_size, self.EXACT_TOP)
+        self.count = 0
+        self.lse: Tensor | None = None
+        self.lse2: Tensor | None = None
+        self.lse_pow: dict[int, Tensor] = {}
+        self.tail: Tensor | None = None  # the largest log-weights, largest first
+        self.kept: list[Tensor] = []
+
+    def update(self, log_weights: Tensor) -> None:
+        lse = torch.logsumexp(log_weights, 0)
+        powers = {m: torch.logsumexp(m * log_weights, 0) for m in (2, 3, 4)}
+        if self.lse is None or self.tail is None:
+            self.lse, self.lse_pow, tail = lse, powers, log_weights
+        else:
+            self.lse = torch.logaddexp(self.lse, lse)
+            self.lse_pow = {m: torch.logaddexp(self.lse_pow[m], v) for m, v in powers.items()}
+            tail = torch.cat([self.tail, log_weights], dim=0)
+        self.lse2 = self.lse_pow[2]
+        k = min(self.top_size, tail.shape[0])
+        self.tail = torch.topk(tail, k, dim=0).values
+        self.count += log_weights.shape[0]
+        if self.keep:
+            self.kept.append(log_weights)
+
+    def _sums(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``(lse, lse2, tail)`` once :meth:`update` has run."""
+        if self.lse is None or self.lse2 is None or self.tail is None:
+            raise ValueError("no log-weights yet: call update(log_weights) first")
+        return self.lse, self.lse2, self.tail
+
+    @property
+    def log_mean(self) -> Tensor:
+        return self._sums()[0] - math.log(self.count)
+
+    @property
+    def ess(self) -> Tensor:
+        lse, lse2, _ = self._sums()
+        return torch.exp(2 * lse - lse2)
+
+    @property
+    def mcse(self) -> Tensor:
+        """The jackknife MCSE of :attr:`log_mean` (see :func:`mcse_log_mean_exp`)."""
+        lse, _, tail = self._sums()
+        return _mcse_from_top(tail, lse, self.lse_pow, self.count)
+
+    @property
+    def log_weights(self) -> Tensor | None:
+        return torch.cat(self.kept, dim=0) if self.keep else None
+
+    def khat(self) -> Tensor:
+        lse, _, tail = self._sums()
+        if self.keep:
+            return pareto_khat(torch.cat(self.kept, dim=0))
+        if tail.shape[0] < self.tail_size:
+            return torch.full_like(lse, float("nan"))
+        return pareto_khat_from_tail(tail[: self.tail_size], self.count)

@@ -1,0 +1,471 @@
+"""Result objects returned by every estimator: per-example estimates, weights and diagnostics.
+
+Fields every result has (the public API): ``log_likelihood`` (N,), ``log_weights`` (K, N) where
+kept, ``bound`` (``"lower"``, ``"upper"`` or ``None``), ``mean`` and ``stderr`` (over examples), ``summary()``,
+``to_datatree()`` and ``to_inference_data()``. Per-example diagnostics: ``ess``, ``mcse`` (the
+jackknife standard error of ``log_likelihood``, see :func:`pyrolik.ops.stats.mcse_log_mean_exp`)
+and Pareto ``khat``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import Tensor
+
+from pyrolik.advice import (
+    ACCEPTANCE_COLLAPSE,
+    BDMC_GAP_WARN,
+    KHAT_WARN,
+    MIN_WEIGHTS,
+    NEGATIVE_GAP_SE,
+    acceptance_fix,
+    inverted_gap_advice,
+)
+from pyrolik.ops.stats import khat_threshold
+from pyrolik.results.datatree import to_datatree, to_inference_data
+from pyrolik.results.table import Summary
+
+__all__ = ["EstimateResult", "AISResult", "BDMCResult", "KHAT_WARN", "MIN_WEIGHTS_FOR_MCSE",
+           "bits_per_dim"]
+
+# fewer weights per example than this: k-hat cannot check their tail, so the MCSE is a rough guide
+MIN_WEIGHTS_FOR_MCSE = MIN_WEIGHTS  # thresholds: pyrolik.advice
+
+
+def _mean(values: Tensor, failed: Tensor) -> float:
+    ok = values[~failed]
+    return float(ok.mean()) if len(ok) else float("nan")
+
+
+def _stderr(values: Tensor, failed: Tensor) -> float:
+    ok = values[~failed]
+    return float(ok.std(unbiased=True) / math.sqrt(len(ok))) if len(ok) > 1 else float("nan")
+
+
+def bits_per_dim(log_likelihood: Tensor | float, num_dims: int | Tensor) -> Tensor | float:
+    r"""Negative log-likelihood in bits per dimension: :math:`-\log p(x) / (D \ln 2)`; ``num_dims``
+    may be per example (the entries each observes)."""
+    return -log_likelihood / (num_dims * math.log(2.0))
+
+
+class _Exports:
+    """Export methods shared by every result (the work is in :mod:`pyrolik.results.datatree`, which
+    reads results by their attributes and does not import this module)."""
+
+    def to_datatree(self):
+        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.results.datatree`)."""
+        return to_datatree(self)
+
+    def to_inference_data(self):
+        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.results.datatree`)."""
+        return to_inference_data(self)
+
+
+@dataclass
+class EstimateResult(_Exports):
+    """Per-example estimates of log p(x) in nats from one estimator."""
+
+    method: str
+    log_likelihood: Tensor  # (N,)
+    bound: str | None
+    log_weights: Tensor | None = None  # (K, N), importance log-weights where kept
+    ess: Tensor | None = None  # (N,)
+    mcse: Tensor | None = None  # (N,)
+    khat: Tensor | None = None  # (N,)
+    x: Tensor | None = None  # (N, *event_shape), the evaluated data
+    settings: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    wall_time: float = float("nan")
+    # the name of the model's plate over the examples: the example dim of the export
+    example_dim: str = "example"
+    # (N,) entries of each example the model's observed sites score, masks included (bits/dim's
+    # D, pyrolik.model.observed); None: every entry of x (estimators that do not run a model)
+    num_observed: Tensor | None = None
+
+    @property
+    def num_examples(self) -> int:
+        return self.log_likelihood.shape[0]
+
+    @property
+    def failed(self) -> Tensor:
+        """``(N,)`` bool: examples whose estimate is NaN or inf (the model's density was not finite).
+
+        They are left out of :attr:`mean` and :attr:`stderr` (see :mod:`pyrolik.execution.faults`).
+        """
+        return ~torch.isfinite(self.log_likelihood)
+
+    @property
+    def mean(self) -> float:
+        """Average estimate over the examples that did not fail (nats)."""
+        return _mean(self.log_likelihood, self.failed)
+
+    @property
+    def stderr(self) -> float:
+        """Standard error of :attr:`mean` over examples (data variability), nats."""
+        return _stderr(self.log_likelihood, self.failed)
+
+    @property
+    def observed_dims(self) -> Tensor | None:
+        """``(N,)``: the entries of each example that its estimate is a density of, the :math:`D_n`
+        of bits/dim. Counted by the estimator from the model's observed sites, masks included
+        (``poutine.mask``, ``.mask``, ``obs_mask``, a gathered ``obs=x[:, idx]``); where no model
+        was run (``kde``), every entry of ``x``. None when neither is known."""
+        if self.num_observed is not None:
+            return self.num_observed
+        if self.x is None:
+            return None
+        return torch.full((self.num_examples,), float(self.x[0].numel()), dtype=torch.float64)
+
+    @property
+    def num_dims(self) -> int | None:
+        """The entries observed per example when every example observes as many (else None: see
+        :attr:`observed_dims`)."""
+        dims = self.observed_dims
+        if dims is None or not len(dims) or not bool((dims == dims[0]).all()):
+            return None
+        return int(dims[0])
+
+    @property
+    def bits_per_dim(self) -> float:
+        r"""NLL in bits per observed entry over the examples that did not fail,
+
+        .. math:: \text{bits/dim} = \frac{-\sum_n \log p(x_n)}{\ln 2 \sum_n D_n},
+
+        with :math:`D_n` the entries example :math:`n` observes (:attr:`observed_dims`); with the
+        same :math:`D` for every example, :math:`-\overline{\log p(x)} / (D \ln 2)`. NaN when the
+        count is unknown or zero."""
+        dims = self.observed_dims
+        if dims is None:
+            return float("nan")
+        ok = ~self.failed
+        total = float(dims[ok.to(dims.device)].sum())
+        if total <= 0:
+            return float("nan")
+        return float(-self.log_likelihood[ok].double().sum() / (total * math.log(2.0)))
+
+    @property
+    def num_weights(self) -> int | None:
+        """Weights per example behind ``log_likelihood`` and ``mcse`` (chains or samples)."""
+        if self.log_weights is not None:
+            return int(self.log_weights.shape[0])
+        count = self.settings.get("num_chains", self.settings.get("num_samples"))
+        return int(count) if isinstance(count, int | float) else None
+
+    @property
+    def _weight_unit(self) -> str:
+        return "samples"
+
+    @property
+    def mcse_unreliable(self) -> Tensor | None:
+        """``(N,)`` bool: examples whose MCSE cannot be trusted.
+
+        Either there are fewer than 25 weights per example (too few for Pareto k-hat to check the
+        tail the MCSE depends on), or k-hat is above :func:`~pyrolik.ops.stats.khat_threshold`
+        for this many weights (Vehtari et al. 2024). A NaN k-hat with 25+ weights (a flat tail, e.g.
+        equal weights) is not flagged.
+        """
+        if self.mcse is None:
+            return None
+        k = self.num_weights
+        if k is None or k < MIN_WEIGHTS_FOR_MCSE or self.khat is None:
+            return torch.ones_like(self.mcse, dtype=torch.bool)
+        return self.khat > khat_threshold(k)
+
+    def warnings(self) -> list[str]:
+        """Plain-words warnings about this estimate (empty when nothing looks wrong)."""
+        out = []
+        num_failed = int(self.failed.sum())
+        if num_failed:
+            out.append(f"{num_failed} of {self.num_examples} examples failed (NaN or inf estimate: "
+                       "the model's density was not finite for them); they are left out of the mean "
+                       "(see result.failed)")
+        if self.khat is not None:
+            bad = int((self.khat > KHAT_WARN).sum())
+            if bad:
+                out.append(
+                    f"{bad} of {self.num_examples} examples have Pareto k-hat > {KHAT_WARN}: their "
+                    "importance weights are dominated by a few draws and the estimate is unreliable "
+                    "(use more chains/samples, more annealing steps, or a better proposal)"
+                )
+        out += self._mcse_warnings()
+        out += self._method_warnings()
+        return out
+
+    def _method_warnings(self) -> list[str]:
+        """Warnings particular to one estimator, from what its settings recorded."""
+        scores = self.settings.get("validation_log_likelihood") if self.method == "kde" else None
+        if scores and len(scores) > 1:
+            best = max(range(len(scores)), key=scores.__getitem__)
+            if best in (0, len(scores) - 1):
+                side = "smallest" if best == 0 else "largest"
+                return [f"the KDE bandwidth chosen on the validation data is the {side} of the grid "
+                        f"({self.settings['bandwidth']:.4g}): the best one may lie outside it; "
+                        "widen the grid (bandwidths=)"]
+        return []
+
+    def _mcse_warnings(self) -> list[str]:
+        k, unit = self.num_weights, self._weight_unit
+        if self.mcse is None or k is None:
+            return []
+        if k < MIN_WEIGHTS_FOR_MCSE:
+            return [f"the MCSE comes from {k} {unit} per example: it matches the spread of repeated "
+                    f"runs on average (jackknife), but {k} weights cannot show whether rare draws "
+                    f"dominate (Pareto k-hat needs {MIN_WEIGHTS_FOR_MCSE} or more), so read it as a "
+                    f"rough guide, not an error bar; use {MIN_WEIGHTS_FOR_MCSE}+ {unit} for an MCSE "
+                    "you can check"]
+        threshold = khat_threshold(k)
+        if self.khat is None or threshold >= KHAT_WARN:
+            return []
+        bad = int(((self.khat > threshold) & (self.khat <= KHAT_WARN) & ~self.failed).sum())
+        if not bad:
+            return []
+        return [f"{bad} of {self.num_examples} examples have Pareto k-hat between {threshold:.2f} "
+                f"and {KHAT_WARN}: with {k} {unit} their estimate and MCSE converge too slowly to "
+                f"be trusted (the threshold rises with the number of {unit}: Vehtari et al. 2024); "
+                f"use more {unit}"]
+
+    def per_example(self) -> pd.DataFrame:
+        """One row per example: estimate, MCSE, ESS and k-hat."""
+        cols = {"log_likelihood": self.log_likelihood}
+        for name in ("mcse", "ess", "khat"):
+            val = getattr(self, name)
+            if val is not None:
+                cols[name] = val
+        if self.num_observed is not None and self.num_dims is None:  # they differ: show them
+            cols["observed_dims"] = self.num_observed
+        df = pd.DataFrame({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
+        df.index.name = "example"
+        return df
+
+    def _summary_row(self) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "method": self.method,
+            "bound": self.bound or "none",
+            "examples": self.num_examples,
+            "log p(x) [nats]": self.mean,
+            "stderr": self.stderr,
+        }
+        if self.failed.any():
+            row["failed"] = int(self.failed.sum())
+        if self.observed_dims is not None:
+            row["NLL [bits/dim]"] = self.bits_per_dim
+        if self.mcse is not None:
+            k = self.num_weights
+            label = ("mean MCSE" if k is None or k >= MIN_WEIGHTS_FOR_MCSE
+                     else f"mean MCSE (K={k} {self._weight_unit}: rough below "
+                          f"{MIN_WEIGHTS_FOR_MCSE})")
+            row[label] = float(self.mcse[~self.failed].mean())
+        if self.ess is not None:
+            row["min ESS"] = float(self.ess[~self.failed].min()) if (~self.failed).any() \
+                else float("nan")
+        if self.khat is not None and torch.isfinite(self.khat).any():
+            row["max k-hat"] = float(self.khat[torch.isfinite(self.khat)].max())
+        row["wall time [s]"] = self.wall_time
+        return row
+
+    def summary(self) -> Summary:
+        """A one-row table a person can read: the mean estimate, its errors and diagnostics.
+
+        A :class:`pandas.DataFrame` (index: the method); printed, it is a fixed-width table with
+        one line per quantity that fits 80 columns (:mod:`pyrolik.results.table`).
+        """
+        return Summary(pd.DataFrame([self._summary_row()]).set_index("method"))
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(method={self.method!r}, bound={self.bound!r}, "
+                f"N={self.num_examples}, mean={self.mean:.4f}, stderr={self.stderr:.4f})")
+
+
+@dataclass(repr=False)
+class AISResult(EstimateResult):
+    """A forward or reverse AIS run.
+
+    ``log_weights`` are the raw AIS log-weights. Forward: ``log_likelihood = logmeanexp(log_weights)``.
+    Reverse: the weights estimate ``1 / p(x)``, so ``log_likelihood = -logmeanexp(log_weights)``.
+    """
+
+    direction: str = "forward"
+    path: str = "prior"
+    schedule: Tensor | None = None  # (num_steps + 1,) betas in the order they were visited
+    step_sizes: Any = None  # adaptation.StepSizes: the frozen pilot table (adapt="pilot")
+    kernel: Any = None  # the HMC kernel used
+    final_state: Tensor | None = None  # (K, N, d) unconstrained latents at the end
+    latents: dict[str, Tensor] | None = None  # constrained final states, each (K, N, *site)
+    acceptance_rate: Tensor | None = None  # (K, N) mean over the run
+    num_divergent: Tensor | None = None  # (K, N) count of non-finite proposals
+    trace: dict[str, Tensor] | None = None  # recorded diagnostics, each (R, ...), see ``ais``
+    trace_steps: Tensor | None = None  # (R,) the annealing step index of each record
+
+    @property
+    def _weight_unit(self) -> str:
+        return "chains"
+
+    def _summary_row(self) -> dict[str, Any]:
+        row = super()._summary_row()
+        if self.path == "guide":
+            row["method"] = f"{self.method}+encoder"
+        if self.acceptance_rate is not None:
+            row["acceptance"] = float(self.acceptance_rate[:, ~self.failed].mean())
+        if self.num_divergent is not None:
+            row["divergences"] = int(self.num_divergent[:, ~self.failed].sum())
+        return row
+
+    def warnings(self) -> list[str]:
+        out = super().warnings()
+        if self.acceptance_rate is not None:
+            per_example = self.acceptance_rate.mean(0)
+            # failed examples are reported apart
+            low = int(((per_example < ACCEPTANCE_COLLAPSE) & ~self.failed).sum())
+            if low:
+                out.append(
+                    f"HMC acceptance collapsed (< {ACCEPTANCE_COLLAPSE}) for {low} of "
+                    f"{self.num_examples} examples: the chains barely moved, so the estimate is far "
+                    "from converged; " + acceptance_fix(self.kernel)
+                )
+        num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
+        if num_div:
+            out.append(f"{num_div} HMC proposals were non-finite (divergent) and rejected")
+        return out
+
+
+@dataclass
+class BDMCResult(_Exports):
+    """Bidirectional Monte Carlo on simulated data: a sandwich ``lower <= log p(x) <= upper``."""
+
+    lower: AISResult
+    upper: AISResult
+    x: Tensor
+    latents: dict[str, Tensor]
+    wall_time: float = float("nan")
+
+    @property
+    def bound(self) -> str:
+        return "sandwich"
+
+    @property
+    def method(self) -> str:
+        return "bdmc"
+
+    @property
+    def failed(self) -> Tensor:
+        """``(N,)`` bool: examples where either bound failed (NaN or inf); left out of the means."""
+        return self.lower.failed | self.upper.failed
+
+    @property
+    def per_example_gap(self) -> Tensor:
+        """``upper - lower`` per example (nats); bounds the error of either estimate on average."""
+        return self.upper.log_likelihood - self.lower.log_likelihood
+
+    @property
+    def gap(self) -> float:
+        """The BDMC gap: mean over the examples that did not fail of upper minus lower (nats)."""
+        return _mean(self.per_example_gap, self.failed)
+
+    @property
+    def gap_stderr(self) -> float:
+        return _stderr(self.per_example_gap, self.failed)
+
+    @property
+    def per_example_gap_mcse(self) -> Tensor:
+        r"""Monte Carlo standard error of each example's gap, :math:`\sqrt{\mathrm{mcse}_L^2 +
+        \mathrm{mcse}_U^2}` (the two runs are independent), nats."""
+        if self.lower.mcse is None or self.upper.mcse is None:
+            return torch.full_like(self.per_example_gap, float("nan"), dtype=torch.float64)
+        return (self.lower.mcse.double() ** 2 + self.upper.mcse.double() ** 2).sqrt()
+
+    @property
+    def gap_mcse(self) -> float:
+        r"""Monte Carlo standard error of :attr:`gap`: :math:`\sqrt{\sum_n \mathrm{mcse}_n^2} / N`
+        over the examples that did not fail (nats). :attr:`gap_stderr` is the spread over examples
+        instead (data variability, which includes this noise)."""
+        ok = ~self.failed
+        if not ok.any():
+            return float("nan")
+        return float(self.per_example_gap_mcse[ok].pow(2).sum().sqrt() / int(ok.sum()))
+
+    def inverted_gap(self) -> dict[str, Any] | None:
+        """How far below zero the mean gap is in units of its MCSE, or None when it is not inverted.
+
+        Upper minus lower has a non-negative expectation, so a negative mean gap is Monte Carlo
+        noise when it is within :data:`~pyrolik.advice.NEGATIVE_GAP_SE` MCSEs of zero (small gaps
+        at a small budget: a few chains), and a sign that the reverse chains did not start at
+        exact posterior draws of ``x`` beyond that. Returns ``{"gap", "mcse", "num_mcse",
+        "within_noise"}``.
+        """
+        gap, mcse = self.gap, self.gap_mcse
+        if not gap < 0:
+            return None
+        num = -gap / mcse if mcse > 0 else math.inf
+        return {"gap": gap, "mcse": mcse, "num_mcse": num, "within_noise": num <= NEGATIVE_GAP_SE}
+
+    @property
+    def midpoint(self) -> Tensor:
+        """``(lower + upper) / 2`` per example (nats): the centre of the sandwich, **not an
+        estimate** of log p(x) (neither bound's; use ``lower.log_likelihood`` for forward AIS). Its
+        distance to either bound is half the per-example gap."""
+        return 0.5 * (self.upper.log_likelihood + self.lower.log_likelihood)
+
+    @property
+    def log_likelihood(self) -> Tensor:
+        """Deprecated name of :attr:`midpoint` (a ``DeprecationWarning``): the midpoint of the
+        bounds, easy to take for an estimate."""
+        warnings.warn("BDMCResult.log_likelihood is the midpoint of the two bounds, not an "
+                      "estimate; use result.midpoint for it, result.lower.log_likelihood for the "
+                      "forward AIS estimate, or result.lower/.upper for the sandwich",
+                      DeprecationWarning, stacklevel=2)
+        return self.midpoint
+
+    @property
+    def mean(self) -> float:
+        """Mean of :attr:`midpoint` over the examples that did not fail (nats)."""
+        return _mean(self.midpoint, self.failed)
+
+    @property
+    def stderr(self) -> float:
+        return _stderr(self.midpoint, self.failed)
+
+    def summary(self) -> Summary:
+        """Lower and upper rows, plus the gap with its standard error over examples and its Monte
+        Carlo standard error; an inverted gap (upper < lower) says whether it is within noise (a
+        :class:`pandas.DataFrame` that prints as a fixed-width table, see
+        :mod:`pyrolik.results.table`)."""
+        df = pd.concat([self.lower.summary(), self.upper.summary()])
+        df.index = ["forward AIS (lower)", "reverse AIS (upper)"]
+        df.index.name = "estimate"
+        gap = {"log p(x) [nats]": self.gap, "stderr": self.gap_stderr,
+               "examples": len(self.x), "bound": "gap", "gap MCSE": self.gap_mcse}
+        inverted = self.inverted_gap()
+        if inverted is not None:
+            gap["inverted gap"] = (f"{inverted['num_mcse']:.1f} MCSE: "
+                                   + ("noise" if inverted["within_noise"] else "NOT noise"))
+        df.loc["BDMC gap (upper - lower)", list(gap)] = list(gap.values())
+        return Summary(df)
+
+    def warnings(self) -> list[str]:
+        out = [f"forward: {w}" for w in self.lower.warnings()]
+        out += [f"reverse: {w}" for w in self.upper.warnings()]
+        if self.gap > BDMC_GAP_WARN:
+            out.append(f"the BDMC gap is {self.gap:.2f} nats: AIS has not converged on this model; "
+                       "increase num_steps until the gap is small")
+        out += self._inverted_warnings()
+        return out
+
+    def _inverted_warnings(self) -> list[str]:
+        """Inverted gaps, of the mean and per example, in units of their MCSE."""
+        ok = ~self.failed
+        return inverted_gap_advice(self.inverted_gap(), self.per_example_gap.double()[ok],
+                                   self.per_example_gap_mcse[ok], self.num_examples)
+
+    @property
+    def num_examples(self) -> int:
+        return int(self.x.shape[0])
+
+    def __repr__(self) -> str:
+        return (f"BDMCResult(N={len(self.x)}, lower={self.lower.mean:.4f}, "
+                f"upper={self.upper.mean:.4f}, gap={self.gap:.4f} +- {self.gap_stderr:.4f})")

@@ -1,0 +1,322 @@
+"""One run along the distortion path against the linear-Gaussian decoder's closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import pytest
+import torch
+from pyrolik_models import LinearGaussian, build
+
+import pyrolik
+from pyrolik.distortion import (
+    OPTIMAL_SIGMA_WARNING,
+    DistortionCurve,
+    distortion_bdmc,
+    rate_distortion,
+    sigma_curve,
+    squared_error,
+)
+from pyrolik.distortion.schedule import merge_grid
+from pyrolik.ops.stats import effective_sample_size
+from tests.conftest import SEED
+
+matplotlib.use("Agg")
+SIGMAS = [0.05, 0.1, 0.2, 0.5, 1.0]
+
+
+@pytest.fixture(scope="module")
+def lg():
+    return LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0, dtype=torch.float64)
+
+
+@pytest.fixture(scope="module")
+def x(lg):
+    return lg.sample(3, torch.Generator().manual_seed(1))
+
+
+@pytest.fixture(scope="module")
+def curve(lg, x):
+    torch.set_default_dtype(torch.float64)
+    return sigma_curve(lg, x, SIGMAS, num_steps=250, num_chains=200, seed=SEED, progress=False)
+
+
+def assert_unbiased(log_weights, log_z, num_se=4.0, min_ess_frac=0.1):
+    """E[exp(log w - log Z)] = 1 per example (STYLE.md); ESS first, as degenerate weights make the
+    standard error meaningless."""
+    ratio = torch.exp(log_weights - log_z)  # (K, N)
+    assert (effective_sample_size(log_weights) >= min_ess_frac * len(ratio)).all()
+    se = ratio.std(dim=0) / len(ratio) ** 0.5
+    assert ((ratio.mean(dim=0) - 1).abs() <= num_se * se + 1e-10).all()
+
+
+def _exact_rd(lg, x, betas):
+    pairs = [lg.rate_distortion(x, float(b)) for b in betas]
+    return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+
+
+def _rate_at(lg, x, distortion: float) -> float:
+    """The analytic mean-over-examples RD function at a mean distortion (bisection in log beta)."""
+    lo, hi = math.log(1e-6), math.log(1e6)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if float(lg.rate_distortion(x, math.exp(mid))[1].mean()) > distortion:
+            lo = mid
+        else:
+            hi = mid
+    return float(lg.rate_distortion(x, math.exp(0.5 * (lo + hi)))[0].mean())
+
+
+@pytest.mark.statistical
+def test_one_run_matches_the_exact_log_p_sigma_at_every_grid_sigma(lg, x, curve):
+    assert torch.allclose(curve.sigmas, torch.tensor(sorted(SIGMAS, reverse=True)))
+    for j, beta in enumerate(curve.betas):
+        exact = lg.log_normalizer(x, float(beta))
+        assert_unbiased(curve.log_weights[j], exact)
+        # a lower bound: 4 MCSE, as 15 correlated comparisons are made (5 sigmas x 3 examples)
+        assert (curve.log_z[j] - exact <= 4 * curve.mcse[j] + 1e-9).all()
+        assert ((curve.log_z[j] - exact).abs() <= 4 * curve.mcse[j] + 1e-9).all()
+        # log p_sigma against an independent formula: the model with its own sigma set to sigma_j
+        s = float(curve.sigmas[j])
+        direct = LinearGaussian(lg.W, lg.b, s).exact_log_marginal(x)
+        torch.testing.assert_close(curve.log_likelihood[j] - curve.log_z[j], direct - exact)
+
+
+@pytest.mark.statistical
+def test_distortion_and_rate_against_the_linear_vae(lg, x, curve):
+    """D_beta within its MCSE of the closed form; the AIS (D, R) points on or above the analytic
+    rate-distortion curve (in expectation), and close to it."""
+    rate, dist = _exact_rd(lg, x, curve.betas)
+    n = x.shape[0]
+    # the self-normalised ratio estimator: its delta-method MCSE, on the mean over the examples
+    # (one comparison per beta), and a looser per-example check
+    se_mean = curve.distortion_mcse.pow(2).sum(-1).sqrt() / n
+    assert ((curve.distortion - dist).mean(-1).abs() <= 4 * se_mean).all()
+    assert ((curve.distortion - dist).abs() <= 6 * curve.distortion_mcse).all()
+    for j, beta in enumerate(curve.betas):
+        d_hat, r_hat = float(curve.distortion[j].mean()), float(curve.rate[j].mean())
+        se = float(torch.sqrt((curve.mcse[j] ** 2 + beta**2 * curve.distortion_mcse[j] ** 2).sum())
+                   / n)
+        assert r_hat >= _rate_at(lg, x, d_hat) - 3 * se - 1e-6
+        assert abs(r_hat - float(rate[j].mean())) <= 4 * se + 1e-6
+
+
+@pytest.mark.statistical
+def test_reverse_ais_from_exact_draws_brackets_the_analytic_curve(lg, seed):
+    """On real data with exact draws of q_beta (the linear-Gaussian oracle): lower <= log Z <= upper,
+    and the tangent lines -U - beta D of the reverse bounds lie under the analytic curve."""
+    x = lg.sample(30, torch.Generator().manual_seed(7))
+    check = [0.05, 0.5]
+    g = torch.Generator().manual_seed(seed)
+    data = {}
+    for s in check:
+        q = lg.distortion_posterior(x, 0.5 / s**2)
+        eps = torch.randn(q.loc.shape, generator=g, dtype=q.loc.dtype)
+        data[s] = (x, {"z": q.loc + (q.scale_tril @ eps.unsqueeze(-1)).squeeze(-1)})
+    b = distortion_bdmc(lg, sigmas=SIGMAS, check=check, data=data, num_steps=150, num_chains=32,
+                        seed=seed, progress=False)
+    n = len(x)
+    for j, s in enumerate(check):
+        beta = 0.5 / s**2
+        exact = lg.log_normalizer(x, beta)
+        lo_mcse, up_mcse = b.results[j].lower.mcse, b.results[j].upper.mcse
+        # one-sided on the mean over the examples (per-example MCSEs from few effective chains are
+        # themselves noisy; their root-sum-square is the standard error of the mean)
+        assert float((b.lower[j] - exact).mean()) <= 3 * float(lo_mcse.pow(2).sum().sqrt()) / n
+        assert float((b.upper[j] - exact).mean()) >= -3 * float(up_mcse.pow(2).sum().sqrt()) / n
+        assert float((b.upper[j] - b.lower[j]).mean()) < 1.0
+        rate, dist = lg.rate_distortion(x, beta)
+        # the rate sandwich at the exact distortion (one exact draw per example: its own noise)
+        d_err = (b.distortion[j] - dist).std() / math.sqrt(n)
+        tol = 4 * beta * float(d_err) + 4 * float(torch.sqrt((up_mcse**2).sum()) / n)
+        assert float(b.rate_lower[j].mean()) <= float(rate.mean()) + tol
+        assert float(b.rate_upper[j].mean()) >= float(rate.mean()) - tol
+        # the line -U - beta D is under the analytic curve everywhere (checked at its tangent point
+        # and at two other betas' distortions)
+        for other in (0.3 * beta, beta, 3 * beta):
+            r_o, d_o = lg.rate_distortion(x, other)
+            line = -float(b.upper[j].mean()) - beta * float(d_o.mean())
+            assert line <= float(r_o.mean()) + 4 * float(torch.sqrt((up_mcse**2).sum()) / n)
+
+
+@pytest.mark.statistical
+def test_bdmc_on_simulated_data_follows_the_curves_betas(lg, seed):
+    b = distortion_bdmc(lg, 12, sigmas=SIGMAS, check=[0.1, 1.0], data_shape=(5,), num_steps=150,
+                        num_chains=8, seed=seed, progress=False)
+    assert b.betas.tolist() == pytest.approx([0.5 / 0.1**2, 0.5])
+    assert (b.gap >= -3 * b.gap_stderr).all()
+    for i, beta in enumerate(b.betas):  # the sandwich holds the exact log Z of the simulated data
+        exact = lg.log_normalizer(b.x[i], float(beta))
+        se_lo = float(b.results[i].lower.mcse.pow(2).sum().sqrt()) / 12
+        se_up = float(b.results[i].upper.mcse.pow(2).sum().sqrt()) / 12
+        assert float((b.lower[i] - exact).mean()) <= 3 * se_lo
+        assert float((b.upper[i] - exact).mean()) >= -3 * se_up
+    # the forward run visits the one-run schedule's betas up to its point, rescaled
+    grid_b = (0.05 / torch.tensor(sorted(SIGMAS, reverse=True), dtype=torch.float64)) ** 2
+    grid_b[-1] = 1.0
+    path, steps = merge_grid(grid_b, "geometric", 150)
+    j = 3  # sigma 0.1
+    cut = path[: int(steps[j]) + 1] / path[steps[j]]
+    torch.testing.assert_close(b.results[0].lower.schedule, cut)
+    # data simulated at sigma: the exact draws' distortion is D sigma^2 on average (pure noise)
+    for i, s in enumerate((0.1, 1.0)):
+        d = b.distortion[i]
+        assert abs(float(d.mean()) - 5 * s * s) < 4 * float(d.std()) / math.sqrt(len(d))
+    lo, up = b.log_likelihood_bounds()  # log p_sigma = log Z + (D/2) log(beta / pi)
+    torch.testing.assert_close(up - lo, b.upper - b.lower)
+    torch.testing.assert_close(lo[1] - b.lower[1], torch.full_like(lo[1], 2.5 * math.log(0.5 / math.pi)))
+    assert "gap [nats]" in b.summary().columns and b.to_datatree()["bdmc"]["gap"].shape == (2,)
+
+
+def test_squared_error_as_a_user_distortion_is_the_same_path(lg, x, seed):
+    """The Gaussian mode and the user mode with the squared error anneal the same densities (up to
+    a constant that cancels): same seed, same numbers up to rounding."""
+    betas = [0.5, 12.5, 200.0]
+    a = rate_distortion(lg, x, betas, num_steps=30, num_chains=4, seed=seed, progress=False)
+    b = rate_distortion(lg, x, betas, distortion=squared_error, num_steps=30, num_chains=4,
+                        seed=seed, progress=False)
+    assert a.mode == "gaussian" and b.mode == "user" and b.sigmas is None
+    torch.testing.assert_close(a.log_z, b.log_z, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(a.rate, b.rate, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="needs the Gaussian mode"):
+        b.best_sigma()
+
+
+def _fake(log_lik: torch.Tensor, sigmas) -> DistortionCurve:
+    """A curve whose log p_sigma equals ``log_lik`` (m, N) exactly (one chain)."""
+    betas = 0.5 / torch.tensor(sigmas, dtype=torch.float64) ** 2
+    const = 0.5 * 4 * torch.log(betas / math.pi)
+    lw = (log_lik - const.unsqueeze(-1)).unsqueeze(1)
+    return DistortionCurve("gaussian", betas, lw, torch.ones_like(lw), 4, torch.zeros(3, 4),
+                           torch.linspace(0, 1, 5), torch.arange(len(sigmas)) + 2, float(betas[-1]))
+
+
+def test_best_fixed_sigma_and_per_example_sigma():
+    sigmas = [0.4, 0.2, 0.1]
+    ll = torch.tensor([[1.0, 5.0, 2.0],   # sigma 0.4
+                       [3.0, 4.0, 2.5],   # sigma 0.2
+                       [2.0, 0.0, 9.0]],  # sigma 0.1
+                      dtype=torch.float64)
+    c = _fake(ll, sigmas)
+    torch.testing.assert_close(c.log_likelihood, ll)
+    best = c.best_sigma()
+    assert best.sigma == pytest.approx(0.1) and best.index == 2  # means 8/3, 9.5/3, 11/3
+    opt = c.optimal_sigma(fixed_sigma=0.2)
+    assert opt.sigma.tolist() == pytest.approx([0.2, 0.4, 0.1])
+    assert opt.log_likelihood.tolist() == [3.0, 5.0, 9.0]
+    assert opt.improvement.tolist() == [0.0, 1.0, 6.5]
+    assert opt.warning == OPTIMAL_SIGMA_WARNING and "not a generative model" in opt.warning
+    assert "upper bound" in opt.summary().index[0]
+    assert c.optimal_sigma().fixed_sigma == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="not on the grid"):
+        c.optimal_sigma(fixed_sigma=0.3)
+    # an example whose density is not finite is flagged and left out of the means
+    bad = ll.clone()
+    bad[1, 2] = float("nan")
+    c = _fake(bad, sigmas)
+    assert c.failed.tolist() == [False, False, True]
+    torch.testing.assert_close(c.mean_log_likelihood, ll[:, :2].mean(-1))
+    assert c.best_sigma().sigma == pytest.approx(0.2)  # means 3, 3.5, 1
+    assert any("1 of 3 examples failed" in w for w in c.warnings())
+    assert float(c.summary()["log p_sigma(x) [nats]"][1]) == pytest.approx(3.5)
+
+
+def test_export_round_trip_and_plots(curve, tmp_path):
+    tree = curve.to_datatree()
+    ds = tree["curve"].to_dataset()
+    assert list(ds["sigma"].values) == pytest.approx(curve.sigmas.tolist())
+    torch.testing.assert_close(torch.as_tensor(ds["log_likelihood"].values), curve.log_likelihood)
+    torch.testing.assert_close(torch.as_tensor(ds["rate"].values), curve.rate)
+    torch.testing.assert_close(torch.as_tensor(ds["stderr"].values), curve.stderr)
+    assert curve.to_dataset()["log_z"].dims == ("beta", "example")
+    path = pyrolik.save(tree, tmp_path / "curve.nc")
+    import xarray as xr
+
+    with xr.open_datatree(path) as back:
+        back.load()
+        again = pyrolik.io.export.from_datatree(back)
+    assert torch.equal(again.log_weights, curve.log_weights)
+    torch.testing.assert_close(again.log_likelihood, curve.log_likelihood)
+    assert again.ais is not None and torch.equal(again.ais.log_weights, curve.ais.log_weights)
+    idata = curve.to_inference_data()
+    assert {"curve", "log_weights", "observed_data"} <= set(idata.groups())
+    assert curve.summary().shape[0] == len(SIGMAS)
+    from pyrolik.distortion import plot_optimal_sigma, plot_rate_distortion, plot_sigma_curve
+
+    assert plot_sigma_curve(curve).get_xscale() == "log"
+    assert plot_optimal_sigma(curve).lines
+    assert plot_rate_distortion(curve, analytic=([1.0, 2.0], [3.0, 1.0])).lines
+
+
+def test_log_axes_are_labelled_with_plain_numbers_thinned_by_span():
+    """matplotlib's minor labels (3 x 10^-1, 4 x 10^-1, ...) overlapped on 1-2 decade axes."""
+    import matplotlib.pyplot as plt
+
+    from pyrolik.distortion.plots import _plain_log_x
+
+    shown = {}
+    for lo, hi in ((0.3, 5.9), (0.01, 1000.0)):
+        fig, ax = plt.subplots()
+        _plain_log_x(ax)
+        ax.plot([lo, hi], [1.0, 0.0])
+        fig.canvas.draw()
+        shown[lo] = [t.get_text() for t in [*ax.get_xticklabels(), *ax.get_xticklabels(minor=True)]
+                     if t.get_text() and lo <= t.get_position()[0] <= hi]
+        plt.close(fig)
+    assert sorted(shown[0.3], key=float) == ["0.3", "0.5", "1", "2", "3", "5"]
+    assert sorted(shown[0.01], key=float) == ["0.01", "0.1", "1", "10", "100", "1000"]
+
+
+def test_refusals(lg, x):
+    with pytest.raises(ValueError, match="is Bernoulli, not Normal"):
+        sigma_curve(build("digits-iwae"), torch.zeros(2, 64), [0.1], num_steps=2, num_chains=1,
+                    progress=False)
+    with pytest.raises(ValueError, match="positive finite"):
+        sigma_curve(lg, x, [0.1, -1.0], num_steps=2, num_chains=1, progress=False)
+    with pytest.raises(ValueError, match="must not repeat"):
+        sigma_curve(lg, x, [0.1, 0.1], num_steps=2, num_chains=1, progress=False)
+    with pytest.raises(ValueError, match="not a noise model"):
+        distortion_bdmc(lg, 3, betas=[1.0, 2.0], distortion=squared_error, data_shape=(5,),
+                        num_steps=2, num_chains=1, progress=False)
+    with pytest.raises(ValueError, match="not a point of the grid"):
+        distortion_bdmc(lg, 3, sigmas=[0.1, 0.2], check=[0.3], data_shape=(5,), num_steps=2,
+                        num_chains=1, progress=False)
+    with pytest.raises(ValueError, match="exactly one of sigmas= or betas="):
+        distortion_bdmc(lg, 3, data_shape=(5,), num_steps=2, num_chains=1)
+    # pyrolik.ais's default schedule is built per batch from the pilot: the grid needs fixed steps
+    for name in ("auto", "adaptive"):
+        with pytest.raises(ValueError, match=f"schedule='{name}' is not available on the distortion"):
+            sigma_curve(lg, x, [0.1, 0.2], num_steps=2, num_chains=1, schedule=name, progress=False)
+        with pytest.raises(ValueError, match="fixed steps|same steps"):
+            rate_distortion(lg, x, [1.0, 2.0], num_steps=2, num_chains=1, schedule=name,
+                            progress=False)
+
+
+def test_merged_schedule_hits_every_grid_point():
+    grid = torch.tensor([1e-3, 0.03, 0.25, 1.0], dtype=torch.float64)
+    for base in ("geometric", "sigmoid", "linear", torch.linspace(0, 1, 11, dtype=torch.float64)):
+        path, steps = merge_grid(grid, base, None if isinstance(base, torch.Tensor) else 40)
+        assert path[0] == 0 and path[-1] == 1 and (path[1:] > path[:-1]).all()
+        assert torch.equal(path[steps], grid)
+    path, _ = merge_grid(grid, "geometric", 40)
+    assert float(path[1]) == pytest.approx(1e-5)  # geometric starts below the first grid point
+
+
+@pytest.mark.statistical
+def test_a_poor_run_stays_above_the_rate_distortion_curve(lg, x, seed):
+    """With 3 annealing steps the estimates are far from the curve, but on its upper side (the
+    bound does not need a converged run)."""
+    betas = [0.5, 5.0, 50.0]
+    poor = rate_distortion(lg, x, betas, num_steps=3, num_chains=64, seed=seed, progress=False)
+    rate, _ = _exact_rd(lg, x, poor.betas)
+    n = x.shape[0]
+    gaps = []
+    for j, beta in enumerate(poor.betas):
+        d_hat, r_hat = float(poor.distortion[j].mean()), float(poor.rate[j].mean())
+        se = float(torch.sqrt((poor.mcse[j] ** 2 + beta**2 * poor.distortion_mcse[j] ** 2).sum())
+                   / n)
+        above = r_hat - _rate_at(lg, x, d_hat)
+        assert above >= -3 * se - 1e-6
+        gaps.append(above)
+    assert max(gaps) > 0.5  # the run is poor: the test is not about a converged estimate

@@ -1,0 +1,226 @@
+"""Checkpoint and resume: bit-identical results after interruption (SIGKILL included), clear errors
+for corrupt or mismatched checkpoints, atomic files."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import pyrolik
+from pyrolik.execution import checkpoint as ckpt_mod
+from pyrolik.execution.checkpoint import Checkpoint, remove_checkpoint
+from tests import scale_models as sm
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Interrupt(Exception):
+    pass
+
+
+def interrupt_after(monkeypatch, saves: int):
+    """Make the run raise after ``saves`` checkpoints of a batch in progress (a crash)."""
+    orig = Checkpoint.save_progress
+    count = [0]
+
+    def save_then_crash(self, start, state):
+        orig(self, start, state)
+        count[0] += 1
+        if count[0] == saves:
+            raise Interrupt
+
+    monkeypatch.setattr(Checkpoint, "save_progress", save_then_crash)
+
+
+def assert_same_ais(a, b):
+    assert torch.equal(a.log_weights, b.log_weights)
+    assert torch.equal(a.log_likelihood, b.log_likelihood)
+    assert torch.equal(a.final_state, b.final_state)
+    assert torch.equal(a.acceptance_rate, b.acceptance_rate)
+    assert a.trace.keys() == b.trace.keys()
+    assert all(torch.equal(a.trace[k], b.trace[k]) for k in a.trace)
+    assert torch.equal(a.trace_steps, b.trace_steps)
+    if a.step_sizes is not None:
+        assert all(torch.equal(u, v) for u, v in zip(a.step_sizes, b.step_sizes, strict=True)
+                   if u is not None)
+    if a.latents is not None:
+        assert all(torch.equal(a.latents[k], b.latents[k]) for k in a.latents)
+
+
+@pytest.mark.parametrize("saves", [1, 3, 6])
+@pytest.mark.parametrize("kernel", [pyrolik.HMC(num_leapfrog=2, mass_matrix=True),
+                                    pyrolik.HMC(num_leapfrog=2, adapt="online")],
+                         ids=["pilot+mass", "online"])
+def test_ais_resumes_bit_identically(tmp_path, monkeypatch, saves, kernel, seed):
+    x = sm.sample(7, seed)
+    kw = dict(num_steps=12, num_chains=3, kernel=kernel, seed=seed, batch_size=3, progress=False,
+              record_every=2, record_states=True)
+    reference = pyrolik.ais(sm.model, x, **kw)
+    path = tmp_path / "run.ckpt"
+    interrupt_after(monkeypatch, saves)  # saves at steps 4 and 8 of each of the 3 batches
+    with pytest.raises(Interrupt):
+        pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=4, **kw)
+    monkeypatch.undo()
+    assert path.exists()
+    resumed = pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=4, **kw)
+    assert_same_ais(resumed, reference)
+    # a finished checkpoint returns the same result again without rerunning
+    again = pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=4, **kw)
+    assert_same_ais(again, reference)
+
+
+def test_reverse_ais_and_bdmc_resume_bit_identically(tmp_path, monkeypatch, seed):
+    x = sm.sample(4, seed)
+    z = torch.randn(4, 2, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    kw = dict(num_steps=10, num_chains=2, kernel=pyrolik.HMC(num_leapfrog=2), seed=seed,
+              batch_size=2, progress=False)
+    ref = pyrolik.reverse_ais(sm.model, x, z, **kw)
+    interrupt_after(monkeypatch, 3)
+    with pytest.raises(Interrupt):
+        pyrolik.reverse_ais(sm.model, x, z, checkpoint=tmp_path / "r.ckpt", checkpoint_every=3, **kw)
+    monkeypatch.undo()
+    assert_same_ais(pyrolik.reverse_ais(sm.model, x, z, checkpoint=tmp_path / "r.ckpt",
+                                        checkpoint_every=3, **kw), ref)
+
+    ref = pyrolik.bdmc(sm.model, 4, data_shape=(5,), **kw)
+    interrupt_after(monkeypatch, 4)
+    with pytest.raises(Interrupt):
+        pyrolik.bdmc(sm.model, 4, data_shape=(5,), checkpoint=tmp_path / "b.ckpt",
+                     checkpoint_every=3, **kw)
+    monkeypatch.undo()
+    out = pyrolik.bdmc(sm.model, 4, data_shape=(5,), checkpoint=tmp_path / "b.ckpt",
+                       checkpoint_every=3, **kw)
+    assert_same_ais(out.lower, ref.lower)
+    assert_same_ais(out.upper, ref.upper)
+    assert out.gap == ref.gap
+
+
+CHILD = """
+import sys, torch
+torch.set_default_dtype(torch.float64)
+torch.set_num_threads(1)
+import pyrolik
+from tests import scale_models as sm
+x = sm.sample(6, {seed})
+pyrolik.ais(sm.model, x, checkpoint=sys.argv[1], checkpoint_every=1, **{kw})
+"""
+
+
+def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, seed):
+    """Kill a real process (SIGKILL: no clean-up) twice at random moments, then finish the run."""
+    kw = dict(num_steps=40, num_chains=2, kernel=pyrolik.HMC(num_leapfrog=2), seed=seed,
+              batch_size=3, progress=False)
+    path = tmp_path / "killed.ckpt"
+    code = CHILD.format(seed=seed, kw=repr(kw).replace("HMC(", "pyrolik.HMC("))
+    # the delay is in the model's Python, which replayed evaluations skip: run the program each call
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYROLIK_TEST_DELAY": "0.004",
+           "PYROLIK_REPLAY": "0", "OMP_NUM_THREADS": "1"}
+    rng = random.Random(seed)
+    for _ in range(2):
+        before = path.stat().st_mtime_ns if path.exists() else None
+        child = subprocess.Popen([sys.executable, "-c", code, str(path)], env=env, cwd=ROOT,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while not path.exists() or path.stat().st_mtime_ns == before:  # it has made progress
+            assert child.poll() is None, child.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.3))
+        child.send_signal(signal.SIGKILL)
+        _, err = child.communicate(timeout=30)
+        assert child.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    x = sm.sample(6, seed)
+    resumed = pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=1, **kw)
+    reference = pyrolik.ais(sm.model, x, **kw)
+    assert_same_ais(resumed, reference)
+    # a kill in the middle of a write leaves a temporary file, which the resumed run removes
+    assert not list(tmp_path.glob(".*.tmp")) and not list(tmp_path.glob("*.batches/.*.tmp"))
+
+
+def test_mismatched_checkpoints_are_refused_naming_what_differs(tmp_path, seed):
+    x = sm.sample(4, seed)
+    kw = dict(num_steps=4, num_chains=2, kernel=pyrolik.HMC(num_leapfrog=1, adapt=None),
+              seed=seed, progress=False, checkpoint=tmp_path / "c.ckpt", checkpoint_every=2)
+    pyrolik.ais(sm.model, x, **kw)
+    cases = [
+        (dict(x=sm.sample(4, seed + 1)), "data"),
+        (dict(seed=seed + 1), "seed"),
+        (dict(num_steps=5), "num_steps"),
+        (dict(num_chains=3), "num_chains"),
+        (dict(kernel=pyrolik.HMC(num_leapfrog=2, adapt=None)), "kernel"),
+        (dict(schedule="linear"), "schedule"),
+        (dict(model=sm.nan_model), "model"),
+    ]
+    for change, what in cases:
+        args = {**kw, "x": x, "model": sm.model, **change}
+        with pytest.raises(ValueError, match=f"different run .*{what}.*delete the checkpoint"):
+            pyrolik.ais(args.pop("model"), args.pop("x"), **args)
+    # the same model function with other parameter values
+    old = sm.W.clone()
+    try:
+        sm.W.add_(0.1)
+        with pytest.raises(ValueError, match="model parameters"):
+            pyrolik.ais(sm.model, x, **kw)
+    finally:
+        sm.W.copy_(old)
+    # another method on the same file
+    with pytest.raises(ValueError, match="method"):
+        pyrolik.reverse_ais(sm.model, x, torch.zeros(4, 2), **kw)
+
+
+def test_corrupt_checkpoints_are_refused(tmp_path, seed):
+    x = sm.sample(4, seed)
+    path = tmp_path / "c.ckpt"
+    kw = dict(num_steps=4, num_chains=2, kernel=pyrolik.HMC(num_leapfrog=1, adapt=None),
+              seed=seed, progress=False, checkpoint=path, checkpoint_every=2, batch_size=2)
+    pyrolik.ais(sm.model, x, **kw)
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])  # truncated
+    with pytest.raises(ValueError, match="corrupt.*delete"):
+        pyrolik.ais(sm.model, x, **kw)
+    path.write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))  # one flipped bit
+    with pytest.raises(ValueError, match="corrupt"):
+        pyrolik.ais(sm.model, x, **kw)
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="not a pyrolik checkpoint"):
+        pyrolik.ais(sm.model, x, **kw)
+    path.write_bytes(raw)
+    batch = tmp_path / "c.ckpt.batches" / "2.pt"
+    batch.write_bytes(batch.read_bytes()[:-3])
+    with pytest.raises(ValueError, match="corrupt"):
+        pyrolik.ais(sm.model, x, **kw)
+    # a run killed while writing leaves a temporary file: ignored and removed on resume
+    remove_checkpoint(path)
+    pyrolik.ais(sm.model, x, **kw)
+    (tmp_path / ".c.ckpt.0123abcd.tmp").write_bytes(raw[:100])
+    (tmp_path / "c.ckpt.batches" / ".2.pt.0123abcd.tmp").write_bytes(b"half")
+    pyrolik.ais(sm.model, x, **kw)
+    assert not list(tmp_path.rglob("*.tmp"))
+    remove_checkpoint(path)
+    assert not path.exists() and not (tmp_path / "c.ckpt.batches").exists()
+    with pytest.raises(ValueError, match="checkpoint_every must be a positive integer"):
+        pyrolik.ais(sm.model, x, **{**kw, "checkpoint_every": 0})
+    with pytest.raises(ValueError, match="folder of checkpoint"):
+        pyrolik.ais(sm.model, x, **{**kw, "checkpoint": tmp_path / "no" / "c.ckpt"})
+
+
+def test_writes_are_atomic(tmp_path, monkeypatch):
+    target = tmp_path / "f.bin"
+    ckpt_mod.atomic_write_bytes(target, b"old")
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ckpt_mod.os, "replace", crash)
+    with pytest.raises(OSError):
+        ckpt_mod.atomic_write_bytes(target, b"new content")
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]  # the temporary file is gone

@@ -1,0 +1,150 @@
+"""BDMC: simulate, the sandwich lower <= exact <= upper, the gap closing with steps, the encoder path."""
+
+from __future__ import annotations
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+
+import pyrolik
+from models.oracles.linear_gaussian import LinearGaussian
+from models.oracles.quadrature import BimodalDecoder, UniformLatent
+
+
+@pytest.fixture
+def lg():
+    return LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0)
+
+
+def test_simulate_draws_from_the_joint(lg, seed):
+    sim = pyrolik.simulate(lg, 4000, data_shape=(5,), seed=seed)
+    assert sim.x.shape == (4000, 5) and sim.latents["z"].shape == (4000, 2)
+    # x - W z - b ~ N(0, s^2): the latents produced the data
+    resid = sim.x - sim.latents["z"] @ lg.W.T - lg.b
+    assert abs(float(resid.std()) - lg.s) < 4 * lg.s / (2 * resid.numel()) ** 0.5
+    # marginal mean of x is b
+    se = (lg.marginal().covariance_matrix.diagonal() / 4000).sqrt()
+    assert ((sim.x.mean(0) - lg.b).abs() <= 4 * se).all()
+    again = pyrolik.simulate(lg, 4000, data_shape=(5,), seed=seed)
+    assert torch.equal(sim.x, again.x)
+
+
+def test_simulate_constrained_latents():
+    m = UniformLatent.random()
+    sim = pyrolik.simulate(m, 100, data_shape=(3,), seed=0)
+    assert ((sim.latents["z"] > m.a) & (sim.latents["z"] < m.b_)).all()
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("make", [lambda: LinearGaussian.random(5, 2, s=0.3, seed=0),
+                                  BimodalDecoder.random], ids=["linear_gaussian", "bimodal"])
+def test_sandwich_and_gap_closing(make, seed):
+    model = make()
+    d = model.data_dim if isinstance(model, LinearGaussian) else len(model.w)
+    sim = pyrolik.simulate(model, 20, data_shape=(d,), seed=seed)
+    exact = model.exact_log_marginal(sim.x).to(sim.x.dtype)
+    gaps, ses = [], []
+    for steps in (5, 50, 400):
+        r = pyrolik.bdmc(model, data=sim, num_steps=steps, num_chains=8, seed=seed, progress=False,
+                         kernel=pyrolik.HMC(num_leapfrog=5))
+        lo = r.lower.log_likelihood - exact
+        up = r.upper.log_likelihood - exact
+        n = len(exact)
+        se_lo, se_up = r.lower.mcse.pow(2).sum().sqrt() / n, r.upper.mcse.pow(2).sum().sqrt() / n
+        assert lo.mean() <= 3 * se_lo + 0.01  # lower bound on average
+        assert up.mean() >= -3 * se_up - 0.01  # upper bound on average
+        gaps.append(r.gap)
+        ses.append(r.gap_stderr)
+    assert gaps[0] > 1.0 and gaps[0] > gaps[1]  # few steps: visibly apart
+    assert gaps[1] >= gaps[2] - 3 * (ses[1] ** 2 + ses[2] ** 2) ** 0.5  # shrinking, up to noise
+    assert gaps[2] >= -3 * ses[2]  # a closed gap is zero up to its noise
+    assert gaps[2] < 0.3
+
+
+def test_encoder_path_closes_the_gap_with_few_steps(lg, seed):
+    """With a reasonable guide (the exact posterior, inflated), the path is short."""
+    def guide(x):
+        post = lg.exact_posterior(x)
+        with pyro.plate("data", x.shape[0]):
+            pyro.sample("z", dist.MultivariateNormal(post.loc, scale_tril=1.5 * post.scale_tril))
+
+    sim = pyrolik.simulate(lg, 20, data_shape=(5,), seed=seed)
+    kw = dict(data=sim, num_steps=10, num_chains=8, seed=seed, progress=False,
+              kernel=pyrolik.HMC(num_leapfrog=5))
+    prior_path = pyrolik.bdmc(lg, **kw)
+    encoder_path = pyrolik.bdmc(lg, init=guide, **kw)
+    assert encoder_path.lower.path == "guide" and encoder_path.upper.path == "guide"
+    assert encoder_path.gap < 0.2 < prior_path.gap
+    exact = float(lg.exact_log_marginal(sim.x).mean())
+    n = len(sim.x)
+    se_lo = float(encoder_path.lower.mcse.pow(2).sum().sqrt()) / n
+    se_up = float(encoder_path.upper.mcse.pow(2).sum().sqrt()) / n
+    assert encoder_path.lower.mean <= exact + 3 * se_lo + 0.01  # bounds on average, up to noise
+    assert encoder_path.upper.mean >= exact - 3 * se_up - 0.01
+
+
+def test_reverse_from_a_non_posterior_point_is_flagged(lg):
+    sim = pyrolik.simulate(lg, 10, data_shape=(5,), seed=0)
+    bad = {"z": torch.full((10, 2), 4.0)}
+    with pytest.warns(UserWarning, match="do not look like exact posterior samples"):
+        pyrolik.bdmc(lg, data=(sim.x, bad), num_steps=20, num_chains=4, seed=0, progress=False)
+
+
+def test_summary_and_errors(lg):
+    r = pyrolik.bdmc(lg, 5, data_shape=(5,), num_steps=10, num_chains=3, seed=0, progress=False)
+    s = r.summary()
+    assert s.loc["BDMC gap (upper - lower)", "log p(x) [nats]"] == pytest.approx(r.gap)
+    assert r.per_example_gap.shape == (5,) and r.lower.bound == "lower" and r.upper.bound == "upper"
+    with pytest.raises(ValueError, match="num_examples= and data_shape="):
+        pyrolik.bdmc(lg, num_steps=10, num_chains=3)
+    with pytest.raises(ValueError, match="data_shape"):
+        pyrolik.simulate(lg, 3, data_shape=(0,))
+    with pytest.raises(TypeError, match="pair"):
+        pyrolik.bdmc(lg, data=torch.zeros(3, 5), num_steps=10, num_chains=3)
+
+
+def test_convergence_table_and_plot(lg, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    table = pyrolik.bdmc_convergence(lg, [2, 20], 6, data_shape=(5,), num_chains=3, progress=False)
+    assert list(table["num_steps"]) == [2, 20] and (table["upper"] >= table["lower"] - 0.5).all()
+    ax = pyrolik.diagnostics.plots.plot_bdmc_convergence(table)
+    ax.figure.savefig(tmp_path / "conv.png")
+    assert (tmp_path / "conv.png").stat().st_size > 1000
+
+
+def test_posterior_samples_and_decodings(lg, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    x = lg.sample(4)
+    r = pyrolik.ais(lg, x, num_steps=10, num_chains=5, seed=0, progress=False)
+    s = pyrolik.posterior_samples(r, 7, examples=[0, 2])
+    assert s["z"].shape == (7, 2, 2)
+    fig = pyrolik.diagnostics.plots.plot_posterior_decodings(
+        r, lambda lat: lat["z"] @ lg.W.T + lg.b, examples=[0, 1], num_samples=3,
+        image_shape=(1, 5))
+    fig.savefig(tmp_path / "post.png")
+    with pytest.raises(ValueError, match="examples must lie"):
+        pyrolik.posterior_samples(r, 3, examples=[9])
+
+
+def test_tuning_and_schedule_do_not_depend_on_the_reverse_starts(lg, seed):
+    """BDMC's exactness in both directions: the pilot (step sizes, variances, hence the adaptive
+    schedule) runs forward from the prior on the forward half's chains, so other exact posterior
+    draws for the reverse chains change nothing on the forward side."""
+    x = lg.sample(4, torch.Generator().manual_seed(seed))
+    post = lg.exact_posterior(x)
+    a, b = (post.sample((1,))[0], post.sample((1,))[0])
+    kw = dict(num_steps=40, num_chains=5, seed=seed, progress=False)
+    ra = pyrolik.bdmc(lg, data=(x, a), **kw)
+    rb = pyrolik.bdmc(lg, data=(x, b), **kw)
+    assert ra.lower.settings["schedule"] == "adaptive"
+    assert torch.equal(ra.lower.schedule, rb.lower.schedule)
+    assert torch.equal(ra.upper.schedule, ra.lower.schedule.flip(0))
+    for ta, tb in zip(ra.lower.step_sizes, rb.lower.step_sizes, strict=True):
+        assert (ta is None and tb is None) or torch.equal(ta, tb)
+    assert torch.equal(ra.lower.log_weights, rb.lower.log_weights)
+    assert not torch.equal(ra.upper.log_weights, rb.upper.log_weights)

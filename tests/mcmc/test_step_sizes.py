@@ -1,0 +1,51 @@
+"""The frozen step-size table: log-linear interpolation in beta, rows and concatenation of batches."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from pyrolik.mcmc.step_sizes import StepSizes, rows_of
+
+
+def _table(n=3, d=2):
+    betas = torch.tensor([0.0, 0.5, 1.0])
+    log_eps = torch.log(torch.tensor([[0.1] * n, [0.4] * n, [0.2] * n]))
+    inv_mass = torch.stack([torch.full((n, d), v) for v in (1.0, 4.0, 2.0)])
+    var = torch.arange(3 * n, dtype=torch.float64).reshape(3, n)
+    return StepSizes(betas, log_eps, inv_mass, var)
+
+
+def test_at_the_grid_points_gives_the_table():
+    t = _table()
+    eps, m = t.at(torch.tensor([0.0, 0.5, 1.0]))
+    torch.testing.assert_close(eps[:, 0], torch.tensor([0.1, 0.4, 0.2]))
+    torch.testing.assert_close(m[:, 0, 0], torch.tensor([1.0, 4.0, 2.0]))
+
+
+def test_between_grid_points_the_log_step_size_is_linear_in_beta():
+    eps, m = _table().at(torch.tensor([0.25, 0.75]))
+    torch.testing.assert_close(eps[0, 0], torch.tensor(math.sqrt(0.1 * 0.4)))  # geometric mean
+    torch.testing.assert_close(eps[1, 0], torch.tensor(math.sqrt(0.4 * 0.2)))
+    torch.testing.assert_close(m[0, 0, 0], torch.tensor(2.0))
+
+
+def test_outside_the_grid_the_end_values_hold():
+    t = StepSizes(torch.tensor([0.2, 1.0]), torch.log(torch.tensor([[0.3], [0.6]])))
+    eps, m = t.at(torch.tensor([0.0, 1.0]))
+    torch.testing.assert_close(eps[:, 0], torch.tensor([0.3, 0.6]))
+    assert m is None
+
+
+def test_rows_and_concat_are_inverse():
+    t = _table(n=5)
+    back = StepSizes.concat([t.rows(0, 2), t.rows(2, 5)])
+    for a, b in zip(t, back, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_rows_of_is_chain_major():
+    out = rows_of(torch.tensor([1.0, 2.0]), num_chains=2, num_examples=3)
+    assert out.tolist() == [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]
+    assert rows_of(torch.tensor([5.0]), num_chains=2, num_examples=2).tolist() == [5.0] * 4
