@@ -23,10 +23,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-__all__ = ["EVIDENCE_METHODS", "is_evidence", "compare_evidence"]
+__all__ = ["EVIDENCE_METHODS", "EVIDENCE_TEST", "is_evidence", "compare_evidence"]
 
 EVIDENCE_METHODS = ("evidence", "reverse evidence")
 SCORE = "log evidence"
+EVIDENCE_TEST = "normal (MCSE)"  # Comparison.test of a comparison of evidences
 
 
 def is_evidence(obj: Any) -> bool:
@@ -84,5 +85,5 @@ def compare_evidence(names: list[str], objs: list[Any], level: float, comparison
                      "the difference of the two AIS biases; run pyrolik.evidence_bdmc on each model "
                      "and trust a factor larger than the BDMC gaps")
     per_example = {SCORE: pd.DataFrame({n: np.array([est[n][0]]) for n in names})}
-    return comparison_cls(pd.DataFrame(rows), table, notes, float(level), "normal (MCSE)", "none",
+    return comparison_cls(pd.DataFrame(rows), table, notes, float(level), EVIDENCE_TEST, "none",
                           per_example)

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from pyrolik.diagnostics.bayes_factor import compare_evidence, is_evidence
+from pyrolik.diagnostics.bayes_factor import EVIDENCE_TEST, compare_evidence, is_evidence
 from pyrolik.diagnostics.scoring import SCORES
 
 __all__ = ["Comparison", "compare", "holm"]
@@ -106,9 +106,13 @@ class Comparison:
         return first["better"] if isinstance(first["better"], str) else None
 
     def __str__(self) -> str:
+        header = (f"Paired comparison ({self.test}-test, {self.correction} correction, "
+                  f"level {self.level:g}); scores are per example, higher is better.")
+        if self.test == EVIDENCE_TEST:
+            header = (f"Bayes factors of whole-data-set evidences (a normal interval from the MCSEs, "
+                      f"level {self.level:g}); higher is better.")
         lines = [
-            f"Paired comparison ({self.test}-test, {self.correction} correction, "
-            f"level {self.level:g}); scores are per example, higher is better.",
+            header,
             self.table.to_string(float_format=lambda v: f"{v:.4g}"),
             "",
             self.pairs.to_string(float_format=lambda v: f"{v:.4g}"),

@@ -112,11 +112,12 @@ def evidence(
     ----------
     model : callable
         Pyro model ``model(x, *model_args, **model_kwargs)`` with a plate over the examples.
-    x : torch.Tensor, shape (N, *event_shape)
-        The data set.
-    num_steps, num_chains, schedule, kernel, seed, record_every, record_states, progress, \
-    checkpoint, checkpoint_every
+    x : torch.Tensor
+        The data set, of shape ``(N, *event_shape)``.
+    num_steps, num_chains, schedule, kernel, seed
         As in :func:`pyrolik.ais`; ``num_chains`` independent AIS chains over the whole data set.
+    record_every, record_states, progress, checkpoint, checkpoint_every
+        As in :func:`pyrolik.ais`.
     model_args, model_kwargs
         Passed to the model as they are (tensors with a leading dim of ``N`` are the examples').
     tolerance, max_steps

@@ -46,7 +46,8 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(wheel, tmp_path):
     # machine reaches no index for torch's CPU build; pyrolik itself comes from the wheel alone
     venv.create(env_dir, system_site_packages=True, with_pip=True)
     python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed",
+                    str(wheel)], check=True,
                    capture_output=True)
     script = (
         "import warnings; warnings.simplefilter('ignore', FutureWarning)\n"
