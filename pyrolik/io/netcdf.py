@@ -151,13 +151,6 @@ def _common(tree: xr.DataTree, ex: str, log_weights: torch.Tensor | None) -> dic
     )
 
 
-def _num_observed(obs: xr.DataTree | None) -> torch.Tensor | None:
-    """The entries of each example the model observed (bits/dim's D), when the run counted them."""
-    if obs is None or "num_observed" not in obs.to_dataset():
-        return None
-    return _t(obs.to_dataset()["num_observed"])
-
-
 def _unblock(da: xr.DataArray, ex: str, *lead: str) -> torch.Tensor:
     """``(..., chain, particle, <plate>, ...)`` -> ``(..., K, N, ...)``: blocks back to chains."""
     t = _t(da, *lead, "chain", "particle", ex)
@@ -244,7 +237,7 @@ def _legacy_estimate(tree: xr.DataTree) -> Result:
         x=None if obs is None else _t(obs.to_dataset()["x"], ex),
         settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
         wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
-        num_observed=_num_observed(obs),
+        num_observed=_opt(None if obs is None else obs.to_dataset(), "num_observed"),
     )
     if kind != "AISResult":  # EstimateResult, or a newer estimator's subclass: the common fields
         return EstimateResult(**common)
