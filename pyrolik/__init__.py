@@ -26,9 +26,6 @@ checked by ``lint-imports``, configured in ``pyproject.toml``):
 
 from __future__ import annotations
 
-import importlib as _importlib
-import warnings as _warnings
-
 from pyrolik import schedules
 from pyrolik._version import __version__
 from pyrolik.diagnostics.comparison import Comparison, compare
@@ -46,6 +43,7 @@ from pyrolik.exceptions import (
     IdiomWarning,
     PyrolikWarning,
 )
+from pyrolik.exceptions import moved as _moved
 from pyrolik.execution.threads import set_threads
 from pyrolik.infer.annealing import ais, reverse_ais
 from pyrolik.infer.conservative import biased_csl, csl
@@ -126,24 +124,17 @@ __all__ = [
 # Names the top level held before the public surface was narrowed: still reachable, for one
 # release, with a warning that gives the new spelling.
 _MOVED = {
-    "plots": ("pyrolik.diagnostics.plots", None),
-    "units": ("pyrolik.diagnostics.units", None),
-    "scoring": ("pyrolik.diagnostics.scoring", None),
-    "chains": ("pyrolik.infer.chains", None),
-    "datasets": ("pyrolik.io.datasets", None),
-    "export": ("pyrolik.io.export", None),
-    "remove_checkpoint": ("pyrolik.execution.checkpoint", "remove_checkpoint"),
-    "plot_bdmc_convergence": ("pyrolik.diagnostics.plots", "plot_bdmc_convergence"),
-    "plot_posterior_decodings": ("pyrolik.diagnostics.plots", "plot_posterior_decodings"),
+    "plots": "pyrolik.diagnostics.plots",
+    "units": "pyrolik.diagnostics.units",
+    "scoring": "pyrolik.diagnostics.scoring",
+    "chains": "pyrolik.infer.chains",
+    "datasets": "pyrolik.io.datasets",
+    "export": "pyrolik.io.export",
+    "remove_checkpoint": "pyrolik.execution.checkpoint.remove_checkpoint",
+    "plot_bdmc_convergence": "pyrolik.diagnostics.plots.plot_bdmc_convergence",
+    "plot_posterior_decodings": "pyrolik.diagnostics.plots.plot_posterior_decodings",
 }
 
 
 def __getattr__(name: str):
-    if name not in _MOVED:
-        raise AttributeError(f"module 'pyrolik' has no attribute {name!r}")
-    module_name, attribute = _MOVED[name]
-    new = f"{module_name}.{attribute}" if attribute else module_name
-    _warnings.warn(f"pyrolik.{name} is now {new}; the old spelling will be removed in the next "
-                   "release", FutureWarning, stacklevel=2)
-    module = _importlib.import_module(module_name)
-    return getattr(module, attribute) if attribute else module
+    return _moved(__name__, name, _MOVED)

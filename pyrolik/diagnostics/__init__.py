@@ -18,6 +18,7 @@ from pyrolik.diagnostics.checks import (
     warn,
 )
 from pyrolik.diagnostics.elpd import to_elpd
+from pyrolik.exceptions import moved
 
 from pyrolik.diagnostics import comparison, plots, scoring, units  # isort: skip
 
@@ -28,10 +29,4 @@ __all__ = ["comparison", "plots", "scoring", "units", "ACCEPTANCE_COLLAPSE", "Py
 def __getattr__(name: str):
     # ``per_example`` also names the per-example argument marker (pyrolik.per_example): the table
     # is ``example_table`` now; the old spelling works, with a warning, for one release
-    if name == "per_example":
-        import warnings
-
-        warnings.warn("pyrolik.diagnostics.per_example is now pyrolik.diagnostics.example_table; the "
-                      "old spelling will be removed in the next release", FutureWarning, stacklevel=2)
-        return example_table
-    raise AttributeError(f"module 'pyrolik.diagnostics' has no attribute {name!r}")
+    return moved(__name__, name, {"per_example": "pyrolik.diagnostics.checks.example_table"})
