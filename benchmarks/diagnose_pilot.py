@@ -35,6 +35,7 @@ import torch  # noqa: E402
 
 import pyrolik  # noqa: E402
 from benchmarks._mnist import load_avg  # noqa: E402
+from pyrolik.infer.phase import run_pilot  # noqa: E402
 from pyrolik.model.target import make_target  # noqa: E402
 
 
@@ -63,9 +64,9 @@ def main(argv=None):
     old = pyrolik.HMC(target_accept=0.65, pilot_chains=None, step_jitter=0.0)
     new = pyrolik.HMC()
     plans = {
-        "pilot065": table_plan(old.adaptation.prepare(path, old, betas, g), n, 0.0),
+        "pilot065": table_plan(run_pilot(old.adaptation, path, old.transition, betas, g), n, 0.0),
         "fixed": lab.fixed(0.1),
-        "pilot90+jitter": table_plan(new.adaptation.prepare(path, new, betas, g), n, 0.5),
+        "pilot90+jitter": table_plan(run_pilot(new.adaptation, path, new.transition, betas, g), n, 0.5),
     }
     print(f"{args.checkpoint}: {n} simulated examples x {k} chains, {T} sigmoid steps x 10 "
           f"leapfrog, seed {args.seed}; {load_avg()}")

@@ -5,6 +5,10 @@ defines its own fixture of the same name, which overrides these (pytest's usual 
 
 - ``lg``: the small linear-Gaussian model (data 3, latent 2, noise 0.7, seed 3) with exact marginal
   :math:`N(b, W W^T + s^2 I)` and posterior (``pyrolik_models.oracles.linear_gaussian``);
+- the same oracle at other named sizes (seed 0 each): ``lg_small`` (data 4, latent 2, noise 0.5),
+  ``lg_medium`` (data 5, latent 2, noise 0.5), ``lg_narrow`` (data 5, latent 2, noise 0.3: a
+  narrow posterior) and ``lg_narrow64`` (``LG_NARROW``, the same in float64). A module picks one
+  as its ``lg`` with ``lg = alias("lg_medium")``;
 - ``x``: four examples drawn from it (generator seed 4);
 - ``lg_runs``: ``(x, {5: ais, 100: ais})``, AIS runs of 64 chains at 5 and 100 steps on six examples
   of ``LG_NARROW`` (data 5, latent 2, noise 0.3, float64): a poorly and a well annealed run of one
@@ -26,6 +30,36 @@ LG_NARROW = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0, dtype
 @pytest.fixture
 def lg() -> LinearGaussian:
     return LinearGaussian.random(data_dim=3, latent_dim=2, s=0.7, seed=3)
+
+
+@pytest.fixture
+def lg_small() -> LinearGaussian:
+    return LinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=0)
+
+
+@pytest.fixture
+def lg_medium() -> LinearGaussian:
+    return LinearGaussian.random(data_dim=5, latent_dim=2, s=0.5, seed=0)
+
+
+@pytest.fixture
+def lg_narrow() -> LinearGaussian:
+    return LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0)
+
+
+@pytest.fixture
+def lg_narrow64() -> LinearGaussian:
+    return LG_NARROW
+
+
+def alias(name: str):
+    """A module's ``lg`` fixture that is the named oracle ``name`` (``lg = alias("lg_medium")``)."""
+
+    @pytest.fixture
+    def lg(request) -> LinearGaussian:
+        return request.getfixturevalue(name)
+
+    return lg
 
 
 @pytest.fixture

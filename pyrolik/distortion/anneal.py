@@ -32,9 +32,10 @@ from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
 from pyrolik.distortion.curve import DistortionCurve
 from pyrolik.distortion.schedule import grid_from_betas, grid_from_sigmas, merge_grid
-from pyrolik.execution.distributed import current_shard
 from pyrolik.execution.faults import warn_failed
-from pyrolik.infer.driver import Leg, Run, anneal, finish, prepare, settings_of
+from pyrolik.execution.options import Execution
+from pyrolik.infer.driver import drive
+from pyrolik.infer.run import Recording, describe
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.distortion import DistortionFn, DistortionModel, distortion_model
 
@@ -200,15 +201,15 @@ def _recorded(dm, x, path, steps, num_chains, kernel, seed, batch_size, progress
               model_kwargs):
     """The run (the driver behind :func:`pyrolik.ais`, recording only at ``steps``) and there the
     log-weights and the states' cached log f1 - log f0, each ``(m, K, N)`` float64."""
-    x, betas, kernel = prepare(dm, x, None, num_chains, path, kernel, None)
-    settings = settings_of(len(betas) - 1, num_chains, betas, kernel, batch_size, None)
-    run = Run("sigma_curve", dm, x, betas, kernel, (Leg("forward", num_chains),), seed,
-              current_shard(False), settings, model_args=tuple(model_args),
-              model_kwargs=dict(model_kwargs), batch_size=batch_size,
-              record_steps=tuple(int(t) for t in steps), record_log_ratio=True,
-              progress=progress, desc="AIS (distortion path)")
-    start = time.perf_counter()
-    result = finish("ais", "forward", run, anneal(run, None)[0], start, num_chains)
+    problem = describe(dm, x, directions=("forward",), num_steps=None, num_chains=num_chains,
+                       schedule=path, kernel=kernel, model_args=model_args,
+                       model_kwargs=model_kwargs)
+    execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,
+                                 desc="AIS (distortion path)")
+    recording = Recording(steps=tuple(int(t) for t in steps), log_ratio=True)
+    results = drive("sigma_curve", problem, execution, recording)
+    assert results is not None  # one process
+    result = results[0]
     warn_failed(result, "sigma_curve")
     assert torch.equal(result.trace_steps, steps.cpu())
     log_w = result.trace["log_weight"].double()

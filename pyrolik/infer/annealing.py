@@ -6,13 +6,13 @@ and :math:`f_0 = p(z)` (prior path) or :math:`f_0 = q(z \mid x)` (encoder path, 
 reverse leg, on the reversed schedule, from exact posterior draws, so that :math:`\mathbb E[w] =
 1/p(x)` and :math:`-\log \frac1K\sum_k w_k` is a stochastic *upper* bound on :math:`\log p(x)`
 (Grosse, Ghahramani & Adams 2015). The transition and its loop are in :mod:`pyrolik.infer.engine`;
-batches, tuning and results in :mod:`pyrolik.infer.driver`.
+the run's description in :mod:`pyrolik.infer.run`; batches, tuning and results in
+:mod:`pyrolik.infer.driver`.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,24 +20,14 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
-from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
+from pyrolik.execution.options import Execution
 from pyrolik.infer.budget import MAX_STEPS, check_tolerance
-from pyrolik.infer.driver import (
-    Leg,
-    Run,
-    adaptive_of,
-    anneal,
-    finish,
-    open_checkpoint,
-    prepare,
-    settings_of,
-)
-from pyrolik.infer.latents import expand_latents
+from pyrolik.infer.driver import drive
+from pyrolik.infer.run import Recording, describe
 from pyrolik.infer.tolerance import ais_with_tolerance
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes
-from pyrolik.model.target import make_target, prepare_inputs
 from pyrolik.results import AISResult
 
 __all__ = ["ais", "reverse_ais"]
@@ -178,25 +168,17 @@ def ais(
         raise ValueError("num_steps is required with a named schedule: pass num_steps= "
                          "(annealing steps, e.g. 200), or tolerance= (nats) to choose them by BDMC "
                          "on simulated data, or a schedule tensor")
-    x, betas, kernel = prepare(model, x, num_steps, num_chains, schedule, kernel, init,
-                               record_every)
-    shard = current_shard(distributed)
-    seed = broadcast_seed(resolve_seed(seed), shard)
-    start = time.perf_counter()
-    settings = settings_of(num_steps or len(betas) - 1, num_chains, schedule, kernel, batch_size,
-                           init)
-    run = Run("ais", model, x, betas, kernel, (Leg("forward", num_chains),), seed, shard,
-              settings, guide=init, adaptive=adaptive_of(schedule, kernel, num_chains),
-              model_args=tuple(model_args),
-              model_kwargs=dict(model_kwargs or {}), batch_size=batch_size,
-              record_every=record_every, record_states=record_states, progress=progress,
-              desc="AIS", checkpoint_every=checkpoint_every)
-    parts = anneal(run, open_checkpoint(run, checkpoint, {"schedule": betas}))
-    if parts is None:
+    problem = describe(model, x, directions=("forward",), num_steps=num_steps,
+                       num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                       model_args=model_args, model_kwargs=model_kwargs, record_every=record_every)
+    execution = Execution.create(seed=seed, distributed=distributed, batch_size=batch_size,
+                                 progress=progress, desc="AIS", checkpoint=checkpoint,
+                                 checkpoint_every=checkpoint_every)
+    results = drive("ais", problem, execution, Recording(record_every, record_states))
+    if results is None:
         return None
-    result = finish("ais", "forward", run, parts[0], start, num_chains)
-    warn_failed(result, "ais")
-    return result
+    warn_failed(results[0], "ais")
+    return results[0]
 
 
 def reverse_ais(
@@ -247,33 +229,16 @@ def reverse_ais(
     AISResult
         ``log_likelihood = -logmeanexp(log_weights)``, ``bound == "upper"``, ``direction == "reverse"``.
     """
-    x, betas, kernel = prepare(model, x, num_steps, num_chains, schedule, kernel, init,
-                               record_every)
-    shard = current_shard(distributed)
-    seed = broadcast_seed(resolve_seed(seed), shard)
-    start = time.perf_counter()
-    first = prepare_inputs(model, x, model_args, model_kwargs).batch(0, 1)
-    probe = make_target(model, x[:1], num_chains, model_args=first.model_args,
-                        model_kwargs=first.model_kwargs)
-    latents = expand_latents(probe, latents, x.shape[0])
-    if step_sizes is not None and not isinstance(step_sizes, StepSizes):
-        raise TypeError("step_sizes must be a StepSizes table (e.g. result.step_sizes of pyrolik.ais "
-                        f"on the same x), got {type(step_sizes).__name__}")
-    settings = settings_of(num_steps or len(betas) - 1, num_chains, schedule, kernel, batch_size,
-                           init)
-    extra = {"schedule": betas, **{f"latents.{n}": v for n, v in latents.items()}}
-    if step_sizes is not None:
-        extra.update({f"step_sizes.{i}": v for i, v in enumerate(step_sizes) if v is not None})
-    run = Run("reverse_ais", model, x, betas, kernel, (Leg("reverse", num_chains, latents),),
-              seed, shard, settings, guide=init, adaptive=adaptive_of(schedule, kernel, num_chains),
-              model_args=tuple(model_args),
-              model_kwargs=dict(model_kwargs or {}), batch_size=batch_size,
-              record_every=record_every, progress=progress, desc="reverse AIS",
-              step_sizes=step_sizes, checkpoint_every=checkpoint_every)
-    parts = anneal(run, open_checkpoint(run, checkpoint, extra))
-    if parts is None:
+    problem = describe(model, x, directions=("reverse",), num_steps=num_steps,
+                       num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                       latents=latents, model_args=model_args, model_kwargs=model_kwargs,
+                       step_sizes=step_sizes, record_every=record_every)
+    execution = Execution.create(seed=seed, distributed=distributed, batch_size=batch_size,
+                                 progress=progress, desc="reverse AIS", checkpoint=checkpoint,
+                                 checkpoint_every=checkpoint_every)
+    results = drive("reverse_ais", problem, execution, Recording(record_every))
+    if results is None:
         return None
     # final states of a reverse run are (approximate) draws of the initial distribution
-    result = finish("reverse_ais", "reverse", run, parts[0], start, num_chains)
-    warn_failed(result, "reverse_ais")
-    return result
+    warn_failed(results[0], "reverse_ais")
+    return results[0]

@@ -32,7 +32,7 @@ from pyrolik.mcmc.adaptation import Tuning
 from pyrolik.mcmc.step_sizes import HMCParams, rows_of
 from pyrolik.mcmc.transition import HMCState, HMCTransition, ValueAndGradFn
 
-__all__ = ["AISState", "AISInfo", "init", "step", "run", "Hook", "Recorder", "Totals",
+__all__ = ["AISState", "AISInfo", "init", "step", "run", "Hook", "StatefulHook", "Recorder", "Totals",
            "Checkpointer", "Progress"]
 
 
@@ -78,9 +78,17 @@ def step(state: AISState, beta_next: Tensor, params: HMCParams, *, kernel: HMCTr
 
 
 class Hook(Protocol):
-    """Called after every step of :func:`run`; checkpointable through ``state``/``restore``."""
+    """Called after every step of :func:`run`."""
 
     def __call__(self, t: int, state: AISState, info: AISInfo, tuning: Tuning) -> None: ...
+
+
+class StatefulHook(Hook, Protocol):
+    """A hook whose state a checkpoint keeps: ``restore(state())`` puts it back as it was."""
+
+    def state(self) -> Any: ...
+
+    def restore(self, saved: Any) -> None: ...
 
 
 def run(state: AISState, schedule: Tensor, tuning: Tuning, *, kernel: HMCTransition,
@@ -93,7 +101,7 @@ def run(state: AISState, schedule: Tensor, tuning: Tuning, *, kernel: HMCTransit
         beta_next = rows_of(schedule[t], k, num_examples)
         state, info = step(state, beta_next, tuning.params(schedule[t]), kernel=kernel,
                            density=density, generator=generator)
-        tuning = tuning.update(info)
+        tuning = tuning.update(info, state)
         for hook in hooks:
             hook(t, state, info, tuning)
     return state, tuning
@@ -180,7 +188,7 @@ class Checkpointer:
     on bit for bit: the step, the state, the tuning, the other hooks' state and the generator's."""
 
     def __init__(self, every: int, num_steps: int, save: Callable[[dict[str, Any]], None],
-                 hooks: dict[str, Totals | Recorder], generator: torch.Generator | None):
+                 hooks: dict[str, StatefulHook], generator: torch.Generator | None):
         self.every, self.num_steps, self.save = every, num_steps, save
         self.hooks, self.generator = hooks, generator
 

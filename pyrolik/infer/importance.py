@@ -20,11 +20,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
 from pyrolik.execution.batches import Batch, progress_bar
-from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
+from pyrolik.execution.options import Execution
 from pyrolik.execution.runner import run_batches
 from pyrolik.infer.resampling import RESAMPLING_STREAM, StreamingResampler
 from pyrolik.model.target import Target, make_target, prepare_inputs
@@ -171,10 +170,9 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
     check_count("num_samples", num_samples)
     if chunk_size is not None:
         check_count("chunk_size", chunk_size)
-    if batch_size is not None:
-        check_count("batch_size", batch_size)
-    shard = current_shard(distributed)
-    seed = broadcast_seed(resolve_seed(seed), shard)
+    execution = Execution.create(seed=seed, distributed=distributed, batch_size=batch_size,
+                                 progress=progress, desc=method)
+    shard, seed = execution.shard, execution.seed
     n = x.shape[0]
     if keep_samples and keep_weights is False:
         raise ValueError("keep_samples=True needs the weights of the draws it keeps: pass "
@@ -186,7 +184,7 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
     chunk = chunk_size or max(1, min(num_samples, ROWS_PER_CHUNK // min(size, n)))
     num_chunks = -(-num_samples // chunk)
     owned = sum(shard.owns(i) for i in range(-(-n // size)))
-    bar = progress_bar(num_chunks * owned, method, progress)
+    bar = progress_bar(num_chunks * owned, execution.desc, execution.progress)
     plate: dict[str, str] = {}  # the model's data plate, read off the first target made
     keep: dict[str, bool] = {}  # whether to keep the raw draws, decided on the first chunk
 

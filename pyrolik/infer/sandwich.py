@@ -29,22 +29,13 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count
 from pyrolik.exceptions import PyrolikWarning
-from pyrolik.execution.distributed import broadcast_seed, current_shard
 from pyrolik.execution.faults import warn_failed
-from pyrolik.infer.driver import (
-    Leg,
-    Run,
-    adaptive_of,
-    anneal,
-    finish,
-    open_checkpoint,
-    prepare,
-    settings_of,
-)
-from pyrolik.infer.latents import expand_latents
+from pyrolik.execution.options import Execution
+from pyrolik.infer.driver import drive
+from pyrolik.infer.run import Recording, describe
 from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.model.simulation import draw_joint
-from pyrolik.model.target import Target, make_target, prepare_inputs
+from pyrolik.model.target import Target
 from pyrolik.results import BDMCResult
 
 __all__ = ["Simulated", "simulate", "bdmc"]
@@ -161,47 +152,33 @@ def bdmc(
     .. [2] Y. Wu et al. On the quantitative analysis of decoder-based generative models. ICLR, 2017.
     """
     start = time.perf_counter()
-    shard = current_shard(distributed)
-    seed = broadcast_seed(resolve_seed(seed), shard)
+    execution = Execution.create(seed=seed, distributed=distributed, batch_size=batch_size,
+                                 progress=progress, desc="BDMC", checkpoint=checkpoint,
+                                 checkpoint_every=checkpoint_every)
     user_data = data is not None and not isinstance(data, Simulated)
     if data is None:
         if num_examples is None or data_shape is None:
             raise ValueError("pass num_examples= and data_shape= to simulate data, or "
                              "data=(x, latents) simulated from the model")
         data = simulate(model, num_examples, data_shape=data_shape, model_args=model_args,
-                        model_kwargs=model_kwargs, seed=seed)
+                        model_kwargs=model_kwargs, seed=execution.seed)
     if not (isinstance(data, tuple) and len(data) == 2):
         raise TypeError("data must be a pair (x, latents), e.g. the output of pyrolik.simulate")
     x, latents = data
-    x, betas, kernel = prepare(model, x, num_steps, num_chains, schedule, kernel, init,
-                               record_every)
-    first = prepare_inputs(model, x, model_args, model_kwargs).batch(0, 1)
-    probe = make_target(model, x[:1], num_chains, model_args=first.model_args,
-                        model_kwargs=first.model_kwargs)
-    latents = expand_latents(probe, latents, x.shape[0])
-    settings = settings_of(num_steps or len(betas) - 1, num_chains, schedule, kernel, batch_size,
-                           init)
-    legs = (Leg("forward", num_chains), Leg("reverse", num_chains, latents))
-    run = Run("bdmc", model, x, betas, kernel, legs, seed, shard, settings, guide=init,
-              adaptive=adaptive_of(schedule, kernel, num_chains),
-              model_args=tuple(model_args), model_kwargs=dict(model_kwargs or {}),
-              batch_size=batch_size, record_every=record_every, progress=progress, desc="BDMC",
-              check=_check_posterior_start if user_data else None,
-              checkpoint_every=checkpoint_every, step_sizes=step_sizes)
-    extra = {"schedule": betas, **{f"latents.{n}": v for n, v in latents.items()}}
-    if step_sizes is not None:
-        if not isinstance(step_sizes, StepSizes):
-            raise TypeError("step_sizes must be a StepSizes table (result.lower.step_sizes of an "
-                            f"earlier bdmc on the same data), got {type(step_sizes).__name__}")
-        extra.update({f"step_sizes.{i}": v for i, v in enumerate(step_sizes) if v is not None})
-    parts = anneal(run, open_checkpoint(run, checkpoint, extra))
-    if parts is None:
+    problem = describe(model, x, directions=("forward", "reverse"), num_steps=num_steps,
+                       num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                       latents=latents, model_args=model_args, model_kwargs=model_kwargs,
+                       step_sizes=step_sizes, record_every=record_every,
+                       check=_check_posterior_start if user_data else None)
+    results = drive("bdmc", problem, execution, Recording(record_every))
+    if results is None:
         return None
-    lower = finish("ais", "forward", run, parts[0], start, num_chains)
-    upper = finish("reverse_ais", "reverse", run, parts[1], start, num_chains)
+    lower, upper = results
     wall = time.perf_counter() - start
     lower.wall_time = upper.wall_time = wall
-    simulated = {name: v[0] for name, v in latents.items()}
-    result = BDMCResult(lower=lower, upper=upper, x=x, latents=simulated, wall_time=wall)
+    reverse = problem.legs[1].latents
+    assert reverse is not None  # describe gives the reverse leg its latents
+    simulated = {name: v[0] for name, v in reverse.items()}
+    result = BDMCResult(lower=lower, upper=upper, x=problem.x, latents=simulated, wall_time=wall)
     warn_failed(result, "bdmc")
     return result

@@ -2,9 +2,10 @@ r"""Adaptation strategies: how each annealing step's HMC step size (and mass mat
 
 A strategy is chosen once, in :class:`pyrolik.HMC` (``adapt="pilot" | "online" | None``, or a
 strategy object), and used in one place, the AIS driver: before a batch's chains start,
-:meth:`prepare` may run a pilot and return a :class:`StepSizes` table; :meth:`tuning` then gives the
-engine a :class:`Tuning`, which it asks for the :class:`HMCParams` of every transition and updates
-with that transition's diagnostics.
+:meth:`Adaptation.pilot` may plan a pilot run (:mod:`pyrolik.mcmc.pilot`), which the driver runs
+like any annealing run and which leaves a :class:`StepSizes` table; :meth:`Adaptation.tuning` then
+gives the engine a :class:`Tuning`, which it asks for the :class:`HMCParams` of every transition
+and updates with that transition's diagnostics and state.
 
 - :class:`Pilot` (the default): a short AIS pass on a coarse copy of the schedule adapts one step
   size per example toward the target acceptance, from the *population* acceptance of that example's
@@ -32,18 +33,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
-import torch
 from torch import Tensor
 
-from pyrolik.mcmc.pilot import WARMUP_TRANSITIONS, run_pilot
+from pyrolik.mcmc.pilot import WARMUP_TRANSITIONS, PilotRun, plan_pilot
 from pyrolik.mcmc.step_sizes import HMCParams, StepSizes
-from pyrolik.mcmc.transition import HMCTransition
-from pyrolik.model.target import AnnealingPath
 
 __all__ = ["Tuning", "TableTuning", "RowTuning", "Adaptation", "Pilot", "Online", "Fixed",
-           "from_settings", "HMCParams", "StepSizes", "WARMUP_TRANSITIONS"]
+           "from_settings", "HMCParams", "StepSizes", "PilotRun", "WARMUP_TRANSITIONS"]
 
 # -- what the engine reads ---------------------------------------------------------------------------
 class TransitionInfo(Protocol):
@@ -61,8 +59,9 @@ class Tuning(Protocol):
     def params(self, beta: Tensor) -> HMCParams:
         """Parameters of the transition to the betas ``(C,)`` of the C chain columns."""
 
-    def update(self, info: TransitionInfo) -> Tuning:
-        """The tuning after a transition with diagnostics ``info`` (a new object; never in place)."""
+    def update(self, info: TransitionInfo, state: Any) -> Tuning:
+        """The tuning after a transition with diagnostics ``info`` that left the chains in
+        ``state`` (the engine's state; a new object, never in place)."""
 
     def state(self) -> tuple:
         """Tensors to checkpoint; :meth:`restore` takes them back."""
@@ -84,7 +83,7 @@ class TableTuning:
         rows = eps.numel()
         return HMCParams(eps.reshape(rows), None if inv_mass is None else inv_mass.reshape(rows, -1))
 
-    def update(self, info: TransitionInfo) -> TableTuning:
+    def update(self, info: TransitionInfo, state: Any = None) -> TableTuning:
         return self
 
     def state(self) -> tuple:
@@ -106,7 +105,7 @@ class RowTuning:
     def params(self, beta: Tensor) -> HMCParams:
         return HMCParams(self.log_step_size.exp())
 
-    def update(self, info: TransitionInfo) -> RowTuning:
+    def update(self, info: TransitionInfo, state: Any = None) -> RowTuning:
         if not self.gain:
             return self
         return RowTuning(self.log_step_size + self.gain * (info.acceptance_rate - self.target_accept),
@@ -127,11 +126,9 @@ class Adaptation:
     step_size: float
     target_accept: float | None = None
 
-    def prepare(self, path: AnnealingPath, kernel: HMCTransition, schedule: Tensor,
-                generator: torch.Generator | None, given: StepSizes | None = None
-                ) -> StepSizes | None:
-        """Work done before the estimating chains start, independent of them (a pilot run on
-        ``path``'s chains); ``given``: a table the user passed instead (reverse AIS)."""
+    def pilot(self, num_chains: int, schedule: Tensor) -> PilotRun | None:
+        """The run to make before the estimating chains start, independent of them, on the first
+        ``pilot_chains(num_chains)`` of ``num_chains`` chains per example (``None``: none)."""
         return None
 
     def tuning(self, table: StepSizes | None, num_chains: int, num_examples: int,
@@ -222,19 +219,19 @@ class Pilot(Adaptation):
 
     def pilot_steps(self, num_steps: int) -> int:
         """Annealing steps of the pilot for a run of ``num_steps``: ``fraction`` of them, at least
-        ``min_steps``, at most ``num_steps`` (the warm-ups' ``2 * WARMUP_TRANSITIONS`` come on top)."""
+        ``min_steps``, at most ``num_steps``; the pilot visits ``pilot_steps + 1`` temperatures, the
+        first and last with ``WARMUP_TRANSITIONS`` transitions each (:meth:`pilot_transitions`)."""
         return min(num_steps, max(self.min_steps, round(self.fraction * num_steps)))
 
     def pilot_transitions(self, num_steps: int) -> int:
-        return self.pilot_steps(num_steps) + 2 * WARMUP_TRANSITIONS
+        # pilot_steps + 1 temperatures: one transition at each inner one, the warm-ups at the ends
+        return self.pilot_steps(num_steps) - 1 + 2 * WARMUP_TRANSITIONS
 
     def pilot_chains(self, num_chains: int) -> int:
         return min(self.chains or num_chains, num_chains)
 
-    def prepare(self, path, kernel, schedule, generator, given=None):
-        if given is not None:
-            return given
-        return run_pilot(self, path, path.sample_initial(generator), kernel, schedule, generator)
+    def pilot(self, num_chains: int, schedule: Tensor) -> PilotRun:
+        return plan_pilot(self, self.pilot_chains(num_chains), schedule)
 
     def tuning(self, table, num_chains, num_examples, like):
         return TableTuning(table, num_chains)

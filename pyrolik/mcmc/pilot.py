@@ -1,4 +1,4 @@
-r"""The pilot run of :class:`pyrolik.mcmc.adaptation.Pilot`: step sizes per example and temperature.
+r"""The pilot of :class:`pyrolik.mcmc.adaptation.Pilot`, as a plan for an ordinary annealing run.
 
 A short AIS pass on a coarse copy of the schedule, from exact draws of :math:`f_0`, adapts one step
 size per example toward the target acceptance from the population acceptance of that example's
@@ -12,21 +12,29 @@ are smoothed into a :class:`StepSizes` table, beside the across-chain variance o
 temperature's transitions), from which ``schedule="adaptive"`` is built
 (:func:`pyrolik.mcmc.schedules.adaptive`). The transitions use the kernel's step-size jitter, so the
 acceptance the pilot aims for is the one the estimating run will see.
+
+Nothing here loops over transitions: :class:`PilotRun` describes the pilot as an annealing run of
+the engine (:mod:`pyrolik.infer.engine`) on its own schedule (the coarse betas, the end ones
+repeated for the warm-ups), with a :class:`PilotTuning` that adapts as it goes and a
+:class:`PilotTable` hook that builds the table; the driver runs it like any other run, so it
+reports progress and checkpoints like one (BlackJAX's ``smc/inner_kernel_tuning.py``: the kernel
+never knows it is tuned).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple, Protocol
 
 import torch
 from torch import Tensor
 
-from pyrolik.mcmc.step_sizes import StepSizes
-from pyrolik.mcmc.transition import HMCState, HMCTransition
-from pyrolik.model.target import AnnealingPath
+from pyrolik.mcmc.step_sizes import HMCParams, StepSizes
+from pyrolik.mcmc.transition import HMCState
 
-__all__ = ["run_pilot", "PilotSettings", "WARMUP_TRANSITIONS"]
+__all__ = ["PilotRun", "PilotTuning", "PilotTable", "PilotSettings", "plan_pilot",
+           "WARMUP_TRANSITIONS"]
 
 WARMUP_TRANSITIONS = 10  # adaptation transitions at beta = 0 before the pilot anneals, and at 1
 
@@ -67,61 +75,138 @@ def _variance(z: Tensor, k: int, n: int) -> Tensor:
 class PilotSettings(Protocol):
     """What the pilot reads of its strategy (:class:`pyrolik.mcmc.adaptation.Pilot`)."""
 
-    step_size: float
-    target_accept: float
-    gain: float
-    chains: int | None
-    mass_matrix: bool
+    @property
+    def step_size(self) -> float: ...
+
+    @property
+    def target_accept(self) -> float: ...
+
+    @property
+    def gain(self) -> float: ...
+
+    @property
+    def mass_matrix(self) -> bool: ...
 
     def pilot_steps(self, num_steps: int) -> int:
         """Pilot temperatures for a run of ``num_steps``."""
 
 
-def run_pilot(strategy: PilotSettings, path: AnnealingPath, z0: Tensor, kernel: HMCTransition,
-              schedule: Tensor, generator: torch.Generator | None) -> StepSizes:
-    """Run the pilot from ``z0`` (exact draws of the path's :math:`f_0`); return the table.
+class _Info(Protocol):
+    @property
+    def acceptance_rate(self) -> Tensor: ...
 
-    Costs ``strategy.pilot_transitions(num_steps)`` transitions of ``strategy.chains`` chains per
-    example (default: all of the path's).
-    """
-    target = path.target
-    if strategy.chains is not None and strategy.chains < target.num_chains:
-        z0 = z0[: strategy.chains * target.num_examples]
-        path = path.first_chains(strategy.chains)
-        target = path.target
-    k, n = target.num_chains, target.num_examples
-    num_steps = len(schedule) - 1
-    betas = _coarse(schedule, strategy.pilot_steps(num_steps)).to(z0.dtype)
-    fn = path.value_and_grad
 
-    state: HMCState = kernel.init(z0, fn)
-    log_eps = z0.new_full((n,), math.log(strategy.step_size))
-    inv_mass = _variance(z0, k, n) if strategy.mass_matrix else None
+class _Positioned(Protocol):
+    @property
+    def position(self) -> HMCState: ...
 
-    def transition(state, beta, log_eps, inv_mass):
-        rows_beta = beta.expand(k * n)
-        eps = log_eps.exp().repeat(k)
-        im = None if inv_mass is None else inv_mass.repeat(k, 1)
-        state, info = kernel.step(state, fn, rows_beta, eps, generator, im)
+
+@dataclass(frozen=True)
+class PilotTuning:
+    r"""One log step size per example, :math:`\log\epsilon_n \mathrel{+}= g\,(\bar a_n - a^*)` after
+    every transition from the mean acceptance of the example's chains; with a mass matrix, the
+    diagonal inverse mass per example from the chains' variance after that transition."""
+
+    log_step_size: Tensor  # (n,)
+    inv_mass: Tensor | None  # (n, d)
+    num_chains: int
+    gain: float
+    target_accept: float
+
+    def params(self, beta: Tensor) -> HMCParams:
+        k = self.num_chains
+        return HMCParams(self.log_step_size.exp().repeat(k),
+                         None if self.inv_mass is None else self.inv_mass.repeat(k, 1))
+
+    def update(self, info: _Info, state: _Positioned) -> PilotTuning:
+        k, n = self.num_chains, self.log_step_size.shape[0]
         acc = info.acceptance_rate.reshape(k, n).mean(0)
-        return state, log_eps + strategy.gain * (acc - strategy.target_accept)
+        log_eps = self.log_step_size + self.gain * (acc - self.target_accept)
+        inv_mass = None if self.inv_mass is None else _variance(state.position.z, k, n)
+        return replace(self, log_step_size=log_eps, inv_mass=inv_mass)
 
-    logs, masses, variances = [], [], []
-    for j, beta in enumerate(betas):
-        repeats = WARMUP_TRANSITIONS if j in (0, len(betas) - 1) else 1
-        history = []
-        for _ in range(repeats):
-            state, log_eps = transition(state, beta, log_eps, inv_mass)
-            history.append(log_eps)
-            if strategy.mass_matrix:
-                inv_mass = _variance(state.z, k, n)
-        # a warm-up's last value oscillates around the target (acceptance falls off a cliff just
-        # above the best step size in low dimensions): keep the mean of its second half
-        logs.append(torch.stack(history[len(history) // 2 :]).mean(0))
-        variances.append(state.log_ratio.reshape(k, n).var(0) if k > 1
-                         else torch.full_like(log_eps, torch.nan))
-        if inv_mass is not None:  # with strategy.mass_matrix
-            masses.append(inv_mass)
-    log_table = _smooth(_no_overshoot(torch.stack(logs)))
-    mass_table = _smooth(torch.stack(masses)) if strategy.mass_matrix else None
-    return StepSizes(betas, log_table, mass_table, torch.stack(variances))
+    def state(self) -> tuple:
+        return (self.log_step_size, self.inv_mass)
+
+    def restore(self, state: tuple) -> PilotTuning:
+        return replace(self, log_step_size=state[0], inv_mass=state[1])
+
+
+class PilotTable:
+    """The hook that builds the :class:`StepSizes` table while the pilot runs.
+
+    At the last transition of each pilot temperature it keeps the mean of the second half of the
+    log step sizes met there (a warm-up's last value oscillates around the target: acceptance falls
+    off a cliff just above the best step size in low dimensions), the across-chain variance of
+    :math:`r` per example, and the inverse mass; :meth:`table` smooths them into the table.
+    """
+
+    def __init__(self, schedule: Tensor, ends: list[int], num_chains: int, num_examples: int):
+        self.betas = schedule[ends, 0]  # (P,) the pilot temperatures
+        self.ends, self.num_chains, self.num_examples = frozenset(ends), num_chains, num_examples
+        self.history: list[Tensor] = []
+        self.logs: list[Tensor] = []
+        self.variances: list[Tensor] = []
+        self.masses: list[Tensor] = []
+
+    def __call__(self, t: int, state: Any, info: Any, tuning: Any) -> None:
+        self.history.append(tuning.log_step_size)
+        if t not in self.ends:
+            return
+        k = self.num_chains
+        self.logs.append(torch.stack(self.history[len(self.history) // 2 :]).mean(0))
+        self.history = []
+        log_ratio = state.position.log_ratio
+        self.variances.append(log_ratio.reshape(k, -1).var(0) if k > 1
+                              else torch.full_like(tuning.log_step_size, torch.nan))
+        if tuning.inv_mass is not None:
+            self.masses.append(tuning.inv_mass)
+
+    def table(self) -> StepSizes:
+        """The smoothed table, capped where the next temperature's step size is smaller."""
+        log_table = _smooth(_no_overshoot(torch.stack(self.logs)))
+        mass_table = _smooth(torch.stack(self.masses)) if self.masses else None
+        return StepSizes(self.betas, log_table, mass_table, torch.stack(self.variances))
+
+    def state(self) -> dict[str, list[Tensor]]:
+        """What a checkpoint keeps (copies of the lists, which the hook goes on appending to)."""
+        return {"history": list(self.history), "logs": list(self.logs),
+                "variances": list(self.variances), "masses": list(self.masses)}
+
+    def restore(self, saved: dict[str, list[Tensor]]) -> None:
+        self.history, self.logs = list(saved["history"]), list(saved["logs"])
+        self.variances, self.masses = list(saved["variances"]), list(saved["masses"])
+
+
+class PilotRun(NamedTuple):
+    """The pilot as an annealing run: its chains per example, its schedule, its first tuning and
+    the hook that builds the table."""
+
+    num_chains: int
+    schedule: Tensor  # (S + 1, 1): beta_0 (the start), then every transition's beta
+    ends: list[int]  # the step at which each pilot temperature's transitions end
+
+    def tuning(self, strategy: PilotSettings, z0: Tensor, num_examples: int) -> PilotTuning:
+        """The tuning at the start, from the chains' first states ``z0`` ``(k * n, d)``."""
+        k, n = self.num_chains, num_examples
+        inv_mass = _variance(z0, k, n) if strategy.mass_matrix else None
+        return PilotTuning(z0.new_full((n,), math.log(strategy.step_size)), inv_mass, k,
+                           strategy.gain, strategy.target_accept)
+
+    def table_hook(self, schedule: Tensor, num_examples: int) -> PilotTable:
+        """A fresh :class:`PilotTable` for ``schedule`` (this run's, on the chains' device)."""
+        return PilotTable(schedule, self.ends, self.num_chains, num_examples)
+
+
+def plan_pilot(strategy: PilotSettings, num_chains: int, schedule: Tensor) -> PilotRun:
+    """The pilot of a run along ``schedule`` ``(T + 1,)``, on ``num_chains`` chains per example.
+
+    Its temperatures are ``strategy.pilot_steps(T) + 1`` betas of ``schedule``, evenly spaced in
+    index; the first and the last get ``WARMUP_TRANSITIONS`` transitions, the others one. It costs
+    ``pilot_transitions(T)`` transitions per pilot chain.
+    """
+    betas = _coarse(schedule, strategy.pilot_steps(len(schedule) - 1))
+    repeats = [WARMUP_TRANSITIONS if j in (0, len(betas) - 1) else 1 for j in range(len(betas))]
+    column = torch.cat([betas[:1], betas.repeat_interleave(torch.tensor(repeats))])
+    ends = torch.tensor(repeats).cumsum(0).tolist()
+    return PilotRun(num_chains, column.unsqueeze(-1), ends)

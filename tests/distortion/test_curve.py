@@ -21,6 +21,7 @@ from pyrolik.distortion import (
 from pyrolik.distortion.schedule import merge_grid
 from pyrolik.ops.stats import effective_sample_size
 from tests.conftest import SEED
+from tests.oracles import LG_NARROW
 
 matplotlib.use("Agg")
 SIGMAS = [0.05, 0.1, 0.2, 0.5, 1.0]
@@ -28,7 +29,7 @@ SIGMAS = [0.05, 0.1, 0.2, 0.5, 1.0]
 
 @pytest.fixture(scope="module")
 def lg():
-    return LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0, dtype=torch.float64)
+    return LG_NARROW  # the narrow oracle in float64, shared (tests/oracles.py)
 
 
 @pytest.fixture(scope="module")

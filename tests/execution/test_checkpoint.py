@@ -55,17 +55,25 @@ def assert_same_ais(a, b):
         assert all(torch.equal(a.latents[k], b.latents[k]) for k in a.latents)
 
 
-@pytest.mark.parametrize("saves", [1, 3, 6])
-@pytest.mark.parametrize("kernel", [pyrolik.HMC(num_leapfrog=2, mass_matrix=True),
-                                    pyrolik.HMC(num_leapfrog=2, adapt="online")],
-                         ids=["pilot+mass", "online"])
+PILOT_MASS = pyrolik.HMC(num_leapfrog=2, mass_matrix=True)
+ONLINE = pyrolik.HMC(num_leapfrog=2, adapt="online")
+
+
+@pytest.mark.parametrize("kernel, saves", [(PILOT_MASS, 1), (PILOT_MASS, 3), (PILOT_MASS, 6),
+                                           (PILOT_MASS, 9), (ONLINE, 1), (ONLINE, 3),
+                                           (ONLINE, 6)],
+                         ids=["pilot+mass-1", "pilot+mass-3", "pilot+mass-6", "pilot+mass-9",
+                              "online-1", "online-3", "online-6"])
 def test_ais_resumes_bit_identically(tmp_path, monkeypatch, saves, kernel, seed):
+    """Interrupted after the ``saves``-th checkpoint: with the pilot, saves 1-7 of a batch fall in
+    its pilot (32 transitions: 12 steps and 2 x 10 warm-ups) and 8-9 in its estimating run;
+    online, at steps 4 and 8 of each of the 3 batches."""
     x = sm.sample(7, seed)
     kw = dict(num_steps=12, num_chains=3, kernel=kernel, seed=seed, batch_size=3, progress=False,
               record_every=2, record_states=True)
     reference = pyrolik.ais(sm.model, x, **kw)
     path = tmp_path / "run.ckpt"
-    interrupt_after(monkeypatch, saves)  # saves at steps 4 and 8 of each of the 3 batches
+    interrupt_after(monkeypatch, saves)
     with pytest.raises(Interrupt):
         pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=4, **kw)
     monkeypatch.undo()
@@ -224,3 +232,21 @@ def test_writes_are_atomic(tmp_path, monkeypatch):
         ckpt_mod.atomic_write_bytes(target, b"new content")
     assert target.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]  # the temporary file is gone
+
+
+def test_the_pilot_checkpoints_as_a_phase_of_its_batch(tmp_path, monkeypatch, seed):
+    """A crash inside the pilot leaves a checkpoint that names the pilot; resuming finishes the
+    pilot from there and gives the uninterrupted run's table and estimate bit for bit."""
+    x = sm.sample(3, seed)
+    kw = dict(num_steps=12, num_chains=3, kernel=pyrolik.HMC(num_leapfrog=2), seed=seed,
+              progress=False)
+    reference = pyrolik.ais(sm.model, x, **kw)
+    path = tmp_path / "pilot.ckpt"
+    interrupt_after(monkeypatch, 2)  # the pilot's step 8 of 32
+    with pytest.raises(Interrupt):
+        pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=4, **kw)
+    monkeypatch.undo()
+    saved = ckpt_mod._read(path, x.device)["partial"]["state"]
+    assert saved["phase"] == "pilot" and saved["loop"]["step"] == 8
+    resumed = pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=4, **kw)
+    assert_same_ais(resumed, reference)

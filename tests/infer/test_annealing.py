@@ -9,11 +9,9 @@ import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
 from models.oracles.quadrature import BernoulliDecoder, BimodalDecoder, UniformLatent
 from tests.helpers import assert_lower_bound, assert_unbiased
+from tests.oracles import alias
 
-
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0)
+lg = alias("lg_narrow")
 
 
 def data(model, n, seed):

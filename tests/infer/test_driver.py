@@ -1,51 +1,56 @@
-"""The AIS driver's decisions before any annealing: argument checks, whether the schedule is built
-from the pilot, and the costs every result records."""
+"""The one driver: a described run in, one result per leg out; the pilot and the estimating run
+of each batch, and the checkpoint a run of a given description opens."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
-from pyrolik.infer.driver import adaptive_of, prepare, settings_of
+import pyrolik
+from pyrolik.execution.options import Execution
+from pyrolik.infer.driver import drive, open_checkpoint
+from pyrolik.infer.run import Recording, describe
 from pyrolik.mcmc.hmc import HMC
 
 
-def test_prepare_resolves_the_kernel_and_the_base_schedule(lg, x):
-    x2, betas, kernel = prepare(lg, x, 20, 4, "auto", None, None)
-    assert x2 is x and isinstance(kernel, HMC) and kernel.adapt == "pilot"
-    assert betas.shape == (21,) and betas[0] == 0 and betas[-1] == 1  # the sigmoid the pilot uses
+def test_one_result_per_leg_in_the_order_of_the_legs(lg, x):
+    sim = pyrolik.simulate(lg, 3, data_shape=(3,), seed=1)
+    problem = describe(lg, sim.x, directions=("forward", "reverse"), num_steps=10, num_chains=2,
+                       schedule="sigmoid", kernel=HMC(num_leapfrog=2), latents=sim.latents)
+    lower, upper = drive("bdmc", problem, Execution(0, progress=False))
+    assert (lower.direction, lower.bound, lower.method) == ("forward", "lower", "ais")
+    assert (upper.direction, upper.bound, upper.method) == ("reverse", "upper", "reverse_ais")
+    assert lower.settings == {**problem.settings(None), "evaluation": lower.settings["evaluation"]}
+    # both legs read one pilot's table, and the reverse leg visits the schedule backwards
+    assert all(torch.equal(a, b) for a, b in zip(lower.step_sizes, upper.step_sizes, strict=True)
+               if a is not None)
+    assert torch.equal(upper.schedule, lower.schedule.flip(0))
 
 
-def test_prepare_refuses_a_kernel_that_is_not_hmc(lg, x):
-    with pytest.raises(TypeError, match="pyrolik.HMC"):
-        prepare(lg, x, 20, 4, "sigmoid", object(), None)
+def test_the_same_description_gives_the_same_numbers_as_the_front_end(lg, x):
+    kernel = HMC(num_leapfrog=2)
+    problem = describe(lg, x, directions=("forward",), num_steps=12, num_chains=3,
+                       schedule="auto", kernel=kernel)
+    (direct,) = drive("ais", problem, Execution(7, batch_size=2, progress=False), Recording())
+    front = pyrolik.ais(lg, x, num_steps=12, num_chains=3, kernel=kernel, seed=7, batch_size=2,
+                        progress=False)
+    assert torch.equal(direct.log_weights, front.log_weights)
+    assert direct.settings["schedule"] == "adaptive" and direct.step_sizes is not None
 
 
-@pytest.mark.parametrize("schedule, kernel, chains, expected", [
-    ("auto", HMC(), 4, True),                      # a pilot with >= 2 chains: adaptive
-    ("auto", HMC(adapt=None), 4, False),           # no pilot: the sigmoid
-    ("auto", HMC(pilot_chains=1), 4, False),       # one pilot chain cannot estimate a variance
-    ("sigmoid", HMC(), 4, False),
-    (torch.linspace(0, 1, 5), HMC(), 4, False),
-    ("adaptive", HMC(), 4, True),
-])
-def test_when_the_schedule_comes_from_the_pilot(schedule, kernel, chains, expected):
-    assert adaptive_of(schedule, kernel, chains) is expected
+def test_a_given_table_replaces_the_pilot(lg, x):
+    kernel = HMC(num_leapfrog=2)
+    first = pyrolik.ais(lg, x, num_steps=12, num_chains=3, kernel=kernel, seed=1, progress=False)
+    problem = describe(lg, x, directions=("forward",), num_steps=12, num_chains=3,
+                       schedule="auto", kernel=kernel, step_sizes=first.step_sizes)
+    (again,) = drive("ais", problem, Execution(2, progress=False))
+    assert all(torch.equal(a, b) for a, b in zip(again.step_sizes, first.step_sizes, strict=True)
+               if a is not None)
+    assert torch.equal(again.schedule, first.schedule)  # the adaptive schedule of the same table
 
 
-def test_adaptive_without_a_pilot_says_how_to_fix_it():
-    with pytest.raises(ValueError, match="adapt='pilot'"):
-        adaptive_of("adaptive", HMC(adapt=None), 4)
-    with pytest.raises(ValueError, match="at least 2 pilot chains"):
-        adaptive_of("adaptive", HMC(), 1)
-
-
-def test_settings_count_every_gradient_evaluation():
-    kernel = HMC(num_leapfrog=5, pilot_chains=2)
-    s = settings_of(100, 8, "auto", kernel, None, None)
-    assert s["schedule"] == "adaptive" and s["init"] == "prior"
-    assert s["gradient_evals_per_example"] == (100 * 5 + 1) * 8
-    pilot = kernel.adaptation.pilot_transitions(100)
-    assert pilot > 0 and s["pilot_gradient_evals_per_example"] == (pilot * 5 + 1) * 2
-    fixed = settings_of(100, 8, "auto", HMC(adapt=None), None, None)
-    assert fixed["schedule"] == "sigmoid" and fixed["pilot_gradient_evals_per_example"] == 0
+def test_no_checkpoint_unless_a_path_is_given(lg, x, tmp_path):
+    problem = describe(lg, x, directions=("forward",), num_steps=4, num_chains=2,
+                       schedule="linear", kernel=HMC(adapt=None))
+    assert open_checkpoint("ais", problem, Execution(0), Recording()) is None
+    ckpt = open_checkpoint("ais", problem, Execution(0, checkpoint=tmp_path / "c.pt"), Recording())
+    assert ckpt is not None and ckpt.fingerprint["method"] == "ais"

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
-from pyrolik_models import LinearGaussian
 
-from pyrolik.execution.distributed import Shard
+from pyrolik.execution.options import Execution
 from pyrolik.infer import engine
-from pyrolik.infer.driver import Leg, Run, anneal, finish, settings_of
+from pyrolik.infer.driver import drive
+from pyrolik.infer.run import Recording, describe
 from pyrolik.mcmc.adaptation import Fixed
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import rows_of
 from pyrolik.model.target import make_target
+from tests.oracles import alias
 
-
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=0)
+lg = alias("lg_small")
 
 
 def test_recorder_keeps_the_states_log_ratio(lg, seed):
@@ -43,11 +40,12 @@ def test_driver_records_at_explicit_steps(lg, seed):
     x = lg.sample(3, torch.Generator().manual_seed(seed))
     betas = torch.linspace(0, 1, 9, dtype=torch.float64)
     kernel = HMC(num_leapfrog=2, adapt=None, step_size=0.2)
-    run = Run("ais", lg, x, betas, kernel, (Leg("forward", 2),), seed, Shard(0, 1),
-              settings_of(8, 2, betas, kernel, None, None), record_steps=(2, 8),
-              record_log_ratio=True, progress=False)
-    parts = anneal(run, None)
-    result = finish("ais", "forward", run, parts[0], 0.0, 2)
+    problem = describe(lg, x, directions=("forward",), num_steps=None, num_chains=2,
+                       schedule=betas, kernel=kernel)
+    results = drive("ais", problem, Execution(seed, progress=False),
+                    Recording(steps=(2, 8), log_ratio=True))
+    assert results is not None
+    (result,) = results
     assert result.trace_steps.tolist() == [2, 8]
     assert result.trace["log_ratio"].shape == (2, 2, 3)
     assert torch.equal(result.trace["log_weight"][-1], result.log_weights)

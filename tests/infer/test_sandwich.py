@@ -10,11 +10,9 @@ import torch
 import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
 from models.oracles.quadrature import BimodalDecoder, UniformLatent
+from tests.oracles import alias
 
-
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0)
+lg = alias("lg_narrow")
 
 
 def test_simulate_draws_from_the_joint(lg, seed):

@@ -225,8 +225,8 @@ def test_saved_result_summarises_without_rerunning(results, name, tmp_path, monk
     def no_rerun(*args, **kwargs):
         raise AssertionError("loading must not rerun the estimator")
 
-    for mod, fn in (("infer.annealing", "anneal"), ("infer.sandwich", "anneal"),
-                    ("infer.driver", "anneal"), ("mcmc.adaptation", "run_pilot")):
+    for mod, fn in (("infer.annealing", "drive"), ("infer.sandwich", "drive"),
+                    ("infer.driver", "anneal"), ("infer.phase", "run_phase")):
         monkeypatch.setattr(f"pyrolik.{mod}.{fn}", no_rerun)
     back = pyrolik.load(path)
     pd.testing.assert_frame_equal(back.summary(), r.summary())

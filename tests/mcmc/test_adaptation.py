@@ -54,6 +54,7 @@ def test_the_pilot_records_the_variance_of_the_log_likelihood_per_temperature(se
 
     from models.linear_gaussian import LinearGaussian
 
+    from pyrolik.infer.phase import run_pilot
     from pyrolik.mcmc import schedules
     from pyrolik.model.target import make_target
 
@@ -63,7 +64,7 @@ def test_the_pilot_records_the_variance_of_the_log_likelihood_per_temperature(se
     path = make_target(lg, x, k).path("prior")
     kernel = HMC(num_leapfrog=3)
     g = torch.Generator().manual_seed(seed)
-    table = Pilot(chains=None).prepare(path, kernel, schedules.sigmoid(20), g)
+    table = run_pilot(Pilot(chains=None), path, kernel.transition, schedules.sigmoid(20), g)
     assert table.log_ratio_var.shape == (len(table.betas), 3)
     _, exact = lg.log_obs_moments(x, 0.0)
     # the standard error of a sample variance, sqrt((m4 - var^2) / k), with m4 from exact draws
@@ -74,7 +75,7 @@ def test_the_pilot_records_the_variance_of_the_log_likelihood_per_temperature(se
     assert ((table.log_ratio_var[0] - exact[0]).abs() <= 4 * se).all()
     # the variance falls as the chains anneal toward the narrow posterior
     assert (table.log_ratio_var[-1] < table.log_ratio_var[0]).all()
-    one = Pilot(chains=1).prepare(path, kernel, schedules.sigmoid(20), g)
+    one = run_pilot(Pilot(chains=1), path, kernel.transition, schedules.sigmoid(20), g)
     assert one.log_ratio_var.isnan().all()  # one chain: no variance
 
 

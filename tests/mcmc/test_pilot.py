@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from pyrolik_models.oracles.linear_gaussian import LinearGaussian
 
+from pyrolik.infer.phase import run_pilot
 from pyrolik.mcmc import schedules
 from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.pilot import run_pilot
 from pyrolik.model.target import make_target
 
 
@@ -17,7 +17,7 @@ def _pilot(lg, x, kernel, num_steps=100, k=8):
     path = target.path("prior")
     g = torch.Generator().manual_seed(0)
     schedule = schedules.sigmoid(num_steps)
-    table = run_pilot(kernel.adaptation, path, path.sample_initial(g), kernel, schedule, g)
+    table = run_pilot(kernel.adaptation, path, kernel.transition, schedule, g)
     return path, table, schedule
 
 

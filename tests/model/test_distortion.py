@@ -8,16 +8,14 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from pyrolik_models import LinearGaussian, build
+from pyrolik_models import build
 
 import pyrolik
 from pyrolik.model.distortion import distortion_model, squared_error
 from pyrolik.model.target import make_target
+from tests.oracles import alias
 
-
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=5, latent_dim=2, s=0.5, seed=0)
+lg = alias("lg_medium")
 
 
 def _sq(lg, x, u):

@@ -11,6 +11,7 @@ from torch import nn
 import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.model.target import make_target
+from tests.oracles import alias
 
 
 class CountingGuide:
@@ -42,9 +43,7 @@ def _reference(t, u):
     return lq.detach(), ratio.detach(), g_init, g_ratio
 
 
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=0)
+lg = alias("lg_small")
 
 
 def _target(lg, guide):

@@ -7,13 +7,10 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.model.target import make_target
+from tests.oracles import alias
 
-
-@pytest.fixture
-def lg():
-    return LinearGaussian.random(data_dim=5, latent_dim=2, s=0.5, seed=0)
+lg = alias("lg_medium")
 
 
 def test_rows_are_chain_major_and_chains_do_not_interact(lg):

@@ -19,6 +19,7 @@ from pyrolik.ops.stats import (
     khat_threshold,
     mcse_log_mean_exp,
 )
+from tests.oracles import LG_NARROW
 
 
 def leave_one_out(lw: torch.Tensor) -> torch.Tensor:
@@ -155,7 +156,7 @@ def test_reported_mcse_matches_the_spread_of_repeated_runs_with_few_chains(name)
 
 @pytest.fixture(scope="module")
 def lg():
-    return LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0, dtype=torch.float64)
+    return LG_NARROW  # the narrow oracle in float64, shared (tests/oracles.py)
 
 
 def test_few_chains_are_said_plainly_in_summary_and_warnings(lg):

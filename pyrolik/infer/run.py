@@ -1,0 +1,161 @@
+r"""The description of an annealing run: what it computes (:class:`Problem`) and what it records
+(:class:`Recording`); how it is carried out is :class:`pyrolik.execution.options.Execution`.
+
+Each front end (``ais``, ``reverse_ais``, ``bdmc``, the distortion curves) checks its arguments,
+builds these frozen values with :func:`describe` and hands them to one driver call,
+:func:`pyrolik.infer.driver.drive`. A problem is a set of :class:`Legs <Leg>` of chains annealed in
+one batched pass, each with a direction and a start: forward chains start from exact draws of
+:math:`f_0` (the prior, or the guide for AIS+encoder), reverse chains from given exact posterior
+draws and visit the schedule backwards (Grosse, Ghahramani & Adams 2015). ``ais`` is one forward
+leg, ``reverse_ais`` one reverse leg, ``bdmc`` a forward and a reverse leg sharing one pass and one
+pilot. The schedule is resolved once, here (:mod:`pyrolik.infer.schedule`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import Tensor
+
+from pyrolik._validate import (
+    check_count,
+    check_guide,
+    check_model,
+    check_optional_count,
+    validate_data,
+)
+from pyrolik.infer.latents import expand_latents
+from pyrolik.infer.schedule import Schedule, resolve_schedule
+from pyrolik.mcmc.hmc import HMC
+from pyrolik.mcmc.step_sizes import StepSizes
+from pyrolik.model.target import Target, make_target, prepare_inputs
+
+__all__ = ["Leg", "Problem", "Recording", "describe"]
+
+Check = Callable[[Target, list[Tensor], list[Tensor]], None]
+
+
+@dataclass(frozen=True)
+class Leg:
+    """Chains annealed in one direction: forward from :math:`f_0`, or reverse from ``latents``."""
+
+    direction: str  # "forward" or "reverse"
+    num_chains: int
+    latents: dict[str, Tensor] | None = None  # reverse: exact posterior draws {site: (K, N, *site)}
+
+    @property
+    def method(self) -> str:
+        """The estimator whose result this leg gives: ``"ais"`` or ``"reverse_ais"``."""
+        return "ais" if self.direction == "forward" else "reverse_ais"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What an annealing run computes: the model on ``x``, the path, the legs, the schedule and the
+    kernel (a transition and its tuner)."""
+
+    model: Callable[..., Any]
+    x: Tensor
+    kernel: HMC
+    schedule: Schedule
+    legs: tuple[Leg, ...]
+    guide: Callable[..., Any] | None = None  # AIS+encoder: the path starts at the guide
+    model_args: tuple = ()
+    model_kwargs: dict = field(default_factory=dict)
+    step_sizes: StepSizes | None = None  # a given pilot table instead of a pilot
+    check: Check | None = None  # after a fresh batch: (first leg's target, starts, final states)
+
+    @property
+    def path_name(self) -> str:
+        return "prior" if self.guide is None else "guide"
+
+    @property
+    def rows_per_example(self) -> int:
+        return sum(leg.num_chains for leg in self.legs)
+
+    def settings(self, batch_size: int | None) -> dict[str, Any]:
+        """The settings every AIS result records, costs included: gradient evaluations per example
+        of the estimating chains of one leg and of the pilot (its transitions times its chains,
+        plus its start)."""
+        kernel, num_chains, num_steps = self.kernel, self.legs[0].num_chains, self.schedule.num_steps
+        strategy = kernel.adaptation
+        pilot_chains = strategy.pilot_chains(num_chains)
+        pilot = strategy.pilot_transitions(num_steps)
+        return {"num_steps": num_steps, "num_chains": num_chains, "schedule": self.schedule.name,
+                "num_leapfrog": kernel.num_leapfrog, "adapt": str(kernel.adapt),
+                "target_accept": kernel.target_accept, "initial_step_size": kernel.step_size,
+                "mass_matrix": kernel.mass_matrix, "batch_size": batch_size,
+                "init": "prior" if self.guide is None else getattr(self.guide, "__name__", "guide"),
+                "gradient_evals_per_example": (num_steps * kernel.num_leapfrog + 1) * num_chains,
+                "pilot_gradient_evals_per_example":
+                    (pilot * kernel.num_leapfrog + 1) * pilot_chains if pilot else 0}
+
+    def fingerprint_extra(self) -> dict[str, Tensor]:
+        """The tensors besides the settings that a checkpoint of this run must match: the base
+        schedule, the reverse legs' latents and a given pilot table."""
+        extra = {"schedule": self.schedule.betas}
+        for leg in self.legs:
+            if leg.latents is not None:
+                extra.update({f"latents.{n}": v for n, v in leg.latents.items()})
+        if self.step_sizes is not None:
+            extra.update({f"step_sizes.{i}": v for i, v in enumerate(self.step_sizes)
+                          if v is not None})
+        return extra
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What the run records besides its final state (:class:`pyrolik.infer.engine.Recorder`):
+    diagnostics every ``every`` steps (default about 100 records) or at ``steps``, the states with
+    ``states``, the states' :math:`\\log f_1 - \\log f_0` with ``log_ratio``."""
+
+    every: int | None = None
+    states: bool = False
+    steps: tuple[int, ...] | None = None
+    log_ratio: bool = False
+
+    def settings(self) -> dict[str, Any]:
+        """What a checkpoint of the run must match."""
+        out: dict[str, Any] = {"record_every": self.every, "record_states": self.states}
+        if self.steps is not None or self.log_ratio:
+            out.update(record_steps=self.steps, record_log_ratio=self.log_ratio)
+        return out
+
+
+def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
+             num_steps: int | None, num_chains: int, schedule: str | Tensor, kernel: HMC | None,
+             init: Callable[..., Any] | None = None, latents: Tensor | dict[str, Tensor] | None = None,
+             model_args: tuple = (), model_kwargs: dict | None = None,
+             step_sizes: StepSizes | None = None, check: Check | None = None,
+             record_every: int | None = None) -> Problem:
+    """Check the arguments every annealing front end takes and describe the run: one leg of
+    ``num_chains`` per direction, reverse legs starting from ``latents`` (exact posterior draws,
+    ``(N, *site)`` or ``(K, N, *site)`` by site)."""
+    check_model(model)
+    x = validate_data(x)
+    check_count("num_chains", num_chains)
+    check_optional_count("num_steps", num_steps)
+    check_optional_count("record_every", record_every)
+    kernel = HMC() if kernel is None else kernel
+    if not isinstance(kernel, HMC):
+        raise TypeError(f"kernel must be a pyrolik.HMC, got {type(kernel).__name__}")
+    resolved = resolve_schedule(schedule, num_steps, kernel, num_chains)
+    check_guide(init, "init", optional=True)
+    model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
+    expanded = None
+    if "reverse" in directions:
+        if latents is None:
+            raise ValueError("a reverse leg starts from given latents")
+        first = prepare_inputs(model, x, model_args, model_kwargs).batch(0, 1)
+        probe = make_target(model, x[:1], num_chains, model_args=first.model_args,
+                            model_kwargs=first.model_kwargs)
+        expanded = expand_latents(probe, latents, x.shape[0])
+    if step_sizes is not None and not isinstance(step_sizes, StepSizes):
+        raise TypeError("step_sizes must be a StepSizes table (result.step_sizes of pyrolik.ais, or "
+                        "result.lower.step_sizes of an earlier bdmc, on the same x), got "
+                        f"{type(step_sizes).__name__}")
+    legs = tuple(Leg(d, num_chains, expanded if d == "reverse" else None) for d in directions)
+    return Problem(model, x, kernel, resolved, legs, init, model_args, model_kwargs, step_sizes,
+                   check)

@@ -1,0 +1,67 @@
+"""A run's schedule, resolved once: fixed betas, or a schedule built per batch from the pilot."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pyrolik.infer.schedule import Schedule, adaptive_of, resolve_schedule
+from pyrolik.mcmc import schedules
+from pyrolik.mcmc.hmc import HMC
+from pyrolik.mcmc.step_sizes import StepSizes
+
+
+@pytest.mark.parametrize("schedule, kernel, chains, expected", [
+    ("auto", HMC(), 4, True),                      # a pilot with >= 2 chains: adaptive
+    ("auto", HMC(adapt=None), 4, False),           # no pilot: the sigmoid
+    ("auto", HMC(pilot_chains=1), 4, False),       # one pilot chain cannot estimate a variance
+    ("sigmoid", HMC(), 4, False),
+    (torch.linspace(0, 1, 5), HMC(), 4, False),
+    ("adaptive", HMC(), 4, True),
+])
+def test_when_the_schedule_comes_from_the_pilot(schedule, kernel, chains, expected):
+    assert adaptive_of(schedule, kernel, chains) is expected
+    resolved = resolve_schedule(schedule, None if isinstance(schedule, torch.Tensor) else 20,
+                                kernel, chains)
+    assert resolved.adaptive is expected
+
+
+def test_adaptive_without_a_pilot_says_how_to_fix_it():
+    with pytest.raises(ValueError, match="adapt='pilot'"):
+        adaptive_of("adaptive", HMC(adapt=None), 4)
+    with pytest.raises(ValueError, match="at least 2 pilot chains"):
+        adaptive_of("adaptive", HMC(), 1)
+
+
+def test_names_and_the_base_the_pilot_reads():
+    auto = resolve_schedule("auto", 20, HMC(), 4)
+    assert auto.name == "adaptive" and auto.num_steps == 20
+    assert torch.equal(auto.betas, schedules.sigmoid(20))  # the pilot's grid comes from the sigmoid
+    assert resolve_schedule("auto", 20, HMC(adapt=None), 4).name == "sigmoid"
+    assert resolve_schedule("linear", 5, HMC(), 4).name == "linear"
+    custom = resolve_schedule(torch.linspace(0, 1, 6), None, HMC(), 4)
+    assert custom.name == "custom" and custom.num_steps == 5 and not custom.adaptive
+    with pytest.raises(ValueError, match="unknown schedule"):
+        resolve_schedule("cosine", 5, HMC(), 4)
+    with pytest.raises(ValueError, match="num_steps=3 needs 4"):
+        resolve_schedule(torch.linspace(0, 1, 6), 3, HMC(), 4)
+
+
+def test_a_fixed_schedule_ignores_the_table_and_an_adaptive_one_follows_it():
+    fixed = Schedule("linear", schedules.linear(10))
+    assert fixed.for_batch(None) is fixed.betas
+    base = schedules.sigmoid(10)
+    adaptive = Schedule("adaptive", base, adaptive=True)
+    grid = torch.linspace(0, 1, 5, dtype=torch.float64)
+    # all the variance of r at small beta: the steps crowd there
+    var = torch.tensor([100.0, 1.0, 0.01, 0.01, 0.01], dtype=torch.float64).unsqueeze(1)
+    table = StepSizes(grid, torch.zeros(5, 1, dtype=torch.float64), None, var.expand(5, 2))
+    betas = adaptive.for_batch(table)
+    assert betas.shape == base.shape and betas[0] == 0 and betas[-1] == 1
+    assert torch.equal(betas, schedules.adaptive(10, grid, var[:, 0]))
+    assert betas[5] < 0.25  # half the steps below the first quarter
+    with pytest.raises(ValueError, match="log_ratio_var"):
+        adaptive.for_batch(StepSizes(grid, torch.zeros(5, 1)))
+    # examples whose pilot failed take no part; none left: the base schedule
+    nan = torch.full((5, 2), float("nan"), dtype=torch.float64)
+    assert adaptive.for_batch(StepSizes(grid, torch.zeros(5, 2), None, nan)) is base
