@@ -22,3 +22,25 @@ def assert_lower_bound(estimate, log_z, log_weights, num_se=4.0):
     mcse = mcse_log_mean_exp(log_weights)
     excess = estimate - log_z
     assert (excess <= num_se * mcse + 1e-10).all(), f"above truth: {excess.tolist()} mcse {mcse.tolist()}"
+
+
+def assert_upper_bound(estimate, log_z, log_weights, num_se=4.0):
+    """One-sided: a stochastic upper bound (reverse AIS) is not below the truth by more than
+    num_se MCSE."""
+    mcse = mcse_log_mean_exp(log_weights)
+    shortfall = log_z - estimate
+    assert (shortfall <= num_se * mcse + 1e-10).all(), \
+        f"below truth: {(-shortfall).tolist()} mcse {mcse.tolist()}"
+
+
+def assert_bound_on_average(result, log_z, num_se=3.0, slack=0.01):
+    """The mean over examples of an AIS result's estimate is on its side of the mean exact
+    ``log_z`` (``result.bound``: "lower" or "upper"), up to ``num_se`` standard errors of that
+    mean (from the per-example MCSEs) plus ``slack`` nats."""
+    n = len(log_z)
+    error = float((result.log_likelihood - log_z).mean())
+    se = float(result.mcse.pow(2).sum().sqrt()) / n
+    if result.bound == "lower":
+        assert error <= num_se * se + slack, f"lower bound above truth by {error} (se {se})"
+    else:
+        assert error >= -num_se * se - slack, f"upper bound below truth by {-error} (se {se})"

@@ -19,8 +19,8 @@ from pyrolik.distortion import (
     squared_error,
 )
 from pyrolik.distortion.schedule import merge_grid
-from pyrolik.ops.stats import effective_sample_size
 from tests.conftest import SEED
+from tests.helpers import assert_unbiased
 from tests.oracles import LG_NARROW
 
 matplotlib.use("Agg")
@@ -41,15 +41,6 @@ def x(lg):
 def curve(lg, x):
     torch.set_default_dtype(torch.float64)
     return sigma_curve(lg, x, SIGMAS, num_steps=250, num_chains=200, seed=SEED, progress=False)
-
-
-def assert_unbiased(log_weights, log_z, num_se=4.0, min_ess_frac=0.1):
-    """E[exp(log w - log Z)] = 1 per example (STYLE.md); ESS first, as degenerate weights make the
-    standard error meaningless."""
-    ratio = torch.exp(log_weights - log_z)  # (K, N)
-    assert (effective_sample_size(log_weights) >= min_ess_frac * len(ratio)).all()
-    se = ratio.std(dim=0) / len(ratio) ** 0.5
-    assert ((ratio.mean(dim=0) - 1).abs() <= num_se * se + 1e-10).all()
 
 
 def _exact_rd(lg, x, betas):
