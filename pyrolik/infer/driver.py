@@ -32,7 +32,7 @@ from pyrolik.infer.phase import Phase, pilot_phase, run_phase
 from pyrolik.infer.run import Leg, Problem, Recording
 from pyrolik.mcmc.pilot import PilotTable
 from pyrolik.mcmc.step_sizes import StepSizes
-from pyrolik.model.target import AnnealingPath, Inputs, make_target, prepare_inputs
+from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
 from pyrolik.results import AISResult
 
 __all__ = ["drive", "anneal", "open_checkpoint"]
@@ -171,11 +171,23 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
         saved=resume["loop"] if resume is not None and not in_pilot else None,
         save=None if save is None else lambda loop: save({"table": keep, "loop": loop}),
         every=execution.checkpoint_every, bar=bar)
-    num_steps = phase.schedule.shape[0] - 1
-    totals = cast(engine.Totals, kept["totals"])
-    trace, steps = cast(engine.Recorder, kept["recorder"]).trace()
+    outputs = _cut(problem.legs, state, kept, path, target, betas, keep)
+    if problem.check is not None and starts:  # a fresh estimating run: its starts are known
+        problem.check(first_leg.target, starts,
+                      [o.final_state.reshape(-1, o.final_state.shape[-1]) for o in outputs])
+    return [o.as_dict() for o in outputs]
+
+
+def _cut(legs: tuple[Leg, ...], state: engine.AISState, hooks: dict, path: AnnealingPath,
+         target: Target, betas: Tensor, table: tuple | None) -> list[LegOutput]:
+    """The rows of the estimating run cut back into one :class:`LegOutput` per leg (chain-major
+    rows: each leg's ``K_leg * n`` rows follow the previous leg's)."""
+    n = target.num_examples
+    totals = cast(engine.Totals, hooks["totals"])
+    trace, steps = cast(engine.Recorder, hooks["recorder"]).trace()
+    num_steps = len(betas) - 1
     outputs, offset = [], 0
-    for leg in problem.legs:
+    for leg in legs:
         lo, hi, k = offset * n, (offset + leg.num_chains) * n, leg.num_chains
         z = state.position.z[lo:hi]
         leg_trace = {name: v[:, offset : offset + k] if name == "beta"
@@ -186,10 +198,7 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
             acceptance_rate=(totals.acceptance_sum[lo:hi] / num_steps).reshape(k, n),
             num_divergent=totals.num_divergent[lo:hi].reshape(k, n), trace=leg_trace,
             trace_steps=steps, latents=path.first_chains(k).target.unravel(z),
-            table=keep, schedule=betas, evaluation=path.evaluation, plate=target.plate_name,
+            table=table, schedule=betas, evaluation=path.evaluation, plate=target.plate_name,
             num_observed=target.num_observed))
         offset += k
-    if problem.check is not None and starts:  # a fresh estimating run: its starts are known
-        problem.check(first_leg.target, starts,
-                      [o.final_state.reshape(-1, o.final_state.shape[-1]) for o in outputs])
-    return [o.as_dict() for o in outputs]
+    return outputs
