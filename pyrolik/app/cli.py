@@ -37,6 +37,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
 def _floats(text: str) -> list[float]:
     try:
         return [float(v) for v in text.split(",") if v.strip()]
@@ -96,7 +106,8 @@ def _common(p: argparse.ArgumentParser, output_help: str) -> None:
 
 def _ais_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("annealed importance sampling")
-    g.add_argument("--num-steps", type=_positive, default=1000, metavar="N", help="annealing steps (default 1000)")
+    g.add_argument("--num-steps", type=_positive, default=None, metavar="N",
+                   help="annealing steps (default 1000; with --tolerance, chosen by its search)")
     g.add_argument("--num-chains", type=_positive, default=16, metavar="K", help="chains per example (default 16)")
     g.add_argument("--schedule", choices=("auto", "adaptive", "sigmoid", "linear", "geometric"),
                    default="auto", help="annealing schedule (default auto: adaptive, built from the "
@@ -157,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--kde-samples", type=_positive, default=10_000, metavar="S",
                    help="model samples for kde (default 10000)")
     _ais_options(ev)
+    t = ev.add_argument_group("a budget chosen for a tolerance (AIS)")
+    t.add_argument("--tolerance", type=_positive_float, default=None, metavar="NATS",
+                   help="choose --num-steps by BDMC on data simulated from the model, doubling "
+                        "the steps until the gap's upper confidence bound is within NATS; then "
+                        "AIS on the data with them (one process; default: --num-steps)")
+    t.add_argument("--max-steps", type=_positive, default=None, metavar="N",
+                   help="with --tolerance: the search's cap (default: pyrolik.ais's)")
 
     bd = sub.add_parser("bdmc", help="sandwich log p(x) on data simulated from the model",
                         description="Bidirectional Monte Carlo: simulate data from the model, then "

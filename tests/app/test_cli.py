@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -56,6 +57,39 @@ def test_evaluate_writes_the_results_of_the_api(tmp_path, data, capsys, seed):
     assert status == 0
     assert "log p(x) [nats]" in text and "likelihood_weighting" in text
     assert f"{api.mean:.3f}" in text and len(text.splitlines()) > 10
+
+
+def test_evaluate_with_a_tolerance_is_the_api_with_one(tmp_path, data, capsys, seed):
+    """``--tolerance`` chooses the steps as ``pyrolik.ais(tolerance=)`` does, bit for bit, and the
+    result file keeps how (``budget``)."""
+    out = tmp_path / "tol.nc"
+    argv = ["--tolerance", "2.0", "--max-steps", "50", "--num-chains", "2", "--num-leapfrog", "2",
+            "--seed", seed, "-q"]
+    status, _, err = run(["evaluate", MODEL, "--data", data, "-o", out, *argv], capsys)
+    assert status == 0, err
+    x = torch.from_numpy(np.load(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pyrolik.BudgetWarning)  # the cap, or the real-data check
+        api = pyrolik.ais(sm.model, x, tolerance=2.0, max_steps=50, num_chains=2, seed=seed,
+                          kernel=pyrolik.HMC(num_leapfrog=2), progress=False)
+    got = pyrolik.load(out)
+    assert torch.equal(got.log_weights, api.log_weights)
+    assert got.budget is not None and got.budget.num_steps == api.budget.num_steps
+    assert got.settings["num_steps"] == api.budget.num_steps
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--tolerance", "1", "--num-steps", "6"], "either num_steps= (a budget you choose) or tolerance="),
+    (["--max-steps", "50", "--num-steps", "6"], "--max-steps caps the search of --tolerance"),
+])
+def test_tolerance_errors_are_one_clear_line(tmp_path, data, capsys, extra, message):
+    status, _, err = run(["evaluate", MODEL, "--data", data, "-o", tmp_path / "r.nc", "-q",
+                          *extra], capsys)
+    assert status == 1 and err.startswith("pyrolik: error: ") and message in err, err
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["evaluate", MODEL, "--data", str(data), "-o", str(tmp_path / "r.nc"),
+                  "--tolerance", "0"])
+    assert exit_.value.code == 2 and "expected a positive number" in capsys.readouterr().err
 
 
 MODEL_FILE = '''
