@@ -21,7 +21,8 @@ every one.
 
 This module knows nothing about models: :func:`search_num_steps` and :func:`run_with_tolerance` take
 *ways to run* BDMC and the estimating run at a given number of steps, so every estimator with a BDMC
-counterpart (``ais``; whole-data-set evidence) can share it.
+counterpart (``ais``; whole-data-set evidence; the one-run sigma and rate-distortion curves, whose
+rounds are decided by their worst grid point, ``Round.point``) can share it.
 """
 
 from __future__ import annotations
