@@ -23,8 +23,9 @@ Costs, in model gradient evaluations: a round costs about :math:`2 L K n \sum_j 
 examples per point, :math:`T_j` the steps of the merged schedule up to point ``j``: on the default
 geometric schedule :math:`T_j \approx T \log(b_j / b_0) / \log(1 / b_0)`), and the rounds together
 about twice the last; so the search costs about :math:`4 n \sum_j (T_j / T) / N` of the final run on
-``N`` examples. Unlike :func:`pyrolik.ais`'s search, a round's pilot runs anew (each point's
-sub-path has its own).
+``N`` examples. As in :func:`pyrolik.ais`'s search, a point whose pilot would be as long as in an
+earlier round (the default pilot is 20 steps up to 100 annealing steps) reuses that round's pilot
+table there (the table is a function of the point's path parameter, the same in every round).
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ from torch import Tensor
 
 from pyrolik.distortion.bounds import distortion_bdmc
 from pyrolik.distortion.curve import DistortionCurve
-from pyrolik.distortion.schedule import grid_from_betas, grid_from_sigmas, sigma_of
+from pyrolik.distortion.schedule import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.infer.budget import CONFIDENCE_Z, Check, Round, run_with_tolerance
 from pyrolik.infer.sandwich import simulate
 from pyrolik.infer.tolerance import check_size, evenly_spaced, simulated_size
+from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
 from pyrolik.model.distortion import distortion_model
 from pyrolik.model.target import make_target
@@ -129,18 +131,35 @@ def curve_with_tolerance(
                 f"and check it with pyrolik.distortion_bdmc(model, {name}s=..., data={{{name}: "
                 "(x, latents)}, ...) on data you simulate yourself") from err
     lowers: dict[int, Tensor] = {}  # steps -> (m,) mean lower bound at each point
+    # (point, pilot length) -> the table a round's pilot there made: a later round whose pilot
+    # at that point would be as long reuses it (the default's is 20 steps up to 100 steps)
+    tables: dict[tuple[int, int | None], Any] = {}
+    pilot_steps = getattr((HMC() if kernel is None else kernel).adaptation, "pilot_steps", None)
+    grid_b = grid / grid[-1]
+    grid_b[-1] = 1.0
 
     def bdmc_at(steps: int) -> Round:
         start = time.perf_counter()
+        lengths = ([None] * m if pilot_steps is None
+                   else [pilot_steps(int(t)) for t in merge_grid(grid_b, schedule, steps)[1]])
+        given = {keys[j].item(): tables[(j, n_p)] for j, n_p in enumerate(lengths)
+                 if (j, n_p) in tables}
         b = distortion_bdmc(model, **grid_arg, data=data, num_steps=steps, num_chains=num_chains,
                             schedule=schedule, kernel=kernel, model_args=sim_args[0],
                             model_kwargs=sim_args[1], seed=seed + 2 + steps,
-                            batch_size=batch_size, progress=progress)
+                            batch_size=batch_size, progress=progress, step_sizes=given)
+        evals = 0.0
+        for j, (res, n_p) in enumerate(zip(b.results, lengths, strict=True)):
+            evals += _evals(res.lower, legs=2)
+            if (j, n_p) in tables:  # no pilot ran there
+                evals -= res.lower.num_examples * res.lower.settings[
+                    "pilot_gradient_evals_per_example"]
+            elif n_p is not None and res.lower.step_sizes is not None:
+                tables[(j, n_p)] = res.lower.step_sizes
         lower = b.log_likelihood_bounds()[0] if name == "sigma" else b.lower
         lowers[steps] = lower.mean(-1)
         upper = torch.nan_to_num(b.gap + CONFIDENCE_Z * b.gap_stderr, nan=math.inf)
         j = int(torch.argmax(upper))
-        evals = sum(_evals(r.lower, legs=2) for r in b.results)
         return Round(steps, float(b.gap[j]), float(b.gap_stderr[j]), float(lowers[steps][j]),
                      evals, time.perf_counter() - start, labels[j])
 
