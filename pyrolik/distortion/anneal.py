@@ -32,8 +32,10 @@ from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
 from pyrolik.distortion.curve import DistortionCurve
 from pyrolik.distortion.schedule import grid_from_betas, grid_from_sigmas, merge_grid
+from pyrolik.distortion.tolerance import curve_with_tolerance
 from pyrolik.execution.faults import warn_failed
 from pyrolik.execution.options import Execution
+from pyrolik.infer.budget import MAX_STEPS, check_tolerance
 from pyrolik.infer.driver import drive
 from pyrolik.infer.run import Recording, describe
 from pyrolik.mcmc.hmc import HMC
@@ -47,7 +49,7 @@ def sigma_curve(
     x: Tensor,
     sigmas: Sequence[float] | Tensor,
     *,
-    num_steps: int | None,
+    num_steps: int | None = None,
     num_chains: int,
     schedule: str | Tensor = "geometric",
     kernel: HMC | None = None,
@@ -56,6 +58,8 @@ def sigma_curve(
     seed: int | None = None,
     batch_size: int | None = None,
     progress: bool = True,
+    tolerance: float | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> DistortionCurve:
     r"""Per-example :math:`\log p_\sigma(x)` for every sigma of a grid, from one AIS run.
 
@@ -78,7 +82,7 @@ def sigma_curve(
         The grid (any order; all positive).
     num_steps : int or None
         Steps of the base schedule; the grid sigmas are merged in (up to ``len(sigmas) - 1`` more
-        steps). ``None`` when ``schedule`` is a tensor.
+        steps). ``None`` when ``schedule`` is a tensor or with ``tolerance``.
     num_chains : int
         AIS chains per example.
     schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
@@ -88,12 +92,30 @@ def sigma_curve(
         its pilot; the grid needs fixed steps): a ``ValueError`` says so.
     kernel, model_args, model_kwargs, seed, batch_size, progress
         As in :func:`pyrolik.ais`.
+    tolerance : float, optional
+        Instead of ``num_steps``: choose the base number of steps by BDMC on data simulated from
+        the model (:mod:`pyrolik.distortion.tolerance`). Each grid sigma gets its own simulated
+        data set, shaped like ``x``, with noise sigma (exact draws of the tempered posterior), and
+        :func:`distortion_bdmc` runs on them at 25, 50, 100, ... base steps until the **worst grid
+        point's** gap upper confidence bound (mean + 2 standard errors over the simulated
+        examples; usually the smallest sigma's, at the end of the path) is within ``tolerance``
+        nats; then the curve runs on ``x`` with that budget (the same result as
+        ``num_steps=curve.budget.num_steps`` and the same seed). This bounds the average error
+        at every grid sigma **on simulated data**; real data can be harder (Wu et al. 2017,
+        section 4): the curve at half the steps on a subset of ``x`` warns
+        (``BudgetWarning``) when the estimate at some sigma rose by more than the tolerance.
+        ``curve.budget`` (:class:`pyrolik.infer.budget.Budget`) records the rounds (with the
+        deciding grid point), the simulated examples and the cost of the search.
+    max_steps : int
+        With ``tolerance``: the search's cap on the base steps; reaching it first warns and keeps
+        the curve at the cap.
 
     Returns
     -------
     DistortionCurve
         ``log_likelihood`` (m, N) at ``sigmas`` (decreasing order), ``mcse``, ``stderr`` (m,),
-        ``best_sigma()``, ``optimal_sigma()`` (Table 3), ``rate``/``distortion``, ``summary()``.
+        ``best_sigma()``, ``optimal_sigma()`` (Table 3), ``rate``/``distortion``, ``summary()``;
+        ``budget`` with ``tolerance`` (else ``None``).
 
     References
     ----------
@@ -102,6 +124,26 @@ def sigma_curve(
     .. [2] S. Huang, A. Makhzani, Y. Cao, R. Grosse. Evaluating lossy compression rates of deep
        generative models. ICML, 2020.
     """
+    if tolerance is not None:
+        tolerance, x, seed = _check_tolerance(tolerance, num_steps, schedule, max_steps, x,
+                                              num_chains, seed)
+        assert isinstance(schedule, str)  # check_tolerance refused a tensor
+
+        def curve_at(steps: int, x_sub: Tensor | None = None, args_sub: tuple = (),
+                     kwargs_sub: dict | None = None, *, seed: int) -> DistortionCurve:
+            final = x_sub is None  # the run on all of x (the check runs on a subset)
+            return sigma_curve(model, x if x_sub is None else x_sub, sigmas, num_steps=steps,
+                               num_chains=num_chains, schedule=schedule, kernel=kernel,
+                               model_args=model_args if final else args_sub,
+                               model_kwargs=model_kwargs if final else kwargs_sub, seed=seed,
+                               batch_size=batch_size, progress=progress)
+
+        return curve_with_tolerance(model, x, tolerance, sigmas=sigmas, betas=None,
+                                    curve_at=curve_at, num_chains=num_chains, schedule=schedule,
+                                    kernel=kernel, model_args=model_args,
+                                    model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
+                                    max_steps=max_steps, progress=progress, what="sigma_curve")
+    _require_steps(num_steps, schedule)
     betas, sigma_min = grid_from_sigmas(sigmas)
     dm = distortion_model(model, sigma=sigma_min)
     return run_curve(dm, x, betas, "gaussian", num_steps=num_steps, num_chains=num_chains,
@@ -115,7 +157,7 @@ def rate_distortion(
     betas: Sequence[float] | Tensor,
     *,
     distortion: DistortionFn | None = None,
-    num_steps: int | None,
+    num_steps: int | None = None,
     num_chains: int,
     schedule: str | Tensor = "geometric",
     kernel: HMC | None = None,
@@ -124,6 +166,8 @@ def rate_distortion(
     seed: int | None = None,
     batch_size: int | None = None,
     progress: bool = True,
+    tolerance: float | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> DistortionCurve:
     r"""The rate-distortion curve of a decoder model on ``x``, from one AIS run (Huang et al. 2020).
 
@@ -141,6 +185,11 @@ def rate_distortion(
         ``d(x, x_hat)`` of the data and the observed site's mean, per element or per example.
         Default: the squared error :math:`\lVert x - f(z)\rVert^2` through the model's Gaussian
         observation sites (then ``sigmas`` and ``log_likelihood`` are defined too).
+    tolerance, max_steps
+        As in :func:`sigma_curve`, on :math:`\log Z_\beta` at every grid beta (the gap is also
+        the width of the rate sandwich of :func:`distortion_bdmc`); squared error only: a user
+        ``distortion`` is not a noise model, so there are no simulated data to search on
+        (``ValueError``).
 
     Other parameters are those of :func:`sigma_curve`.
 
@@ -149,6 +198,33 @@ def rate_distortion(
     DistortionCurve
         ``rate`` and ``distortion`` (m, N), ``log_z`` (m, N), ``summary()``.
     """
+    if tolerance is not None:
+        if distortion is not None:
+            raise ValueError("tolerance= chooses num_steps by BDMC on data simulated at every grid "
+                             "beta, and a user distortion is not a noise model (nothing to "
+                             "simulate exact draws of q_beta from): pass num_steps= and check it "
+                             "with pyrolik.distortion_bdmc(model, betas=..., distortion=..., "
+                             "data={beta: (x, latents)}) on exact draws you have")
+        tolerance, x, seed = _check_tolerance(tolerance, num_steps, schedule, max_steps, x,
+                                              num_chains, seed)
+        assert isinstance(schedule, str)  # check_tolerance refused a tensor
+
+        def curve_at(steps: int, x_sub: Tensor | None = None, args_sub: tuple = (),
+                     kwargs_sub: dict | None = None, *, seed: int) -> DistortionCurve:
+            final = x_sub is None
+            return rate_distortion(model, x if x_sub is None else x_sub, betas, num_steps=steps,
+                                   num_chains=num_chains, schedule=schedule, kernel=kernel,
+                                   model_args=model_args if final else args_sub,
+                                   model_kwargs=model_kwargs if final else kwargs_sub, seed=seed,
+                                   batch_size=batch_size, progress=progress)
+
+        return curve_with_tolerance(model, x, tolerance, sigmas=None, betas=betas,
+                                    curve_at=curve_at, num_chains=num_chains, schedule=schedule,
+                                    kernel=kernel, model_args=model_args,
+                                    model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
+                                    max_steps=max_steps, progress=progress,
+                                    what="rate_distortion")
+    _require_steps(num_steps, schedule)
     grid = grid_from_betas(betas)
     beta_max = float(grid[-1])
     if distortion is None:
@@ -162,6 +238,21 @@ def rate_distortion(
     return run_curve(dm, x, grid, mode, num_steps=num_steps, num_chains=num_chains,
                      schedule=schedule, kernel=kernel, model_args=model_args,
                      model_kwargs=model_kwargs, seed=seed, batch_size=batch_size, progress=progress)
+
+
+def _check_tolerance(tolerance: Any, num_steps: Any, schedule: Any, max_steps: Any, x: Tensor,
+                     num_chains: int, seed: int | None) -> tuple[float, Tensor, int]:
+    """``tolerance=``'s arguments checked before the search: ``(tolerance, x, seed)``."""
+    tol = check_tolerance(tolerance, num_steps, schedule, max_steps, named="geometric")
+    check_count("num_chains", num_chains)
+    return tol, validate_data(x), resolve_seed(seed)
+
+
+def _require_steps(num_steps: int | None, schedule: str | Tensor) -> None:
+    if num_steps is None and isinstance(schedule, str):
+        raise ValueError("num_steps is required with a named schedule: pass num_steps= (base "
+                         "annealing steps, e.g. 1000), or tolerance= (nats) to choose them by "
+                         "BDMC on simulated data, or a schedule tensor")
 
 
 def run_curve(dm: DistortionModel, x: Tensor, betas: Tensor, mode: str, *, num_steps: int | None,

@@ -164,6 +164,7 @@ def distortion_bdmc(
     seed: int | None = None,
     batch_size: int | None = None,
     progress: bool = True,
+    step_sizes: dict[float, Any] | None = None,
 ) -> DistortionBDMC:
     r"""BDMC at chosen points of the one-run curve, along the betas that curve visits.
 
@@ -173,7 +174,9 @@ def distortion_bdmc(
     ``num_examples`` examples are simulated with noise :math:`\sigma = 1/\sqrt{2\beta}` (squared
     error only) or taken from ``data[point] = (x, latents)`` (exact draws of :math:`q_\beta(z \mid x)`),
     and forward and reverse AIS run from 0 to that beta. See the module docstring for why one
-    reverse run cannot bound every beta.
+    reverse run cannot bound every beta. ``step_sizes``, keyed like ``data``: a pilot table for a
+    point's examples (``results[j].lower.step_sizes`` of an earlier call on the same data) instead
+    of a new pilot there (:func:`pyrolik.bdmc`'s ``step_sizes``).
 
     Returns
     -------
@@ -204,6 +207,8 @@ def distortion_bdmc(
     key = sigma_of(grid) if (mode == "gaussian" and sigmas is not None) else grid
     chosen = list(range(len(grid))) if check is None else [_find(key, c, "check") for c in check]
     given = {} if data is None else {_find(key, k, "data"): v for k, v in data.items()}
+    tables = {} if step_sizes is None else {_find(key, k, "step_sizes"): v
+                                            for k, v in step_sizes.items()}
     if mode == "user" and len(given) < len(chosen):
         raise ValueError("a user distortion is not a noise model, so there is nothing to simulate "
                          "exact draws of q_beta from: pass data={beta: (x, latents)} with exact "
@@ -222,7 +227,8 @@ def distortion_bdmc(
         res = main_result(bdmc(
             dm, num_examples, data_shape=data_shape, num_steps=None, num_chains=num_chains,
             schedule=sub, kernel=kernel, data=given.get(j), model_args=model_args,
-            model_kwargs=kwargs, seed=seed, batch_size=batch_size, progress=progress), "bdmc")
+            model_kwargs=kwargs, seed=seed, batch_size=batch_size, progress=progress,
+            step_sizes=tables.get(j)), "bdmc")
         x = res.x
         num_values = dm.num_values(x, *model_args, **kwargs)
         constant = num_values * dm.offset

@@ -125,6 +125,7 @@ class DistortionCurve:
     seed: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     wall_time: float = float("nan")
+    budget: Any = None  # infer.budget.Budget: how tolerance= chose num_steps (None without it)
 
     exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.io.export.to_datatree call ours
     optimal_sigma_warning: ClassVar[str] = OPTIMAL_SIGMA_WARNING
@@ -253,7 +254,8 @@ class DistortionCurve:
     # -- tables -----------------------------------------------------------------------------------
     def summary(self) -> pd.DataFrame:
         """One row per recorded beta: means over the examples of log Z (and log p_sigma), their
-        standard errors, the mean MCSE and ESS, distortion and rate."""
+        standard errors, the mean MCSE and ESS, distortion and rate; with ``tolerance=``, the
+        budget's tolerance, chosen steps, deciding BDMC gap and cost (the same on every row)."""
         ok = ~self.failed
         cols: dict[str, Any] = {"beta": self.betas}
         if self.mode == "gaussian":
@@ -268,6 +270,9 @@ class DistortionCurve:
         cols["rate [nats]"] = self.rate[:, ok].mean(-1)
         df = Summary({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
         df.index.name = "grid point"
+        if self.budget is not None:  # one budget for the whole curve: the same on every row
+            for name, value in self.budget.summary_fields().items():
+                df[name] = [value] * len(df)
         return df
 
     def warnings(self) -> list[str]:
@@ -287,6 +292,8 @@ class DistortionCurve:
                        "unreliable (more annealing steps or chains)")
         if self.ais is not None:
             out.extend(self.ais.warnings())
+        if self.budget is not None:
+            out.extend(self.budget.notes)
         return out
 
     # -- export -----------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ group              variables (dims)
 =================  ==========================================================================
 
 Root attrs: the versions, ``pyrolik_result``, ``mode``, ``num_values``, ``beta_max``, ``settings``
-(JSON), ``seed``, ``wall_time``, ``bound`` and the per-example-sigma warning.
+(JSON), ``seed``, ``wall_time``, ``bound``, the per-example-sigma warning and, with ``tolerance=``,
+``budget`` (JSON of :meth:`pyrolik.infer.budget.Budget.to_dict`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from pyrolik.infer.budget import Budget
 from pyrolik.io.netcdf import from_datatree
 from pyrolik.results.datatree import _versions, to_datatree
 
@@ -97,6 +99,8 @@ def curve_to_datatree(curve: Any) -> xr.DataTree:
                   "per_example_sigma_warning": curve.optimal_sigma_warning}
     if curve.seed is not None:
         tree.attrs["seed"] = int(curve.seed)
+    if curve.budget is not None:  # tolerance=: how num_steps was chosen
+        tree.attrs["budget"] = json.dumps(curve.budget.to_dict(), default=str)
     return tree
 
 
@@ -122,7 +126,8 @@ def curve_fields(tree: xr.DataTree) -> dict[str, Any]:
         schedule=t(const["schedule"], "step").double(),
         record_steps=t(const["record_step"], "beta").long(), beta_max=float(attrs["beta_max"]),
         ais=ais, seed=attrs.get("seed"), settings=json.loads(attrs.get("settings", "{}")),
-        wall_time=float(attrs.get("wall_time", np.nan)))
+        wall_time=float(attrs.get("wall_time", np.nan)),
+        budget=Budget.from_dict(json.loads(attrs["budget"])) if "budget" in attrs else None)
 
 
 def bdmc_to_datatree(result: Any) -> xr.DataTree:

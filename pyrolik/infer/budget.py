@@ -21,7 +21,8 @@ every one.
 
 This module knows nothing about models: :func:`search_num_steps` and :func:`run_with_tolerance` take
 *ways to run* BDMC and the estimating run at a given number of steps, so every estimator with a BDMC
-counterpart (``ais``; whole-data-set evidence) can share it.
+counterpart (``ais``; whole-data-set evidence; the one-run sigma and rate-distortion curves, whose
+rounds are decided by their worst grid point, ``Round.point``) can share it.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Round(NamedTuple):
     lower: float  # mean forward estimate on the simulated data (nats)
     gradient_evals: float  # model gradient evaluations of the whole run, pilot included
     seconds: float
+    point: str | None = None  # a curve's grid point whose gap decided the round ("sigma 0.05")
 
     @property
     def gap_upper(self) -> float:
@@ -70,6 +72,7 @@ class Check(NamedTuple):
     simulated_change: float | None  # the same change of the lower bound on the simulated data
     gradient_evals: float
     seconds: float
+    point: str | None = None  # a curve's grid point with the largest change ("sigma 0.05")
 
 
 @dataclass
@@ -123,10 +126,12 @@ class Budget:
 
     def summary_fields(self) -> dict[str, Any]:
         """What a result's ``summary()`` shows of the budget."""
+        last = self.rounds[-1]
+        where = "" if last.point is None else f" at {last.point}"
         return {"tolerance [nats]": self.tolerance,
                 "steps chosen": self.num_steps if self.converged
                 else f"{self.num_steps} (cap; not within tolerance)",
-                "BDMC gap (simulated)": f"{self.gap:.3f} +- {self.rounds[-1].gap_se:.3f}",
+                "BDMC gap (simulated)": f"{self.gap:.3f} +- {last.gap_se:.3f}{where}",
                 "search + final / final": self.cost_ratio}
 
     def table(self):
@@ -155,8 +160,12 @@ class Budget:
         return cls(**keep)
 
 
-def check_tolerance(tolerance: Any, num_steps: Any, schedule: Any, max_steps: Any) -> float:
-    """Validate ``tolerance=`` with the arguments it would contradict; return it as a float."""
+def check_tolerance(tolerance: Any, num_steps: Any, schedule: Any, max_steps: Any, *,
+                    named: str = "auto") -> float:
+    """Validate ``tolerance=`` with the arguments it would contradict; return it as a float.
+
+    ``named``: a schedule name the estimator accepts, for the message refusing a tensor.
+    """
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)):
         raise TypeError(f"tolerance must be a number of nats (e.g. tolerance=0.3), got "
                         f"{type(tolerance).__name__}")
@@ -169,7 +178,7 @@ def check_tolerance(tolerance: Any, num_steps: Any, schedule: Any, max_steps: An
                          f"and tolerance={tolerance}; to bound the search use max_steps=")
     if not isinstance(schedule, str):
         raise ValueError("tolerance= chooses the number of steps, which a schedule tensor fixes: "
-                         "pass a schedule by name (e.g. 'auto') with tolerance=, or the tensor "
+                         f"pass a schedule by name (e.g. {named!r}) with tolerance=, or the tensor "
                          "with num_steps=None and no tolerance")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < MIN_STEPS:
         raise ValueError(f"max_steps must be an int of at least {MIN_STEPS} (the search starts "
@@ -230,13 +239,15 @@ def run_with_tolerance(
     progress: bool = True,
     what: str = "ais",
     stacklevel: int = 4,
+    cap_fix: str = "raise max_steps, use more chains, or start from an encoder (init=guide)",
 ) -> tuple[Any, Budget]:
     """The search (:func:`search_num_steps`), then the estimating run at the chosen budget.
 
     ``final_at(num_steps) -> (result, gradient_evals)`` runs the estimator on the real data;
     ``check_at(num_steps, result) -> Check`` (optional) compares with half the steps on a subset.
     Warns (:class:`BudgetWarning`) when the cap came before the tolerance (the result at the cap
-    is kept) and when the check disagrees (``stacklevel``: the user's call, as seen from here).
+    is kept; ``cap_fix`` says what to do) and when the check disagrees (``stacklevel``: the user's
+    call, as seen from here).
     Returns the result and its :class:`Budget`.
     """
     steps, converged, rounds = search_num_steps(bdmc_at, tolerance, min_steps=min_steps,
@@ -247,9 +258,9 @@ def run_with_tolerance(
         notes.append(f"the budget search reached max_steps={max_steps} before the tolerance: the "
                      f"BDMC gap on simulated data at {steps} steps is {last.gap:.3f} +- "
                      f"{last.gap_se:.3f} nats (upper bound {last.gap_upper:.3f} > tolerance "
-                     f"{tolerance:g}); the estimate at {steps} steps is kept but its error may exceed "
-                     "the tolerance: raise max_steps, use more chains, or start from an encoder "
-                     "(init=guide)")
+                     f"{tolerance:g}{'' if last.point is None else ' at ' + last.point}); the "
+                     f"estimate at {steps} steps is kept but its error may exceed the tolerance: "
+                     f"{cap_fix}")
     start = time.perf_counter()
     result, final_evals = final_at(steps)
     final_seconds = time.perf_counter() - start
@@ -257,7 +268,8 @@ def run_with_tolerance(
     if check is not None and check.change - CONFIDENCE_Z * check.change_se > tolerance:
         sim = ("" if check.simulated_change is None
                else f" (on the simulated data it rose by {check.simulated_change:.3f})")
-        notes.append(f"on {check.num_examples} examples of x the estimate rose by "
+        at = "" if check.point is None else f" at {check.point}"
+        notes.append(f"on {check.num_examples} examples of x the estimate{at} rose by "
                      f"{check.change:.3f} +- {check.change_se:.3f} nats from {check.num_steps} to "
                      f"{steps} steps{sim}: more than the tolerance {tolerance:g}, so AIS has not "
                      "converged on these data as it has on data simulated from the model (real data "

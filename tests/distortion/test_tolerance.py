@@ -1,0 +1,224 @@
+"""sigma_curve / rate_distortion (tolerance=): the base budget chosen by BDMC at every grid point on
+simulated data, against the linear-Gaussian decoder's exact log p_sigma(x) and log Z_beta(x)."""
+
+from __future__ import annotations
+
+import json
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from pyrolik_models import LinearGaussian, build
+
+import pyrolik
+from pyrolik.distortion import (
+    distortion_bdmc,
+    distortion_model,
+    rate_distortion,
+    sigma_curve,
+    squared_error,
+)
+from pyrolik.distortion.schedule import grid_from_sigmas, merge_grid
+from pyrolik.infer.budget import Budget, BudgetWarning
+
+# posterior sd about 0.1 at sigma 0.1: the geometric path needs a hundred or more base steps
+LG = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0, dtype=torch.float64)
+SIGMAS = [0.1, 0.3, 1.0]
+
+
+def _data(n: int, seed: int, shift: float = 0.0):
+    x = pyrolik.simulate(LG, n, data_shape=(5,), seed=seed + 5).x
+    return x + LG.W @ torch.full((2,), shift)
+
+
+def _mean_se(curve, j: int) -> float:
+    """Standard error of the mean over the examples of the estimate at grid point j (MCSE)."""
+    return float(curve.mcse[j].pow(2).sum().sqrt() / curve.num_examples)
+
+
+@pytest.mark.statistical
+def test_sigma_curve_within_tolerance_of_exact_at_every_sigma(seed):
+    tol = 0.5
+    x = _data(10, seed)
+    c = sigma_curve(LG, x, SIGMAS, tolerance=tol, num_chains=4, seed=seed, progress=False)
+    b = c.budget
+    assert b.converged and b.rounds[-1].gap_upper <= tol
+    assert [rd.num_steps for rd in b.rounds] == [25 * 2**i for i in range(len(b.rounds))]
+    assert all(rd.gap_upper > tol for rd in b.rounds[:-1])  # stopped at the first good round
+    # each round is decided by its worst grid point, one of the grid's
+    assert {rd.point for rd in b.rounds} <= {"sigma 0.1", "sigma 0.3", "sigma 1"}
+    assert c.settings["base_num_steps"] == b.num_steps
+    for j, s in enumerate(c.sigmas.tolist()):
+        exact = LinearGaussian(LG.W, LG.b, s).exact_log_marginal(x)  # the model at noise sigma
+        err = float((c.log_likelihood[j] - exact).mean())
+        se = _mean_se(c, j)
+        # a lower bound whose bias the worst point's gap bounds, up to the curve's own MC noise
+        assert -tol - 3 * se <= err <= 3 * se, (s, err, se)
+    # the same as a plain call with that budget and seed: the search changes only num_steps
+    plain = sigma_curve(LG, x, SIGMAS, num_steps=b.num_steps, num_chains=4, seed=seed,
+                        progress=False)
+    assert torch.equal(plain.log_weights, c.log_weights)
+    assert b.num_simulated == 16 * 3  # 16 per grid point
+    assert b.check.num_examples == 10 and b.check.num_steps == b.num_steps // 2
+    assert b.check.point in {"sigma 0.1", "sigma 0.3", "sigma 1"}
+    s = c.ais.settings
+    assert b.final_gradient_evals == 10 * (s["gradient_evals_per_example"]
+                                           + s["pilot_gradient_evals_per_example"])
+    assert b.cost_ratio > 1 and b.time_ratio > 1
+
+
+@pytest.mark.statistical
+def test_rate_distortion_within_tolerance_of_exact_log_z(seed):
+    tol = 0.5
+    x = _data(10, seed)
+    betas = [0.5, 5.0, 50.0]
+    rd = rate_distortion(LG, x, betas, tolerance=tol, num_chains=4, seed=seed, progress=False)
+    b = rd.budget
+    assert b.converged and b.rounds[-1].gap_upper <= tol
+    assert {r.point for r in b.rounds} <= {"beta 0.5", "beta 5", "beta 50"}
+    for j, beta in enumerate(rd.betas.tolist()):
+        err = float((rd.log_z[j] - LG.log_normalizer(x, beta)).mean())
+        se = _mean_se(rd, j)
+        assert -tol - 3 * se <= err <= 3 * se, (beta, err, se)
+
+
+def test_budget_in_summary_warnings_and_export(seed, tmp_path):
+    x = _data(6, seed)
+    c = sigma_curve(LG, x, SIGMAS, tolerance=5.0, num_chains=2, seed=seed, progress=False)
+    table = c.summary()
+    assert (table["steps chosen"] == c.budget.num_steps).all()
+    assert (table["tolerance [nats]"] == 5.0).all()
+    assert f"at {c.budget.rounds[-1].point}" in table["BDMC gap (simulated)"].iloc[0]
+    assert "steps chosen" in str(table)
+    tree = c.to_datatree()
+    stored = json.loads(tree.attrs["budget"])
+    assert stored["num_steps"] == c.budget.num_steps
+    assert [r["point"] for r in stored["rounds"]] == [r.point for r in c.budget.rounds]
+    assert Budget.from_dict(stored) == c.budget
+    path = tmp_path / "curve.nc"
+    pyrolik.save(c, path)
+    back = pyrolik.load(path)
+    assert back.budget == c.budget and torch.equal(back.log_weights, c.log_weights)
+    # a curve without tolerance= has no budget, in the file as in memory
+    plain = sigma_curve(LG, x, SIGMAS, num_steps=5, num_chains=2, seed=seed, progress=False)
+    assert plain.budget is None and "budget" not in plain.to_datatree().attrs
+    pyrolik.save(plain, tmp_path / "plain.nc")
+    assert pyrolik.load(tmp_path / "plain.nc").budget is None
+
+
+def test_cap_before_tolerance_warns_and_keeps_the_curve(seed):
+    x = _data(4, seed)
+    with pytest.warns(BudgetWarning) as record:  # the check on x may warn too, at this tolerance
+        c = sigma_curve(LG, x, SIGMAS, tolerance=1e-3, max_steps=50, num_chains=2, seed=seed,
+                        progress=False)
+    cap = [str(w.message) for w in record if "reached max_steps=50" in str(w.message)]
+    assert len(cap) == 1 and cap[0].startswith("sigma_curve(tolerance=)")
+    assert "at sigma" in cap[0] and "raise max_steps or use more chains" in cap[0]
+    assert "init=guide" not in cap[0]  # the curve has no encoder path
+    assert not c.budget.converged and c.budget.num_steps == 50
+    assert c.settings["base_num_steps"] == 50 and torch.isfinite(c.log_z).all()
+    assert any("max_steps=50" in w for w in c.warnings())
+    assert "cap" in str(c.summary())
+
+
+@pytest.mark.statistical
+def test_real_data_harder_than_simulated_warns(seed):
+    # x far out in the prior's tail (20 prior sd): the simulated data close the gap at every sigma,
+    # these do not, and the doubling check on x says so, naming the grid point. The check is
+    # conservative: with 10 examples x 4 chains its noise hid a 4-nat error on some seeds
+    x = _data(30, seed, shift=20.0)
+    with pytest.warns(BudgetWarning, match=r"estimate at sigma \S+ rose by .* not converged"):
+        c = sigma_curve(LG, x, SIGMAS, tolerance=0.5, num_chains=8, seed=seed, progress=False)
+    j = [f"sigma {s:g}" for s in c.sigmas.tolist()].index(c.budget.check.point)
+    exact = LinearGaussian(LG.W, LG.b, float(c.sigmas[j])).exact_log_marginal(x)
+    assert float((c.log_likelihood[j] - exact).mean()) < -0.5  # the warning was right
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"tolerance": 0.0}, ValueError, "positive number of nats"),
+    ({"tolerance": -1.0}, ValueError, "positive number of nats"),
+    ({"tolerance": float("nan")}, ValueError, "positive number of nats"),
+    ({"tolerance": "0.3"}, TypeError, "number of nats"),
+    ({"tolerance": True}, TypeError, "number of nats"),
+    ({"tolerance": 0.3, "num_steps": 100}, ValueError, "not both"),
+    ({"tolerance": 0.3, "schedule": torch.linspace(0, 1, 11)}, ValueError,
+     "schedule tensor.*e.g. 'geometric'"),
+    ({"tolerance": 0.3, "max_steps": 10}, ValueError, "max_steps must be an int of at least 25"),
+    ({"tolerance": 0.3, "num_chains": 0}, ValueError, "num_chains"),
+    ({"tolerance": 0.3, "schedule": "auto"}, ValueError, "not available on the distortion path"),
+    ({}, ValueError, "num_steps is required.*or tolerance="),
+])
+def test_bad_tolerance_arguments(kwargs, error, match):
+    kwargs = {"num_chains": 2, **kwargs}
+    with pytest.raises(error, match=match):
+        sigma_curve(LG, _data(3, 0), SIGMAS, progress=False, **kwargs)
+    with pytest.raises(error, match=match):
+        rate_distortion(LG, _data(3, 0), [0.5, 5.0], progress=False, **kwargs)
+
+
+def test_user_distortion_and_non_gaussian_sites_are_refused():
+    with pytest.raises(ValueError, match="user distortion is not a noise model.*pass num_steps="):
+        rate_distortion(LG, _data(3, 0), [0.5, 5.0], distortion=squared_error, tolerance=0.3,
+                        num_chains=2, progress=False)
+    # named as without tolerance=, not as a model that cannot be simulated
+    with pytest.raises(ValueError, match="is Bernoulli, not Normal"):
+        sigma_curve(build("digits-iwae"), torch.zeros(2, 64), [0.1], tolerance=0.3, num_chains=1,
+                    progress=False)
+
+
+def test_model_that_cannot_be_simulated():
+    def rescaled(x):  # observes a function of x, not entries of it: x cannot be assembled
+        with pyro.plate("data", x.shape[0]):
+            z = pyro.sample("z", dist.Normal(x.new_zeros(()), 1.0))
+            pyro.sample("a", dist.Normal(z.unsqueeze(-1).expand(-1, 2), 1.0).to_event(1),
+                        obs=(x - 1) / 2)
+
+    with pytest.raises(ValueError, match="cannot be simulated.*Pass num_steps= instead"):
+        sigma_curve(rescaled, torch.zeros(4, 2), [0.1, 0.5], tolerance=0.3, num_chains=2,
+                    progress=False)
+    # the fix the message names works
+    assert sigma_curve(rescaled, torch.zeros(4, 2), [0.1, 0.5], num_steps=5, num_chains=2,
+                       progress=False).log_likelihood.shape == (2, 4)
+
+
+def test_progress_shows_the_search(capsys):
+    sigma_curve(LG, _data(3, 0), SIGMAS, tolerance=5.0, num_chains=2, seed=0, progress=True)
+    assert "choosing num_steps (tolerance 5 nats)" in capsys.readouterr().err
+
+
+def test_pilot_tables_are_reused_per_grid_point(seed):
+    # distortion_bdmc(step_sizes=): a point given an earlier call's table runs no pilot there
+    sims = {s: pyrolik.simulate(distortion_model(LG, sigma=s), 4, data_shape=(5,),
+                                seed=seed + i) for i, s in enumerate(SIGMAS)}
+    kw = dict(sigmas=SIGMAS, data=sims, num_chains=2, progress=False)
+    first = distortion_bdmc(LG, num_steps=30, seed=seed, **kw)
+    tables = {float(s): r.lower.step_sizes for s, r in zip(first.sigmas, first.results,
+                                                             strict=True)}
+    again = distortion_bdmc(LG, num_steps=60, seed=seed + 1, step_sizes={1.0: tables[1.0]}, **kw)
+    reused = {float(s): r.lower.step_sizes for s, r in zip(again.sigmas, again.results,
+                                                           strict=True)}
+    assert torch.equal(reused[1.0].log_step_size, tables[1.0].log_step_size)
+    assert reused[0.1].betas.shape != tables[0.1].betas.shape or \
+        not torch.equal(reused[0.1].log_step_size, tables[0.1].log_step_size)  # a new pilot
+    with pytest.raises(ValueError, match="step_sizes: 0.7 is not a point of the grid"):
+        distortion_bdmc(LG, num_steps=30, step_sizes={0.7: tables[1.0]}, **kw)
+    # the search: at a point where the rounds at 25 and 50 steps have pilots of the same length,
+    # the round at 50 runs none, and costs only its chains' evaluations there
+    with pytest.warns(BudgetWarning, match="reached max_steps=50"):
+        c = sigma_curve(LG, _data(3, 0), SIGMAS, tolerance=1e-3, max_steps=50, num_chains=2,
+                        seed=seed, progress=False)
+    r50 = c.budget.rounds[1]
+    assert r50.num_steps == 50
+    grid, _ = grid_from_sigmas(SIGMAS)
+    kernel = pyrolik.HMC()
+    L, a = kernel.num_leapfrog, kernel.adaptation
+    expected, reused_points = 0, 0
+    for t25, t50 in zip(merge_grid(grid / grid[-1], "geometric", 25)[1].tolist(),
+                        merge_grid(grid / grid[-1], "geometric", 50)[1].tolist(), strict=True):
+        expected += 16 * 2 * (t50 * L + 1) * 2  # forward and reverse, 16 examples, 2 chains
+        if a.pilot_steps(t25) == a.pilot_steps(t50):
+            reused_points += 1
+        else:
+            expected += 16 * (a.pilot_transitions(t50) * L + 1) * a.pilot_chains(2)
+    assert reused_points >= 1 and r50.gradient_evals == expected
