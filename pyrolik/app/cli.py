@@ -15,7 +15,7 @@ import argparse
 import sys
 import warnings
 
-from pyrolik.app.options import add_data_options, add_kernel_options
+from pyrolik.app.options import add_data_options, add_kernel_options, add_tolerance_options
 
 __all__ = ["main", "build_parser"]
 
@@ -34,16 +34,6 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
     return value
 
 
@@ -168,13 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--kde-samples", type=_positive, default=10_000, metavar="S",
                    help="model samples for kde (default 10000)")
     _ais_options(ev)
-    t = ev.add_argument_group("a budget chosen for a tolerance (AIS)")
-    t.add_argument("--tolerance", type=_positive_float, default=None, metavar="NATS",
-                   help="choose --num-steps by BDMC on data simulated from the model, doubling "
-                        "the steps until the gap's upper confidence bound is within NATS; then "
-                        "AIS on the data with them (one process; default: --num-steps)")
-    t.add_argument("--max-steps", type=_positive, default=None, metavar="N",
-                   help="with --tolerance: the search's cap (default: pyrolik.ais's)")
+    add_tolerance_options(ev, _positive, "AIS on the data")
 
     bd = sub.add_parser("bdmc", help="sandwich log p(x) on data simulated from the model",
                         description="Bidirectional Monte Carlo: simulate data from the model, then "

@@ -21,6 +21,7 @@ from pyrolik.app.loading import (
     parameter_dtype,
     prepare_modules,
 )
+from pyrolik.app.options import resolve_num_steps
 from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.checkpoint import remove_checkpoint
 from pyrolik.execution.distributed import Shard, init_from_env, main_result
@@ -109,26 +110,12 @@ def _batch_size(batch_size: int | None, n: int, shard: Shard) -> int | None:
     return size
 
 
-DEFAULT_STEPS = 1000  # --num-steps when neither it nor --tolerance is given
-
-
 def _ais_kwargs(args, shard: Shard, batch_size: int | None, kwargs: dict) -> dict[str, Any]:
-    tolerance = getattr(args, "tolerance", None)
-    out = dict(num_steps=args.num_steps, num_chains=args.num_chains, schedule=args.schedule,
-               kernel=_kernel(args), model_kwargs=kwargs, seed=args.seed, batch_size=batch_size,
-               record_every=args.record_every, progress=not args.quiet and shard.is_main,
-               checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
-               distributed=shard.world_size > 1)
-    if tolerance is None:
-        if getattr(args, "max_steps", None) is not None:
-            raise ValueError("--max-steps caps the search of --tolerance: pass --tolerance NATS too, "
-                             "or drop --max-steps")
-        out["num_steps"] = DEFAULT_STEPS if args.num_steps is None else args.num_steps
-        return out
-    out["tolerance"] = tolerance
-    if args.max_steps is not None:
-        out["max_steps"] = args.max_steps
-    return out
+    return dict(num_chains=args.num_chains, schedule=args.schedule,
+                kernel=_kernel(args), model_kwargs=kwargs, seed=args.seed, batch_size=batch_size,
+                record_every=args.record_every, progress=not args.quiet and shard.is_main,
+                checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                distributed=shard.world_size > 1, **resolve_num_steps(args))
 
 
 def _finish_checkpoint(args, shard: Shard) -> None:

@@ -16,15 +16,21 @@ import torch
 
 from pyrolik.app.commands import _kernel, _load_model, _outputs, _setup, _teardown, _warn
 from pyrolik.app.loading import check_data_dtype, load_callable, load_data, parameter_dtype
-from pyrolik.app.options import add_data_options, add_kernel_options
+from pyrolik.app.options import (
+    add_data_options,
+    add_kernel_options,
+    add_tolerance_options,
+    resolve_num_steps,
+)
 
 __all__ = ["add_parsers", "COMMANDS"]
 
 
 def _curve_options(p: argparse.ArgumentParser, positive: Callable[[str], int]) -> None:
     g = p.add_argument_group("annealed importance sampling (one run along the distortion path)")
-    g.add_argument("--num-steps", type=positive, default=1000, metavar="N",
-                   help="steps of the base schedule; the grid points are merged in (default 1000)")
+    g.add_argument("--num-steps", type=positive, default=None, metavar="N",
+                   help="steps of the base schedule; the grid points are merged in (default 1000; "
+                        "with --tolerance, chosen by its search)")
     g.add_argument("--num-chains", type=positive, default=16, metavar="K",
                    help="chains per example (default 16)")
     g.add_argument("--schedule", choices=("geometric", "sigmoid", "linear"), default="geometric",
@@ -51,6 +57,7 @@ def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable
                     help="the fixed sigma Table 3 compares with, e.g. chosen on validation data "
                          "(default: the best on these data)")
     _curve_options(sc, positive)
+    add_tolerance_options(sc, positive, "the curve on the data")
 
     rd = sub.add_parser(
         "rate-distortion", help="the rate-distortion curve of a decoder model from one AIS run",
@@ -66,6 +73,7 @@ def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable
                     help="a distortion d(x, x_hat) as path/to/file.py:function, x_hat the observed "
                          "site's mean (default: squared error through the Gaussian site)")
     _curve_options(rd, positive)
+    add_tolerance_options(rd, positive, "the curve on the data")
 
     db = sub.add_parser(
         "distortion-bdmc", help="BDMC at points of a sigma curve, on data simulated at that sigma",
@@ -104,7 +112,7 @@ def _run(args, work: Callable[[Any, dict, Callable[[], Any]], Any], report: Call
             return x
 
         paths = _outputs(args.output, ["curve"], args.overwrite)
-        common = dict(num_steps=args.num_steps, num_chains=args.num_chains,
+        common = dict(**resolve_num_steps(args), num_chains=args.num_chains,
                       schedule=args.schedule, kernel=_kernel(args), model_kwargs=kwargs,
                       seed=args.seed, batch_size=args.batch_size, progress=not args.quiet)
         result = work(model, common, read_x)

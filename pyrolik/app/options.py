@@ -9,7 +9,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-__all__ = ["add_kernel_options", "add_data_options"]
+__all__ = ["add_kernel_options", "add_data_options", "add_tolerance_options", "positive_float",
+           "resolve_num_steps", "DEFAULT_STEPS"]
+
+DEFAULT_STEPS = 1000  # --num-steps when neither it nor --tolerance is given
 
 
 def add_kernel_options(g: argparse._ArgumentGroup, positive: Callable[[str], int]) -> None:
@@ -49,3 +52,42 @@ def add_data_options(p: argparse.ArgumentParser,
                         "integers/booleans float32; auto refuses floating data whose dtype "
                         "differs from the model's parameters and names the --dtype to pass)")
     return d
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite positive number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
+def add_tolerance_options(p: argparse.ArgumentParser, positive: Callable[[str], int],
+                          final: str) -> None:
+    """``--tolerance NATS`` and ``--max-steps N``: the estimator's ``tolerance=`` and ``max_steps=``
+    (``final``: what runs once the steps are chosen)."""
+    t = p.add_argument_group("a budget chosen for a tolerance")
+    t.add_argument("--tolerance", type=positive_float, default=None, metavar="NATS",
+                   help="choose --num-steps by BDMC on data simulated from the model, doubling "
+                        f"the steps until the gap's upper confidence bound is within NATS; then "
+                        f"{final} with them (one process; default: --num-steps)")
+    t.add_argument("--max-steps", type=positive, default=None, metavar="N",
+                   help="with --tolerance: the search's cap (default: the estimator's)")
+
+
+def resolve_num_steps(args: argparse.Namespace) -> dict:
+    """The keywords ``num_steps`` (and ``tolerance``, ``max_steps``) of the estimator from
+    ``--num-steps`` and the tolerance options (1000 steps when neither is given)."""
+    tolerance = getattr(args, "tolerance", None)
+    if tolerance is None:
+        if getattr(args, "max_steps", None) is not None:
+            raise ValueError("--max-steps caps the search of --tolerance: pass --tolerance NATS too, "
+                             "or drop --max-steps")
+        return {"num_steps": DEFAULT_STEPS if args.num_steps is None else args.num_steps}
+    out = {"num_steps": args.num_steps, "tolerance": tolerance}
+    if args.max_steps is not None:
+        out["max_steps"] = args.max_steps
+    return out

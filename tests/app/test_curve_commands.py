@@ -55,6 +55,30 @@ def test_sigma_curve_command(tmp_path, data, capsys, seed):
     assert "not a generative model" in text
 
 
+def test_sigma_curve_command_with_a_tolerance(tmp_path, data, capsys, seed):
+    """``--tolerance`` chooses the base steps as ``sigma_curve(tolerance=)`` does; the file keeps
+    the search."""
+    import warnings
+
+    out = tmp_path / "tol.nc"
+    argv = ["--tolerance", "3", "--max-steps", "50", "--num-chains", "2", "--num-leapfrog", "2",
+            "--seed", seed, "-q"]
+    status, _, err = run(["sigma-curve", MODEL, "--data", data, "--sigmas", "0.5,1", "-o", out,
+                          *argv], capsys)
+    assert status == 0, err
+    x = torch.from_numpy(np.load(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pyrolik.BudgetWarning)
+        api = pyrolik.sigma_curve(sm.model, x, [0.5, 1.0], tolerance=3.0, max_steps=50,
+                                  num_chains=2, kernel=KERNEL, seed=seed, progress=False)
+    got = load_result(out)
+    assert torch.equal(got.log_weights, api.log_weights)
+    assert got.budget is not None and got.budget.num_steps == api.budget.num_steps
+    status, _, err = run(["sigma-curve", MODEL, "--data", data, "--sigmas", "0.5,1", "-o", out,
+                          "--overwrite", "--max-steps", "50", *FAST], capsys)
+    assert status == 1 and "--max-steps caps the search of --tolerance" in err
+
+
 def test_rate_distortion_command_with_a_user_distortion(tmp_path, data, capsys, seed):
     (tmp_path / "dist.py").write_text("def l1(x, x_hat):\n    return (x - x_hat).abs()\n")
     out = tmp_path / "rd.nc"
