@@ -57,8 +57,9 @@ def assert_same_ais(a, b):
 
 @pytest.mark.parametrize("saves", [1, 3, 6])
 @pytest.mark.parametrize("kernel", [pyrolik.HMC(num_leapfrog=2, mass_matrix=True),
-                                    pyrolik.HMC(num_leapfrog=2, adapt="online")],
-                         ids=["pilot+mass", "online"])
+                                    pyrolik.HMC(num_leapfrog=2, adapt="online"),
+                                    pyrolik.HMC(num_leapfrog=2, momentum_persistence=0.8)],
+                         ids=["pilot+mass", "online", "momentum"])
 def test_ais_resumes_bit_identically(tmp_path, monkeypatch, saves, kernel, seed):
     x = sm.sample(7, seed)
     kw = dict(num_steps=12, num_chains=3, kernel=kernel, seed=seed, batch_size=3, progress=False,
