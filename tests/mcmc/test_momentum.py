@@ -165,3 +165,18 @@ def _quadratic(z):
     from pyrolik.model.target import ValueAndGrad
 
     return ValueAndGrad(-0.5 * (z * z).sum(-1), torch.zeros(z.shape[0]), -z, torch.zeros_like(z))
+
+
+def test_the_kept_momentum_adds_no_host_sync_per_step():
+    from tests.infer.test_host_sync import SyncCounter
+
+    lg = LinearGaussian.random(5, 2, s=0.5, seed=0, dtype=torch.float64)
+    sim = pyrolik.simulate(lg, 6, data_shape=(5,), seed=0)
+    kernel = HMC(num_leapfrog=3, momentum_persistence=0.5, mass_matrix=True)
+    counts = []
+    for steps in (10, 80):
+        with SyncCounter() as c:
+            pyrolik.bdmc(lg, data=sim, num_steps=steps, num_chains=4, kernel=kernel, seed=0,
+                         progress=False)
+        counts.append(dict(c.counts))
+    assert counts[0] == counts[1], f"host syncs grew with num_steps: {counts}"
