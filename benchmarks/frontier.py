@@ -8,9 +8,9 @@ kernel that tunes longer pays for it. Prints a table and draws the gap against t
 
 Candidates: ``default`` (``HMC()``), ``L5`` / ``L20`` (the number of leapfrog steps traded against
 annealing steps), ``mass`` (diagonal mass matrix from the pilot), ``no-jitter``, ``fixed``
-(``adapt=None`` at ``--fixed-step``), and any name built of ``L<n>`` and ``p<alpha>``: ``p0.8`` is
-partial momentum refreshment (``momentum_persistence=0.8``) at the default L, ``L5p0.8`` the same
-with 5 leapfrog steps. Each row also gives the run's wall and CPU (user + system) seconds: CPU time
+(``adapt=None`` at ``--fixed-step``), and any name built of ``L<n>``, ``p<alpha>`` and ``m``:
+``p0.8`` is partial momentum refreshment (``momentum_persistence=0.8``) at the default L, ``L5p0.8``
+the same with 5 leapfrog steps, ``L3p0.5m`` adds the pilot's diagonal mass matrix. Each row also gives the run's wall and CPU (user + system) seconds: CPU time
 above wall time means more than one core was used.
 
     PYTHONPATH=. python benchmarks/frontier.py --model lg --budgets 100 200 400 800
@@ -47,17 +47,19 @@ CANDIDATES = {
 
 
 def settings(name: str) -> dict:
-    """The HMC arguments of a candidate: a named one, or ``L<n>`` / ``p<alpha>`` / ``L<n>p<alpha>``."""
+    """The HMC arguments of a candidate: a named one, or ``L<n>``, ``p<alpha>``, ``m`` combined."""
     if name in CANDIDATES:
         return dict(CANDIDATES[name])
-    m = re.fullmatch(r"(?:L(\d+))?(?:p(0?\.\d+))?", name)
+    m = re.fullmatch(r"(?:L(\d+))?(?:p(0?\.\d+))?(m)?", name)
     if not name or m is None:
-        raise ValueError(f"unknown candidate {name!r}: one of {list(CANDIDATES)}, or L<n>p<alpha>")
+        raise ValueError(f"unknown candidate {name!r}: one of {list(CANDIDATES)}, or L<n>p<alpha>m")
     kw: dict = {}
     if m.group(1):
         kw["num_leapfrog"] = int(m.group(1))
     if m.group(2):
         kw["momentum_persistence"] = float(m.group(2))
+    if m.group(3):
+        kw["mass_matrix"] = True
     return kw
 
 
@@ -93,7 +95,7 @@ def main(argv=None):
     p.add_argument("--chains", type=int, default=8)
     p.add_argument("--budgets", type=int, nargs="+", default=[100, 200, 400, 800])
     p.add_argument("--candidates", nargs="+", default=list(CANDIDATES),
-                   help="names of CANDIDATES, or L<n>, p<alpha>, L<n>p<alpha>")
+                   help="names of CANDIDATES, or L<n>, p<alpha>, m (mass matrix) combined: L3p0.5m")
     p.add_argument("--fixed-step", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
