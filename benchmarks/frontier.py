@@ -6,10 +6,12 @@ counts every gradient evaluation per chain, the pilot's included (spread over th
 kernel that tunes longer pays for it. Prints a table and draws the gap against the evaluations
 (log-log, standard-error bars) to ``benchmarks/figures/frontier_<model>.png``.
 
-Candidates (the pyrolik kernels that exist today): ``default`` (``HMC()``), ``L5`` / ``L20`` (the
-number of leapfrog steps traded against annealing steps), ``mass`` (diagonal mass matrix from the
-pilot), ``no-jitter``, ``fixed`` (``adapt=None`` at ``--fixed-step``). Partial momentum refreshment is
-not implemented in pyrolik yet and is not among them.
+Candidates: ``default`` (``HMC()``), ``L5`` / ``L20`` (the number of leapfrog steps traded against
+annealing steps), ``mass`` (diagonal mass matrix from the pilot), ``no-jitter``, ``fixed``
+(``adapt=None`` at ``--fixed-step``), and any name built of ``L<n>``, ``p<alpha>`` and ``m``:
+``p0.8`` is partial momentum refreshment (``momentum_persistence=0.8``) at the default L, ``L5p0.8``
+the same with 5 leapfrog steps, ``L3p0.5m`` adds the pilot's diagonal mass matrix. Each row also gives the run's wall and CPU (user + system) seconds: CPU time
+above wall time means more than one core was used.
 
     PYTHONPATH=. python benchmarks/frontier.py --model lg --budgets 100 200 400 800
     PYTHONPATH=. python benchmarks/frontier.py --model vae --examples 20 --budgets 250 500 1000
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 from pathlib import Path
 
@@ -43,6 +46,23 @@ CANDIDATES = {
 }
 
 
+def settings(name: str) -> dict:
+    """The HMC arguments of a candidate: a named one, or ``L<n>``, ``p<alpha>``, ``m`` combined."""
+    if name in CANDIDATES:
+        return dict(CANDIDATES[name])
+    m = re.fullmatch(r"(?:L(\d+))?(?:p(0?\.\d+))?(m)?", name)
+    if not name or m is None:
+        raise ValueError(f"unknown candidate {name!r}: one of {list(CANDIDATES)}, or L<n>p<alpha>m")
+    kw: dict = {}
+    if m.group(1):
+        kw["num_leapfrog"] = int(m.group(1))
+    if m.group(2):
+        kw["momentum_persistence"] = float(m.group(2))
+    if m.group(3):
+        kw["mass_matrix"] = True
+    return kw
+
+
 def _model(name: str):
     if name == "lg":
         from models.oracles.linear_gaussian import LinearGaussian
@@ -58,14 +78,14 @@ def _model(name: str):
 
 def run(model, sim, kernel: pyrolik.HMC, budget: int, chains: int, seed: int) -> dict:
     steps = max(1, budget // kernel.num_leapfrog)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     r = pyrolik.bdmc(model, data=sim, num_steps=steps, num_chains=chains, kernel=kernel,
                      seed=seed, progress=False)
     s = r.lower.settings
     per_chain = (2 * s["gradient_evals_per_example"] + s["pilot_gradient_evals_per_example"]) \
         / (2 * chains)
     return {"num_steps": steps, "gradient_evals": per_chain, "gap": r.gap, "gap_se": r.gap_stderr,
-            "seconds": time.perf_counter() - t0}
+            "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
 
 
 def main(argv=None):
@@ -74,7 +94,8 @@ def main(argv=None):
     p.add_argument("--examples", type=int, default=20)
     p.add_argument("--chains", type=int, default=8)
     p.add_argument("--budgets", type=int, nargs="+", default=[100, 200, 400, 800])
-    p.add_argument("--candidates", nargs="+", default=list(CANDIDATES))
+    p.add_argument("--candidates", nargs="+", default=list(CANDIDATES),
+                   help="names of CANDIDATES, or L<n>, p<alpha>, m (mass matrix) combined: L3p0.5m")
     p.add_argument("--fixed-step", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
@@ -86,7 +107,7 @@ def main(argv=None):
     sim = pyrolik.simulate(model, args.examples, data_shape=shape, seed=args.seed)
     rows = []
     for name in args.candidates:
-        kw = dict(CANDIDATES[name])
+        kw = settings(name)
         if name == "fixed":
             kw["step_size"] = args.fixed_step
         kernel = pyrolik.HMC(**kw)
@@ -96,7 +117,8 @@ def main(argv=None):
             rows.append(row)
             print(f"{name:>10} G={budget:>5}: T={row['num_steps']:>4}, "
                   f"{row['gradient_evals']:8.1f} evals/chain, gap {row['gap']:7.3f} +- "
-                  f"{row['gap_se']:.3f}, {row['seconds']:.1f} s", flush=True)
+                  f"{row['gap_se']:.3f}, {row['seconds']:.1f} s ({row['cpu_seconds']:.1f} s CPU)",
+                  flush=True)
     if not args.no_plot:
         import matplotlib
 

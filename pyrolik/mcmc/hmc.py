@@ -26,9 +26,10 @@ class HMC:
     r"""The AIS transition kernel: one HMC trajectory of ``num_leapfrog`` steps per annealing step.
 
     The kernel is two parts: the transition (``transition``, a
-    :class:`~pyrolik.mcmc.transition.HMCTransition` holding ``num_leapfrog``, ``max_energy_error``
-    and ``step_jitter``) and the adaptation strategy that chooses its step sizes (``adaptation``,
-    built from the arguments below by :func:`pyrolik.mcmc.adaptation.from_settings`).
+    :class:`~pyrolik.mcmc.transition.HMCTransition` holding ``num_leapfrog``, ``max_energy_error``,
+    ``step_jitter`` and ``momentum_persistence``) and the adaptation strategy that chooses its step
+    sizes (``adaptation``, built from the arguments below by
+    :func:`pyrolik.mcmc.adaptation.from_settings`).
 
     Parameters
     ----------
@@ -65,6 +66,14 @@ class HMC:
         Every row's step size is multiplied by a fresh :math:`U(1 - j, 1 + j)` draw at every
         transition (``0``: the step size as given). Breaks the resonance of a fixed trajectory (see
         the module docstring); the adaptation tunes the mean step size under the same jitter.
+    momentum_persistence : float
+        :math:`\alpha \in [0, 1)`. ``0`` (default): a fresh momentum at every transition.
+        :math:`\alpha > 0`: partial momentum refreshment (generalized HMC; Horowitz 1991, Neal 2011
+        section 5.3), :math:`u \leftarrow \alpha u + \sqrt{1 - \alpha^2}\,\xi` for the whitened
+        momentum :math:`u = M^{-1/2} p`, kept between annealing steps and flipped on rejection, so
+        successive short trajectories continue in the same direction. Each transition leaves
+        :math:`f_\beta(z)\,\mathcal N(u; 0, I)` invariant, with or without ``mass_matrix``, so the
+        AIS weights and both bounds of BDMC stay exact (:mod:`pyrolik.mcmc.transition`).
     """
 
     transition: HMCTransition
@@ -75,19 +84,26 @@ class HMC:
                  adapt: str | Adaptation | None = "pilot", pilot_fraction: float = 0.2,
                  min_pilot_steps: int = 20, pilot_chains: int | None = 4,
                  mass_matrix: bool = False, adapt_gain: float = 1.0,
-                 max_energy_error: float = 1000.0, step_jitter: float = 0.5):
+                 max_energy_error: float = 1000.0, step_jitter: float = 0.5,
+                 momentum_persistence: float = 0.0):
         if isinstance(num_leapfrog, bool) or not isinstance(num_leapfrog, int) or num_leapfrog < 1:
             raise ValueError(f"num_leapfrog must be a positive integer, got {num_leapfrog!r}")
         if isinstance(step_jitter, bool) or not isinstance(step_jitter, (int, float)) \
                 or not 0 <= step_jitter < 1:
             raise ValueError(f"step_jitter must be a number in [0, 1) (0: no jitter), got "
                              f"{step_jitter!r}")
+        if isinstance(momentum_persistence, bool) \
+                or not isinstance(momentum_persistence, (int, float)) \
+                or not 0 <= momentum_persistence < 1:
+            raise ValueError(f"momentum_persistence must be a number in [0, 1) (0: a fresh momentum "
+                             f"at every transition, e.g. 0.8 to keep most of it), got "
+                             f"{momentum_persistence!r}")
         adaptation = from_settings(
             adapt, step_size=step_size, target_accept=target_accept, pilot_fraction=pilot_fraction,
             min_pilot_steps=min_pilot_steps, pilot_chains=pilot_chains, mass_matrix=mass_matrix,
             adapt_gain=adapt_gain)
-        object.__setattr__(self, "transition", HMCTransition(num_leapfrog, float(max_energy_error),
-                                                            float(step_jitter)))
+        object.__setattr__(self, "transition", HMCTransition(
+            num_leapfrog, float(max_energy_error), float(step_jitter), float(momentum_persistence)))
         object.__setattr__(self, "adaptation", adaptation)
 
     def __repr__(self) -> str:
@@ -97,7 +113,8 @@ class HMC:
     def to_dict(self) -> dict:
         """The constructor arguments that rebuild this kernel (what results and files record)."""
         return {"num_leapfrog": self.num_leapfrog, **self.adaptation.settings(),
-                "max_energy_error": self.max_energy_error, "step_jitter": self.step_jitter}
+                "max_energy_error": self.max_energy_error, "step_jitter": self.step_jitter,
+                "momentum_persistence": self.momentum_persistence}
 
     # the transition's and the adaptation's settings, by the names of the constructor
     @property
@@ -111,6 +128,10 @@ class HMC:
     @property
     def step_jitter(self) -> float:
         return self.transition.step_jitter
+
+    @property
+    def momentum_persistence(self) -> float:
+        return self.transition.momentum_persistence
 
     @property
     def adapt(self) -> str | None:

@@ -25,10 +25,33 @@ prior-dominated coordinate to its start). Jitter breaks the resonance (what it d
 gap of the binarized-MNIST reference model: ``benchmarks/RESULTS.md``, "Kernel design figures").
 ``beta`` and ``step_size`` may differ per row (tensors of shape ``(rows,)``), so forward and reverse
 chains, or chains of different examples, share one batched pass.
+
+With ``momentum_persistence = alpha > 0`` the momentum is kept between transitions instead of drawn
+afresh (generalized HMC: Horowitz 1991; Neal 2011, section 5.3; in AIS, Zhang et al. 2021 and
+Geffner & Domke 2021). The state then carries the *whitened* momentum :math:`u = M^{-1/2} p`, whose
+target is :math:`\mathcal N(0, I)` whatever the mass matrix. One transition at :math:`\beta`:
+
+.. math::
+    u \leftarrow \alpha u + \sqrt{1 - \alpha^2}\,\xi,\ \xi \sim \mathcal N(0, I); \quad
+    (z', p') = \mathrm{leapfrog}(z, M^{1/2} u); \quad
+    (z, u) \leftarrow (z', M^{-1/2} p') \text{ if accepted, else } (z, -u).
+
+Each of the three moves leaves the extended target :math:`f_\beta(z)\,\mathcal N(u; 0, I)`
+invariant: the refreshment is an autoregressive move that keeps :math:`\mathcal N(0, I)`, the
+leapfrog proposal followed by a momentum flip is a volume-preserving involution with a Metropolis
+test, and the flip after it (undone on acceptance, hence the flip on rejection) keeps the symmetric
+:math:`\mathcal N(0, I)`. In the :math:`(z, u)` coordinates the mass matrix only enters through the
+map :math:`u \mapsto M^{1/2} u` inside one transition, so a mass matrix that changes with
+:math:`\beta` (the pilot's table) is handled exactly. Since the marginal of :math:`u` does not depend
+on :math:`\beta`, the extended targets have the same normalising constants as the :math:`f_\beta`
+and the AIS weights are unchanged (Neal 2001's argument on the extended space); the first
+transition draws :math:`u` afresh, an exact draw of its marginal, in either direction of the
+schedule. ``momentum_persistence = 0`` is the usual full refreshment, draw for draw.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -44,13 +67,15 @@ ValueAndGradFn = Callable[[Tensor], ValueAndGrad]
 
 
 class HMCState(NamedTuple):
-    """What the next transition needs: the position and its split density cache."""
+    """What the next transition needs: the position and its split density cache, and the whitened
+    momentum :math:`M^{-1/2} p` when the transition keeps it (``None``: drawn afresh)."""
 
     z: Tensor  # (rows, d)
     log_init: Tensor  # (rows,)
     log_ratio: Tensor  # (rows,)
     grad_init: Tensor  # (rows, d)
     grad_ratio: Tensor  # (rows, d)
+    momentum: Tensor | None = None  # (rows, d), with momentum_persistence > 0 after a transition
 
     def log_density(self, beta: Tensor | float) -> Tensor:
         return self.log_init + beta * self.log_ratio
@@ -116,11 +141,16 @@ class HMCTransition:
     step_jitter : float
         Every row's step size is multiplied by a fresh :math:`U(1 - j, 1 + j)` draw at every
         transition (``0``: the step size as given).
+    momentum_persistence : float
+        :math:`\\alpha \\in [0, 1)`: the momentum is refreshed partially,
+        :math:`u \\leftarrow \\alpha u + \\sqrt{1 - \\alpha^2}\\,\\xi`, and flipped on rejection
+        (module docstring); ``0``: drawn afresh at every transition.
     """
 
     num_leapfrog: int = 10
     max_energy_error: float = 1000.0
     step_jitter: float = 0.5
+    momentum_persistence: float = 0.0
 
     def init(self, z: Tensor, fn: ValueAndGradFn) -> HMCState:
         """The state at ``z``: one evaluation of ``fn``."""
@@ -138,13 +168,18 @@ class HMCTransition:
         """One HMC transition leaving :math:`f_\\beta` invariant, for every row at once.
 
         ``beta`` and ``step_size`` have shape ``(rows,)``; ``inv_mass`` is ``(rows, d)`` or ``None``.
-        With ``step_jitter > 0`` the step sizes are first multiplied by fresh uniform draws.
+        With ``step_jitter > 0`` the step sizes are first multiplied by fresh uniform draws; with
+        ``momentum_persistence > 0`` the state's momentum (if any) is refreshed partially and the
+        new state carries the momentum on.
         """
         z = state.z
         if self.step_jitter:
             u = torch.rand(step_size.shape, generator=generator, dtype=z.dtype, device=z.device)
             step_size = step_size * torch.add(1.0 - self.step_jitter, u, alpha=2 * self.step_jitter)
         noise = torch.randn(z.shape, generator=generator, dtype=z.dtype, device=z.device)
+        alpha = self.momentum_persistence
+        if alpha and state.momentum is not None:  # noise becomes the partially refreshed momentum
+            noise = torch.add(alpha * state.momentum, noise, alpha=math.sqrt(1.0 - alpha * alpha))
         inv_m: Tensor | float = 1.0 if inv_mass is None else inv_mass
         p0 = noise if inv_mass is None else noise * inv_mass.rsqrt()
         h0 = -state.log_density(beta) + 0.5 * _kinetic(p0, inv_mass)
@@ -159,12 +194,17 @@ class HMCTransition:
         u = torch.rand(log_accept.shape, generator=generator, dtype=z.dtype, device=z.device)
         accepted = torch.log(u) < log_accept
         keep = accepted.unsqueeze(-1)
+        momentum = None
+        if alpha:  # accepted: the end of the trajectory (whitened); rejected: flipped
+            u1 = p1 if inv_mass is None else p1 * inv_mass.sqrt()
+            momentum = torch.where(keep, u1, -noise)
         new = HMCState(
             torch.where(keep, proposal.z, z),
             torch.where(accepted, proposal.log_init, state.log_init),
             torch.where(accepted, proposal.log_ratio, state.log_ratio),
             torch.where(keep, proposal.grad_init, state.grad_init),
             torch.where(keep, proposal.grad_ratio, state.grad_ratio),
+            momentum,
         )
         info = HMCInfo(log_accept.exp(), accepted, divergent, energy_error)
         return new, info

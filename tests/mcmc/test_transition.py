@@ -16,7 +16,8 @@ def test_the_facade_is_a_transition_and_a_tuner():
     assert kernel.transition == HMCTransition(num_leapfrog=7, max_energy_error=50.0, step_jitter=0.25)
     assert kernel.adaptation.name is None and kernel.adaptation.step_size == 0.3
     fields = {f.name for f in dataclasses.fields(HMCTransition)}
-    assert fields == {"num_leapfrog", "max_energy_error", "step_jitter"}  # nothing of a tuner
+    assert fields == {"num_leapfrog", "max_energy_error", "step_jitter",
+                      "momentum_persistence"}  # nothing of a tuner
 
 
 def test_the_transition_moves_as_the_facade_does(lg, x):

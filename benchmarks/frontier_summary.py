@@ -1,0 +1,81 @@
+"""Means over seeds of ``benchmarks/frontier.py`` runs, from their printed output.
+
+Each log is the output of one or more ``frontier.py`` commands; every command's line for a candidate
+and budget counts as one seed (run each seed once per candidate and budget). For each candidate and
+budget it prints the mean BDMC gap over seeds with the standard error of that mean (the per-seed standard errors
+combined), and draws the means against the gradient evaluations per chain (log-log).
+
+    python benchmarks/frontier_summary.py benchmarks/logs/frontier_momentum_vae_seeds0-4.log \
+        --title "digits VAE" --out benchmarks/figures/frontier_momentum_vae.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections import defaultdict
+
+ROW = re.compile(r"\s*(\S+) G=\s*(\d+): T=\s*(\d+),\s+([\d.]+) evals/chain, gap\s+(-?[\d.]+) \+- "
+                 r"([\d.]+), ([\d.]+) s \(([\d.]+) s CPU\)")
+
+
+def read(paths: list[str]) -> dict[tuple[str, int], dict[str, tuple]]:
+    """``{(candidate, budget): {command: (gap, se, evals, cpu seconds)}}``."""
+    rows: dict[tuple[str, int], dict[str, tuple]] = defaultdict(dict)
+    for path in paths:
+        block = 0
+        for line in open(path):
+            if line.startswith("machine:"):
+                block += 1
+            m = ROW.match(line)
+            if m:
+                name, budget, _, evals, gap, se, _, cpu = m.groups()
+                rows[(name, int(budget))][f"{path}:{block}"] = (float(gap), float(se), float(evals), float(cpu))
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("logs", nargs="+")
+    p.add_argument("--title", default="")
+    p.add_argument("--out", default=None, help="figure path (none: no figure)")
+    args = p.parse_args(argv)
+    rows = read(args.logs)
+    summary = {}
+    for (name, budget), seeds in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        gaps = [v[0] for v in seeds.values()]
+        mean = sum(gaps) / len(gaps)
+        se = math.sqrt(sum(v[1] ** 2 for v in seeds.values())) / len(gaps)
+        evals = sum(v[2] for v in seeds.values()) / len(gaps)
+        cpu = sum(v[3] for v in seeds.values()) / len(gaps)
+        summary[(name, budget)] = (mean, se, evals)
+        print(f"G={budget:5d} {name:>8} {evals:7.1f} evals/chain, {len(gaps)} seeds: gap {mean:.3f} "
+              f"+- {se:.3f} (" + " ".join(f"{g:.2f}" for g in gaps) + f"), {cpu:.1f} s CPU per run")
+    if args.out:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        for name in sorted({n for n, _ in summary}):
+            pts = sorted((v[2], max(v[0], 1e-3), v[1]) for (n, _), v in summary.items() if n == name)
+            if len(pts) < 2:
+                continue
+            xs, ys, es = zip(*pts, strict=True)
+            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=2, label=name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("gradient evaluations per chain (pilot included)")
+        ax.set_ylabel("BDMC gap [nats], mean over seeds")
+        ax.set_title(args.title)
+        ax.legend(frameon=False, fontsize=8)
+        fig.tight_layout()
+        fig.savefig(args.out, dpi=120)
+        print(f"figure: {args.out}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
