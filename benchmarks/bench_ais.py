@@ -2,7 +2,8 @@
 
 (a) the floor: L+1 fused forward+backward passes of the bare decoder (plain torch) per step;
 (b) pyrolik.ais on the same decoder written as an ordinary Pyro program, same batch, same L.
-50-200-200-784 ELU decoder, Bernoulli observations, 100 examples x 10 chains, L = 10.
+50-200-200-784 ELU decoder, Bernoulli observations, 100 examples x 10 chains, the default kernel's
+L and momentum persistence (``--leapfrog 10 --persistence 0`` for the kernel of Wu et al.).
 Also: float64, the pilot's overhead, and the scaling with examples x chains.
 
     python benchmarks/bench_ais.py [--steps 20] [--rounds 5] [--device cuda]
@@ -39,9 +40,13 @@ def floor_per_step(dec, x, leapfrog, device, repeats=10):
     return median_time(step, repeats=repeats)
 
 
+PERSISTENCE = pyrolik.HMC().momentum_persistence  # set by --persistence
+
+
 def ais_per_step(model, x, steps, chains, leapfrog, adapt="none", init=None):
     kernel = pyrolik.HMC(num_leapfrog=leapfrog, step_size=0.05,
-                         adapt=None if adapt == "none" else adapt)
+                         adapt=None if adapt == "none" else adapt,
+                         momentum_persistence=PERSISTENCE)
     t0 = time.perf_counter()
     pyrolik.ais(model, x, num_steps=steps, num_chains=chains, kernel=kernel, init=init, seed=0,
                 progress=False)
@@ -56,7 +61,10 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5, help="floor / AIS / floor rounds per dtype")
     p.add_argument("--examples", type=int, default=100)
     p.add_argument("--chains", type=int, default=10)
-    p.add_argument("--leapfrog", type=int, default=10)
+    p.add_argument("--leapfrog", type=int, default=pyrolik.HMC().num_leapfrog,
+                   help="leapfrog steps (default: the default kernel's)")
+    p.add_argument("--persistence", type=float, default=pyrolik.HMC().momentum_persistence,
+                   help="momentum persistence (default: the default kernel's)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--pilot-steps", type=lambda v: [int(t) for t in v.split(",")], default=[200],
@@ -64,6 +72,8 @@ def main(argv=None):
     p.add_argument("--scaling", default="250,500,1000,2000,4000",
                    help="batch sizes (examples x chains) for the scaling table")
     args = p.parse_args(argv)
+    global PERSISTENCE
+    PERSISTENCE = args.persistence
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; device {args.device}")

@@ -97,7 +97,7 @@ def _common(p: argparse.ArgumentParser, output_help: str) -> None:
 def _ais_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("annealed importance sampling")
     g.add_argument("--num-steps", type=_positive, default=None, metavar="N",
-                   help="annealing steps (default 1000; with --tolerance, chosen by its search)")
+                   help="annealing steps (default 3000; with --tolerance, chosen by its search)")
     g.add_argument("--num-chains", type=_positive, default=16, metavar="K", help="chains per example (default 16)")
     g.add_argument("--schedule", choices=("auto", "adaptive", "sigmoid", "linear", "geometric"),
                    default="auto", help="annealing schedule (default auto: adaptive, built from the "

@@ -96,7 +96,8 @@ def _outputs(path: str, names: list[str], overwrite: bool) -> dict[str, Path]:
 def _kernel(args) -> HMC:
     return HMC(num_leapfrog=args.num_leapfrog, step_size=args.step_size,
                target_accept=args.target_accept, adapt=None if args.adapt == "none" else args.adapt,
-               mass_matrix=args.mass_matrix, step_jitter=args.step_jitter)
+               mass_matrix=args.mass_matrix, step_jitter=args.step_jitter,
+               momentum_persistence=args.momentum_persistence)
 
 
 def _batch_size(batch_size: int | None, n: int, shard: Shard) -> int | None:

@@ -29,7 +29,7 @@ __all__ = ["add_parsers", "COMMANDS"]
 def _curve_options(p: argparse.ArgumentParser, positive: Callable[[str], int]) -> None:
     g = p.add_argument_group("annealed importance sampling (one run along the distortion path)")
     g.add_argument("--num-steps", type=positive, default=None, metavar="N",
-                   help="steps of the base schedule; the grid points are merged in (default 1000; "
+                   help="steps of the base schedule; the grid points are merged in (default 3000; "
                         "with --tolerance, chosen by its search)")
     g.add_argument("--num-chains", type=positive, default=16, metavar="K",
                    help="chains per example (default 16)")

@@ -50,14 +50,14 @@ KINDS = ("vae", "gan", "gmmn")
 GAP_WARN = 1.0
 #: The demo's sizes: default (about 2 minutes on a busy 2-core machine), quick and full.
 SETTINGS = {
-    "default": dict(num_examples=100, num_steps=200, num_chains=8, num_simulated=20,
+    "default": dict(num_examples=100, num_steps=600, num_chains=8, num_simulated=20,
                     iwae_samples=1000, lw_samples=5000, kde_samples=5000),
-    "quick": dict(num_examples=10, num_steps=30, num_chains=4, num_simulated=5,
+    "quick": dict(num_examples=10, num_steps=100, num_chains=4, num_simulated=5,
                   iwae_samples=100, lw_samples=500, kde_samples=1000),
-    "full": dict(num_examples=250, num_steps=1000, num_chains=16, num_simulated=50,
+    "full": dict(num_examples=250, num_steps=3000, num_chains=16, num_simulated=50,
                  iwae_samples=5000, lw_samples=20000, kde_samples=10000),
 }
-NUM_LEAPFROG = 10
+NUM_LEAPFROG = 3  # the default kernel's (pyrolik.HMC())
 
 
 def _models():
@@ -74,7 +74,7 @@ def _decode_z(model: Any) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
 
 
 def _encoder_steps(num_steps: int) -> int:
-    return max(3, num_steps // 10)
+    return max(3, num_steps // 30)
 
 
 def _row(model: str, result, seconds: float, gap: float | None = None) -> dict:
@@ -160,7 +160,8 @@ def run(
     train_digits = importlib.import_module(models.__name__ + ".train_digits")
     split = train_digits.digits_split(dtype=torch.float32)  # the split the checkpoints used
     x, valid = split.test[:s["num_examples"]], split.valid[:200]
-    hmc = pyrolik.HMC(num_leapfrog=NUM_LEAPFROG)
+    hmc = pyrolik.HMC()
+    assert hmc.num_leapfrog == NUM_LEAPFROG
     common: dict[str, Any] = dict(seed=seed, progress=False)
     rows, figs, notes = [], {}, []
     plan = _plan(s)
@@ -344,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--quick", action="store_true",
                       help="tiny settings: a smoke test of about 20 s")
     size.add_argument("--full", action="store_true",
-                      help="longer settings (250 digits, 1000 steps x 16 chains, 50 simulated): "
+                      help="longer settings (250 digits, 3000 steps x 16 chains, 50 simulated): "
                            "about 20-30 minutes on a busy 2-core machine")
     p.add_argument("--examples", type=int, default=None,
                    help=f"held-out test digits to evaluate (default {d['num_examples']})")

@@ -12,14 +12,18 @@ from collections.abc import Callable
 __all__ = ["add_kernel_options", "add_data_options", "add_tolerance_options", "positive_float",
            "resolve_num_steps", "DEFAULT_STEPS"]
 
-DEFAULT_STEPS = 1000  # --num-steps when neither it nor --tolerance is given
+DEFAULT_STEPS = 3000  # --num-steps when neither it nor --tolerance is given (3 leapfrog each)
 
 
 def add_kernel_options(g: argparse._ArgumentGroup, positive: Callable[[str], int]) -> None:
-    """``--num-leapfrog``, ``--step-size``, ``--adapt``, ``--target-accept``, ``--step-jitter`` and
-    ``--mass-matrix``: the HMC kernel of every annealing subcommand."""
-    g.add_argument("--num-leapfrog", type=positive, default=10, metavar="L",
-                   help="leapfrog steps per HMC move (default 10)")
+    """``--num-leapfrog``, ``--momentum-persistence``, ``--step-size``, ``--adapt``,
+    ``--target-accept``, ``--step-jitter`` and ``--mass-matrix``: the HMC kernel of every annealing
+    subcommand."""
+    g.add_argument("--num-leapfrog", type=positive, default=3, metavar="L",
+                   help="leapfrog steps per HMC move (default 3)")
+    g.add_argument("--momentum-persistence", type=float, default=0.5, metavar="ALPHA",
+                   help="part of the momentum kept between annealing steps, in [0, 1) (default "
+                        "0.5; 0: a fresh momentum at every step)")
     g.add_argument("--step-size", type=float, default=0.1, metavar="EPS",
                    help="HMC step size: the adaptation's start, or the fixed size with --adapt "
                         "none (default 0.1)")
@@ -80,7 +84,7 @@ def add_tolerance_options(p: argparse.ArgumentParser, positive: Callable[[str], 
 
 def resolve_num_steps(args: argparse.Namespace) -> dict:
     """The keywords ``num_steps`` (and ``tolerance``, ``max_steps``) of the estimator from
-    ``--num-steps`` and the tolerance options (1000 steps when neither is given)."""
+    ``--num-steps`` and the tolerance options (``DEFAULT_STEPS`` when neither is given)."""
     tolerance = getattr(args, "tolerance", None)
     if tolerance is None:
         if getattr(args, "max_steps", None) is not None:

@@ -82,8 +82,9 @@ def ais(
         the kernel runs such a pilot, else sigmoid. ``settings["schedule"]`` records which, and
         ``schedule`` on the result the betas visited.
     kernel : pyrolik.HMC, optional
-        Transition kernel and its adaptation mode (default ``HMC()``: 10 leapfrog steps, step sizes
-        from a pilot run, frozen per temperature).
+        Transition kernel and its adaptation mode (default ``HMC()``: 3 leapfrog steps with half
+        the momentum kept between steps, step sizes from a pilot run, frozen per temperature; a
+        step costs ``num_leapfrog`` gradient evaluations per chain).
     init : callable, optional
         A Pyro guide ``q(z | x)``: start from it instead of the prior (AIS+encoder).
     seed : int, optional

@@ -198,13 +198,21 @@ def _estimate(tree: xr.DataTree) -> Result:
     return AISResult(
         **common, direction=attrs["direction"], path=attrs["path"],
         schedule=_opt(const, "schedule", "step"), step_sizes=_table(const, ex),
-        kernel=HMC(**json.loads(attrs["kernel"])) if "kernel" in attrs else None,
+        kernel=_kernel(attrs),
         final_state=flat, latents=sites,
         acceptance_rate=None if "mean_acceptance_rate" not in part else _unblock(
             part["mean_acceptance_rate"], ex),
         num_divergent=None if "num_divergent" not in part else _unblock(part["num_divergent"], ex),
         trace=trace, trace_steps=steps, budget=_budget(attrs),
     )
+
+
+def _kernel(attrs: dict) -> HMC | None:
+    """The recorded kernel. Files written before ``momentum_persistence`` existed ran without it
+    (0), whatever today's default."""
+    if "kernel" not in attrs:
+        return None
+    return HMC(**{"momentum_persistence": 0.0, **json.loads(attrs["kernel"])})
 
 
 def _budget(attrs: dict) -> Budget | None:
@@ -261,7 +269,7 @@ def _legacy_estimate(tree: xr.DataTree) -> Result:
     return AISResult(
         **common, direction=attrs["direction"], path=attrs["path"],
         schedule=_opt(const, "schedule", "step"), step_sizes=_table(const, ex),
-        kernel=HMC(**json.loads(attrs["kernel"])) if "kernel" in attrs else None,
+        kernel=_kernel(attrs),
         final_state=None if flat is None else _t(flat.to_dataset()["u"], "chain", "draw")[:, 0],
         latents=latents, acceptance_rate=_opt(lw, "mean_acceptance_rate", "chain"),
         num_divergent=_opt(lw, "num_divergent", "chain"), trace=trace, trace_steps=steps,

@@ -73,7 +73,7 @@ def test_footer_claims_the_gap_bounds_the_error_only_when_it_is_small(tmp_path):
     assert "bounds the error of AIS" in small.replace("\n", " ")
     large = _footer(_table({"VAE": 0.3, "GAN": 9.2}), s, tmp_path, 1.0).replace("\n", " ")
     assert "bounds the error" not in large and "GAN 9.2" in large and "VAE" not in large
-    assert "20 steps from the encoder" in large  # default: num_steps // 10
+    assert "20 steps from the encoder" in large  # default: num_steps // 30
 
 
 def test_table_fits_80_columns_with_its_warnings():

@@ -84,16 +84,17 @@ def test_no_stale_cache_across_temperatures():
     def fn(z):
         return target.value_and_grad(z)
 
-    kernel = HMC(num_leapfrog=4)
-    z0 = torch.randn(150, 2, generator=torch.Generator().manual_seed(0))
-    carried, _ = kernel.step(kernel.init(z0, fn), fn, torch.full((150,), 0.2),
-                             torch.full((150,), 0.2), torch.Generator().manual_seed(1))
-    fresh = kernel.init(carried.z, fn)
-    eps, beta = torch.full((150,), 0.2), torch.full((150,), 0.9)
-    a, ia = kernel.step(carried, fn, beta, eps, torch.Generator().manual_seed(2))
-    b, ib = kernel.step(fresh, fn, beta, eps, torch.Generator().manual_seed(2))
-    torch.testing.assert_close(a.z, b.z)
-    torch.testing.assert_close(ia.acceptance_rate, ib.acceptance_rate)
+    for kernel in (HMC(num_leapfrog=4, momentum_persistence=0.0), HMC(num_leapfrog=4)):
+        z0 = torch.randn(150, 2, generator=torch.Generator().manual_seed(0))
+        carried, _ = kernel.step(kernel.init(z0, fn), fn, torch.full((150,), 0.2),
+                                 torch.full((150,), 0.2), torch.Generator().manual_seed(1))
+        # rebuilt from the position alone (and the kept momentum, which is not a cache)
+        fresh = kernel.init(carried.z, fn)._replace(momentum=carried.momentum)
+        eps, beta = torch.full((150,), 0.2), torch.full((150,), 0.9)
+        a, ia = kernel.step(carried, fn, beta, eps, torch.Generator().manual_seed(2))
+        b, ib = kernel.step(fresh, fn, beta, eps, torch.Generator().manual_seed(2))
+        torch.testing.assert_close(a.z, b.z)
+        torch.testing.assert_close(ia.acceptance_rate, ib.acceptance_rate)
 
 
 def test_divergences_are_rejections_never_nan():
