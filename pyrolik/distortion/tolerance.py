@@ -43,7 +43,7 @@ from pyrolik.distortion.curve import DistortionCurve
 from pyrolik.distortion.schedule import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.infer.budget import CONFIDENCE_Z, Check, Round, run_with_tolerance
 from pyrolik.infer.sandwich import simulate
-from pyrolik.infer.tolerance import check_size, evenly_spaced, simulated_size
+from pyrolik.infer.tolerance import check_size, evenly_spaced, gradient_evals, simulated_size
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
 from pyrolik.model.distortion import distortion_model
@@ -58,13 +58,6 @@ def point_size(num_examples: int, num_points: int) -> int:
     """Simulated examples per grid point: :func:`~pyrolik.infer.tolerance.simulated_size` shared
     among the points, at least 16 each (a gap's standard error needs examples)."""
     return max(16, simulated_size(num_examples) // num_points)
-
-
-def _evals(result: Any, legs: int = 1) -> float:
-    """Gradient evaluations of an AIS result: its chains' (``legs`` directions) and its pilot's."""
-    s = result.settings
-    return float(result.num_examples * (legs * s["gradient_evals_per_example"]
-                                        + s["pilot_gradient_evals_per_example"]))
 
 
 def curve_with_tolerance(
@@ -150,7 +143,7 @@ def curve_with_tolerance(
                             batch_size=batch_size, progress=progress, step_sizes=given)
         evals = 0.0
         for j, (res, n_p) in enumerate(zip(b.results, lengths, strict=True)):
-            evals += _evals(res.lower, legs=2)
+            evals += gradient_evals(res.lower, legs=2)
             if (j, n_p) in tables:  # no pilot ran there
                 evals -= res.lower.num_examples * res.lower.settings[
                     "pilot_gradient_evals_per_example"]
@@ -165,7 +158,7 @@ def curve_with_tolerance(
 
     def final_at(steps: int) -> tuple[DistortionCurve, float]:
         curve = curve_at(steps, seed=seed)
-        return curve, _evals(curve.ais)
+        return curve, gradient_evals(curve.ais)
 
     def check_at(steps: int, curve: DistortionCurve) -> Check | None:
         half = steps // 2
@@ -184,7 +177,7 @@ def curve_with_tolerance(
         j = int(torch.argmax(torch.nan_to_num(change - CONFIDENCE_Z * se, nan=-math.inf)))
         sim = (float(lowers[steps][j] - lowers[half][j]) if half in lowers and steps in lowers
                else None)
-        return Check(k, half, float(change[j]), float(se[j]), sim, _evals(r.ais), seconds,
+        return Check(k, half, float(change[j]), float(se[j]), sim, gradient_evals(r.ais), seconds,
                      labels[j])
 
     curve, budget = run_with_tolerance(tolerance, bdmc_at=bdmc_at, final_at=final_at,

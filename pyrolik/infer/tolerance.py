@@ -30,7 +30,7 @@ from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
 from pyrolik.model.autoguides import is_autoguide
 from pyrolik.results import AISResult
 
-__all__ = ["ais_with_tolerance", "simulated_size", "check_size", "evenly_spaced"]
+__all__ = ["ais_with_tolerance", "simulated_size", "check_size", "evenly_spaced", "gradient_evals"]
 
 
 def simulated_size(num_examples: int) -> int:
@@ -49,7 +49,7 @@ def evenly_spaced(num_examples: int, count: int) -> Tensor:
     return torch.linspace(0, num_examples - 1, count).round().long().unique()
 
 
-def _evals(result: AISResult, legs: int = 1) -> float:
+def gradient_evals(result: AISResult, legs: int = 1) -> float:
     """Gradient evaluations of a run: its chains' (``legs`` directions) and its pilot's."""
     s = result.settings
     return float(result.num_examples * (legs * s["gradient_evals_per_example"]
@@ -119,7 +119,7 @@ def ais_with_tolerance(
         if length is not None and given is None and r.lower.step_sizes is not None:
             tables[length] = r.lower.step_sizes
         lowers[steps] = r.lower.mean
-        evals = _evals(r.lower, legs=2)
+        evals = gradient_evals(r.lower, legs=2)
         if given is not None:  # no pilot ran
             evals -= r.lower.num_examples * r.lower.settings["pilot_gradient_evals_per_example"]
         return Round(steps, r.gap, r.gap_stderr, r.lower.mean, evals,
@@ -127,7 +127,7 @@ def ais_with_tolerance(
 
     def final_at(steps: int) -> tuple[AISResult, float]:
         result = ais_at(steps, seed=seed)
-        return result, _evals(result)
+        return result, gradient_evals(result)
 
     def check_at(steps: int, result: AISResult) -> Check | None:
         half = steps // 2
@@ -144,7 +144,7 @@ def ais_with_tolerance(
         se = float(diff.std() / len(diff) ** 0.5) if len(diff) > 1 else float("inf")
         sim_change = lowers[steps] - lowers[half] if half in lowers and steps in lowers else None
         return Check(len(diff), half, float(diff.mean()) if len(diff) else float("nan"), se,
-                     sim_change, _evals(r), seconds)
+                     sim_change, gradient_evals(r), seconds)
 
     result, budget = run_with_tolerance(tolerance, bdmc_at=bdmc_at, final_at=final_at,
                                         check_at=check_at, num_simulated=num_sim,
