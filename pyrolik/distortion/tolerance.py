@@ -43,9 +43,13 @@ from pyrolik.distortion.curve import DistortionCurve
 from pyrolik.distortion.schedule import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.infer.budget import CONFIDENCE_Z, Check, Round, run_with_tolerance
 from pyrolik.infer.sandwich import simulate
-from pyrolik.infer.tolerance import check_size, evenly_spaced, gradient_evals, simulated_size
+from pyrolik.infer.tolerance import (
+    gradient_evals,
+    run_on_check_subset,
+    simulated_size,
+    simulation_arguments,
+)
 from pyrolik.mcmc.hmc import HMC
-from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
 from pyrolik.model.distortion import distortion_model
 from pyrolik.model.target import make_target
 
@@ -97,15 +101,8 @@ def curve_with_tolerance(
         grid_arg = {"betas": betas}
     labels = [f"{name} {float(k):g}" for k in keys]
     n, m = x.shape[0], len(grid)
-    marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), n)
-    per_example = bool(has_per_example(*marked))
-    num_pt = point_size(n, m)
-    if per_example:
-        rows = evenly_spaced(n, min(num_pt, n))
-        num_pt = len(rows)
-        sim_args = take_rows(*marked, 1, rows)
-    else:
-        sim_args = marked
+    marked, per_example, num_pt, sim_args = simulation_arguments(model_args, model_kwargs, n,
+                                                                 point_size(n, m))
     # one run of the model on x first: a non-Gaussian observed site (or x that does not fit the
     # model) is named as it is without tolerance=, not as a failed simulation
     make_target(distortion_model(model, sigma=(0.5 / float(grid[-1])) ** 0.5), x, 1,
@@ -164,11 +161,7 @@ def curve_with_tolerance(
         half = steps // 2
         if half < 1:
             return None
-        idx = evenly_spaced(n, check_size(n))
-        sub_args = take_rows(*marked, 1, idx) if per_example else marked
-        start = time.perf_counter()
-        r = curve_at(half, x[idx.to(x.device)], sub_args[0], sub_args[1], seed=seed + 1_000_003)
-        seconds = time.perf_counter() - start
+        idx, r, seconds = run_on_check_subset(curve_at, x, marked, per_example, half, seed)
         diff = (curve.log_z[:, idx.to(x.device)] - r.log_z).double()  # (m, n): log p_sigma too
         diff = diff[:, torch.isfinite(diff).all(0)]
         k = diff.shape[1]

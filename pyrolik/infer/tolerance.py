@@ -30,7 +30,10 @@ from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
 from pyrolik.model.autoguides import is_autoguide
 from pyrolik.results import AISResult
 
-__all__ = ["ais_with_tolerance", "simulated_size", "check_size", "evenly_spaced", "gradient_evals"]
+__all__ = ["ais_with_tolerance", "simulated_size", "check_size", "evenly_spaced", "gradient_evals",
+           "simulation_arguments", "run_on_check_subset"]
+
+CHECK_SEED = 1_000_003  # the real-data check's seed offset from the final run's
 
 
 def simulated_size(num_examples: int) -> int:
@@ -47,6 +50,32 @@ def check_size(num_examples: int) -> int:
 def evenly_spaced(num_examples: int, count: int) -> Tensor:
     """``count`` indices spread over ``range(num_examples)`` (data may be sorted, e.g. by class)."""
     return torch.linspace(0, num_examples - 1, count).round().long().unique()
+
+
+def simulation_arguments(model_args: tuple, model_kwargs: dict | None, num_examples: int,
+                         count: int) -> tuple[tuple[tuple, dict], bool, int, tuple[tuple, dict]]:
+    """The user's arguments marked per example (:func:`pyrolik.model.arguments.mark_arguments`),
+    whether any is, how many examples to simulate, and their arguments: per-example ones at up to
+    ``count`` rows evenly spaced over ``x`` (at most ``num_examples``), shared ones as they are."""
+    marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), num_examples)
+    if not has_per_example(*marked):
+        return marked, False, count, marked
+    rows = evenly_spaced(num_examples, min(count, num_examples))
+    return marked, True, len(rows), take_rows(*marked, 1, rows)
+
+
+def run_on_check_subset(run_at: Callable[..., Any], x: Tensor, marked: tuple[tuple, dict],
+                        per_example: bool,
+                        steps: int, seed: int) -> tuple[Tensor, Any, float]:
+    """The real-data check's run: ``run_at(steps, x_subset, args, kwargs, seed=)`` on
+    :func:`check_size` examples evenly spaced over ``x`` (with their rows of the per-example
+    arguments), seeded apart from the final run; ``(indices, result, seconds)``."""
+    n = x.shape[0]
+    idx = evenly_spaced(n, check_size(n))
+    sub_args = take_rows(*marked, 1, idx) if per_example else marked
+    start = time.perf_counter()
+    result = run_at(steps, x[idx.to(x.device)], sub_args[0], sub_args[1], seed=seed + CHECK_SEED)
+    return idx, result, time.perf_counter() - start
 
 
 def gradient_evals(result: AISResult, legs: int = 1) -> float:
@@ -86,12 +115,8 @@ def ais_with_tolerance(
                          f"({type(init).__name__}) fitted on x has no proposal for those examples: "
                          "pass num_steps= with this guide, or use an amortised guide (an encoder) "
                          "with tolerance=")
-    n = x.shape[0]
-    marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), n)
-    per_example = bool(has_per_example(*marked))
-    num_sim = min(simulated_size(n), n) if per_example else simulated_size(n)
-    sim_args = take_rows(*marked, 1, evenly_spaced(n, num_sim)) if per_example else marked
-    num_sim = len(evenly_spaced(n, num_sim)) if per_example else num_sim
+    marked, per_example, num_sim, sim_args = simulation_arguments(
+        model_args, model_kwargs, x.shape[0], simulated_size(x.shape[0]))
     try:
         sim = simulate(model, num_sim, data_shape=tuple(x.shape[1:]), model_args=sim_args[0],
                        model_kwargs=sim_args[1], seed=seed + 1, dtype=x.dtype, device=x.device)
@@ -133,11 +158,7 @@ def ais_with_tolerance(
         half = steps // 2
         if half < 1:
             return None
-        idx = evenly_spaced(n, check_size(n))
-        sub_args = take_rows(*marked, 1, idx) if per_example else marked
-        start = time.perf_counter()
-        r = ais_at(half, x[idx.to(x.device)], sub_args[0], sub_args[1], seed=seed + 1_000_003)
-        seconds = time.perf_counter() - start
+        idx, r, seconds = run_on_check_subset(ais_at, x, marked, per_example, half, seed)
         diff = (result.log_likelihood[idx.to(x.device)] - r.log_likelihood).double()
         ok = torch.isfinite(diff)
         diff = diff[ok]
