@@ -125,24 +125,11 @@ def sigma_curve(
        generative models. ICML, 2020.
     """
     if tolerance is not None:
-        tolerance, x, seed = _check_tolerance(tolerance, num_steps, schedule, max_steps, x,
-                                              num_chains, seed)
-        assert isinstance(schedule, str)  # check_tolerance refused a tensor
-
-        def curve_at(steps: int, x_sub: Tensor | None = None, args_sub: tuple = (),
-                     kwargs_sub: dict | None = None, *, seed: int) -> DistortionCurve:
-            final = x_sub is None  # the run on all of x (the check runs on a subset)
-            return sigma_curve(model, x if x_sub is None else x_sub, sigmas, num_steps=steps,
-                               num_chains=num_chains, schedule=schedule, kernel=kernel,
-                               model_args=model_args if final else args_sub,
-                               model_kwargs=model_kwargs if final else kwargs_sub, seed=seed,
-                               batch_size=batch_size, progress=progress)
-
-        return curve_with_tolerance(model, x, tolerance, sigmas=sigmas, betas=None,
-                                    curve_at=curve_at, num_chains=num_chains, schedule=schedule,
-                                    kernel=kernel, model_args=model_args,
-                                    model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
-                                    max_steps=max_steps, progress=progress, what="sigma_curve")
+        return _with_tolerance(sigma_curve, "sigmas", sigmas, model, x, tolerance,
+                               num_steps=num_steps, num_chains=num_chains, schedule=schedule,
+                               kernel=kernel, model_args=model_args, model_kwargs=model_kwargs,
+                               seed=seed, batch_size=batch_size, max_steps=max_steps,
+                               progress=progress)
     _require_steps(num_steps, schedule)
     betas, sigma_min = grid_from_sigmas(sigmas)
     dm = distortion_model(model, sigma=sigma_min)
@@ -205,25 +192,11 @@ def rate_distortion(
                              "simulate exact draws of q_beta from): pass num_steps= and check it "
                              "with pyrolik.distortion_bdmc(model, betas=..., distortion=..., "
                              "data={beta: (x, latents)}) on exact draws you have")
-        tolerance, x, seed = _check_tolerance(tolerance, num_steps, schedule, max_steps, x,
-                                              num_chains, seed)
-        assert isinstance(schedule, str)  # check_tolerance refused a tensor
-
-        def curve_at(steps: int, x_sub: Tensor | None = None, args_sub: tuple = (),
-                     kwargs_sub: dict | None = None, *, seed: int) -> DistortionCurve:
-            final = x_sub is None
-            return rate_distortion(model, x if x_sub is None else x_sub, betas, num_steps=steps,
-                                   num_chains=num_chains, schedule=schedule, kernel=kernel,
-                                   model_args=model_args if final else args_sub,
-                                   model_kwargs=model_kwargs if final else kwargs_sub, seed=seed,
-                                   batch_size=batch_size, progress=progress)
-
-        return curve_with_tolerance(model, x, tolerance, sigmas=None, betas=betas,
-                                    curve_at=curve_at, num_chains=num_chains, schedule=schedule,
-                                    kernel=kernel, model_args=model_args,
-                                    model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
-                                    max_steps=max_steps, progress=progress,
-                                    what="rate_distortion")
+        return _with_tolerance(rate_distortion, "betas", betas, model, x, tolerance,
+                               num_steps=num_steps, num_chains=num_chains, schedule=schedule,
+                               kernel=kernel, model_args=model_args, model_kwargs=model_kwargs,
+                               seed=seed, batch_size=batch_size, max_steps=max_steps,
+                               progress=progress)
     _require_steps(num_steps, schedule)
     grid = grid_from_betas(betas)
     beta_max = float(grid[-1])
@@ -240,12 +213,36 @@ def rate_distortion(
                      model_kwargs=model_kwargs, seed=seed, batch_size=batch_size, progress=progress)
 
 
-def _check_tolerance(tolerance: Any, num_steps: Any, schedule: Any, max_steps: Any, x: Tensor,
-                     num_chains: int, seed: int | None) -> tuple[float, Tensor, int]:
-    """``tolerance=``'s arguments checked before the search: ``(tolerance, x, seed)``."""
-    tol = check_tolerance(tolerance, num_steps, schedule, max_steps, named="geometric")
+def _with_tolerance(curve_fn: Callable[..., DistortionCurve], grid_name: str,
+                    grid: Sequence[float] | Tensor, model: Callable[..., Any], x: Tensor,
+                    tolerance: Any, *, num_steps: Any, num_chains: int, schedule: Any,
+                    kernel: HMC | None, model_args: tuple, model_kwargs: dict | None,
+                    seed: int | None, batch_size: int | None, max_steps: Any,
+                    progress: bool) -> DistortionCurve:
+    """``curve_fn`` (:func:`sigma_curve` or :func:`rate_distortion`, whose grid ``grid_name`` is
+    ``grid``) with ``tolerance=``: its arguments checked, then the budget search
+    (:func:`pyrolik.distortion.tolerance.curve_with_tolerance`) over calls of ``curve_fn`` with
+    every other argument of the user's call bound."""
+    tolerance = check_tolerance(tolerance, num_steps, schedule, max_steps, named="geometric")
     check_count("num_chains", num_chains)
-    return tol, validate_data(x), resolve_seed(seed)
+    x, seed = validate_data(x), resolve_seed(seed)
+    assert isinstance(schedule, str)  # check_tolerance refused a tensor
+
+    def curve_at(steps: int, x_sub: Tensor | None = None, args_sub: tuple = (),
+                 kwargs_sub: dict | None = None, *, seed: int) -> DistortionCurve:
+        final = x_sub is None  # the run on all of x (the check runs on a subset)
+        return curve_fn(model, x if final else x_sub, grid, num_steps=steps,
+                        num_chains=num_chains, schedule=schedule, kernel=kernel,
+                        model_args=model_args if final else args_sub,
+                        model_kwargs=model_kwargs if final else kwargs_sub, seed=seed,
+                        batch_size=batch_size, progress=progress)
+
+    grids: dict[str, Any] = {"sigmas": None, "betas": None, grid_name: grid}
+    return curve_with_tolerance(model, x, tolerance, **grids, curve_at=curve_at,
+                                num_chains=num_chains, schedule=schedule, kernel=kernel,
+                                model_args=model_args, model_kwargs=model_kwargs, seed=seed,
+                                batch_size=batch_size, max_steps=max_steps, progress=progress,
+                                what=curve_fn.__name__)
 
 
 def _require_steps(num_steps: int | None, schedule: str | Tensor) -> None:
