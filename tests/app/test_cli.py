@@ -149,6 +149,7 @@ ERRORS = [
     (["evaluate", MODEL, "--model-kwargs", "{sigma: 1}"], "--model-kwargs is not valid JSON"),
     (["evaluate", MODEL, "--model-kwargs", "[1]"], "must be a JSON object"),
     (["evaluate", MODEL, "--adapt", "online", "--mass-matrix"], "mass_matrix=True needs adapt"),
+    (["evaluate", MODEL, "--momentum-persistence", "1.5"], "momentum_persistence must be a number"),
     (["evaluate", MODEL, "--device", "cuda:7"], "no CUDA device"),
     (["evaluate", MODEL, "--data", "WIDE"], "matching the observed site"),
     (["evaluate", MODEL, "--data", "missing.npy"], "data file missing.npy does not exist"),
