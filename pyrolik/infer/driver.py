@@ -114,7 +114,8 @@ def _tune(problem: Problem, execution: Execution, path: AnnealingPath, batch: Ba
           saved: dict | None, save: Callable[[dict], None] | None) -> StepSizes | None:
     """The batch's step-size table: a given one, or the pilot's (run, or resumed from ``saved``,
     as an engine run checkpointed under the name ``"pilot"``), or ``None`` (no pilot)."""
-    phase = pilot_phase(problem.kernel.adaptation, path, problem.schedule.betas, batch.generator)
+    phase = pilot_phase(problem.kernel.adaptation, path, problem.schedule.betas, batch.generator,
+                        problem.stops_of(batch.start, batch.stop))
     if phase is None:
         return None
     if problem.step_sizes is not None:  # a table from an earlier pilot: no pilot runs
@@ -162,7 +163,8 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
                                             record_log_ratio=recording.log_ratio)}
 
     phase = Phase("anneal", _columns(problem.legs, betas), path.value_and_grad, start,
-                  lambda schedule, z: strategy.tuning(table, k_all, n, schedule), hooks)
+                  lambda schedule, z: strategy.tuning(table, k_all, n, schedule), hooks,
+                  problem.stops_of(batch.start, batch.stop))
     keep = None if table is None else tuple(table)
     bar = progress_bar(phase.schedule.shape[0] - 1,
                        f"{execution.desc} [{batch.start}:{batch.stop}]", execution.progress)

@@ -33,7 +33,7 @@ from pyrolik.mcmc.step_sizes import HMCParams, rows_of
 from pyrolik.mcmc.transition import HMCState, HMCTransition, ValueAndGradFn
 
 __all__ = ["AISState", "AISInfo", "init", "step", "run", "Hook", "StatefulHook", "Recorder", "Totals",
-           "Checkpointer", "Progress"]
+           "Checkpointer", "Progress", "capped"]
 
 
 class AISState(NamedTuple):
@@ -93,18 +93,30 @@ class StatefulHook(Hook, Protocol):
 
 def run(state: AISState, schedule: Tensor, tuning: Tuning, *, kernel: HMCTransition,
         density: ValueAndGradFn, generator: torch.Generator | None, num_examples: int,
-        first_step: int = 1, hooks: Sequence[Hook] = ()) -> tuple[AISState, Tuning]:
-    """Anneal every chain along its own column of ``schedule`` ``(T + 1, C)`` (C = 1 or K chains),
-    from step ``first_step`` (1, or where a checkpoint left off) to ``T``."""
+        first_step: int = 1, hooks: Sequence[Hook] = (), stops: Tensor | None = None
+        ) -> tuple[AISState, Tuning]:
+    r"""Anneal every chain along its own column of ``schedule`` ``(T + 1, C)`` (C = 1 or K chains),
+    from step ``first_step`` (1, or where a checkpoint left off) to ``T``.
+
+    ``stops`` ``(rows,)``: each row's largest beta, :math:`\beta_t \wedge s` (:func:`capped`):
+    a forward row stays at its stop once there, a reverse row starts there. Steps at an unchanged
+    beta add nothing to the weight, and their transitions leave :math:`f_s` invariant, so a row
+    with stop :math:`s` is an AIS run to :math:`s` along the betas of its column below :math:`s`.
+    """
     k = state.log_weight.shape[0] // num_examples
     for t in range(first_step, schedule.shape[0]):
-        beta_next = rows_of(schedule[t], k, num_examples)
-        state, info = step(state, beta_next, tuning.params(schedule[t]), kernel=kernel,
+        beta_next = capped(rows_of(schedule[t], k, num_examples), stops)
+        state, info = step(state, beta_next, tuning.params(beta_next), kernel=kernel,
                            density=density, generator=generator)
         tuning = tuning.update(info, state)
         for hook in hooks:
             hook(t, state, info, tuning)
     return state, tuning
+
+
+def capped(beta: Tensor, stops: Tensor | None) -> Tensor:
+    """Per-row betas ``(rows,)`` capped at the rows' ``stops`` (``None``: as they are)."""
+    return beta if stops is None else torch.minimum(beta, stops)
 
 
 # -- hooks ---------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ class Phase(NamedTuple):
     start: Callable[[], Tensor]  # draws the starting rows (called only when not resumed)
     tuning: Callable[[Tensor, Tensor], Tuning]  # (schedule on device, first positions) -> tuning
     hooks: Callable[[Tensor], dict[str, engine.StatefulHook]]  # schedule on device -> checkpointed hooks
+    stops: Tensor | None = None  # (n,) each example's largest beta (engine.run's stops), or None
 
 
 def run_phase(phase: Phase, *, kernel: HMCTransition, generator: torch.Generator | None,
@@ -52,11 +53,12 @@ def run_phase(phase: Phase, *, kernel: HMCTransition, generator: torch.Generator
             generator.set_state(saved["generator"].cpu())
     else:
         z0 = phase.start()
-        k = z0.shape[0] // num_examples
-        state = engine.init(z0, phase.density, kernel,
-                            rows_of(phase.schedule[0].to(z0), k, num_examples))
+        state = engine.init(z0, phase.density, kernel, engine.capped(
+            rows_of(phase.schedule[0].to(z0), z0.shape[0] // num_examples, num_examples),
+            _row_stops(phase, z0)))
         first = 1
     schedule = phase.schedule.to(state.position.z)
+    stops = _row_stops(phase, state.position.z)
     num_steps = schedule.shape[0] - 1
     tuning = phase.tuning(schedule, state.position.z)
     kept = phase.hooks(schedule)
@@ -71,15 +73,25 @@ def run_phase(phase: Phase, *, kernel: HMCTransition, generator: torch.Generator
     bar.update(first - 1)
     state, _ = engine.run(state, schedule, tuning, kernel=kernel, density=phase.density,
                           generator=generator, num_examples=num_examples, first_step=first,
-                          hooks=hooks)
+                          hooks=hooks, stops=stops)
     bar.close()
     return state, kept
 
 
+def _row_stops(phase: Phase, z: Tensor) -> Tensor | None:
+    """The phase's per-example stops as per-row ``(rows,)`` on ``z``'s device (rows chain-major)."""
+    if phase.stops is None:
+        return None
+    stops = phase.stops.to(z)
+    return stops.repeat(z.shape[0] // stops.shape[0])
+
+
 def pilot_phase(strategy: Adaptation, path: AnnealingPath, schedule: Tensor,
-                generator: torch.Generator | None) -> Phase | None:
+                generator: torch.Generator | None, stops: Tensor | None = None) -> Phase | None:
     """The pilot of ``strategy`` on ``path``'s chains (their first ``pilot_chains``) before a run
     along ``schedule`` ``(T + 1,)``, as a :class:`Phase`; ``None`` when the strategy runs none.
+    With ``stops`` ``(n,)`` its chains stop where the estimating run's do (the table above an
+    example's stop then holds the step size tuned at the stop, which the run never reads).
 
     Its starts are exact draws of :math:`f_0` for all of ``path``'s chains, of which the pilot keeps
     its own (so that the random stream does not depend on how many chains the pilot runs).
@@ -93,7 +105,7 @@ def pilot_phase(strategy: Adaptation, path: AnnealingPath, schedule: Tensor,
         "pilot", plan.schedule, mine.value_and_grad,
         start=lambda: path.sample_initial(generator)[: plan.num_chains * n],
         tuning=lambda schedule, z: plan.tuning(strategy, z, n),  # type: ignore[arg-type]
-        hooks=lambda schedule: {"table": plan.table_hook(schedule, n)})
+        hooks=lambda schedule: {"table": plan.table_hook(schedule, n)}, stops=stops)
 
 
 def run_pilot(strategy: Adaptation, path: AnnealingPath, kernel: HMCTransition, schedule: Tensor,

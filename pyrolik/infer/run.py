@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from pyrolik._validate import (
@@ -66,10 +67,17 @@ class Problem:
     model_kwargs: dict = field(default_factory=dict)
     step_sizes: StepSizes | None = None  # a given pilot table instead of a pilot
     check: Check | None = None  # after a fresh batch: (first leg's target, starts, final states)
+    # (N,) each example's largest beta, a beta of the schedule: its chains anneal along the schedule
+    # up to there (forward legs stay there, reverse legs start there; pyrolik.infer.engine.run)
+    stops: Tensor | None = None
 
     @property
     def path_name(self) -> str:
         return "prior" if self.guide is None else "guide"
+
+    def stops_of(self, start: int, stop: int) -> Tensor | None:
+        """The stops of examples ``[start, stop)`` (``None`` when every example runs to the end)."""
+        return None if self.stops is None else self.stops[start:stop]
 
     @property
     def rows_per_example(self) -> int:
@@ -102,6 +110,8 @@ class Problem:
         if self.step_sizes is not None:
             extra.update({f"step_sizes.{i}": v for i, v in enumerate(self.step_sizes)
                           if v is not None})
+        if self.stops is not None:
+            extra["stops"] = self.stops
         return extra
 
 
@@ -129,10 +139,12 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
              init: Callable[..., Any] | None = None, latents: Tensor | dict[str, Tensor] | None = None,
              model_args: tuple = (), model_kwargs: dict | None = None,
              step_sizes: StepSizes | None = None, check: Check | None = None,
-             record_every: int | None = None) -> Problem:
+             record_every: int | None = None, stops: Tensor | None = None) -> Problem:
     """Check the arguments every annealing front end takes and describe the run: one leg of
     ``num_chains`` per direction, reverse legs starting from ``latents`` (exact posterior draws,
-    ``(N, *site)`` or ``(K, N, *site)`` by site)."""
+    ``(N, *site)`` or ``(K, N, *site)`` by site); with ``stops`` ``(N,)`` (betas of a fixed
+    schedule), example ``n`` anneals only up to ``stops[n]`` (its reverse chains start there, so
+    their latents must be exact draws of :math:`f_{s_n}`)."""
     check_model(model)
     x = validate_data(x)
     check_count("num_chains", num_chains)
@@ -156,6 +168,10 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
         raise TypeError("step_sizes must be a StepSizes table (result.step_sizes of pyrolik.ais, or "
                         "result.lower.step_sizes of an earlier bdmc, on the same x), got "
                         f"{type(step_sizes).__name__}")
+    if stops is not None:
+        if resolved.adaptive or stops.shape != (x.shape[0],) or not bool(
+                torch.isin(stops.to(resolved.betas), resolved.betas).all()):
+            raise ValueError("stops must be one beta of the (fixed) schedule per example")
     legs = tuple(Leg(d, num_chains, expanded if d == "reverse" else None) for d in directions)
     return Problem(model, x, kernel, resolved, legs, init, model_args, model_kwargs, step_sizes,
-                   check)
+                   check, stops)

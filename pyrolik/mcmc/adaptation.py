@@ -57,7 +57,7 @@ class Tuning(Protocol):
     """The engine's view of an adaptation: parameters for the next transition, updated after it."""
 
     def params(self, beta: Tensor) -> HMCParams:
-        """Parameters of the transition to the betas ``(C,)`` of the C chain columns."""
+        """Parameters of the transition to the betas ``(rows,)`` of the rows (chain-major)."""
 
     def update(self, info: TransitionInfo, state: Any) -> Tuning:
         """The tuning after a transition with diagnostics ``info`` that left the chains in
@@ -78,8 +78,7 @@ class TableTuning:
     num_chains: int
 
     def params(self, beta: Tensor) -> HMCParams:
-        k = self.num_chains
-        eps, inv_mass = self.table.at(beta.expand(k))
+        eps, inv_mass = self.table.at(beta.reshape(self.num_chains, -1))  # (K, N): each row's beta
         rows = eps.numel()
         return HMCParams(eps.reshape(rows), None if inv_mass is None else inv_mass.reshape(rows, -1))
 

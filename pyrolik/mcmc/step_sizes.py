@@ -40,17 +40,29 @@ class StepSizes(NamedTuple):
         return lo, hi, w
 
     def at(self, beta: Tensor) -> tuple[Tensor, Tensor | None]:
-        """Step sizes ``(C, N)`` and inverse masses ``(C, N, d)`` at the betas ``(C,)`` of C chains.
+        """Step sizes ``(C, N)`` and inverse masses ``(C, N, d)`` at the betas ``(C,)`` of C chains,
+        or at betas ``(C, N)`` of each chain and example (examples that stop at their own beta).
 
         Log step sizes and log inverse masses are interpolated linearly in beta.
         """
         lo, hi, w = self._weights(beta)
-        w1 = w.unsqueeze(-1)
-        eps = torch.exp((1 - w1) * self.log_step_size[lo] + w1 * self.log_step_size[hi])
+        if beta.dim() == 1:  # one beta per chain: every example's row of the table at it
+            w1 = w.unsqueeze(-1)
+            eps = torch.exp((1 - w1) * self.log_step_size[lo] + w1 * self.log_step_size[hi])
+            if self.inv_mass is None:
+                return eps, None
+            w2 = w1.unsqueeze(-1)
+            log_m = (1 - w2) * self.inv_mass[lo].log() + w2 * self.inv_mass[hi].log()
+            return eps, log_m.exp()
+        eps = torch.exp((1 - w) * self.log_step_size.gather(0, lo)
+                        + w * self.log_step_size.gather(0, hi))
         if self.inv_mass is None:
             return eps, None
-        w2 = w1.unsqueeze(-1)
-        log_m = (1 - w2) * self.inv_mass[lo].log() + w2 * self.inv_mass[hi].log()
+        d = self.inv_mass.shape[-1]
+        lo3, hi3 = (i.unsqueeze(-1).expand(-1, -1, d) for i in (lo, hi))
+        w2 = w.unsqueeze(-1)
+        log_m = ((1 - w2) * self.inv_mass.gather(0, lo3).log()
+                 + w2 * self.inv_mass.gather(0, hi3).log())
         return eps, log_m.exp()
 
     def rows(self, start: int, stop: int) -> StepSizes:

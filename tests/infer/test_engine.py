@@ -132,3 +132,41 @@ def test_a_checkpointed_loop_continues_bit_for_bit(lg, seed):
     assert torch.equal(totals2.acceptance_sum, whole_totals.acceptance_sum)
     assert all(torch.equal(a, b) for a, b in zip(rec2.trace()[0].values(),
                                                  whole_rec.trace()[0].values(), strict=True))
+
+
+def test_stops_cap_each_row_and_equal_a_capped_schedule(lg, seed):
+    """``engine.run(stops=)``: a row anneals along its column capped at its stop. With one stop for
+    every row that is the run along the capped schedule, bit for bit; forward rows past their stop
+    add nothing to their weight, reverse rows start at it."""
+    x = lg.sample(3, torch.Generator().manual_seed(seed))
+    k, n = 2, 3
+    path = make_target(lg, x, k).path("prior")
+    schedule = torch.linspace(0, 1, 11).unsqueeze(-1)
+    kernel = HMC(num_leapfrog=2)
+
+    def anneal(sched, stops):
+        g = torch.Generator().manual_seed(seed)
+        state = engine.init(path.sample_initial(g), path.value_and_grad, kernel,
+                            engine.capped(rows_of(sched[0], k, n), stops))
+        rec = engine.Recorder(sched, k, stride=1)
+        out, _ = engine.run(state, sched, Fixed(0.2).tuning(None, k, n, sched), kernel=kernel,
+                            density=path.value_and_grad, generator=g, num_examples=n,
+                            hooks=[rec], stops=stops)
+        return out, rec.trace()[0]
+
+    for column in (schedule, schedule.flip(0)):  # forward, reverse
+        capped, _ = anneal(column, torch.full((k * n,), 0.6))
+        explicit, _ = anneal(column.clamp(max=0.6), None)
+        assert torch.equal(capped.log_weight, explicit.log_weight)
+        assert torch.equal(capped.position.z, explicit.position.z)
+    stops = torch.tensor([0.3, 0.6, 1.0]).repeat(k)  # per example, rows chain-major
+    out, trace = anneal(schedule, stops)
+    assert torch.equal(out.beta, stops)
+    weights = trace["log_weight"]  # (R, rows): no change once a row is at its stop
+    for row, step in ((0, 3), (1, 6)):
+        assert torch.equal(weights[step - 1:, row], weights[step - 1, row].expand(11 - step))
+        assert not torch.equal(weights[step - 2, row], weights[step - 1, row])
+    back, trace = anneal(schedule.flip(0), stops)
+    assert torch.equal(back.beta, torch.zeros(k * n))
+    # row 0 (stop 0.3) starts at its stop: its weight moves from step 8 (beta 0.2) on
+    assert (trace["log_weight"][:7, 0] == 0).all() and (trace["log_weight"][7:, 0] != 0).all()

@@ -14,7 +14,7 @@ from pyrolik.mcmc.step_sizes import StepSizes
 def test_tunings_give_the_parameters_of_their_strategy():
     like = torch.zeros(3)
     fixed = Fixed(0.2).tuning(None, 2, 3, like)
-    assert torch.allclose(fixed.params(torch.tensor([0.5])).step_size, torch.full((6,), 0.2))
+    assert torch.allclose(fixed.params(torch.full((6,), 0.5)).step_size, torch.full((6,), 0.2))
     info = engine.AISInfo(torch.ones(6), torch.ones(6, dtype=torch.bool),
                           torch.zeros(6, dtype=torch.bool), torch.zeros(6), torch.ones(6))
     assert fixed.update(info) is fixed
@@ -27,8 +27,12 @@ def test_tunings_give_the_parameters_of_their_strategy():
                                                                          [0.4, 0.5, 0.6]])))
     tab = Pilot().tuning(table, 2, 3, like)
     assert isinstance(tab, TableTuning) and tab.update(info) is tab
-    eps = tab.params(torch.tensor([1.0])).step_size
+    eps = tab.params(torch.ones(6)).step_size  # per row (chain-major)
     torch.testing.assert_close(eps, torch.tensor([0.4, 0.5, 0.6, 0.4, 0.5, 0.6]))
+    # rows at their own betas (examples with their own stops) read the table there
+    eps = tab.params(torch.tensor([1.0, 0.0, 0.5, 0.0, 1.0, 1.0])).step_size
+    torch.testing.assert_close(eps, torch.tensor([0.4, 0.2, 0.3 ** 0.5 * 0.6 ** 0.5, 0.1, 0.5,
+                                                  0.6]))
 
 
 def test_the_strategy_is_chosen_in_one_place():

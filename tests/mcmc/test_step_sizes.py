@@ -49,3 +49,18 @@ def test_rows_of_is_chain_major():
     out = rows_of(torch.tensor([1.0, 2.0]), num_chains=2, num_examples=3)
     assert out.tolist() == [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]
     assert rows_of(torch.tensor([5.0]), num_chains=2, num_examples=2).tolist() == [5.0] * 4
+
+
+def test_at_per_chain_and_example_equals_at_per_chain_column_by_column():
+    """Betas (C, N) (examples with their own stops) read each example's row of the table at its
+    own beta: the same numbers, bit for bit, as reading every example at that beta."""
+    g = torch.Generator().manual_seed(0)
+    t = StepSizes(torch.tensor([0.0, 0.3, 0.7, 1.0]), torch.randn(4, 3, generator=g),
+                  torch.rand(4, 3, 2, generator=g) + 0.5)
+    beta = torch.tensor([[0.1, 0.7, 1.0], [0.0, 0.5, 0.9]])
+    eps, m = t.at(beta)
+    assert eps.shape == (2, 3) and m.shape == (2, 3, 2)
+    for c in range(2):
+        for n in range(3):
+            e1, m1 = t.at(beta[c, n].reshape(1))
+            assert torch.equal(eps[c, n], e1[0, n]) and torch.equal(m[c, n], m1[0, n])
