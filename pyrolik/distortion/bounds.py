@@ -16,11 +16,20 @@ What reverse AIS needs. Reverse AIS from :math:`\beta_j` down to 0 is a stochast
   a noise model (nothing to simulate from), so there the exact draws must be supplied (``data=``).
 
 So :func:`distortion_bdmc` does what Huang et al. (2020, section 5) did: at each checked beta it
-simulates data at that noise level and runs BDMC (:func:`pyrolik.bdmc`, forward and reverse AIS in one
-batched pass) along the *same* betas the one-run curve visits up to there. The gap bounds the error
-of the one-run estimate at that beta on data like the model's. On simulated data the distortion of
-the exact draw, :math:`d(x, f(z))`, is an unbiased one-draw estimate of :math:`D_\beta(x)`, so the
-rate is sandwiched at the exact distortion:
+simulates data at that noise level and runs BDMC (forward and reverse AIS, as :func:`pyrolik.bdmc`)
+along the *same* betas the one-run curve visits up to there. The gap bounds the error of the
+one-run estimate at that beta on data like the model's. All checked betas share **one** batched
+pass: the examples of every point anneal along the path of the largest checked beta
+:math:`\beta_J`, each stopping at its own :math:`s_j = \beta_j / \beta_J`
+(:func:`pyrolik.infer.engine.run`'s ``stops``: forward chains stay at :math:`s_j` once there, reverse
+chains start there and stay until the path comes down to it). A step at an unchanged beta adds
+nothing to the weights and its transition leaves :math:`q_{\beta_j}` invariant, so each point's
+bounds have the law of a BDMC run of its own (with the pass's pilot table); the pass pays the
+longest path's transitions for every example but one run's per-step overheads instead of one per
+point.
+
+On simulated data the distortion of the exact draw, :math:`d(x, f(z))`, is an unbiased one-draw
+estimate of :math:`D_\beta(x)`, so the rate is sandwiched at the exact distortion:
 
 .. math:: \mathbb E[-\hat U - \beta d] \le R_\beta = -\beta D_\beta - \log Z_\beta
    \le \mathbb E[-\hat L - \beta d].
@@ -28,6 +37,7 @@ rate is sandwiched at the exact distortion:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -48,12 +58,19 @@ from pyrolik.distortion.schedule import (
     merge_grid,
     sigma_of,
 )
-from pyrolik.execution.distributed import main_result
+from pyrolik.execution.faults import warn_failed
+from pyrolik.execution.options import Execution
+from pyrolik.infer.driver import drive
 from pyrolik.infer.latents import expand_latents, latents_to_flat
-from pyrolik.infer.sandwich import bdmc
+from pyrolik.infer.run import Recording, describe
+from pyrolik.infer.sandwich import Simulated, _check_posterior_start, simulate
 from pyrolik.mcmc.hmc import HMC
-from pyrolik.model.distortion import DistortionFn, distortion_model
+from pyrolik.mcmc.step_sizes import StepSizes
+from pyrolik.model.arguments import mark_arguments, take_rows
+from pyrolik.model.distortion import DistortionFn, DistortionModel, distortion_model
 from pyrolik.model.target import make_target
+from pyrolik.ops.stats import log_mean_exp
+from pyrolik.results import BDMCResult
 from pyrolik.results.table import Summary
 
 __all__ = ["distortion_bdmc", "DistortionBDMC"]
@@ -77,6 +94,8 @@ class DistortionBDMC:
     results: list[Any] = field(default_factory=list)  # the BDMCResult of each beta
     seed: int | None = None
     wall_time: float = float("nan")
+    # the one pass's pilot table (a later call on the same data and points may reuse it); not saved
+    step_sizes: Any = None
 
     exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.io.export.to_datatree call ours
 
@@ -164,7 +183,7 @@ def distortion_bdmc(
     seed: int | None = None,
     batch_size: int | None = None,
     progress: bool = True,
-    step_sizes: dict[float, Any] | None = None,
+    step_sizes: StepSizes | None = None,
 ) -> DistortionBDMC:
     r"""BDMC at chosen points of the one-run curve, along the betas that curve visits.
 
@@ -174,9 +193,13 @@ def distortion_bdmc(
     ``num_examples`` examples are simulated with noise :math:`\sigma = 1/\sqrt{2\beta}` (squared
     error only) or taken from ``data[point] = (x, latents)`` (exact draws of :math:`q_\beta(z \mid x)`),
     and forward and reverse AIS run from 0 to that beta. See the module docstring for why one
-    reverse run cannot bound every beta. ``step_sizes``, keyed like ``data``: a pilot table for a
-    point's examples (``results[j].lower.step_sizes`` of an earlier call on the same data) instead
-    of a new pilot there (:func:`pyrolik.bdmc`'s ``step_sizes``).
+    reverse run cannot bound every beta. All checked points run in **one** batched pass: every
+    point's examples anneal along the path of the largest checked beta and stop at their own point
+    (forward chains stay there, reverse chains start there; a step at an unchanged beta adds
+    nothing to the weights and its transition leaves the point's distribution invariant, so each
+    point's bounds are those of a BDMC run of its own; they cost the transitions of the longest
+    path). ``step_sizes``: the pass's pilot table of an earlier call on the same data and checked
+    points (its ``.step_sizes``) instead of a new pilot (:func:`pyrolik.bdmc`'s ``step_sizes``).
 
     Returns
     -------
@@ -207,8 +230,6 @@ def distortion_bdmc(
     key = sigma_of(grid) if (mode == "gaussian" and sigmas is not None) else grid
     chosen = list(range(len(grid))) if check is None else [_find(key, c, "check") for c in check]
     given = {} if data is None else {_find(key, k, "data"): v for k, v in data.items()}
-    tables = {} if step_sizes is None else {_find(key, k, "step_sizes"): v
-                                            for k, v in step_sizes.items()}
     if mode == "user" and len(given) < len(chosen):
         raise ValueError("a user distortion is not a noise model, so there is nothing to simulate "
                          "exact draws of q_beta from: pass data={beta: (x, latents)} with exact "
@@ -217,21 +238,32 @@ def distortion_bdmc(
         raise ValueError("pass num_examples= and data_shape= to simulate data, or data= with "
                          "(x, latents) for every checked point")
     kwargs = dict(model_kwargs or {})
+    models = {j: (distortion_model(model, sigma=(0.5 / float(grid[j])) ** 0.5) if mode == "gaussian"
+                  else distortion_model(model, distortion=distortion, beta_max=float(grid[j])))
+              for j in chosen}
+    data_of = {j: given[j] if j in given else simulate(
+        models[j], num_examples, data_shape=data_shape, model_args=model_args,  # type: ignore[arg-type]
+        model_kwargs=kwargs, seed=seed) for j in chosen}
+    sizes = {int(data_of[j][0].shape[0]) for j in chosen}
+    if len(sizes) > 1:
+        raise ValueError(f"data= must give the same number of examples at every point, got {sizes}")
+    # one pass: every point's examples anneal along the path of the largest checked beta, each
+    # stopping at its own point (pyrolik.infer.engine.run's stops)
+    last = max(chosen)
+    sub = path[: int(steps[last]) + 1] / path[steps[last]]
+    sub[-1] = 1.0
+    joint = _one_pass(models[last], [data_of[j] for j in chosen], sub,
+                      [sub[int(steps[j])] for j in chosen], model_args, kwargs,
+                      num_chains=num_chains, kernel=kernel, seed=seed, batch_size=batch_size,
+                      progress=progress, step_sizes=step_sizes,
+                      check=not all(isinstance(data_of[j], Simulated) for j in chosen))
     lower, upper, dist, xs, results = [], [], [], [], []
-    for j in chosen:
-        beta = float(grid[j])
-        dm = (distortion_model(model, sigma=(0.5 / beta) ** 0.5) if mode == "gaussian"
-              else distortion_model(model, distortion=distortion, beta_max=beta))
-        sub = path[: int(steps[j]) + 1] / path[steps[j]]
-        sub[-1] = 1.0
-        res = main_result(bdmc(
-            dm, num_examples, data_shape=data_shape, num_steps=None, num_chains=num_chains,
-            schedule=sub, kernel=kernel, data=given.get(j), model_args=model_args,
-            model_kwargs=kwargs, seed=seed, batch_size=batch_size, progress=progress,
-            step_sizes=tables.get(j)), "bdmc")
-        x = res.x
+    for i, j in enumerate(chosen):
+        dm, stop = models[j], float(sub[int(steps[j])])
+        x = data_of[j][0]
         num_values = dm.num_values(x, *model_args, **kwargs)
         constant = num_values * dm.offset
+        res = _point_of(joint, i, x, stop, constant / stop - num_values * models[last].offset)
         target = make_target(dm, x, 1, model_args=model_args, model_kwargs=kwargs)
         exact = latents_to_flat(target, expand_latents(target, res.latents, x.shape[0]))
         with torch.no_grad():
@@ -241,12 +273,95 @@ def distortion_bdmc(
         dist.append((constant - ratio) / dm.beta_max)
         xs.append(x)
         results.append(res)
-    sizes = {len(t) for t in lower}
-    if len(sizes) > 1:
-        raise ValueError(f"data= must give the same number of examples at every point, got {sizes}")
     return DistortionBDMC(mode, grid[chosen].to(torch.float64), torch.stack(lower),
                           torch.stack(upper), torch.stack(dist), num_values, xs, results, seed,
-                          time.perf_counter() - start)
+                          time.perf_counter() - start, joint.lower.step_sizes)
+
+
+def _one_pass(dm: DistortionModel, data: list[tuple[Tensor, Any]], schedule: Tensor,
+              stops: list[Tensor], model_args: tuple, model_kwargs: dict, *, num_chains: int,
+              kernel: HMC | None, seed: int, batch_size: int | None, progress: bool,
+              step_sizes: StepSizes | None, check: bool) -> BDMCResult:
+    """BDMC of ``dm`` on every point's data at once (examples of point ``i`` after those of the
+    points before), along ``schedule``, the examples of point ``i`` stopping at ``stops[i]``."""
+    n = data[0][0].shape[0]
+    x = torch.cat([d[0] for d in data])
+    marked = mark_arguments(tuple(model_args), model_kwargs, n)
+    args, kwargs = take_rows(*marked, len(data), torch.arange(len(data) * n))
+    probe = make_target(dm, data[0][0][:1], num_chains,
+                        model_args=take_rows(*marked, 1, torch.arange(1))[0],
+                        model_kwargs=take_rows(*marked, 1, torch.arange(1))[1])
+    latents = [expand_latents(probe, d[1], n) for d in data]
+    latents_all = {name: torch.cat([lat[name] for lat in latents], dim=1) for name in latents[0]}
+    if step_sizes is not None and (not isinstance(step_sizes, StepSizes)
+                                   or step_sizes.log_step_size.shape[1] != x.shape[0]):
+        raise ValueError("step_sizes must be the pilot table of an earlier distortion_bdmc call on "
+                         "the same data and checked points (its .step_sizes)")
+    stop_of = torch.cat([s.reshape(1).expand(n) for s in stops]).to(torch.float64)
+    problem = describe(dm, x, directions=("forward", "reverse"), num_steps=None,
+                       num_chains=num_chains, schedule=schedule, kernel=kernel, latents=latents_all,
+                       model_args=args, model_kwargs=kwargs, step_sizes=step_sizes,
+                       check=_check_posterior_start if check else None, stops=stop_of)
+    execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,
+                                 desc="BDMC (distortion path)")
+    out = drive("distortion_bdmc", problem, execution, Recording())
+    assert out is not None  # one process
+    lower, upper = out
+    reverse = problem.legs[1].latents
+    assert reverse is not None
+    result = BDMCResult(lower=lower, upper=upper, x=x,
+                        latents={name: v[0] for name, v in reverse.items()},
+                        wall_time=lower.wall_time)
+    warn_failed(result, "distortion_bdmc")
+    return result
+
+
+def _point_of(joint: BDMCResult, i: int, x: Tensor, stop: float, kappa: float) -> BDMCResult:
+    r"""Point ``i``'s examples of the one pass, as the BDMC of its own wrapped model.
+
+    The pass ran the wrapper of the largest checked beta :math:`\beta_J` (constant :math:`c_J`);
+    point ``i`` stopped at :math:`s = \beta_i / \beta_J`. Its own wrapper's path is
+    :math:`b' = b / s` with constant :math:`c_i`, so a running log-weight at :math:`b` differs by
+    :math:`(b - b_0)\,\kappa`, :math:`\kappa = c_i / s - c_J`, :math:`b_0` the leg's start (0
+    forward, :math:`s` reverse); betas are read in its units, :math:`b' = (b \wedge s) / s`.
+    """
+    n = x.shape[0]
+    sl = slice(i * n, (i + 1) * n)
+    legs = []
+    for r in (joint.lower, joint.upper):
+        forward = r.direction == "forward"
+        origin = 0.0 if forward else stop
+        assert r.log_weights is not None and r.schedule is not None and r.schedule.dim() == 1
+        end = stop if forward else 0.0  # the leg's last beta
+        lw = r.log_weights[:, sl] + (end - origin) * kappa
+        trace = None
+        if r.trace is not None:
+            beta = torch.minimum(r.trace["beta"], torch.tensor(stop, dtype=r.trace["beta"].dtype))
+            trace = {name: v[:, :, sl] for name, v in r.trace.items() if name != "beta"}
+            if "log_weight" in trace:
+                trace["log_weight"] = trace["log_weight"] + (
+                    (beta.double() - origin) * kappa).unsqueeze(-1)
+            trace["beta"] = beta / stop
+        table = r.step_sizes
+        if table is not None:
+            table = StepSizes(table.betas / stop, *table.rows(sl.start, sl.stop)[1:])
+        ll = log_mean_exp(lw) if forward else -log_mean_exp(lw)
+
+        def cut(v: Tensor | None, dim: int = 1) -> Tensor | None:
+            return None if v is None else v.narrow(dim, sl.start, n)
+
+        legs.append(dataclasses.replace(
+            r, log_likelihood=ll.to(r.log_likelihood.dtype), log_weights=lw,
+            ess=cut(r.ess, 0), mcse=cut(r.mcse, 0), khat=cut(r.khat, 0), x=x,
+            num_observed=cut(r.num_observed, 0), final_state=cut(r.final_state),
+            latents=None if r.latents is None else {k: v[:, sl] for k, v in r.latents.items()},
+            acceptance_rate=cut(r.acceptance_rate), num_divergent=cut(r.num_divergent),
+            trace=trace, step_sizes=table,
+            schedule=torch.minimum(r.schedule, torch.tensor(stop, dtype=r.schedule.dtype)) / stop,
+            settings={**r.settings, "stop": stop}))
+    return BDMCResult(lower=legs[0], upper=legs[1], x=x,
+                      latents={k: v[sl] for k, v in joint.latents.items()},
+                      wall_time=joint.wall_time)
 
 
 def _find(grid: Tensor, value: float, what: str) -> int:

@@ -7,7 +7,8 @@ its own data set simulated from the model with noise :math:`\sigma_j = 1/\sqrt{2
 of ``x``'s), whose latents are exact draws of :math:`q_{\beta_j}(z \mid x)`; the data sets are kept
 for every round. A round at :math:`T` base steps is one :func:`~pyrolik.distortion.bounds.
 distortion_bdmc` call on them: at every grid point, BDMC along the betas that the curve's run at
-:math:`T` base steps visits up to that point, with the curve's kernel, schedule and chains. The
+:math:`T` base steps visits up to that point, with the curve's kernel, schedule and chains, all
+points in one batched pass (each point's examples stop at their point). The
 round's gap is that of the grid point with the **largest upper confidence bound**
 :math:`\bar g_j + z\,\mathrm{se}_j` (recorded as ``Round.point``): usually the smallest sigma, the
 end of the path, where the posterior is narrowest and the path longest, but whichever point it is,
@@ -19,13 +20,14 @@ check_size` evenly spaced examples of ``x``, compared at every grid point with t
 point whose rise has the largest lower confidence bound is reported (``Check.point``) and warned
 about when that bound exceeds the tolerance.
 
-Costs, in model gradient evaluations: a round costs about :math:`2 L K n \sum_j T_j` (``n``
-examples per point, :math:`T_j` the steps of the merged schedule up to point ``j``: on the default
-geometric schedule :math:`T_j \approx T \log(b_j / b_0) / \log(1 / b_0)`), and the rounds together
-about twice the last; so the search costs about :math:`4 n \sum_j (T_j / T) / N` of the final run on
-``N`` examples. As in :func:`pyrolik.ais`'s search, a point whose pilot would be as long as in an
-earlier round (the default pilot is 20 steps up to 100 annealing steps) reuses that round's pilot
-table there (the table is a function of the point's path parameter, the same in every round).
+Costs, in model gradient evaluations: a round costs about :math:`2 L K n m T` (``n`` examples per
+point, ``m`` points, :math:`T` the steps of the merged schedule: in one pass every point's chains
+make the whole path's transitions, those past their point at an unchanged beta), and the rounds
+together about twice the last; so the search costs about :math:`4 n m / N` of the final run on
+``N`` examples, in a few large passes rather than one small run per point. As in
+:func:`pyrolik.ais`'s search, a round whose pilot would be as long as an earlier round's (the
+default pilot is 20 steps up to 100 annealing steps) reuses that round's pilot table (the table is
+a function of each example's path parameter, the same in every round).
 """
 
 from __future__ import annotations
@@ -121,31 +123,28 @@ def curve_with_tolerance(
                 f"and check it with pyrolik.distortion_bdmc(model, {name}s=..., data={{{name}: "
                 "(x, latents)}, ...) on data you simulate yourself") from err
     lowers: dict[int, Tensor] = {}  # steps -> (m,) mean lower bound at each point
-    # (point, pilot length) -> the table a round's pilot there made: a later round whose pilot
-    # at that point would be as long reuses it (the default's is 20 steps up to 100 steps)
-    tables: dict[tuple[int, int | None], Any] = {}
+    # pilot length -> the table a round's pilot made: a later round whose pilot would be as long
+    # reuses it (the default's is 20 steps up to 100 steps)
+    tables: dict[int | None, Any] = {}
     pilot_steps = getattr((HMC() if kernel is None else kernel).adaptation, "pilot_steps", None)
     grid_b = grid / grid[-1]
     grid_b[-1] = 1.0
 
     def bdmc_at(steps: int) -> Round:
         start = time.perf_counter()
-        lengths = ([None] * m if pilot_steps is None
-                   else [pilot_steps(int(t)) for t in merge_grid(grid_b, schedule, steps)[1]])
-        given = {keys[j].item(): tables[(j, n_p)] for j, n_p in enumerate(lengths)
-                 if (j, n_p) in tables}
+        length = (None if pilot_steps is None
+                  else pilot_steps(int(merge_grid(grid_b, schedule, steps)[1][-1])))
+        given = tables.get(length) if length is not None else None
         b = distortion_bdmc(model, **grid_arg, data=data, num_steps=steps, num_chains=num_chains,
                             schedule=schedule, kernel=kernel, model_args=sim_args[0],
                             model_kwargs=sim_args[1], seed=seed + 2 + steps,
                             batch_size=batch_size, progress=progress, step_sizes=given)
-        evals = 0.0
-        for j, (res, n_p) in enumerate(zip(b.results, lengths, strict=True)):
-            evals += gradient_evals(res.lower, legs=2)
-            if (j, n_p) in tables:  # no pilot ran there
-                evals -= res.lower.num_examples * res.lower.settings[
-                    "pilot_gradient_evals_per_example"]
-            elif n_p is not None and res.lower.step_sizes is not None:
-                tables[(j, n_p)] = res.lower.step_sizes
+        evals = sum(gradient_evals(res.lower, legs=2) for res in b.results)
+        if given is not None:  # no pilot ran
+            evals -= sum(res.lower.num_examples * res.lower.settings[
+                "pilot_gradient_evals_per_example"] for res in b.results)
+        elif length is not None and b.step_sizes is not None:
+            tables[length] = b.step_sizes
         lower = b.log_likelihood_bounds()[0] if name == "sigma" else b.lower
         lowers[steps] = lower.mean(-1)
         upper = torch.nan_to_num(b.gap + CONFIDENCE_Z * b.gap_stderr, nan=math.inf)

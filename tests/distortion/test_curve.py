@@ -151,6 +151,17 @@ def test_bdmc_on_simulated_data_follows_the_curves_betas(lg, seed):
     j = 3  # sigma 0.1
     cut = path[: int(steps[j]) + 1] / path[steps[j]]
     torch.testing.assert_close(b.results[0].lower.schedule, cut)
+    # one pass: sigma 1 (grid point 0) stopped at its point, then stayed (read in its own units);
+    # its reverse chains started there
+    first = path[: int(steps[0]) + 1] / path[steps[0]]
+    visited = b.results[1].lower.schedule
+    torch.testing.assert_close(visited[: len(first)], first)
+    assert (visited[len(first):] == 1.0).all() and len(visited) == len(cut)
+    assert torch.equal(b.results[1].upper.schedule, visited.flip(0))
+    for res in b.results:  # weights read in the point's own units, the running ones too
+        for leg in (res.lower, res.upper):
+            torch.testing.assert_close(leg.trace["log_weight"][-1], leg.log_weights)
+            assert float(leg.trace["beta"][-1, 0]) == (1.0 if leg is res.lower else 0.0)
     # data simulated at sigma: the exact draws' distortion is D sigma^2 on average (pure noise)
     for i, s in enumerate((0.1, 1.0)):
         d = b.distortion[i]

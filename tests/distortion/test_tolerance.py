@@ -187,24 +187,27 @@ def test_progress_shows_the_search(capsys):
     assert "choosing num_steps (tolerance 5 nats)" in capsys.readouterr().err
 
 
-def test_pilot_tables_are_reused_per_grid_point(seed):
-    # distortion_bdmc(step_sizes=): a point given an earlier call's table runs no pilot there
+def test_pilot_tables_are_reused_between_rounds(seed):
+    # distortion_bdmc(step_sizes=): given an earlier call's table (on the same data and points),
+    # the pass runs no pilot; each point's result holds its rows, read in its own units
     sims = {s: pyrolik.simulate(distortion_model(LG, sigma=s), 4, data_shape=(5,),
                                 seed=seed + i) for i, s in enumerate(SIGMAS)}
     kw = dict(sigmas=SIGMAS, data=sims, num_chains=2, progress=False)
     first = distortion_bdmc(LG, num_steps=30, seed=seed, **kw)
-    tables = {float(s): r.lower.step_sizes for s, r in zip(first.sigmas, first.results,
-                                                             strict=True)}
-    again = distortion_bdmc(LG, num_steps=60, seed=seed + 1, step_sizes={1.0: tables[1.0]}, **kw)
-    reused = {float(s): r.lower.step_sizes for s, r in zip(again.sigmas, again.results,
-                                                           strict=True)}
-    assert torch.equal(reused[1.0].log_step_size, tables[1.0].log_step_size)
-    assert reused[0.1].betas.shape != tables[0.1].betas.shape or \
-        not torch.equal(reused[0.1].log_step_size, tables[0.1].log_step_size)  # a new pilot
-    with pytest.raises(ValueError, match="step_sizes: 0.7 is not a point of the grid"):
-        distortion_bdmc(LG, num_steps=30, step_sizes={0.7: tables[1.0]}, **kw)
-    # the search: at a point where the rounds at 25 and 50 steps have pilots of the same length,
-    # the round at 50 runs none, and costs only its chains' evaluations there
+    again = distortion_bdmc(LG, num_steps=60, seed=seed + 1, step_sizes=first.step_sizes, **kw)
+    assert torch.equal(again.step_sizes.log_step_size, first.step_sizes.log_step_size)
+    for i, res in enumerate(again.results):
+        stop = res.lower.settings["stop"]
+        torch.testing.assert_close(res.lower.step_sizes.betas * stop, first.step_sizes.betas)
+        assert torch.equal(res.lower.step_sizes.log_step_size,
+                           first.step_sizes.log_step_size[:, 4 * i: 4 * (i + 1)])
+    fresh = distortion_bdmc(LG, num_steps=60, seed=seed + 1, **kw)
+    assert not torch.equal(fresh.step_sizes.log_step_size, first.step_sizes.log_step_size)
+    with pytest.raises(ValueError, match="step_sizes must be the pilot table"):
+        distortion_bdmc(LG, num_steps=30, step_sizes=first.results[0].lower.step_sizes, **kw)
+    # the search: when the rounds at 25 and 50 steps have pilots of the same length, the round at
+    # 50 runs none, and costs only its chains' evaluations: every point's examples make the whole
+    # path's transitions (one pass)
     with pytest.warns(BudgetWarning, match="reached max_steps=50"):
         c = sigma_curve(LG, _data(3, 0), SIGMAS, tolerance=1e-3, max_steps=50, num_chains=2,
                         seed=seed, progress=False)
@@ -213,12 +216,7 @@ def test_pilot_tables_are_reused_per_grid_point(seed):
     grid, _ = grid_from_sigmas(SIGMAS)
     kernel = pyrolik.HMC()
     L, a = kernel.num_leapfrog, kernel.adaptation
-    expected, reused_points = 0, 0
-    for t25, t50 in zip(merge_grid(grid / grid[-1], "geometric", 25)[1].tolist(),
-                        merge_grid(grid / grid[-1], "geometric", 50)[1].tolist(), strict=True):
-        expected += 16 * 2 * (t50 * L + 1) * 2  # forward and reverse, 16 examples, 2 chains
-        if a.pilot_steps(t25) == a.pilot_steps(t50):
-            reused_points += 1
-        else:
-            expected += 16 * (a.pilot_transitions(t50) * L + 1) * a.pilot_chains(2)
-    assert reused_points >= 1 and r50.gradient_evals == expected
+    t25, t50 = (int(merge_grid(grid / grid[-1], "geometric", t)[1][-1]) for t in (25, 50))
+    assert a.pilot_steps(t25) == a.pilot_steps(t50)
+    expected = len(SIGMAS) * 16 * 2 * (t50 * L + 1) * 2  # forward and reverse, 16 examples, 2 chains
+    assert r50.gradient_evals == expected
