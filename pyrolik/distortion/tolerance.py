@@ -53,6 +53,7 @@ from pyrolik.infer.tolerance import (
 )
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.distortion import distortion_model
+from pyrolik.model.reuse import TargetCache
 from pyrolik.model.target import make_target
 
 __all__ = ["curve_with_tolerance", "point_size"]
@@ -129,16 +130,19 @@ def curve_with_tolerance(
     pilot_steps = getattr((HMC() if kernel is None else kernel).adaptation, "pilot_steps", None)
     grid_b = grid / grid[-1]
     grid_b[-1] = 1.0
+    targets = TargetCache()
 
     def bdmc_at(steps: int) -> Round:
         start = time.perf_counter()
         length = (None if pilot_steps is None
                   else pilot_steps(int(merge_grid(grid_b, schedule, steps)[1][-1])))
         given = tables.get(length) if length is not None else None
-        b = distortion_bdmc(model, **grid_arg, data=data, num_steps=steps, num_chains=num_chains,
-                            schedule=schedule, kernel=kernel, model_args=sim_args[0],
-                            model_kwargs=sim_args[1], seed=seed + 2 + steps,
-                            batch_size=batch_size, progress=progress, step_sizes=given)
+        with targets:  # the rounds share the model's targets and recordings (same data)
+            b = distortion_bdmc(model, **grid_arg, data=data, num_steps=steps,
+                                num_chains=num_chains,
+                                schedule=schedule, kernel=kernel, model_args=sim_args[0],
+                                model_kwargs=sim_args[1], seed=seed + 2 + steps,
+                                batch_size=batch_size, progress=progress, step_sizes=given)
         evals = sum(gradient_evals(res.lower, legs=2) for res in b.results)
         if given is not None:  # no pilot ran
             evals -= sum(res.lower.num_examples * res.lower.settings[

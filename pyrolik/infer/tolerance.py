@@ -28,6 +28,7 @@ from pyrolik.infer.budget import Check, Round, run_with_tolerance
 from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
 from pyrolik.model.autoguides import is_autoguide
+from pyrolik.model.reuse import TargetCache
 from pyrolik.results import AISResult
 
 __all__ = ["ais_with_tolerance", "simulated_size", "check_size", "evenly_spaced", "gradient_evals",
@@ -129,6 +130,7 @@ def ais_with_tolerance(
     tables: dict[int | None, Any] = {}  # pilot length -> the table a round's pilot of that length made
     kernel = HMC() if kernel is None else kernel
     pilot_steps = getattr(kernel.adaptation, "pilot_steps", None)
+    targets = TargetCache()
 
     def bdmc_at(steps: int) -> Round:
         start = time.perf_counter()
@@ -136,10 +138,11 @@ def ais_with_tolerance(
         # steps up to 100 annealing steps): reuse its table rather than run it again
         length = None if pilot_steps is None else pilot_steps(steps)
         given = tables.get(length)
-        r = bdmc(model, data=sim, num_steps=steps, num_chains=num_chains, schedule=schedule,
-                 kernel=kernel, init=init, model_args=sim_args[0], model_kwargs=sim_args[1],
-                 seed=seed + 2 + steps, batch_size=batch_size, progress=progress,
-                 step_sizes=given)
+        with targets:  # the rounds share the model's targets and recordings (same data)
+            r = bdmc(model, data=sim, num_steps=steps, num_chains=num_chains, schedule=schedule,
+                     kernel=kernel, init=init, model_args=sim_args[0], model_kwargs=sim_args[1],
+                     seed=seed + 2 + steps, batch_size=batch_size, progress=progress,
+                     step_sizes=given)
         assert r is not None  # one process: bdmc returns None only off rank 0
         if length is not None and given is None and r.lower.step_sizes is not None:
             tables[length] = r.lower.step_sizes

@@ -146,6 +146,15 @@ class DistortionModel:
         self.offset: float = -0.5 * math.log(2 * math.pi * sigma**2) if sigma is not None else 0.0
         self.__name__ = f"distortion_model({getattr(model, '__name__', type(model).__name__)})"
 
+    def __eq__(self, other: object) -> bool:
+        """The same wrapper: the same model and distortion, equal sigma and beta_max."""
+        return (isinstance(other, DistortionModel) and other.model is self.model
+                and other.distortion is self.distortion and other.sigma == self.sigma
+                and other.beta_max == self.beta_max)
+
+    def __hash__(self) -> int:
+        return hash((id(self.model), id(self.distortion), self.sigma, self.beta_max))
+
     def __call__(self, x: Tensor, *args: Any, **kwargs: Any) -> Any:
         with _SwapObservation(self):
             return self.model(x, *args, **kwargs)

@@ -35,6 +35,7 @@ from pyrolik.model.layout import Layout, SiteLayout
 from pyrolik.model.mixture_guides import enumerated_in_guide, mark_enumerated
 from pyrolik.model.modules import check_program
 from pyrolik.model.replay import Replayed, replay_default
+from pyrolik.model.reuse import active_cache
 from pyrolik.model.rows import check_rows_independent
 from pyrolik.model.supports import refuse_annealing
 from pyrolik.ops.types import ModelFn
@@ -60,6 +61,7 @@ class Target:
         self.replay = replay  # replay recorded evaluations in value_and_grad (pyrolik.model.replay)
         self.kept_guide = KeptGuide(program) if program.guide is not None else None
         self._evaluations: dict[str, Replayed] = {}
+        self._first: dict[int, Target] = {}  # first_chains(k), kept with their recordings
 
     # -- what discovery found -------------------------------------------------------------------
     @property
@@ -134,7 +136,10 @@ class Target:
         """The same target restricted to its first ``k`` chains (rows are chain-major)."""
         if k >= self.num_chains:
             return self
-        return Target(self.layout.first_chains(k), self.program.first_chains(k), self.replay)
+        if k not in self._first:
+            self._first[k] = Target(self.layout.first_chains(k), self.program.first_chains(k),
+                                    self.replay)
+        return self._first[k]
 
     # -- layout: flat unconstrained u <-> per-site values (pyrolik.model.layout) ----------------
     def split(self, u: Tensor) -> dict[str, Tensor]:
@@ -313,6 +318,10 @@ def make_target(
         raise TypeError(f"replay must be True, False or None (the environment's PYROLIK_REPLAY), "
                         f"got {replay!r}")
     replay = replay_default() if replay is None else replay
+    cache = active_cache() if guide is None else None  # pyrolik.model.reuse: a search's rounds
+    key = (model, x, num_chains, tuple(model_args), dict(model_kwargs or {}), replay)
+    if cache is not None and (found := cache.find(key)) is not None:
+        return found
     marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), x.shape[0])
     x_rep = x.repeat((num_chains,) + (1,) * (x.dim() - 1)) if num_chains > 1 else x
     guide_enumerated: tuple[str, ...] = ()
@@ -340,7 +349,10 @@ def make_target(
                       eval_modules=bool(flipped or flipped_guide), guide_enum_dims=guide_enum_dims)
     u, density = check_program(program, flipped, flipped_guide)
     check_rows_independent(program, u, density)
-    return Target(layout, program, replay)
+    target = Target(layout, program, replay)
+    if cache is not None:
+        cache.add(key, target)
+    return target
 
 
 @dataclass(frozen=True)
