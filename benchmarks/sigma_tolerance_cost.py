@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 import warnings
 
@@ -57,6 +58,9 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--confirm", action="store_true")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="time the pair (search + final, final alone) this many times: the median "
+                        "CPU ratio (a shared machine's noise moves one pair by up to 10%%)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     sigmas = [float(s) for s in args.sigmas.split(",")]
@@ -90,6 +94,18 @@ def main(argv=None):
           f"curve alone {alone_s:.1f} s (cpu {alone_cpu:.1f} s) -> {whole / alone_s:.3f} wall, "
           f"{whole_cpu / alone_cpu:.3f} cpu")
     print(f"warnings: {[str(w.message)[:160] for w in caught]}")
+    ratios = [whole_cpu / alone_cpu]
+    for _ in range(args.repeat - 1):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, _, searched = _timed(lambda: pyrolik.sigma_curve(
+                model, x, sigmas, tolerance=args.tolerance, max_steps=args.max_steps, **common))
+        _, _, final = _timed(lambda: pyrolik.sigma_curve(model, x, sigmas, num_steps=b.num_steps,
+                                                         **common))
+        ratios.append(searched / final)
+    if args.repeat > 1:
+        print(f"cpu ratio over {args.repeat} pairs: median {statistics.median(ratios):.3f} "
+              f"({', '.join(f'{v:.3f}' for v in ratios)})")
     if args.model == "lg":
         from pyrolik_models import LinearGaussian
 

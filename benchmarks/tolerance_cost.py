@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import time
 import warnings
 
@@ -40,6 +41,9 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--confirm", action="store_true")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="time the pair (search + final, final alone) this many times: the median "
+                        "CPU ratio (a shared machine's noise moves one pair by up to 10%%)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; torch threads {args.threads}; load {os.getloadavg()[0]:.1f}")
@@ -75,6 +79,20 @@ def main(argv=None):
           f"(cpu {whole_cpu / alone_cpu:.3f})")
     print(f"estimate {r.mean:.3f} +- {r.stderr:.3f} nats; warnings: "
           f"{[str(w.message)[:120] for w in caught]}")
+    ratios = [whole_cpu / alone_cpu]
+    for _ in range(args.repeat - 1):
+        c0 = _cpu()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pyrolik.ais(model, x, tolerance=args.tolerance, num_chains=args.chains,
+                        max_steps=args.max_steps, seed=args.seed, progress=False)
+        c1 = _cpu()
+        pyrolik.ais(model, x, num_steps=b.num_steps, num_chains=args.chains, seed=args.seed,
+                    progress=False)
+        ratios.append((c1 - c0) / (_cpu() - c1))
+    if args.repeat > 1:
+        print(f"cpu ratio over {args.repeat} pairs: median {statistics.median(ratios):.3f} "
+              f"({', '.join(f'{v:.3f}' for v in ratios)})")
     if args.confirm:
         fresh = pyrolik.bdmc(model, b.num_simulated, data_shape=tuple(x.shape[1:]),
                              num_steps=b.num_steps, num_chains=args.chains, seed=args.seed + 7,
