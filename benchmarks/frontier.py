@@ -16,6 +16,13 @@ the same with 5 leapfrog steps, ``L3p0.5m`` (the default) adds the pilot's diago
 Each row also gives the run's wall and CPU (user + system) seconds: CPU time above wall time means
 more than one core was used.
 
+The peer ``blackjax`` (``--model mnist`` only, when jax and blackjax import: ``pip install
+blackjax``): BlackJAX's tempered SMC with resampling off as forward and reverse AIS on the same
+simulated examples and decoder weights (``_blackjax_peer.py``, as in ``bench_bdmc.py``), HMC with
+L = 10 and a fixed step size of ``--peer-step`` (0.1) along the sigmoid schedule of ``G / 10``
+steps; its x value counts its L + 1 evaluations per transition (BlackJAX re-evaluates at each
+temperature's start). Its seconds include XLA's compilation.
+
     PYTHONPATH=. python benchmarks/frontier.py --model lg --budgets 100 200 400 800
     PYTHONPATH=. python benchmarks/frontier.py --model vae --examples 20 --budgets 250 500 1000
     PYTHONPATH=. python benchmarks/frontier.py --model mnist --examples 20 --budgets 500 1000 2000
@@ -78,6 +85,21 @@ def _model(name: str):
     return load("vae", dtype=torch.float32), (64,)
 
 
+def run_peer(model, sim, budget: int, chains: int, seed: int, step_size: float) -> dict:
+    """BlackJAX's HMC-in-AIS (resampling off) at ``budget``: L = 10, a fixed step size."""
+    from benchmarks import _blackjax_peer as peer
+
+    steps = max(1, budget // 10)
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = peer.bdmc(model.decoder, sim.x.numpy(), sim.latents["z"].numpy(), num_chains=chains,
+                    betas=pyrolik.schedules.sigmoid(steps).numpy(), step_size=step_size,
+                    num_leapfrog=10, seed=seed)
+    gap = torch.as_tensor(out["upper"] - out["lower"])
+    return {"num_steps": steps, "gradient_evals": float(out["grads_per_chain"]),
+            "gap": float(gap.mean()), "gap_se": float(gap.std() / len(gap) ** 0.5),
+            "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
+
+
 def run(model, sim, kernel: pyrolik.HMC, budget: int, chains: int, seed: int) -> dict:
     steps = max(1, budget // kernel.num_leapfrog)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -101,21 +123,36 @@ def main(argv=None):
     p.add_argument("--fixed-step", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--peer-step", type=float, default=0.1,
+                   help="the fixed HMC step size of the blackjax peer")
     p.add_argument("--no-plot", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if "blackjax" in args.candidates:
+        from benchmarks import _blackjax_peer as peer
+
+        if args.model != "mnist":
+            raise SystemExit("the blackjax peer anneals a Bernoulli-logit MLP decoder: --model mnist")
+        peer.configure_threads(args.threads)  # before jax is imported
+        if peer.available() is None:
+            raise SystemExit("blackjax: jax/blackjax do not import (pip install blackjax)")
+        print(f"peer: {peer.available()}")
     print(f"machine: {machine()}; load {os.getloadavg()[0]:.1f}")
     model, shape = _model(args.model)
     sim = pyrolik.simulate(model, args.examples, data_shape=shape, seed=args.seed)
     rows = []
     for name in args.candidates:
-        kw = settings(name)
-        if name == "fixed":
-            kw["step_size"] = args.fixed_step
-        kernel = pyrolik.HMC(**kw)
+        kernel = None
+        if name != "blackjax":
+            kw = settings(name)
+            if name == "fixed":
+                kw["step_size"] = args.fixed_step
+            kernel = pyrolik.HMC(**kw)
         for budget in args.budgets:
-            row = {"candidate": name, "budget": budget,
-                   **run(model, sim, kernel, budget, args.chains, args.seed)}
+            measured = (run_peer(model, sim, budget, args.chains, args.seed, args.peer_step)
+                        if kernel is None else
+                        run(model, sim, kernel, budget, args.chains, args.seed))
+            row = {"candidate": name, "budget": budget, **measured}
             rows.append(row)
             print(f"{name:>10} G={budget:>5}: T={row['num_steps']:>4}, "
                   f"{row['gradient_evals']:8.1f} evals/chain, gap {row['gap']:7.3f} +- "
