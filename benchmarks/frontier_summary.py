@@ -40,8 +40,12 @@ def main(argv=None):
     p.add_argument("logs", nargs="+")
     p.add_argument("--title", default="")
     p.add_argument("--out", default=None, help="figure path (none: no figure)")
+    p.add_argument("--rename", nargs="*", default=[], metavar="OLD=NEW",
+                   help="a candidate's name in the table and the legend, e.g. default=L10 for logs "
+                        "written when the default was L = 10")
     args = p.parse_args(argv)
-    rows = read(args.logs)
+    names = dict(r.split("=", 1) for r in args.rename)
+    rows = {(names.get(n, n), b): v for (n, b), v in read(args.logs).items()}
     summary = {}
     for (name, budget), seeds in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         gaps = [v[0] for v in seeds.values()]
