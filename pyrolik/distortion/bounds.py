@@ -24,7 +24,8 @@ pass: the examples of every point anneal along the path of the largest checked b
 (:func:`pyrolik.infer.engine.run`'s ``stops``: forward chains stay at :math:`s_j` once there, reverse
 chains start there and stay until the path comes down to it). A step at an unchanged beta adds
 nothing to the weights and its transition leaves :math:`q_{\beta_j}` invariant, so each point's
-bounds have the law of a BDMC run of its own (with the pass's pilot table); the pass pays the
+bounds have the law of a BDMC run of its own with the pass's pilot table (the pilot's
+temperatures are spread over the longest path); the pass pays the
 longest path's transitions for every example but one run's per-step overheads instead of one per
 point.
 
@@ -197,8 +198,12 @@ def distortion_bdmc(
     point's examples anneal along the path of the largest checked beta and stop at their own point
     (forward chains stay there, reverse chains start there; a step at an unchanged beta adds
     nothing to the weights and its transition leaves the point's distribution invariant, so each
-    point's bounds are those of a BDMC run of its own; they cost the transitions of the longest
-    path). ``step_sizes``: the pass's pilot table of an earlier call on the same data and checked
+    point gets the bounds of a BDMC run of its own with the pass's pilot table; they cost the
+    transitions of the longest path). ``results[j]`` holds point ``j``'s rows of the pass in its
+    own units (its schedule runs from 0 to 1, then stays at 1 while the pass goes on; its step-size
+    table is the pass's cut at the point); their ``settings``, acceptance and divergences count
+    every transition its chains made, ``settings["steps_to_point"]`` its own steps, and
+    ``wall_time`` is the pass's. ``step_sizes``: the pass's pilot table of an earlier call on the same data and checked
     points (its ``.step_sizes``) instead of a new pilot (:func:`pyrolik.bdmc`'s ``step_sizes``).
 
     Returns
@@ -263,7 +268,8 @@ def distortion_bdmc(
         x = data_of[j][0]
         num_values = dm.num_values(x, *model_args, **kwargs)
         constant = num_values * dm.offset
-        res = _point_of(joint, i, x, stop, constant / stop - num_values * models[last].offset)
+        res = _point_of(joint, i, x, stop, constant / stop - num_values * models[last].offset,
+                        int(steps[j]))
         target = make_target(dm, x, 1, model_args=model_args, model_kwargs=kwargs)
         exact = latents_to_flat(target, expand_latents(target, res.latents, x.shape[0]))
         with torch.no_grad():
@@ -316,7 +322,19 @@ def _one_pass(dm: DistortionModel, data: list[tuple[Tensor, Any]], schedule: Ten
     return result
 
 
-def _point_of(joint: BDMCResult, i: int, x: Tensor, stop: float, kappa: float) -> BDMCResult:
+def _point_table(table: StepSizes, stop: float) -> StepSizes:
+    r"""A point's rows of the pass's pilot table in its own units, :math:`b' = b / s` from 0 to 1
+    (the table cut at the stop), the variances of :math:`r_i = s\,(r_J + \kappa)` times
+    :math:`s^2`."""
+    cut = table.cut(stop)
+    betas = cut.betas / stop
+    betas[-1] = 1.0
+    return StepSizes(betas, cut.log_step_size, cut.inv_mass,
+                     None if cut.log_ratio_var is None else stop**2 * cut.log_ratio_var)
+
+
+def _point_of(joint: BDMCResult, i: int, x: Tensor, stop: float, kappa: float,
+              steps_to_point: int) -> BDMCResult:
     r"""Point ``i``'s examples of the one pass, as the BDMC of its own wrapped model.
 
     The pass ran the wrapper of the largest checked beta :math:`\beta_J` (constant :math:`c_J`);
@@ -336,15 +354,19 @@ def _point_of(joint: BDMCResult, i: int, x: Tensor, stop: float, kappa: float) -
         lw = r.log_weights[:, sl] + (end - origin) * kappa
         trace = None
         if r.trace is not None:
-            beta = torch.minimum(r.trace["beta"], torch.tensor(stop, dtype=r.trace["beta"].dtype))
+            # the betas the rows were at (the engine capped them in the schedule's dtype), read as
+            # exactly `stop` where capped, so that a held reverse weight stays exactly 0
+            recorded = r.trace["beta"]
+            held = recorded >= torch.tensor(stop, dtype=recorded.dtype)
+            beta = torch.where(held, torch.tensor(stop, dtype=torch.float64), recorded.double())
             trace = {name: v[:, :, sl] for name, v in r.trace.items() if name != "beta"}
             if "log_weight" in trace:
-                trace["log_weight"] = trace["log_weight"] + (
-                    (beta.double() - origin) * kappa).unsqueeze(-1)
-            trace["beta"] = beta / stop
-        table = r.step_sizes
-        if table is not None:
-            table = StepSizes(table.betas / stop, *table.rows(sl.start, sl.stop)[1:])
+                trace["log_weight"] = trace["log_weight"] + ((beta - origin) * kappa).unsqueeze(-1)
+            if "log_ratio" in trace:  # r_i = s (r_J + kappa): the point's own log f1 - log f0
+                trace["log_ratio"] = stop * (trace["log_ratio"] + kappa)
+            trace["beta"] = (beta / stop).to(recorded.dtype)
+        table = None if r.step_sizes is None else _point_table(r.step_sizes.rows(sl.start, sl.stop),
+                                                               stop)
         ll = log_mean_exp(lw) if forward else -log_mean_exp(lw)
 
         def cut(v: Tensor | None, dim: int = 1) -> Tensor | None:
@@ -358,7 +380,7 @@ def _point_of(joint: BDMCResult, i: int, x: Tensor, stop: float, kappa: float) -
             acceptance_rate=cut(r.acceptance_rate), num_divergent=cut(r.num_divergent),
             trace=trace, step_sizes=table,
             schedule=torch.minimum(r.schedule, torch.tensor(stop, dtype=r.schedule.dtype)) / stop,
-            settings={**r.settings, "stop": stop}))
+            settings={**r.settings, "stop": stop, "steps_to_point": steps_to_point}))
     return BDMCResult(lower=legs[0], upper=legs[1], x=x,
                       latents={k: v[sl] for k, v in joint.latents.items()},
                       wall_time=joint.wall_time)

@@ -101,7 +101,10 @@ def run(state: AISState, schedule: Tensor, tuning: Tuning, *, kernel: HMCTransit
     ``stops`` ``(rows,)``: each row's largest beta, :math:`\beta_t \wedge s` (:func:`capped`):
     a forward row stays at its stop once there, a reverse row starts there. Steps at an unchanged
     beta add nothing to the weight, and their transitions leave :math:`f_s` invariant, so a row
-    with stop :math:`s` is an AIS run to :math:`s` along the betas of its column below :math:`s`.
+    with stop :math:`s` is an AIS run to :math:`s` along the betas of its column below :math:`s`
+    (with step sizes from a frozen table or fixed; a tuning that adapts each row from its own
+    history, ``adapt="online"``, adapts during the held steps too and is as inexact as it is
+    anywhere).
     """
     k = state.log_weight.shape[0] // num_examples
     for t in range(first_step, schedule.shape[0]):

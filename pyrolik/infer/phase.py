@@ -91,7 +91,8 @@ def pilot_phase(strategy: Adaptation, path: AnnealingPath, schedule: Tensor,
     """The pilot of ``strategy`` on ``path``'s chains (their first ``pilot_chains``) before a run
     along ``schedule`` ``(T + 1,)``, as a :class:`Phase`; ``None`` when the strategy runs none.
     With ``stops`` ``(n,)`` its chains stop where the estimating run's do (the table above an
-    example's stop then holds the step size tuned at the stop, which the run never reads).
+    example's stop then holds step sizes tuned at the stop, which the run reads at most through
+    the interpolation to the first pilot temperature above the stop).
 
     Its starts are exact draws of :math:`f_0` for all of ``path``'s chains, of which the pilot keeps
     its own (so that the random stream does not depend on how many chains the pilot runs).

@@ -68,7 +68,9 @@ class Problem:
     step_sizes: StepSizes | None = None  # a given pilot table instead of a pilot
     check: Check | None = None  # after a fresh batch: (first leg's target, starts, final states)
     # (N,) each example's largest beta, a beta of the schedule: its chains anneal along the schedule
-    # up to there (forward legs stay there, reverse legs start there; pyrolik.infer.engine.run)
+    # up to there (forward legs stay there, reverse legs start there; pyrolik.infer.engine.run).
+    # The results' schedule and recorded betas are the schedule's, not capped: the caller reads
+    # each example's own (pyrolik.distortion.bounds)
     stops: Tensor | None = None
 
     @property

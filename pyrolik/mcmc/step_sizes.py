@@ -65,6 +65,23 @@ class StepSizes(NamedTuple):
                  + w2 * self.inv_mass.gather(0, hi3).log())
         return eps, log_m.exp()
 
+    def cut(self, beta: float) -> StepSizes:
+        """The table on ``[0, beta]``: its temperatures below ``beta``, then a last row at ``beta``
+        interpolated as :meth:`at` reads it (the variances linearly)."""
+        at = torch.tensor([beta], dtype=self.betas.dtype)
+        below = self.betas < at
+        lo, hi, w = self._weights(at)
+        eps, inv_mass = self.at(at)
+        var = None
+        if self.log_ratio_var is not None:
+            w1 = w.unsqueeze(-1).to(self.log_ratio_var)
+            var = torch.cat([self.log_ratio_var[below],
+                             (1 - w1) * self.log_ratio_var[lo] + w1 * self.log_ratio_var[hi]])
+        return StepSizes(torch.cat([self.betas[below], at]),
+                         torch.cat([self.log_step_size[below], eps.log()]),
+                         None if self.inv_mass is None or inv_mass is None
+                         else torch.cat([self.inv_mass[below], inv_mass]), var)
+
     def rows(self, start: int, stop: int) -> StepSizes:
         """The table of examples ``[start, stop)``."""
         return StepSizes(self.betas, self.log_step_size[:, start:stop],

@@ -8,9 +8,11 @@ search runs BDMC on the same simulated data at 25, 50, 100, ... steps, so inside
 target that an earlier run under the same cache built for an equal model, equal data, equal
 arguments and as many chains, recordings included.
 
-Only inside such a block, which the search opens around its own rounds: between two separate calls
-the user may change the model in ways a recording would not see (a parameter re-assigned, Python
-state), and a target with a guide is never reused (its kept guide follows its run).
+Only inside such a block, which the search opens around its own rounds, where no user code runs
+between the runs: the key holds the model, the data, the arguments and the chains, not what the
+model reads besides them (Pyro's param store, a module's re-assigned parameters, its Python state,
+a mutable argument changed in place), which a user may change between two calls. A target with a
+guide is never reused (its kept guide follows its run).
 """
 
 from __future__ import annotations

@@ -162,6 +162,11 @@ def test_bdmc_on_simulated_data_follows_the_curves_betas(lg, seed):
         for leg in (res.lower, res.upper):
             torch.testing.assert_close(leg.trace["log_weight"][-1], leg.log_weights)
             assert float(leg.trace["beta"][-1, 0]) == (1.0 if leg is res.lower else 0.0)
+    up = b.results[1].upper  # reverse chains held at their point: no weight yet, exactly
+    held = up.trace["beta"][:, 0] == 1.0
+    assert held.sum() >= 2 and (up.trace["log_weight"][held] == 0).all()
+    assert (up.trace["log_weight"][~held] != 0).all()
+    assert b.results[1].lower.settings["steps_to_point"] == len(first) - 1
     # data simulated at sigma: the exact draws' distortion is D sigma^2 on average (pure noise)
     for i, s in enumerate((0.1, 1.0)):
         d = b.distortion[i]

@@ -196,13 +196,17 @@ def test_pilot_tables_are_reused_between_rounds(seed):
     first = distortion_bdmc(LG, num_steps=30, seed=seed, **kw)
     again = distortion_bdmc(LG, num_steps=60, seed=seed + 1, step_sizes=first.step_sizes, **kw)
     assert torch.equal(again.step_sizes.log_step_size, first.step_sizes.log_step_size)
-    for i, res in enumerate(again.results):
-        stop = res.lower.settings["stop"]
-        torch.testing.assert_close(res.lower.step_sizes.betas * stop, first.step_sizes.betas)
-        assert torch.equal(res.lower.step_sizes.log_step_size,
-                           first.step_sizes.log_step_size[:, 4 * i: 4 * (i + 1)])
+    for i, res in enumerate(again.results):  # each point's rows, cut at its point, in its units
+        stop, table = res.lower.settings["stop"], res.lower.step_sizes
+        cut = first.step_sizes.rows(4 * i, 4 * (i + 1)).cut(stop)
+        torch.testing.assert_close(table.betas * stop, cut.betas)
+        assert table.betas[0] == 0 and table.betas[-1] == 1
+        assert torch.equal(table.log_step_size, cut.log_step_size)
+        torch.testing.assert_close(table.log_ratio_var, stop**2 * cut.log_ratio_var)
+    # the same call without the table runs its own pilot: another table, other bounds
     fresh = distortion_bdmc(LG, num_steps=60, seed=seed + 1, **kw)
-    assert not torch.equal(fresh.step_sizes.log_step_size, first.step_sizes.log_step_size)
+    assert not torch.equal(fresh.step_sizes.log_step_size, again.step_sizes.log_step_size)
+    assert not torch.equal(fresh.lower, again.lower)
     with pytest.raises(ValueError, match="step_sizes must be the pilot table"):
         distortion_bdmc(LG, num_steps=30, step_sizes=first.results[0].lower.step_sizes, **kw)
     # the search: when the rounds at 25 and 50 steps have pilots of the same length, the round at

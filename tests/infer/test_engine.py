@@ -7,9 +7,9 @@ import torch
 from pyrolik_models import LinearGaussian
 
 from pyrolik.infer import engine
-from pyrolik.mcmc.adaptation import Fixed
+from pyrolik.mcmc.adaptation import Fixed, TableTuning
 from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.step_sizes import HMCParams, rows_of
+from pyrolik.mcmc.step_sizes import HMCParams, StepSizes, rows_of
 from pyrolik.model.target import make_target
 
 
@@ -143,22 +143,25 @@ def test_stops_cap_each_row_and_equal_a_capped_schedule(lg, seed):
     path = make_target(lg, x, k).path("prior")
     schedule = torch.linspace(0, 1, 11).unsqueeze(-1)
     kernel = HMC(num_leapfrog=2)
+    # step sizes that fall with beta, read per row: a stop must reach the table too
+    table = StepSizes(torch.tensor([0.0, 1.0]), torch.log(torch.tensor([[0.5] * n, [0.05] * n])))
 
     def anneal(sched, stops):
         g = torch.Generator().manual_seed(seed)
         state = engine.init(path.sample_initial(g), path.value_and_grad, kernel,
                             engine.capped(rows_of(sched[0], k, n), stops))
         rec = engine.Recorder(sched, k, stride=1)
-        out, _ = engine.run(state, sched, Fixed(0.2).tuning(None, k, n, sched), kernel=kernel,
+        out, _ = engine.run(state, sched, TableTuning(table, k), kernel=kernel,
                             density=path.value_and_grad, generator=g, num_examples=n,
                             hooks=[rec], stops=stops)
         return out, rec.trace()[0]
 
     for column in (schedule, schedule.flip(0)):  # forward, reverse
-        capped, _ = anneal(column, torch.full((k * n,), 0.6))
-        explicit, _ = anneal(column.clamp(max=0.6), None)
+        capped, seen = anneal(column, torch.full((k * n,), 0.6))
+        explicit, want = anneal(column.clamp(max=0.6), None)
         assert torch.equal(capped.log_weight, explicit.log_weight)
         assert torch.equal(capped.position.z, explicit.position.z)
+        assert torch.equal(seen["step_size"], want["step_size"])  # the table read at the stop
     stops = torch.tensor([0.3, 0.6, 1.0]).repeat(k)  # per example, rows chain-major
     out, trace = anneal(schedule, stops)
     assert torch.equal(out.beta, stops)

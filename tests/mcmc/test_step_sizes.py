@@ -64,3 +64,16 @@ def test_at_per_chain_and_example_equals_at_per_chain_column_by_column():
         for n in range(3):
             e1, m1 = t.at(beta[c, n].reshape(1))
             assert torch.equal(eps[c, n], e1[0, n]) and torch.equal(m[c, n], m1[0, n])
+
+
+def test_cut_keeps_the_table_below_and_reads_it_at_the_cut():
+    t = _table(n=2)
+    cut = t.cut(0.75)
+    torch.testing.assert_close(cut.betas, torch.tensor([0.0, 0.5, 0.75]))
+    eps, m = t.at(torch.tensor([0.75]))
+    torch.testing.assert_close(cut.log_step_size[-1], eps[0].log())
+    torch.testing.assert_close(cut.inv_mass[-1], m[0])
+    torch.testing.assert_close(cut.log_ratio_var[-1], 0.5 * (t.log_ratio_var[1] + t.log_ratio_var[2]))
+    assert torch.equal(cut.log_step_size[:2], t.log_step_size[:2])
+    for a, b in zip(t.cut(1.0), t, strict=True):  # at the end: the same table
+        torch.testing.assert_close(a, b)
