@@ -10,7 +10,9 @@ Candidates: ``default`` (``HMC()``: L = 3, momentum persistence 0.5 since sessio
 relative to Wu et al.'s kernel (L = 10, a fresh momentum: ``L10``, the default of pyrolik 0.1), so
 that the commands in RESULTS.md keep their meaning: ``L5`` / ``L20`` (the number of leapfrog steps
 traded against annealing steps), ``mass`` (diagonal mass matrix from the pilot), ``no-jitter``,
-``fixed`` (``adapt=None`` at ``--fixed-step``), and any name built of ``L<n>``, ``p<alpha>`` and
+``fixed`` (``adapt=None`` at ``--fixed-step``), ``per-example`` (the default kernel with
+``schedule="adaptive_per_example"``: one schedule per example from its pilot variances instead of
+one pooled over the batch), and any name built of ``L<n>``, ``p<alpha>`` and
 ``m``: ``p0.8`` is partial momentum refreshment (``momentum_persistence=0.8``) at L = 10, ``L5p0.8``
 the same with 5 leapfrog steps, ``L3p0.5m`` (the default) adds the pilot's diagonal mass matrix.
 Each row also gives the run's wall and CPU (user + system) seconds: CPU time above wall time means
@@ -49,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 WU = {"num_leapfrog": 10, "momentum_persistence": 0.0}  # what the other names are relative to
 CANDIDATES = {
     "default": {},
+    "per-example": {"schedule": "adaptive_per_example"},  # the default kernel, a schedule per example
     "mass": {**WU, "mass_matrix": True},
     "no-jitter": {**WU, "step_jitter": 0.0},
     "fixed": {**WU, "adapt": None},
@@ -100,11 +103,12 @@ def run_peer(model, sim, budget: int, chains: int, seed: int, step_size: float) 
             "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
 
 
-def run(model, sim, kernel: pyrolik.HMC, budget: int, chains: int, seed: int) -> dict:
+def run(model, sim, kernel: pyrolik.HMC, budget: int, chains: int, seed: int,
+        schedule: str = "auto") -> dict:
     steps = max(1, budget // kernel.num_leapfrog)
     t0, c0 = time.perf_counter(), time.process_time()
     r = pyrolik.bdmc(model, data=sim, num_steps=steps, num_chains=chains, kernel=kernel,
-                     seed=seed, progress=False)
+                     schedule=schedule, seed=seed, progress=False)
     s = r.lower.settings
     per_chain = (2 * s["gradient_evals_per_example"] + s["pilot_gradient_evals_per_example"]) \
         / (2 * chains)
@@ -142,16 +146,17 @@ def main(argv=None):
     sim = pyrolik.simulate(model, args.examples, data_shape=shape, seed=args.seed)
     rows = []
     for name in args.candidates:
-        kernel = None
+        kernel, schedule = None, "auto"
         if name != "blackjax":
             kw = settings(name)
+            schedule = kw.pop("schedule", "auto")
             if name == "fixed":
                 kw["step_size"] = args.fixed_step
             kernel = pyrolik.HMC(**kw)
         for budget in args.budgets:
             measured = (run_peer(model, sim, budget, args.chains, args.seed, args.peer_step)
                         if kernel is None else
-                        run(model, sim, kernel, budget, args.chains, args.seed))
+                        run(model, sim, kernel, budget, args.chains, args.seed, schedule))
             row = {"candidate": name, "budget": budget, **measured}
             rows.append(row)
             print(f"{name:>10} G={budget:>5}: T={row['num_steps']:>4}, "

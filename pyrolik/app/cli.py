@@ -99,7 +99,8 @@ def _ais_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--num-steps", type=_positive, default=None, metavar="N",
                    help="annealing steps (default 3000; with --tolerance, chosen by its search)")
     g.add_argument("--num-chains", type=_positive, default=16, metavar="K", help="chains per example (default 16)")
-    g.add_argument("--schedule", choices=("auto", "adaptive", "sigmoid", "linear", "geometric"),
+    g.add_argument("--schedule", choices=("auto", "adaptive", "adaptive_per_example", "sigmoid",
+                                          "linear", "geometric"),
                    default="auto", help="annealing schedule (default auto: adaptive, built from the "
                    "pilot's variances, when the step sizes come from a pilot; else sigmoid)")
     add_kernel_options(g, _positive)

@@ -74,12 +74,15 @@ def ais(
         ``tolerance``.
     num_chains : int
         Independent AIS chains per example (K).
-    schedule : {"auto", "adaptive", "sigmoid", "linear", "geometric"} or torch.Tensor
+    schedule : {"auto", "adaptive", "adaptive_per_example", "sigmoid", "linear", "geometric"} or torch.Tensor
         Betas from exactly 0 to exactly 1 (see :mod:`pyrolik.mcmc.schedules`). ``"adaptive"``:
         built per batch from the pilot run's variance of :math:`\log p(x \mid z)` along
-        :math:`\beta`, at constant thermodynamic speed (:func:`pyrolik.mcmc.schedules.adaptive`);
-        it needs ``adapt="pilot"`` and at least 2 pilot chains. ``"auto"`` (default): adaptive when
-        the kernel runs such a pilot, else sigmoid. ``settings["schedule"]`` records which, and
+        :math:`\beta` (pooled over the batch's examples), at constant thermodynamic speed
+        (:func:`pyrolik.mcmc.schedules.adaptive`); it needs ``adapt="pilot"`` and at least 2 pilot
+        chains. ``"adaptive_per_example"``: the same, one schedule per example from its own
+        variances (``schedule`` on the result is then ``(T + 1, N)``; on well-trained decoders
+        no better than the pooled one, whose variances are less noisy). ``"auto"`` (default):
+        adaptive when the kernel runs such a pilot, else sigmoid. ``settings["schedule"]`` records which, and
         ``schedule`` on the result the betas visited.
     kernel : pyrolik.HMC, optional
         Transition kernel and its adaptation mode (default ``HMC()``: 3 leapfrog steps with half

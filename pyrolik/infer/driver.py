@@ -85,8 +85,12 @@ def anneal(problem: Problem, execution: Execution, recording: Recording,
 
 
 def _columns(legs: tuple[Leg, ...], betas: Tensor) -> Tensor:
-    """``(T + 1, C)``: one column for a single leg, else one per chain of every leg."""
+    """``(T + 1, C)``: one column for a single leg, else one per chain of every leg; with betas per
+    example ``(T + 1, n)``, one per row (chain-major)."""
     columns = [betas if leg.direction == "forward" else betas.flip(0) for leg in legs]
+    if betas.dim() == 2:
+        return torch.cat([c.repeat(1, leg.num_chains) for c, leg in zip(columns, legs,
+                                                                         strict=True)], 1)
     if len(legs) == 1:
         return columns[0].unsqueeze(-1)
     return torch.cat([c.unsqueeze(1).expand(-1, leg.num_chains)

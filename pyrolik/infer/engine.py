@@ -145,7 +145,8 @@ class Recorder:
     r"""Diagnostics at chosen steps: every ``stride`` steps and the last, or the given ``steps``.
 
     Records, each ``(rows,)`` unless said: ``acceptance_rate``, ``step_size``, ``energy_error``,
-    ``diverging``, the running ``log_weight``, ``beta`` ``(C,)``, the states ``z`` ``(rows, d)``
+    ``diverging``, the running ``log_weight``, ``beta`` ``(K,)`` (``(K, N)`` when the schedule has
+    a column per row), the states ``z`` ``(rows, d)``
     when ``record_states``, and when ``record_log_ratio`` the states' cached
     :math:`r = \log f_1 - \log f_0` (``log_ratio``: with ``log_weight`` it makes the pair a properly
     weighted draw of :math:`f_\beta` whose :math:`r` is known, e.g. the distortion along
@@ -178,8 +179,11 @@ class Recorder:
         if not self.wants(t):
             return
         self.record_steps.append(t)
+        beta = self.schedule[t]  # per chain (C = 1 or K), or per row: then (K, N)
+        beta = (beta.expand(self.num_chains) if beta.shape[0] in (1, self.num_chains)
+                else beta.reshape(self.num_chains, -1))
         values = {"acceptance_rate": info.acceptance_rate, "step_size": info.step_size,
-                  "log_weight": state.log_weight, "beta": self.schedule[t].expand(self.num_chains),
+                  "log_weight": state.log_weight, "beta": beta,
                   "diverging": info.is_divergent, "energy_error": info.energy_error,
                   "z": state.position.z, "log_ratio": state.position.log_ratio}
         for name, record in self.records.items():

@@ -59,16 +59,17 @@ def _evaluation(parts: Sequence[LegOutput]) -> str:
 
 def _visited(base: Tensor, parts: Sequence[LegOutput]) -> tuple[Tensor, Tensor]:
     """The forward schedule ``(T + 1,)`` and the recorded betas ``(R, K)`` when every batch annealed
-    along the same betas; else (adaptive schedules of several batches) per example:
-    ``(T + 1, N)`` and ``(R, K, N)``."""
+    along the same betas; else (adaptive schedules of several batches, or one per example) per
+    example: ``(T + 1, N)`` and ``(R, K, N)``."""
     scheds = [base if p.schedule is None else p.schedule for p in parts]
-    if all(torch.equal(s, scheds[0]) for s in scheds[1:]):
+    if all(s.dim() == 1 for s in scheds) and all(torch.equal(s, scheds[0]) for s in scheds[1:]):
         return scheds[0], parts[0].trace["beta"]
     sizes = [p.log_weight.shape[1] for p in parts]
-    schedule = torch.cat([s.unsqueeze(1).expand(-1, n) for s, n in zip(scheds, sizes, strict=True)],
-                         dim=1)
-    beta = torch.cat([p.trace["beta"].unsqueeze(-1).expand(-1, -1, n)
-                      for p, n in zip(parts, sizes, strict=True)], dim=2)
+    schedule = torch.cat([s if s.dim() == 2 else s.unsqueeze(1).expand(-1, n)
+                          for s, n in zip(scheds, sizes, strict=True)], dim=1)
+    beta = torch.cat([b if b.dim() == 3 else b.unsqueeze(-1).expand(-1, -1, n)
+                      for b, n in ((p.trace["beta"], n) for p, n in zip(parts, sizes, strict=True))],
+                     dim=2)
     return schedule, beta
 
 

@@ -3,8 +3,10 @@
 The ``schedule=`` argument (a name, ``"auto"``, or a tensor) becomes one :class:`Schedule`: either
 fixed betas, or (``"adaptive"``, and ``"auto"`` with a pilot of at least 2 chains) a schedule that
 each batch builds from its pilot's variances of :math:`r = \\log f_1 - \\log f_0` at constant
-thermodynamic speed (:func:`pyrolik.mcmc.schedules.adaptive`), on the grid of a base sigmoid. The
-driver asks it for a batch's betas with :meth:`Schedule.for_batch`; nothing else reads the name.
+thermodynamic speed (:func:`pyrolik.mcmc.schedules.adaptive`), on the grid of a base sigmoid: from
+the variances pooled over the batch's examples, or (``"adaptive_per_example"``) one schedule per
+example from its own. The driver asks it for a batch's betas with :meth:`Schedule.for_batch`;
+nothing else reads the name.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Schedule:
     name: str
     betas: Tensor
     adaptive: bool = False
+    per_example: bool = False  # adaptive: one schedule per example, not one pooled for the batch
 
     @property
     def num_steps(self) -> int:
@@ -41,14 +44,18 @@ class Schedule:
     def for_batch(self, table: StepSizes | None) -> Tensor:
         """The forward betas a batch anneals along: the fixed betas, or (adaptive) the schedule at
         constant thermodynamic speed from the pilot's variances of the batch's examples, pooled
-        (the mean over examples: one schedule for the batch, which tuned better than one per
-        example from four pilot chains each). Independent of the estimating chains."""
+        (the mean over examples: one schedule ``(T + 1,)`` for the batch), or with ``per_example``
+        one per example from its own variances, ``(T + 1, n)``. Independent of the estimating
+        chains."""
         if not self.adaptive:
             return self.betas
         if table is None or table.log_ratio_var is None:
             raise ValueError("schedule='adaptive' needs the pilot's variances of log p(x | z) "
                              "(StepSizes.log_ratio_var); the given step_sizes table has none: pass "
                              "a table from a pilot of this version, or schedule='sigmoid'")
+        if self.per_example:  # a failed example's NaN variances leave it the floor's even steps
+            return schedules.adaptive(self.num_steps, table.betas,
+                                      table.log_ratio_var).to(self.betas)
         # examples whose density failed (NaN/inf, marked failed later) take no part in the pooling
         finite = torch.isfinite(table.log_ratio_var).all(0)
         if not finite.any():
@@ -59,7 +66,8 @@ class Schedule:
 
 def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
     """Whether the run's schedule is built from its pilot (:func:`pyrolik.mcmc.schedules.adaptive`):
-    ``"adaptive"``, or ``"auto"`` with a pilot of at least 2 chains per example (else the sigmoid).
+    ``"adaptive"`` and ``"adaptive_per_example"``, or ``"auto"`` with a pilot of at least 2 chains
+    per example (else the sigmoid).
     """
     if not isinstance(schedule, str) or schedule not in schedules.PILOT_NAMES:
         return False
@@ -67,11 +75,11 @@ def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
     if schedule == "auto":
         return kernel.adapt == "pilot" and chains >= 2
     if kernel.adapt != "pilot":
-        raise ValueError("schedule='adaptive' is built from the pilot run's variance of "
+        raise ValueError(f"schedule={schedule!r} is built from the pilot run's variance of "
                          "log p(x | z): use a kernel with adapt='pilot' (the default), or "
                          "schedule='auto' (adaptive with a pilot, sigmoid without)")
     if chains < 2:
-        raise ValueError(f"schedule='adaptive' needs at least 2 pilot chains per example to estimate "
+        raise ValueError(f"schedule={schedule!r} needs at least 2 pilot chains per example to estimate "
                          f"a variance; this run's pilot has {chains} (num_chains={num_chains}): "
                          "raise num_chains or pilot_chains, or pass schedule='sigmoid'")
     return True
@@ -85,7 +93,8 @@ def resolve_schedule(schedule: str | Tensor, num_steps: int | None, kernel: HMC,
     adaptive = adaptive_of(schedule, kernel, num_chains)
     if isinstance(schedule, str) and schedule in schedules.PILOT_NAMES:
         # a schedule built from the pilot starts from the sigmoid: the pilot's grid is taken from it
-        return Schedule("adaptive" if adaptive else "sigmoid",
-                        schedules.resolve("sigmoid", num_steps), adaptive)
+        per_example = schedule == "adaptive_per_example"
+        name = schedule if per_example else "adaptive" if adaptive else "sigmoid"
+        return Schedule(name, schedules.resolve("sigmoid", num_steps), adaptive, per_example)
     betas = schedules.resolve(schedule, num_steps)
     return Schedule(schedule if isinstance(schedule, str) else "custom", betas)

@@ -23,7 +23,7 @@ from torch import Tensor
 __all__ = ["linear", "geometric", "sigmoid", "adaptive", "resolve", "validate", "PILOT_NAMES"]
 
 # names resolved after the pilot run (the driver builds them from the pilot's table)
-PILOT_NAMES = ("adaptive", "auto")
+PILOT_NAMES = ("adaptive", "auto", "adaptive_per_example")
 
 
 def _check(num_steps: int) -> int:

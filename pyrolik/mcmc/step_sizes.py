@@ -11,7 +11,10 @@ __all__ = ["HMCParams", "StepSizes", "rows_of"]
 
 
 def rows_of(per_chain: Tensor, num_chains: int, num_examples: int) -> Tensor:
-    """Per-chain values ``(C,)`` (C = 1 or K) -> per-row ``(K * N,)``, rows chain-major."""
+    """Per-chain values ``(C,)`` (C = 1 or K) -> per-row ``(K * N,)``, rows chain-major; values
+    already per row (C = K * N) are returned as they are."""
+    if per_chain.shape[0] == num_chains * num_examples:
+        return per_chain
     return per_chain.expand(num_chains).repeat_interleave(num_examples)
 
 

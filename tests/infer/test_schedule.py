@@ -18,6 +18,7 @@ from pyrolik.mcmc.step_sizes import StepSizes
     ("sigmoid", HMC(), 4, False),
     (torch.linspace(0, 1, 5), HMC(), 4, False),
     ("adaptive", HMC(), 4, True),
+    ("adaptive_per_example", HMC(), 4, True),
 ])
 def test_when_the_schedule_comes_from_the_pilot(schedule, kernel, chains, expected):
     assert adaptive_of(schedule, kernel, chains) is expected
@@ -31,6 +32,8 @@ def test_adaptive_without_a_pilot_says_how_to_fix_it():
         adaptive_of("adaptive", HMC(adapt=None), 4)
     with pytest.raises(ValueError, match="at least 2 pilot chains"):
         adaptive_of("adaptive", HMC(), 1)
+    with pytest.raises(ValueError, match="schedule='adaptive_per_example' is built from the pilot"):
+        adaptive_of("adaptive_per_example", HMC(adapt=None), 4)
 
 
 def test_names_and_the_base_the_pilot_reads():
@@ -65,3 +68,23 @@ def test_a_fixed_schedule_ignores_the_table_and_an_adaptive_one_follows_it():
     # examples whose pilot failed take no part; none left: the base schedule
     nan = torch.full((5, 2), float("nan"), dtype=torch.float64)
     assert adaptive.for_batch(StepSizes(grid, torch.zeros(5, 2), None, nan)) is base
+
+
+def test_a_schedule_per_example_follows_each_examples_variances():
+    """``adaptive_per_example``: column n is the adaptive schedule of example n's own pilot
+    variances (the pooled one of a batch whose examples all have them)."""
+    resolved = resolve_schedule("adaptive_per_example", 12, HMC(), 4)
+    assert resolved.per_example and resolved.adaptive and resolved.name == "adaptive_per_example"
+    grid = torch.linspace(0, 1, 5, dtype=torch.float64)
+    var = torch.tensor([[100.0, 0.01], [1.0, 0.01], [0.01, 1.0], [0.01, 100.0], [0.01, 100.0]],
+                       dtype=torch.float64)
+    table = StepSizes(grid, torch.zeros(5, 2, dtype=torch.float64), None, var)
+    betas = resolved.for_batch(table)
+    assert betas.shape == (13, 2)
+    for n in range(2):
+        assert torch.equal(betas[:, n], schedules.adaptive(12, grid, var[:, n]))
+    assert betas[1, 0] < betas[1, 1]  # example 0's variance is early: its steps crowd there
+    pooled = Schedule("adaptive", resolved.betas, adaptive=True).for_batch(
+        StepSizes(grid, table.log_step_size, None, var[:, :1].expand(5, 2)))
+    assert torch.equal(Schedule("adaptive_per_example", resolved.betas, True, True).for_batch(
+        StepSizes(grid, table.log_step_size, None, var[:, :1].expand(5, 2)))[:, 1], pooled)
