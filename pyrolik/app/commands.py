@@ -199,6 +199,7 @@ def evaluate(args) -> int:
                 _finish_checkpoint(args, shard)
         if shard.is_main:
             _report(results, paths)
+        _barrier(shard)  # every process done before any tears its process group down
         return 0
     finally:
         _teardown(shard)
@@ -236,6 +237,7 @@ def bdmc(args) -> int:
         _finish_checkpoint(args, shard)
         if shard.is_main:
             _report({"bdmc": result}, paths)
+        _barrier(shard)  # every process done before any tears its process group down
         return 0
     finally:
         _teardown(shard)
