@@ -42,44 +42,42 @@ class StepSizes(NamedTuple):
         w = ((b - self.betas[lo]) / (self.betas[hi] - self.betas[lo])).clamp(0.0, 1.0)
         return lo, hi, w
 
+    def _lerp(self, values: Tensor, beta: Tensor) -> Tensor:
+        """``values`` ``(P, N, ...)`` of the grid, linearly interpolated in beta at the betas
+        ``(C, N)`` of each chain and example: ``(C, N, ...)``."""
+        lo, hi, w = self._weights(beta)
+        trailing = (1,) * (values.dim() - 2)
+
+        def rows(i: Tensor) -> Tensor:
+            return i.reshape(*i.shape, *trailing).expand(*i.shape, *values.shape[2:])
+
+        w = w.reshape(*w.shape, *trailing)
+        return (1 - w) * values.gather(0, rows(lo)) + w * values.gather(0, rows(hi))
+
+    def _per_example(self, beta: Tensor) -> Tensor:
+        """Betas ``(C,)`` of C chains as ``(C, N)`` (every example at its chain's beta)."""
+        return beta.unsqueeze(-1).expand(-1, self.log_step_size.shape[1]) if beta.dim() == 1 \
+            else beta
+
     def at(self, beta: Tensor) -> tuple[Tensor, Tensor | None]:
         """Step sizes ``(C, N)`` and inverse masses ``(C, N, d)`` at the betas ``(C,)`` of C chains,
         or at betas ``(C, N)`` of each chain and example (examples that stop at their own beta).
 
         Log step sizes and log inverse masses are interpolated linearly in beta.
         """
-        lo, hi, w = self._weights(beta)
-        if beta.dim() == 1:  # one beta per chain: every example's row of the table at it
-            w1 = w.unsqueeze(-1)
-            eps = torch.exp((1 - w1) * self.log_step_size[lo] + w1 * self.log_step_size[hi])
-            if self.inv_mass is None:
-                return eps, None
-            w2 = w1.unsqueeze(-1)
-            log_m = (1 - w2) * self.inv_mass[lo].log() + w2 * self.inv_mass[hi].log()
-            return eps, log_m.exp()
-        eps = torch.exp((1 - w) * self.log_step_size.gather(0, lo)
-                        + w * self.log_step_size.gather(0, hi))
-        if self.inv_mass is None:
-            return eps, None
-        d = self.inv_mass.shape[-1]
-        lo3, hi3 = (i.unsqueeze(-1).expand(-1, -1, d) for i in (lo, hi))
-        w2 = w.unsqueeze(-1)
-        log_m = ((1 - w2) * self.inv_mass.gather(0, lo3).log()
-                 + w2 * self.inv_mass.gather(0, hi3).log())
-        return eps, log_m.exp()
+        beta = self._per_example(beta)
+        eps = self._lerp(self.log_step_size, beta).exp()
+        return eps, None if self.inv_mass is None else self._lerp(self.inv_mass.log(), beta).exp()
 
     def cut(self, beta: float) -> StepSizes:
         """The table on ``[0, beta]``: its temperatures below ``beta``, then a last row at ``beta``
         interpolated as :meth:`at` reads it (the variances linearly)."""
         at = torch.tensor([beta], dtype=self.betas.dtype)
         below = self.betas < at
-        lo, hi, w = self._weights(at)
         eps, inv_mass = self.at(at)
-        var = None
-        if self.log_ratio_var is not None:
-            w1 = w.unsqueeze(-1).to(self.log_ratio_var)
-            var = torch.cat([self.log_ratio_var[below],
-                             (1 - w1) * self.log_ratio_var[lo] + w1 * self.log_ratio_var[hi]])
+        var = self.log_ratio_var
+        if var is not None:
+            var = torch.cat([var[below], self._lerp(var, self._per_example(at)).to(var)])
         return StepSizes(torch.cat([self.betas[below], at]),
                          torch.cat([self.log_step_size[below], eps.log()]),
                          None if self.inv_mass is None or inv_mass is None
