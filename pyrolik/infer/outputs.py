@@ -65,12 +65,16 @@ def _visited(base: Tensor, parts: Sequence[LegOutput]) -> tuple[Tensor, Tensor]:
     if all(s.dim() == 1 for s in scheds) and all(torch.equal(s, scheds[0]) for s in scheds[1:]):
         return scheds[0], parts[0].trace["beta"]
     sizes = [p.log_weight.shape[1] for p in parts]
-    schedule = torch.cat([s if s.dim() == 2 else s.unsqueeze(1).expand(-1, n)
-                          for s, n in zip(scheds, sizes, strict=True)], dim=1)
-    beta = torch.cat([b if b.dim() == 3 else b.unsqueeze(-1).expand(-1, -1, n)
-                      for b, n in ((p.trace["beta"], n) for p, n in zip(parts, sizes, strict=True))],
-                     dim=2)
+    schedule = torch.cat([_per_example(s, n, 2) for s, n in zip(scheds, sizes, strict=True)], dim=1)
+    beta = torch.cat([_per_example(p.trace["beta"], n, 3)
+                      for p, n in zip(parts, sizes, strict=True)], dim=2)
     return schedule, beta
+
+
+def _per_example(values: Tensor, n: int, dims: int) -> Tensor:
+    """A batch's values with ``dims`` dimensions, the last over its ``n`` examples: as they are
+    when they have one, else the same for every example (a trailing dimension of ``n``)."""
+    return values if values.dim() == dims else values.unsqueeze(-1).expand(*values.shape, n)
 
 
 def _observed(parts: Sequence[LegOutput]) -> Tensor | None:
