@@ -294,9 +294,9 @@ def _one_pass(dm: DistortionModel, data: list[tuple[Tensor, Any]], schedule: Ten
     x = torch.cat([d[0] for d in data])
     marked = mark_arguments(tuple(model_args), model_kwargs, n)
     args, kwargs = take_rows(*marked, len(data), torch.arange(len(data) * n))
-    probe = make_target(dm, data[0][0][:1], num_chains,
-                        model_args=take_rows(*marked, 1, torch.arange(1))[0],
-                        model_kwargs=take_rows(*marked, 1, torch.arange(1))[1])
+    first_args, first_kwargs = take_rows(*marked, 1, torch.arange(1))
+    probe = make_target(dm, data[0][0][:1], num_chains, model_args=first_args,
+                        model_kwargs=first_kwargs)
     latents = [expand_latents(probe, d[1], n) for d in data]
     latents_all = {name: torch.cat([lat[name] for lat in latents], dim=1) for name in latents[0]}
     if step_sizes is not None and (not isinstance(step_sizes, StepSizes)
