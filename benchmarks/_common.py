@@ -97,3 +97,31 @@ def machine() -> str:
     return (f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
             f"{torch.get_num_threads()} threads, "
             f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}")
+
+
+def add_repeat_option(p) -> None:
+    """``--repeat N`` of the cost benchmarks (a search + final call against the final call alone)."""
+    p.add_argument("--repeat", type=int, default=1,
+                   help="time the pair (search + final, final alone) this many times: the median "
+                        "CPU ratio (a shared machine's noise moves one pair by up to 10%%)")
+
+
+def repeated_cpu_ratio(first: float, searched: Callable[[], object], final: Callable[[], object],
+                       repeat: int) -> float:
+    """The median CPU-time ratio of ``searched()`` to ``final()`` over ``repeat`` pairs, ``first``
+    (the pair already timed) and ``repeat - 1`` more, printed with every pair's ratio."""
+    import warnings
+
+    ratios = [first]
+    for _ in range(repeat - 1):
+        c0 = time.process_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            searched()
+        c1 = time.process_time()
+        final()
+        ratios.append((c1 - c0) / (time.process_time() - c1))
+    if repeat > 1:
+        print(f"cpu ratio over {repeat} pairs: median {statistics.median(ratios):.3f} "
+              f"({', '.join(f'{v:.3f}' for v in ratios)})")
+    return statistics.median(ratios)

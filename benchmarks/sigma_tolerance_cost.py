@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 import warnings
 
 import torch
 
 import pyrolik
-from benchmarks._common import machine
+from benchmarks._common import add_repeat_option, machine, repeated_cpu_ratio
 
 
 def _timed(fn):
@@ -58,9 +57,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--confirm", action="store_true")
-    p.add_argument("--repeat", type=int, default=1,
-                   help="time the pair (search + final, final alone) this many times: the median "
-                        "CPU ratio (a shared machine's noise moves one pair by up to 10%%)")
+    add_repeat_option(p)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     sigmas = [float(s) for s in args.sigmas.split(",")]
@@ -94,18 +91,12 @@ def main(argv=None):
           f"curve alone {alone_s:.1f} s (cpu {alone_cpu:.1f} s) -> {whole / alone_s:.3f} wall, "
           f"{whole_cpu / alone_cpu:.3f} cpu")
     print(f"warnings: {[str(w.message)[:160] for w in caught]}")
-    ratios = [whole_cpu / alone_cpu]
-    for _ in range(args.repeat - 1):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _, _, searched = _timed(lambda: pyrolik.sigma_curve(
-                model, x, sigmas, tolerance=args.tolerance, max_steps=args.max_steps, **common))
-        _, _, final = _timed(lambda: pyrolik.sigma_curve(model, x, sigmas, num_steps=b.num_steps,
-                                                         **common))
-        ratios.append(searched / final)
-    if args.repeat > 1:
-        print(f"cpu ratio over {args.repeat} pairs: median {statistics.median(ratios):.3f} "
-              f"({', '.join(f'{v:.3f}' for v in ratios)})")
+    repeated_cpu_ratio(
+        whole_cpu / alone_cpu,
+        lambda: pyrolik.sigma_curve(model, x, sigmas, tolerance=args.tolerance,
+                                    max_steps=args.max_steps, **common),
+        lambda: pyrolik.sigma_curve(model, x, sigmas, num_steps=b.num_steps, **common),
+        args.repeat)
     if args.model == "lg":
         from pyrolik_models import LinearGaussian
 

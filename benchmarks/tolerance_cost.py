@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import statistics
 import time
 import warnings
 
 import torch
 
 import pyrolik
-from benchmarks._common import machine
+from benchmarks._common import add_repeat_option, machine, repeated_cpu_ratio
 from models.zoo.serialization import load
 from pyrolik.io.datasets import load_digits
 
@@ -41,9 +40,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--confirm", action="store_true")
-    p.add_argument("--repeat", type=int, default=1,
-                   help="time the pair (search + final, final alone) this many times: the median "
-                        "CPU ratio (a shared machine's noise moves one pair by up to 10%%)")
+    add_repeat_option(p)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; torch threads {args.threads}; load {os.getloadavg()[0]:.1f}")
@@ -79,20 +76,12 @@ def main(argv=None):
           f"(cpu {whole_cpu / alone_cpu:.3f})")
     print(f"estimate {r.mean:.3f} +- {r.stderr:.3f} nats; warnings: "
           f"{[str(w.message)[:120] for w in caught]}")
-    ratios = [whole_cpu / alone_cpu]
-    for _ in range(args.repeat - 1):
-        c0 = _cpu()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            pyrolik.ais(model, x, tolerance=args.tolerance, num_chains=args.chains,
-                        max_steps=args.max_steps, seed=args.seed, progress=False)
-        c1 = _cpu()
-        pyrolik.ais(model, x, num_steps=b.num_steps, num_chains=args.chains, seed=args.seed,
-                    progress=False)
-        ratios.append((c1 - c0) / (_cpu() - c1))
-    if args.repeat > 1:
-        print(f"cpu ratio over {args.repeat} pairs: median {statistics.median(ratios):.3f} "
-              f"({', '.join(f'{v:.3f}' for v in ratios)})")
+    repeated_cpu_ratio(
+        whole_cpu / alone_cpu,
+        lambda: pyrolik.ais(model, x, tolerance=args.tolerance, num_chains=args.chains,
+                            max_steps=args.max_steps, seed=args.seed, progress=False),
+        lambda: pyrolik.ais(model, x, num_steps=b.num_steps, num_chains=args.chains,
+                            seed=args.seed, progress=False), args.repeat)
     if args.confirm:
         fresh = pyrolik.bdmc(model, b.num_simulated, data_shape=tuple(x.shape[1:]),
                              num_steps=b.num_steps, num_chains=args.chains, seed=args.seed + 7,
