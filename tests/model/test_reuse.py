@@ -20,6 +20,15 @@ from tests.oracles import alias
 lg = alias("lg_small")
 
 
+@pytest.fixture
+def recordings(monkeypatch) -> list:
+    """One entry per recording of a model's evaluation (pyrolik.model.replay.record) from here on."""
+    calls: list = []
+    record = replay.record
+    monkeypatch.setattr(replay, "record", lambda *a: calls.append(1) or record(*a))
+    return calls
+
+
 def test_same_value_compares_what_a_model_reads():
     t = torch.arange(6.0).reshape(2, 3)
     assert same_value(t, t.clone()) and not same_value(t, t.float())
@@ -68,20 +77,18 @@ def test_a_target_with_a_guide_is_never_reused(lg):
         assert make_target(lg, x, 2, guide=guide) is not make_target(lg, x, 2, guide=guide)
 
 
-def test_rounds_record_the_model_once_and_give_the_same_numbers(lg, seed, monkeypatch):
+def test_rounds_record_the_model_once_and_give_the_same_numbers(lg, seed, recordings):
     sim = pyrolik.simulate(lg, 6, data_shape=(lg.data_dim,), seed=seed)
     kw = dict(data=sim, num_chains=3, progress=False)
     alone = [pyrolik.bdmc(lg, num_steps=t, seed=seed + t, **kw) for t in (30, 60)]
-    calls = []
-    record = replay.record
-    monkeypatch.setattr(replay, "record", lambda *a: calls.append(1) or record(*a))
+    before = len(recordings)
     cache = TargetCache()
     shared = []
     for t in (30, 60):
         with cache:
             shared.append(pyrolik.bdmc(lg, num_steps=t, seed=seed + t, **kw))
     # the first round recorded its pilot's and its chains' evaluations; the second none
-    assert len(calls) == 2
+    assert len(recordings) - before == 2
     for a, b in zip(alone, shared, strict=True):
         assert torch.equal(a.lower.log_weights, b.lower.log_weights)
         assert torch.equal(a.upper.log_weights, b.upper.log_weights)
@@ -89,11 +96,8 @@ def test_rounds_record_the_model_once_and_give_the_same_numbers(lg, seed, monkey
 
 
 @pytest.mark.parametrize("search", ["ais", "sigma_curve"])
-def test_the_budget_searches_record_the_model_once(lg, seed, monkeypatch, search):
+def test_the_budget_searches_record_the_model_once(lg, seed, recordings, search):
     x = lg.sample(20, torch.Generator().manual_seed(seed))
-    calls = []
-    record = replay.record
-    monkeypatch.setattr(replay, "record", lambda *a: calls.append(1) or record(*a))
     with pytest.warns(BudgetWarning, match="reached max_steps=100"):
         if search == "ais":
             r = pyrolik.ais(lg, x, tolerance=1e-3, max_steps=100, num_chains=2, seed=seed,
@@ -104,4 +108,4 @@ def test_the_budget_searches_record_the_model_once(lg, seed, monkeypatch, search
     assert len(r.budget.rounds) == 3  # 25, 50, 100 steps
     # the rounds' pilot (2 chains) and chains (2 x 2 directions) once, not once per round; then
     # the final run and the check, each one target (their pilot runs on all of their 2 chains)
-    assert len(calls) == 2 + 2
+    assert len(recordings) == 2 + 2
