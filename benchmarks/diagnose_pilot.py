@@ -35,7 +35,7 @@ import torch  # noqa: E402
 
 import pyrolik  # noqa: E402
 from benchmarks._mnist import load_avg  # noqa: E402
-from pyrolik.infer.phase import run_pilot  # noqa: E402
+from pyrolik.annealing.driver import run_pilot  # noqa: E402
 from pyrolik.model.target import make_target  # noqa: E402
 
 

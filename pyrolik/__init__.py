@@ -18,7 +18,7 @@ checked by ``lint-imports``, configured in ``pyproject.toml``):
   importance sampling, KDE, CSL);
 - :mod:`pyrolik.results`: the result classes and their ArviZ/xarray export;
 - :mod:`pyrolik.execution`: batches with their own random streams, processes, faults, checkpoints;
-- :mod:`pyrolik.mcmc`: the HMC transition, its adaptation strategies, annealing schedules;
+- :mod:`pyrolik.annealing`: the HMC transition, its adaptation strategies, annealing schedules;
 - :mod:`pyrolik.model`: the adapter, a Pyro program as batched log-density functions;
 - the bottom layer: :mod:`pyrolik.ops` (importance statistics, shared types), the random streams,
   argument checks, advice texts and :mod:`pyrolik.exceptions`.
@@ -26,8 +26,9 @@ checked by ``lint-imports``, configured in ``pyproject.toml``):
 
 from __future__ import annotations
 
-from pyrolik import schedules
 from pyrolik._version import __version__
+from pyrolik.annealing import schedules
+from pyrolik.annealing.kernel import HMC
 from pyrolik.diagnostics.comparison import Comparison, compare
 from pyrolik.distortion import (
     DistortionBDMC,
@@ -55,12 +56,11 @@ from pyrolik.infer.posterior import posterior_samples
 from pyrolik.infer.sandwich import Simulated, bdmc, simulate
 from pyrolik.io.concat import concat
 from pyrolik.io.export import load, save
-from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.arguments import per_example, shared
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 from pyrolik.training import TrainingMonitor
 
-from pyrolik import curves, diagnostics, distortion, execution, infer, io, mcmc, model, ops, training  # isort: skip
+from pyrolik import annealing, curves, diagnostics, distortion, execution, infer, io, model, ops, training  # isort: skip
 
 __all__ = [
     "__version__",
@@ -115,7 +115,7 @@ __all__ = [
     "execution",
     "infer",
     "io",
-    "mcmc",
+    "annealing",
     "model",
     "ops",
     "training",

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from pyrolik.annealing.kernel import HMC
 from pyrolik.app.loading import (
     check_data_dtype,
     defines_load,
@@ -27,7 +28,6 @@ from pyrolik.execution.checkpoint import remove_checkpoint
 from pyrolik.execution.distributed import Shard, init_from_env, main_result
 from pyrolik.execution.threads import set_threads
 from pyrolik.io.netcdf import load, save
-from pyrolik.mcmc.hmc import HMC
 from pyrolik.results import EstimateResult
 
 __all__ = ["evaluate", "bdmc", "summary"]

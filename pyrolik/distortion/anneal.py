@@ -30,15 +30,15 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
+from pyrolik.annealing.driver import drive
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.run import Recording, describe
+from pyrolik.annealing.schedules import grid_from_betas, grid_from_sigmas, merge_grid
 from pyrolik.distortion.curve import DistortionCurve
-from pyrolik.distortion.schedule import grid_from_betas, grid_from_sigmas, merge_grid
 from pyrolik.distortion.tolerance import curve_with_tolerance
 from pyrolik.execution.faults import warn_failed
 from pyrolik.execution.options import Execution
 from pyrolik.infer.budget import MAX_STEPS, check_tolerance
-from pyrolik.infer.driver import drive
-from pyrolik.infer.run import Recording, describe
-from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.distortion import DistortionFn, DistortionModel, distortion_model
 
 __all__ = ["sigma_curve", "rate_distortion", "run_curve"]
@@ -87,7 +87,7 @@ def sigma_curve(
         AIS chains per example.
     schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
         Base schedule in :math:`b = \beta/\beta_{\max} = (\sigma_{\min}/\sigma)^2` from 0 to 1
-        (default geometric: equal steps in log sigma, :mod:`pyrolik.distortion.schedule`). Not
+        (default geometric: equal steps in log sigma, :mod:`pyrolik.annealing.schedules`). Not
         ``"auto"``/``"adaptive"`` (:func:`pyrolik.ais`'s default builds each batch's schedule from
         its pilot; the grid needs fixed steps): a ``ValueError`` says so.
     kernel, model_args, model_kwargs, seed, batch_size, progress

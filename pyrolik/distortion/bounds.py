@@ -21,7 +21,7 @@ along the *same* betas the one-run curve visits up to there. The gap bounds the 
 one-run estimate at that beta on data like the model's. All checked betas share **one** batched
 pass: the examples of every point anneal along the path of the largest checked beta
 :math:`\beta_J`, each stopping at its own :math:`s_j = \beta_j / \beta_J`
-(:func:`pyrolik.infer.engine.run`'s ``stops``: forward chains stay at :math:`s_j` once there, reverse
+(:func:`pyrolik.annealing.engine.run`'s ``stops``: forward chains stay at :math:`s_j` once there, reverse
 chains start there and stay until the path comes down to it). A step at an unchanged beta adds
 nothing to the weights and its transition leaves :math:`q_{\beta_j}` invariant, so each point's
 bounds have the law of a BDMC run of its own with the pass's pilot table (the pilot's
@@ -51,22 +51,21 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count
-from pyrolik.distortion.export import bdmc_fields, bdmc_to_datatree
-from pyrolik.distortion.schedule import (
+from pyrolik.annealing.driver import drive
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.run import Recording, describe, expand_latents, latents_to_flat
+from pyrolik.annealing.schedules import (
     grid_from_betas,
     grid_from_sigmas,
     log_normal_constant,
     merge_grid,
     sigma_of,
 )
+from pyrolik.annealing.step_sizes import StepSizes
+from pyrolik.distortion.export import bdmc_fields, bdmc_to_datatree
 from pyrolik.execution.faults import warn_failed
 from pyrolik.execution.options import Execution
-from pyrolik.infer.driver import drive
-from pyrolik.infer.latents import expand_latents, latents_to_flat
-from pyrolik.infer.run import Recording, describe
 from pyrolik.infer.sandwich import Simulated, _check_posterior_start, simulate
-from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.model.arguments import mark_arguments, take_rows
 from pyrolik.model.distortion import DistortionFn, DistortionModel, distortion_model
 from pyrolik.model.target import make_target
@@ -253,7 +252,7 @@ def distortion_bdmc(
     if len(sizes) > 1:
         raise ValueError(f"data= must give the same number of examples at every point, got {sizes}")
     # one pass: every point's examples anneal along the path of the largest checked beta, each
-    # stopping at its own point (pyrolik.infer.engine.run's stops)
+    # stopping at its own point (pyrolik.annealing.engine.run's stops)
     last = max(chosen)
     sub = path[: int(steps[last]) + 1] / path[steps[last]]
     sub[-1] = 1.0

@@ -40,8 +40,8 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from pyrolik.annealing.schedules import log_normal_constant, sigma_of
 from pyrolik.distortion.export import curve_fields, curve_to_datatree
-from pyrolik.distortion.schedule import log_normal_constant, sigma_of
 from pyrolik.ops.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
 from pyrolik.results.table import Summary
 

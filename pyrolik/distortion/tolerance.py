@@ -40,9 +40,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.schedules import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.distortion.bounds import distortion_bdmc
 from pyrolik.distortion.curve import DistortionCurve
-from pyrolik.distortion.schedule import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.infer.budget import CONFIDENCE_Z, Check, Round, run_with_tolerance
 from pyrolik.infer.sandwich import simulate
 from pyrolik.infer.tolerance import (
@@ -51,7 +52,6 @@ from pyrolik.infer.tolerance import (
     simulated_size,
     simulation_arguments,
 )
-from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.distortion import distortion_model
 from pyrolik.model.reuse import TargetCache
 from pyrolik.model.target import make_target

@@ -5,9 +5,9 @@ and :math:`f_0 = p(z)` (prior path) or :math:`f_0 = q(z \mid x)` (encoder path, 
 :func:`ais` anneals one forward leg of chains from exact draws of :math:`f_0`; :func:`reverse_ais` one
 reverse leg, on the reversed schedule, from exact posterior draws, so that :math:`\mathbb E[w] =
 1/p(x)` and :math:`-\log \frac1K\sum_k w_k` is a stochastic *upper* bound on :math:`\log p(x)`
-(Grosse, Ghahramani & Adams 2015). The transition and its loop are in :mod:`pyrolik.infer.engine`;
-the run's description in :mod:`pyrolik.infer.run`; batches, tuning and results in
-:mod:`pyrolik.infer.driver`.
+(Grosse, Ghahramani & Adams 2015). The transition and its loop are in :mod:`pyrolik.annealing.engine`;
+the run's description in :mod:`pyrolik.annealing.run`; batches, tuning and results in
+:mod:`pyrolik.annealing.driver`.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
+from pyrolik.annealing.driver import drive
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.run import Recording, describe
+from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.execution.faults import warn_failed
 from pyrolik.execution.options import Execution
 from pyrolik.infer.budget import MAX_STEPS, check_tolerance
-from pyrolik.infer.driver import drive
-from pyrolik.infer.run import Recording, describe
 from pyrolik.infer.tolerance import ais_with_tolerance
-from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.results import AISResult
 
 __all__ = ["ais", "reverse_ais"]
@@ -75,10 +75,10 @@ def ais(
     num_chains : int
         Independent AIS chains per example (K).
     schedule : {"auto", "adaptive", "adaptive_per_example", "sigmoid", "linear", "geometric"} or torch.Tensor
-        Betas from exactly 0 to exactly 1 (see :mod:`pyrolik.mcmc.schedules`). ``"adaptive"``:
+        Betas from exactly 0 to exactly 1 (see :mod:`pyrolik.annealing.schedules`). ``"adaptive"``:
         built per batch from the pilot run's variance of :math:`\log p(x \mid z)` along
         :math:`\beta` (pooled over the batch's examples), at constant thermodynamic speed
-        (:func:`pyrolik.mcmc.schedules.adaptive`); it needs ``adapt="pilot"`` and at least 2 pilot
+        (:func:`pyrolik.annealing.schedules.adaptive`); it needs ``adapt="pilot"`` and at least 2 pilot
         chains. ``"adaptive_per_example"``: the same, one schedule per example from its own
         variances (``schedule`` on the result is then ``(T + 1, N)``; on well-trained decoders
         no better than the pooled one, whose variances are less noisy). ``"auto"`` (default):

@@ -28,12 +28,12 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count
+from pyrolik.annealing.driver import drive
+from pyrolik.annealing.run import Recording, describe
+from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.faults import warn_failed
 from pyrolik.execution.options import Execution
-from pyrolik.infer.driver import drive
-from pyrolik.infer.run import Recording, describe
-from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.model.simulation import draw_joint
 from pyrolik.model.target import Target
 from pyrolik.results import BDMCResult

@@ -24,8 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from pyrolik.annealing.kernel import HMC
 from pyrolik.infer.budget import Check, Round, run_with_tolerance
-from pyrolik.mcmc.hmc import HMC
 from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
 from pyrolik.model.autoguides import is_autoguide
 from pyrolik.model.reuse import TargetCache

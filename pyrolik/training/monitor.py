@@ -31,10 +31,10 @@ import torch
 from torch import Tensor
 
 from pyrolik._validate import check_count, validate_data
+from pyrolik.annealing.kernel import HMC
 from pyrolik.execution.distributed import main_result
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.importance import iwae
-from pyrolik.mcmc.hmc import HMC
 from pyrolik.results import EstimateResult
 from pyrolik.training.export import monitor_dataset, plot_monitor
 

@@ -152,7 +152,7 @@ def test_data_dtype_differs_from_the_model_names_dtype(tmp_path, data, capsys):
 
 
 def test_interrupted_starts_its_own_line(tmp_path, data, capsys, monkeypatch):
-    from pyrolik.mcmc.transition import HMCTransition
+    from pyrolik.annealing.transition import HMCTransition
 
     calls = []
     step = HMCTransition.step

@@ -10,6 +10,7 @@ import torch
 from pyrolik_models import LinearGaussian, build
 
 import pyrolik
+from pyrolik.annealing.schedules import merge_grid
 from pyrolik.distortion import (
     OPTIMAL_SIGMA_WARNING,
     DistortionCurve,
@@ -18,7 +19,6 @@ from pyrolik.distortion import (
     sigma_curve,
     squared_error,
 )
-from pyrolik.distortion.schedule import merge_grid
 from tests.conftest import SEED
 from tests.helpers import assert_unbiased
 from tests.oracles import LG_NARROW

@@ -12,6 +12,7 @@ import torch
 from pyrolik_models import LinearGaussian, build
 
 import pyrolik
+from pyrolik.annealing.schedules import grid_from_sigmas, merge_grid
 from pyrolik.distortion import (
     distortion_bdmc,
     distortion_model,
@@ -19,7 +20,6 @@ from pyrolik.distortion import (
     sigma_curve,
     squared_error,
 )
-from pyrolik.distortion.schedule import grid_from_sigmas, merge_grid
 from pyrolik.infer.budget import Budget, BudgetWarning
 
 # posterior sd about 0.1 at sigma 0.1: the geometric path needs a hundred or more base steps

@@ -179,7 +179,7 @@ def test_a_pilot_on_fewer_chains_keeps_ais_exact(lg, seed):
 
 
 def test_the_pilot_runs_the_requested_chains(lg, monkeypatch):
-    from pyrolik.mcmc.transition import HMCTransition
+    from pyrolik.annealing.transition import HMCTransition
 
     seen = []
     original = HMCTransition.step

@@ -13,7 +13,6 @@ TESTED_ELSEWHERE = {
     "_version.py": "io/test_export.py",  # versions recorded in every export
     "advice.py": "results/test_warnings.py",
     "exceptions.py": "integration/test_public_api.py",
-    "schedules.py": "integration/test_public_api.py",  # the public facade of mcmc/schedules.py
     "ops/types.py": "integration/test_public_api.py",  # type aliases only
     "app/commands.py": "app/test_cli.py",
     "app/loading.py": "app/test_cli.py",
@@ -25,13 +24,11 @@ TESTED_ELSEWHERE = {
     "distortion/bounds.py": "distortion/test_curve.py",
     "distortion/export.py": "distortion/test_curve.py",
     "distortion/plots.py": "distortion/test_curve.py",
-    "distortion/schedule.py": "distortion/test_curve.py",
     "execution/batches.py": "infer/test_annealing.py",  # batch_size changes only MC noise
     "execution/runner.py": "execution/test_faults.py",
     "execution/threads.py": "app/test_cli_messages.py",
     "infer/chains.py": "infer/test_conservative.py",
     "infer/convergence.py": "infer/test_sandwich.py",
-    "infer/latents.py": "infer/test_annealing.py",
     "infer/tolerance.py": "infer/test_budget.py",  # ais(tolerance=): the budget search wired in
     "infer/posterior.py": "infer/test_sandwich.py",
     "io/datasets.py": "curves/test_curve.py",

@@ -9,7 +9,7 @@ import pytest
 import torch
 from pyrolik_models import LinearGaussian
 
-from pyrolik.mcmc import schedules
+from pyrolik.annealing import schedules
 
 
 def log_obs(lg, x, z):

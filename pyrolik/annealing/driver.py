@@ -1,12 +1,12 @@
 """The one driver behind ``ais``, ``reverse_ais``, ``bdmc`` and the distortion curves.
 
-:func:`drive` takes a run's description (:class:`~pyrolik.infer.run.Problem`,
-:class:`~pyrolik.execution.options.Execution`, :class:`~pyrolik.infer.run.Recording`) and returns
+:func:`drive` takes a run's description (:class:`~pyrolik.annealing.run.Problem`,
+:class:`~pyrolik.execution.options.Execution`, :class:`~pyrolik.annealing.run.Recording`) and returns
 one ``AISResult`` per leg. For each batch of examples it builds the model's target, runs the
-tuner's pilot (an engine run on its own schedule, :mod:`pyrolik.infer.phase`, on the first leg's
+tuner's pilot (an engine run on its own schedule, :mod:`pyrolik.annealing.driver`, on the first leg's
 chains, independent of the estimating chains), asks the schedule for the batch's betas, draws the
 starts and runs the estimating chains with their hooks, then cuts the rows back into one
-:class:`~pyrolik.infer.outputs.LegOutput` per leg: the unit that is checkpointed and gathered across
+:class:`~pyrolik.annealing.outputs.LegOutput` per leg: the unit that is checkpointed and gathered across
 processes. The transition and its tuner reach the engine apart: the transition never knows how its
 step sizes were chosen (BlackJAX's ``smc/inner_kernel_tuning.py``).
 """
@@ -16,26 +16,25 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from typing import cast
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import Tensor
 
+from pyrolik.annealing import engine
+from pyrolik.annealing.outputs import LegOutput, finish
+from pyrolik.annealing.run import Leg, Problem, Recording, latents_to_flat
+from pyrolik.annealing.step_sizes import StepSizes, rows_of
+from pyrolik.annealing.transition import HMCTransition, ValueAndGradFn
+from pyrolik.annealing.tuning import Adaptation, PilotTable, Tuning
 from pyrolik.execution.batches import Batch, progress_bar
 from pyrolik.execution.checkpoint import Checkpoint, checkpoint_path, fingerprint
 from pyrolik.execution.options import Execution
 from pyrolik.execution.runner import run_batches
-from pyrolik.infer import engine
-from pyrolik.infer.latents import latents_to_flat
-from pyrolik.infer.outputs import LegOutput, finish
-from pyrolik.infer.phase import Phase, pilot_phase, run_phase
-from pyrolik.infer.run import Leg, Problem, Recording
-from pyrolik.mcmc.pilot import PilotTable
-from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
 from pyrolik.results import AISResult
 
-__all__ = ["drive", "anneal", "open_checkpoint"]
+__all__ = ["drive", "anneal", "open_checkpoint", "Phase", "run_phase", "pilot_phase", "run_pilot"]
 
 
 def drive(method: str, problem: Problem, execution: Execution,
@@ -208,3 +207,100 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, hooks: dict, path: Annea
             num_observed=target.num_observed))
         offset += k
     return outputs
+
+
+
+class Phase(NamedTuple):
+    """One engine run: its name in a checkpoint, schedule, density, start and what it is tuned and
+    watched by."""
+
+    name: str  # "pilot" or "anneal"
+    schedule: Tensor  # (T + 1, C)
+    density: ValueAndGradFn
+    start: Callable[[], Tensor]  # draws the starting rows (called only when not resumed)
+    tuning: Callable[[Tensor, Tensor], Tuning]  # (schedule on device, first positions) -> tuning
+    hooks: Callable[[Tensor], dict[str, engine.StatefulHook]]  # schedule on device -> checkpointed hooks
+    stops: Tensor | None = None  # (n,) each example's largest beta (engine.run's stops), or None
+
+
+def run_phase(phase: Phase, *, kernel: HMCTransition, generator: torch.Generator | None,
+              num_examples: int, saved: dict | None, save: Callable[[dict], None] | None,
+              every: int, bar: Any) -> tuple[engine.AISState, dict[str, engine.StatefulHook]]:
+    """Run ``phase`` to its last step, from ``saved`` (a checkpoint's loop state) when given.
+
+    ``save(loop)`` (``None``: not checkpointed) receives the loop state every ``every`` steps;
+    ``bar`` is a tqdm bar of the phase's steps, closed at the end.
+    """
+    if saved is not None:
+        state, first = engine.restore(saved["state"]), saved["step"] + 1
+        if generator is not None:
+            generator.set_state(saved["generator"].cpu())
+    else:
+        z0 = phase.start()
+        state = engine.init(z0, phase.density, kernel, engine.capped(
+            rows_of(phase.schedule[0].to(z0), z0.shape[0] // num_examples, num_examples),
+            _row_stops(phase, z0)))
+        first = 1
+    schedule = phase.schedule.to(state.position.z)
+    stops = _row_stops(phase, state.position.z)
+    num_steps = schedule.shape[0] - 1
+    tuning = phase.tuning(schedule, state.position.z)
+    kept = phase.hooks(schedule)
+    if saved is not None:
+        tuning = tuning.restore(saved["tuning"])
+        for name, hook in kept.items():
+            hook.restore(saved["hooks"][name])
+    hooks: list = list(kept.values())
+    if save is not None:
+        hooks.append(engine.Checkpointer(every, num_steps, save, kept, generator))
+    hooks.append(engine.Progress(bar, num_steps))
+    bar.update(first - 1)
+    state, _ = engine.run(state, schedule, tuning, kernel=kernel, density=phase.density,
+                          generator=generator, num_examples=num_examples, first_step=first,
+                          hooks=hooks, stops=stops)
+    bar.close()
+    return state, kept
+
+
+def _row_stops(phase: Phase, z: Tensor) -> Tensor | None:
+    """The phase's per-example stops as per-row ``(rows,)`` on ``z``'s device (rows chain-major)."""
+    if phase.stops is None:
+        return None
+    stops = phase.stops.to(z)
+    return stops.repeat(z.shape[0] // stops.shape[0])
+
+
+def pilot_phase(strategy: Adaptation, path: AnnealingPath, schedule: Tensor,
+                generator: torch.Generator | None, stops: Tensor | None = None) -> Phase | None:
+    """The pilot of ``strategy`` on ``path``'s chains (their first ``pilot_chains``) before a run
+    along ``schedule`` ``(T + 1,)``, as a :class:`Phase`; ``None`` when the strategy runs none.
+    With ``stops`` ``(n,)`` its chains stop where the estimating run's do (the table above an
+    example's stop then holds step sizes tuned at the stop, which the run reads at most through
+    the interpolation to the first pilot temperature above the stop).
+
+    Its starts are exact draws of :math:`f_0` for all of ``path``'s chains, of which the pilot keeps
+    its own (so that the random stream does not depend on how many chains the pilot runs).
+    """
+    k_all, n = path.target.num_chains, path.target.num_examples
+    plan = strategy.pilot(k_all, schedule)
+    if plan is None:
+        return None
+    mine = path.first_chains(plan.num_chains) if plan.num_chains < k_all else path
+    return Phase(
+        "pilot", plan.schedule, mine.value_and_grad,
+        start=lambda: path.sample_initial(generator)[: plan.num_chains * n],
+        tuning=lambda schedule, z: plan.tuning(z, n),
+        hooks=lambda schedule: {"table": plan.table_hook(schedule, n)}, stops=stops)
+
+
+def run_pilot(strategy: Adaptation, path: AnnealingPath, kernel: HMCTransition, schedule: Tensor,
+              generator: torch.Generator | None) -> StepSizes | None:
+    """Run ``strategy``'s pilot on ``path`` before a run along ``schedule``; return its table
+    (``None`` when the strategy runs no pilot). No checkpoint, no progress bar."""
+    phase = pilot_phase(strategy, path, schedule, generator)
+    if phase is None:
+        return None
+    _, hooks = run_phase(phase, kernel=kernel, generator=generator,
+                         num_examples=path.target.num_examples, saved=None, save=None, every=1,
+                         bar=progress_bar(phase.schedule.shape[0] - 1, "pilot", False))
+    return cast(PilotTable, hooks["table"]).table()

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from pyrolik.mcmc.step_sizes import StepSizes, rows_of
+from pyrolik.annealing.step_sizes import StepSizes, rows_of
 
 
 def _table(n=3, d=2):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pyrolik.infer.schedule import Schedule, adaptive_of, resolve_schedule
-from pyrolik.mcmc import schedules
-from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.step_sizes import StepSizes
+from pyrolik.annealing import schedules
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.schedules import Schedule, adaptive_of, resolve_schedule
+from pyrolik.annealing.step_sizes import StepSizes
 
 
 @pytest.mark.parametrize("schedule, kernel, chains, expected", [

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import pyrolik
-from pyrolik.infer.run import Leg, Recording, describe
-from pyrolik.mcmc.hmc import HMC
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.run import Leg, Recording, describe
 
 
 def test_describe_resolves_the_kernel_and_the_schedule_once(lg, x):

@@ -10,7 +10,7 @@ import torch
 
 import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
-from pyrolik.mcmc.hmc import HMC, HMCState, leapfrog
+from pyrolik.annealing.kernel import HMC, HMCState, leapfrog
 from pyrolik.model.target import make_target
 from tests.helpers import assert_lower_bound, assert_unbiased
 
@@ -169,7 +169,7 @@ def _quadratic(z):
 
 
 def test_the_kept_momentum_adds_no_host_sync_per_step():
-    from tests.infer.test_host_sync import SyncCounter
+    from tests.annealing.test_host_sync import SyncCounter
 
     lg = LinearGaussian.random(5, 2, s=0.5, seed=0, dtype=torch.float64)
     sim = pyrolik.simulate(lg, 6, data_shape=(5,), seed=0)

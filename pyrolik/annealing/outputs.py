@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pyrolik.infer.run import Leg, Problem
-from pyrolik.mcmc.step_sizes import StepSizes
+from pyrolik.annealing.run import Leg, Problem
+from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.ops.stats import (
     effective_sample_size,
     log_mean_exp,

@@ -7,8 +7,8 @@ import dataclasses
 
 import torch
 
-from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.transition import HMCTransition
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.transition import HMCTransition
 
 
 def test_the_facade_is_a_transition_and_a_tuner():

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pyrolik.mcmc import schedules
+from pyrolik.annealing import schedules
 
 
 @given(st.integers(1, 3000), st.sampled_from(["linear", "geometric", "sigmoid"]))

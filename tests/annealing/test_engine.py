@@ -1,4 +1,4 @@
-"""The annealing engine on its own: the pure step, the loop and its hooks (pyrolik.infer.engine)."""
+"""The annealing engine on its own: the pure step, the loop and its hooks (pyrolik.annealing.engine)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 import torch
 from pyrolik_models import LinearGaussian
 
-from pyrolik.infer import engine
-from pyrolik.mcmc.adaptation import Fixed, TableTuning
-from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.step_sizes import HMCParams, StepSizes, rows_of
+from pyrolik.annealing import engine
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.step_sizes import HMCParams, StepSizes, rows_of
+from pyrolik.annealing.tuning import Fixed, TableTuning
 from pyrolik.model.target import make_target
 
 

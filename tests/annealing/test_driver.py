@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 
 import pyrolik
+from pyrolik.annealing.driver import drive, open_checkpoint
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.run import Recording, describe
 from pyrolik.execution.options import Execution
-from pyrolik.infer.driver import drive, open_checkpoint
-from pyrolik.infer.run import Recording, describe
-from pyrolik.mcmc.hmc import HMC
 
 
 def test_one_result_per_leg_in_the_order_of_the_legs(lg, x):

@@ -28,9 +28,9 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from torch import Tensor
 
-from pyrolik.mcmc.adaptation import Tuning
-from pyrolik.mcmc.step_sizes import HMCParams, rows_of
-from pyrolik.mcmc.transition import HMCState, HMCTransition, ValueAndGradFn
+from pyrolik.annealing.step_sizes import HMCParams, rows_of
+from pyrolik.annealing.transition import HMCState, HMCTransition, ValueAndGradFn
+from pyrolik.annealing.tuning import Tuning
 
 __all__ = ["AISState", "AISInfo", "init", "step", "run", "Hook", "StatefulHook", "Recorder", "Totals",
            "Checkpointer", "Progress", "capped"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from pyrolik_models.oracles.linear_gaussian import LinearGaussian
 
-from pyrolik.infer.phase import run_pilot
-from pyrolik.mcmc import schedules
-from pyrolik.mcmc.hmc import HMC
+from pyrolik.annealing import schedules
+from pyrolik.annealing.driver import run_pilot
+from pyrolik.annealing.kernel import HMC
 from pyrolik.model.target import make_target
 
 

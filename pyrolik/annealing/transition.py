@@ -1,5 +1,5 @@
 r"""The HMC transition for tempered densities, batched over rows (chains x examples): the kernel
-without its tuner (the step sizes and masses come in as arguments; :mod:`pyrolik.mcmc.hmc` composes
+without its tuner (the step sizes and masses come in as arguments; :mod:`pyrolik.annealing.kernel` composes
 it with an adaptation strategy into the public :class:`~pyrolik.HMC`).
 
 The target at inverse temperature :math:`\beta` is
@@ -130,7 +130,7 @@ class HMCTransition:
     """One HMC trajectory of ``num_leapfrog`` steps that leaves :math:`f_\\beta` invariant.
 
     Holds only what the integrator needs; it never knows how its step sizes were chosen (they are
-    arguments of :meth:`step`, from a tuner in :mod:`pyrolik.mcmc.adaptation`).
+    arguments of :meth:`step`, from a tuner in :mod:`pyrolik.annealing.tuning`).
 
     Parameters
     ----------

@@ -1,5 +1,5 @@
-r"""The public AIS kernel :class:`HMC`: an HMC transition (:mod:`pyrolik.mcmc.transition`) and the
-adaptation strategy that tunes its step sizes (:mod:`pyrolik.mcmc.adaptation`), built from one set of
+r"""The public AIS kernel :class:`HMC`: an HMC transition (:mod:`pyrolik.annealing.transition`) and the
+adaptation strategy that tunes its step sizes (:mod:`pyrolik.annealing.tuning`), built from one set of
 constructor arguments.
 
 The driver takes the two apart (``kernel.transition`` runs every trajectory, ``kernel.adaptation``
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from pyrolik.mcmc.adaptation import Adaptation, from_settings
-from pyrolik.mcmc.transition import HMCInfo, HMCState, HMCTransition, ValueAndGradFn, leapfrog
+from pyrolik.annealing.transition import HMCInfo, HMCState, HMCTransition, ValueAndGradFn, leapfrog
+from pyrolik.annealing.tuning import Adaptation, from_settings
 
 __all__ = ["HMC", "HMCTransition", "HMCState", "HMCInfo", "leapfrog"]
 
@@ -26,10 +26,10 @@ class HMC:
     r"""The AIS transition kernel: one HMC trajectory of ``num_leapfrog`` steps per annealing step.
 
     The kernel is two parts: the transition (``transition``, a
-    :class:`~pyrolik.mcmc.transition.HMCTransition` holding ``num_leapfrog``, ``max_energy_error``,
+    :class:`~pyrolik.annealing.transition.HMCTransition` holding ``num_leapfrog``, ``max_energy_error``,
     ``step_jitter`` and ``momentum_persistence``) and the adaptation strategy that chooses its step
     sizes (``adaptation``, built from the arguments below by
-    :func:`pyrolik.mcmc.adaptation.from_settings`).
+    :func:`pyrolik.annealing.tuning.from_settings`).
 
     Parameters
     ----------
@@ -42,7 +42,7 @@ class HMC:
         Initial step size (``adapt="pilot"`` / ``"online"``) or the fixed one (``adapt=None``).
     target_accept : float, optional
         Acceptance rate the adaptation aims for; default 0.9 for the pilot (the expected squared
-        jump of the log-likelihood per gradient peaks there; :mod:`pyrolik.mcmc.adaptation`), 0.65
+        jump of the log-likelihood per gradient peaks there; :mod:`pyrolik.annealing.tuning`), 0.65
         online (Wu et al. 2017).
     adapt : {"pilot", "online", None} or an adaptation strategy
         ``"pilot"`` (default): a short pilot AIS run adapts one step size per example and
@@ -51,7 +51,7 @@ class HMC:
         its own acceptance during the run (as in Wu et al.); cheaper, but a chain's history then
         shapes its transitions, which biases the weights slightly (outside Neal's unbiasedness
         argument). ``None``: ``step_size`` throughout. A strategy object
-        (:mod:`pyrolik.mcmc.adaptation`) is used as it is.
+        (:mod:`pyrolik.annealing.tuning`) is used as it is.
     pilot_fraction : float
         Pilot steps as a fraction of ``num_steps`` (at least ``min_pilot_steps``).
     pilot_chains : int, optional
@@ -76,7 +76,7 @@ class HMC:
         momentum :math:`u = M^{-1/2} p`, kept between annealing steps and flipped on rejection, so
         successive short trajectories continue in the same direction. Each transition leaves
         :math:`f_\beta(z)\,\mathcal N(u; 0, I)` invariant, with or without ``mass_matrix``, so the
-        AIS weights and both bounds of BDMC stay exact (:mod:`pyrolik.mcmc.transition`).
+        AIS weights and both bounds of BDMC stay exact (:mod:`pyrolik.annealing.transition`).
     """
 
     transition: HMCTransition

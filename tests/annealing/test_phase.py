@@ -9,12 +9,12 @@ import pytest
 import torch
 from pyrolik_models.oracles.linear_gaussian import LinearGaussian
 
+from pyrolik.annealing import schedules
+from pyrolik.annealing.driver import pilot_phase, run_phase, run_pilot
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.step_sizes import StepSizes
+from pyrolik.annealing.tuning import WARMUP_TRANSITIONS, _coarse, _no_overshoot, _smooth, _variance
 from pyrolik.execution.batches import progress_bar
-from pyrolik.infer.phase import pilot_phase, run_phase, run_pilot
-from pyrolik.mcmc import schedules
-from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.pilot import WARMUP_TRANSITIONS, _coarse, _no_overshoot, _smooth, _variance
-from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.model.target import make_target
 
 

@@ -7,9 +7,9 @@ import math
 
 import torch
 
-from pyrolik.infer.outputs import LegOutput, finish
-from pyrolik.infer.run import Leg, describe
-from pyrolik.mcmc.hmc import HMC
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.outputs import LegOutput, finish
+from pyrolik.annealing.run import Leg, describe
 from pyrolik.ops.stats import log_mean_exp
 
 

@@ -3,12 +3,12 @@ r"""The description of an annealing run: what it computes (:class:`Problem`) and
 
 Each front end (``ais``, ``reverse_ais``, ``bdmc``, the distortion curves) checks its arguments,
 builds these frozen values with :func:`describe` and hands them to one driver call,
-:func:`pyrolik.infer.driver.drive`. A problem is a set of :class:`Legs <Leg>` of chains annealed in
+:func:`pyrolik.annealing.driver.drive`. A problem is a set of :class:`Legs <Leg>` of chains annealed in
 one batched pass, each with a direction and a start: forward chains start from exact draws of
 :math:`f_0` (the prior, or the guide for AIS+encoder), reverse chains from given exact posterior
 draws and visit the schedule backwards (Grosse, Ghahramani & Adams 2015). ``ais`` is one forward
 leg, ``reverse_ais`` one reverse leg, ``bdmc`` a forward and a reverse leg sharing one pass and one
-pilot. The schedule is resolved once, here (:mod:`pyrolik.infer.schedule`).
+pilot. The schedule is resolved once, here (:mod:`pyrolik.annealing.schedules`).
 """
 
 from __future__ import annotations
@@ -27,13 +27,12 @@ from pyrolik._validate import (
     check_optional_count,
     validate_data,
 )
-from pyrolik.infer.latents import expand_latents
-from pyrolik.infer.schedule import Schedule, resolve_schedule
-from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.step_sizes import StepSizes
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.schedules import Schedule, resolve_schedule
+from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.model.target import Target, make_target, prepare_inputs
 
-__all__ = ["Leg", "Problem", "Recording", "describe"]
+__all__ = ["Leg", "Problem", "Recording", "describe", "expand_latents", "latents_to_flat"]
 
 Check = Callable[[Target, list[Tensor], list[Tensor]], None]
 
@@ -68,7 +67,7 @@ class Problem:
     step_sizes: StepSizes | None = None  # a given pilot table instead of a pilot
     check: Check | None = None  # after a fresh batch: (first leg's target, starts, final states)
     # (N,) each example's largest beta, a beta of the schedule: its chains anneal along the schedule
-    # up to there (forward legs stay there, reverse legs start there; pyrolik.infer.engine.run).
+    # up to there (forward legs stay there, reverse legs start there; pyrolik.annealing.engine.run).
     # The results' schedule and recorded betas are the schedule's, not capped: the caller reads
     # each example's own (pyrolik.distortion.bounds)
     stops: Tensor | None = None
@@ -119,7 +118,7 @@ class Problem:
 
 @dataclass(frozen=True)
 class Recording:
-    """What the run records besides its final state (:class:`pyrolik.infer.engine.Recorder`):
+    """What the run records besides its final state (:class:`pyrolik.annealing.engine.Recorder`):
     diagnostics every ``every`` steps (default about 100 records) or at ``steps``, the states with
     ``states``, the states' :math:`\\log f_1 - \\log f_0` with ``log_ratio``."""
 
@@ -177,3 +176,48 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
     legs = tuple(Leg(d, num_chains, expanded if d == "reverse" else None) for d in directions)
     return Problem(model, x, kernel, resolved, legs, init, model_args, model_kwargs, step_sizes,
                    check, stops)
+
+
+
+def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_examples: int
+                   ) -> dict[str, Tensor]:
+    """Exact posterior draws, one per example ``(N, *site)`` or per chain ``(K, N, *site)``, as a
+    dict of ``(K, N, *site)`` tensors. A tensor is accepted for single-site models; values must
+    lie in each site's support. ``target`` only supplies the site layout (any batch of the data).
+    """
+    k, n = target.num_chains, num_examples
+    if isinstance(latents, Tensor):
+        if len(target.sites) != 1:
+            raise TypeError(f"the model has latent sites {[s.name for s in target.sites]}: pass "
+                            "latents as a dict {site: tensor}")
+        latents = {target.sites[0].name: latents}
+    if not isinstance(latents, dict):
+        raise TypeError(f"latents must be a dict {{site: tensor}} or a tensor, got "
+                        f"{type(latents).__name__}")
+    missing = [s.name for s in target.sites if s.name not in latents]
+    if missing:
+        raise ValueError(f"latents miss the site(s) {missing}; pass one value per latent site")
+    probe = target.constrain(torch.zeros(target.rows, target.latent_dim, dtype=target.x.dtype))
+    out = {}
+    for s in target.sites:
+        per_example = tuple(probe[s.name].movedim(s.plate_index, 0).shape[1:])
+        v = torch.as_tensor(latents[s.name]).to(target.x)
+        if tuple(v.shape) == (n,) + per_example:
+            v = v.unsqueeze(0).expand(k, *v.shape)
+        if tuple(v.shape) != (k, n) + per_example:
+            raise ValueError(f"latents[{s.name!r}] has shape {tuple(v.shape)}; expected "
+                             f"{(n,) + per_example} or {(k, n) + per_example}")
+        ok = target.supports[s.name].check(v)
+        if not bool(ok.all()):
+            raise ValueError(f"latents[{s.name!r}] lie outside the site's support "
+                             f"{target.supports[s.name]}")
+        out[s.name] = v
+    return out
+
+
+def latents_to_flat(target: Target, latents: dict[str, Tensor]) -> Tensor:
+    """``{site: (K, N, *site)}`` constrained values -> flat unconstrained ``u`` ``(K * N, d)``."""
+    k, n = target.num_chains, target.num_examples
+    values = {s.name: latents[s.name].reshape(k * n, *latents[s.name].shape[2:])
+              .movedim(0, s.plate_index) for s in target.sites}
+    return target.ravel(values)

@@ -1,14 +1,14 @@
-"""Adaptation strategies (pyrolik.mcmc.adaptation): chosen in one place, read by the engine."""
+"""Adaptation strategies (pyrolik.annealing.tuning): chosen in one place, read by the engine."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from pyrolik.infer import engine
-from pyrolik.mcmc.adaptation import Fixed, Online, Pilot, RowTuning, TableTuning, from_settings
-from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.step_sizes import StepSizes
+from pyrolik.annealing import engine
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.step_sizes import StepSizes
+from pyrolik.annealing.tuning import Fixed, Online, Pilot, RowTuning, TableTuning, from_settings
 
 
 def test_tunings_give_the_parameters_of_their_strategy():
@@ -58,8 +58,8 @@ def test_the_pilot_records_the_variance_of_the_log_likelihood_per_temperature(se
 
     from models.linear_gaussian import LinearGaussian
 
-    from pyrolik.infer.phase import run_pilot
-    from pyrolik.mcmc import schedules
+    from pyrolik.annealing import schedules
+    from pyrolik.annealing.driver import run_pilot
     from pyrolik.model.target import make_target
 
     lg = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.5, seed=0)
@@ -92,7 +92,7 @@ def test_the_default_pilot_aims_high_on_four_chains():
 
 
 def test_the_pilot_table_never_overshoots_the_next_temperature():
-    from pyrolik.mcmc.pilot import _no_overshoot
+    from pyrolik.annealing.tuning import _no_overshoot
 
     raw = torch.tensor([[0.0, 0.0], [-1.0, 0.5], [-0.5, 1.0], [-2.0, 0.2]])
     out = _no_overshoot(raw)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import torch
 
+from pyrolik.annealing import engine
+from pyrolik.annealing.driver import drive
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.run import Recording, describe
+from pyrolik.annealing.step_sizes import rows_of
+from pyrolik.annealing.tuning import Fixed
 from pyrolik.execution.options import Execution
-from pyrolik.infer import engine
-from pyrolik.infer.driver import drive
-from pyrolik.infer.run import Recording, describe
-from pyrolik.mcmc.adaptation import Fixed
-from pyrolik.mcmc.hmc import HMC
-from pyrolik.mcmc.step_sizes import rows_of
 from pyrolik.model.target import make_target
 from tests.oracles import alias
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from models.oracles.linear_gaussian import LinearGaussian
-from pyrolik.mcmc.hmc import HMC, HMCState, leapfrog
+from pyrolik.annealing.kernel import HMC, HMCState, leapfrog
 from pyrolik.model.target import ValueAndGrad, make_target
 
 

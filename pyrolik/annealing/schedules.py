@@ -1,0 +1,335 @@
+r"""Annealing schedules: the named schedules, a run's resolved :class:`Schedule`, and the grids of the
+distortion path.
+
+Every schedule has ``num_steps + 1`` betas :math:`0 = \beta_0 < \dots < \beta_T = 1`; AIS makes one
+weight update and one transition per step. :func:`linear`, :func:`geometric` and :func:`sigmoid`
+(Grosse, Ghahramani & Adams 2015, section 6) are fixed; :func:`adaptive` places the steps at constant
+thermodynamic speed from a pilot's variances of :math:`r = \log f_1 - \log f_0`. ``schedule=`` is
+resolved once per run into a :class:`Schedule`; :func:`merge_grid` puts the grid points of the
+distortion path (:mod:`pyrolik.distortion`) into a base schedule. Derivations: ``docs/kernel.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from pyrolik.annealing.step_sizes import StepSizes
+
+if TYPE_CHECKING:
+    from pyrolik.annealing.kernel import HMC
+
+__all__ = ["linear", "geometric", "sigmoid", "adaptive", "resolve", "validate", "PILOT_NAMES",
+           "Schedule", "resolve_schedule", "adaptive_of", "grid_from_sigmas", "grid_from_betas",
+           "merge_grid", "sigma_of", "log_normal_constant"]
+
+# names resolved after the pilot run (the driver builds them from the pilot's table)
+PILOT_NAMES = ("adaptive", "auto", "adaptive_per_example")
+
+
+def _check(num_steps: int) -> int:
+    if isinstance(num_steps, bool) or not isinstance(num_steps, int) or num_steps < 1:
+        raise ValueError(f"num_steps must be a positive integer, got {num_steps!r}")
+    return num_steps
+
+
+def linear(num_steps: int) -> Tensor:
+    """Evenly spaced betas, ``num_steps + 1`` of them."""
+    return torch.linspace(0.0, 1.0, _check(num_steps) + 1, dtype=torch.float64)
+
+
+def geometric(num_steps: int, beta_min: float = 1e-4) -> Tensor:
+    r"""0, then ``num_steps`` betas evenly spaced in log from ``beta_min`` to 1."""
+    _check(num_steps)
+    if not 0.0 < beta_min < 1.0:
+        raise ValueError(f"beta_min must be in (0, 1), got {beta_min}")
+    tail = torch.logspace(math.log10(beta_min), 0.0, num_steps, dtype=torch.float64)
+    out = torch.cat([tail.new_zeros(1), tail])
+    out[-1] = 1.0
+    return out
+
+
+def sigmoid(num_steps: int, delta: float = 4.0) -> Tensor:
+    r"""Grosse et al.'s sigmoid schedule: :math:`\sigma(\delta(2t/T - 1))`, rescaled to [0, 1].
+
+    Larger ``delta`` puts more steps near both ends.
+    """
+    _check(num_steps)
+    if not delta > 0:
+        raise ValueError(f"delta must be positive, got {delta}")
+    t = torch.linspace(-delta, delta, num_steps + 1, dtype=torch.float64)
+    s = torch.sigmoid(t)
+    out = (s - s[0]) / (s[-1] - s[0])
+    out[0], out[-1] = 0.0, 1.0
+    if not (out[1:] > out[:-1]).all():
+        raise ValueError(f"sigmoid(num_steps={num_steps}, delta={delta}) has ends so flat that "
+                         "consecutive betas coincide in float64; use a smaller delta (e.g. 4)")
+    return out
+
+
+def adaptive(num_steps: int, betas: Tensor, log_ratio_var: Tensor, floor: float = 0.01) -> Tensor:
+    r"""Betas at constant thermodynamic speed: step density proportional to the standard deviation
+    of :math:`r = \log f_1 - \log f_0` under :math:`f_\beta`.
+
+    With perfect transitions, AIS along :math:`\beta_0 < \dots < \beta_T` has
+    :math:`\log Z - \mathbb E[\log w] = \sum_t \mathrm{KL}(f_{\beta_t} \| f_{\beta_{t+1}})
+    \approx \tfrac12 \sum_t \Delta_t^2\, \mathrm{Var}_{\beta_t}[r]`; under
+    :math:`\sum_t \Delta_t = 1` that is smallest when :math:`\Delta_t \propto 1/\mathrm{sd}_{\beta_t}[r]`,
+    i.e. for betas evenly spaced in the thermodynamic length
+    :math:`\Lambda(\beta) = \int_0^\beta \mathrm{sd}_b[r]\, db`, where the bias is about
+    :math:`\Lambda(1)^2 / 2T` (Gelman & Meng 1998; Grosse, Maddison & Salakhutdinov 2013; Syed et al.
+    2024). The sigmoid schedule spends half its steps above :math:`\beta = 0.6`, where a decoder
+    model's :math:`r` barely varies.
+
+    Parameters
+    ----------
+    num_steps : int
+        T; the schedule has T + 1 betas.
+    betas : torch.Tensor, shape (P,)
+        The grid the variances were estimated on, increasing from 0 to 1.
+    log_ratio_var : torch.Tensor, shape (P,) or (P, N)
+        :math:`\mathrm{Var}_\beta[r]` at the grid (per example: one schedule per example).
+        Between grid points the standard deviation is taken constant, at the mean of its two ends.
+    floor : float
+        Fraction of the steps spread evenly over [0, 1] whatever the variances say (a guard against
+        an estimate of zero; it keeps the betas strictly increasing).
+
+    Returns
+    -------
+    torch.Tensor
+        ``(T + 1,)`` (or ``(T + 1, N)``) float64 betas from exactly 0 to exactly 1.
+    """
+    _check(num_steps)
+    if not 0 < floor <= 1:
+        raise ValueError(f"floor must be in (0, 1], got {floor}")
+    grid = validate(betas)
+    var = log_ratio_var.detach().to(torch.float64).cpu()
+    if var.shape[0] != len(grid) or var.dim() not in (1, 2):
+        raise ValueError(f"log_ratio_var must have shape (P,) or (P, N) with P = {len(grid)} "
+                         f"(the grid), got {tuple(var.shape)}")
+    sd = torch.nan_to_num(var, nan=0.0, posinf=0.0).clamp_min(0.0).sqrt()
+    cols = sd.reshape(len(grid), -1)
+    seg = 0.5 * (cols[1:] + cols[:-1]) * (grid[1:] - grid[:-1]).unsqueeze(-1)  # (P-1, M)
+    length = seg.sum(0, keepdim=True)
+    width = (grid[1:] - grid[:-1]).unsqueeze(-1)
+    # density: (1 - floor) * sd / Lambda + floor (uniform); where Lambda = 0 only the floor counts
+    # (float64 throughout, whatever the default dtype: results must not depend on it)
+    spread = torch.where(length > 0, torch.full_like(length, floor), torch.ones_like(length))
+    mass = torch.where(length > 0, (1 - floor) * seg / length.clamp_min(1e-300),
+                       torch.zeros_like(seg)) + spread * width
+    cum = torch.cat([torch.zeros_like(mass[:1]), mass.cumsum(0)])
+    cum = cum / cum[-1:]
+    c = cum.T.contiguous()  # (M, P): one cumulative per column, inverted piecewise linearly
+    u = torch.linspace(0.0, 1.0, num_steps + 1, dtype=torch.float64).expand(c.shape[0], -1)
+    hi = torch.searchsorted(c, u.contiguous(), right=True).clamp(1, len(grid) - 1)
+    c_lo, c_hi = c.gather(1, hi - 1), c.gather(1, hi)
+    w = ((u - c_lo) / (c_hi - c_lo)).clamp(0.0, 1.0)
+    out = (grid[hi - 1] + w * (grid[hi] - grid[hi - 1])).T.contiguous()  # (T + 1, M)
+    out[0], out[-1] = 0.0, 1.0
+    if not (out[1:] > out[:-1]).all():
+        raise ValueError(f"adaptive(num_steps={num_steps}) gives coinciding betas in float64; "
+                         "use fewer steps or a larger floor")
+    return out[:, 0] if var.dim() == 1 else out
+
+
+_BY_NAME = {"linear": linear, "geometric": geometric, "sigmoid": sigmoid}
+
+
+def validate(schedule: Tensor) -> Tensor:
+    """Check a user schedule: 1-D, finite, strictly increasing from exactly 0 to exactly 1."""
+    if not isinstance(schedule, Tensor):
+        raise TypeError(f"schedule must be a name {sorted(_BY_NAME) + list(PILOT_NAMES)} or a 1-D "
+                        f"tensor, got {type(schedule).__name__}")
+    s = schedule.detach().to(torch.float64).cpu()
+    if s.dim() != 1 or len(s) < 2:
+        raise ValueError(f"schedule must be a 1-D tensor of at least 2 betas, got shape "
+                         f"{tuple(schedule.shape)}")
+    if not torch.isfinite(s).all():
+        raise ValueError("schedule contains NaN or inf")
+    if s[0] != 0.0 or s[-1] != 1.0:
+        raise ValueError(f"schedule must start at exactly 0 and end at exactly 1, got "
+                         f"{float(s[0])} ... {float(s[-1])}")
+    if not (s[1:] > s[:-1]).all():
+        i = int((s[1:] <= s[:-1]).nonzero()[0])
+        raise ValueError(f"schedule must be strictly increasing; betas {i} and {i + 1} are "
+                         f"{float(s[i])} and {float(s[i + 1])}")
+    return s
+
+
+def resolve(schedule: str | Tensor, num_steps: int | None) -> Tensor:
+    """A schedule by name (with ``num_steps``) or a validated tensor (whose length must agree)."""
+    if isinstance(schedule, str):
+        if schedule not in _BY_NAME:
+            raise ValueError(f"unknown schedule {schedule!r}; choose one of "
+                             f"{sorted(_BY_NAME) + list(PILOT_NAMES)} or pass a tensor of betas")
+        if num_steps is None:
+            raise ValueError("num_steps is required with a named schedule")
+        return _BY_NAME[schedule](num_steps)
+    s = validate(schedule)
+    if num_steps is not None and len(s) != num_steps + 1:
+        raise ValueError(f"the schedule has {len(s)} betas but num_steps={num_steps} needs "
+                         f"{num_steps + 1}; pass num_steps=None or a matching schedule")
+    return s
+
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Fixed betas, or a schedule built per batch from the pilot on the grid of ``betas``.
+
+    ``name`` is what results record (``settings["schedule"]``): ``"adaptive"``, a schedule's name,
+    or ``"custom"`` for a tensor; ``betas`` ``(T + 1,)`` are the fixed betas, or for an adaptive
+    schedule the base whose coarse copy the pilot visits.
+    """
+
+    name: str
+    betas: Tensor
+    adaptive: bool = False
+    per_example: bool = False  # adaptive: one schedule per example, not one pooled for the batch
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.betas) - 1
+
+    def for_batch(self, table: StepSizes | None) -> Tensor:
+        """The forward betas a batch anneals along: the fixed betas, or (adaptive) the schedule at
+        constant thermodynamic speed from the pilot's variances of the batch's examples, pooled
+        (the mean over examples: one schedule ``(T + 1,)`` for the batch), or with ``per_example``
+        one per example from its own variances, ``(T + 1, n)``. Independent of the estimating
+        chains."""
+        if not self.adaptive:
+            return self.betas
+        if table is None or table.log_ratio_var is None:
+            raise ValueError("schedule='adaptive' needs the pilot's variances of log p(x | z) "
+                             "(StepSizes.log_ratio_var); the given step_sizes table has none: pass "
+                             "a table from a pilot of this version, or schedule='sigmoid'")
+        if self.per_example:  # a failed example's NaN variances leave it the floor's even steps
+            return adaptive(self.num_steps, table.betas,
+                                      table.log_ratio_var).to(self.betas)
+        # examples whose density failed (NaN/inf, marked failed later) take no part in the pooling
+        finite = torch.isfinite(table.log_ratio_var).all(0)
+        if not finite.any():
+            return self.betas
+        return adaptive(self.num_steps, table.betas,
+                                  table.log_ratio_var[:, finite].mean(1)).to(self.betas)
+
+
+def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
+    """Whether the run's schedule is built from its pilot (:func:`pyrolik.annealing.schedules.adaptive`):
+    ``"adaptive"`` and ``"adaptive_per_example"``, or ``"auto"`` with a pilot of at least 2 chains
+    per example (else the sigmoid).
+    """
+    if not isinstance(schedule, str) or schedule not in PILOT_NAMES:
+        return False
+    chains = kernel.adaptation.pilot_chains(num_chains)
+    if schedule == "auto":
+        return kernel.adapt == "pilot" and chains >= 2
+    if kernel.adapt != "pilot":
+        raise ValueError(f"schedule={schedule!r} is built from the pilot run's variance of "
+                         "log p(x | z): use a kernel with adapt='pilot' (the default), or "
+                         "schedule='auto' (adaptive with a pilot, sigmoid without)")
+    if chains < 2:
+        raise ValueError(f"schedule={schedule!r} needs at least 2 pilot chains per example to estimate "
+                         f"a variance; this run's pilot has {chains} (num_chains={num_chains}): "
+                         "raise num_chains or pilot_chains, or pass schedule='sigmoid'")
+    return True
+
+
+def resolve_schedule(schedule: str | Tensor, num_steps: int | None, kernel: HMC,
+                     num_chains: int) -> Schedule:
+    """The :class:`Schedule` named by ``schedule=`` and ``num_steps`` for ``kernel`` running
+    ``num_chains`` chains per example (checked here: unknown names, bad tensors, a tensor whose
+    length contradicts ``num_steps``, ``"adaptive"`` without a pilot)."""
+    adaptive = adaptive_of(schedule, kernel, num_chains)
+    if isinstance(schedule, str) and schedule in PILOT_NAMES:
+        # a schedule built from the pilot starts from the sigmoid: the pilot's grid is taken from it
+        per_example = schedule == "adaptive_per_example"
+        name = schedule if per_example else "adaptive" if adaptive else "sigmoid"
+        return Schedule(name, resolve("sigmoid", num_steps), adaptive, per_example)
+    betas = resolve(schedule, num_steps)
+    return Schedule(schedule if isinstance(schedule, str) else "custom", betas)
+
+
+# -- the distortion path's grids ----------------------------------------------------------------
+
+def _as_grid(values: Sequence[float] | Tensor, name: str) -> Tensor:
+    t = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
+    if t.numel() == 0 or not torch.isfinite(t).all() or (t <= 0).any():
+        raise ValueError(f"{name} must be a non-empty list of positive finite numbers, got "
+                         f"{values!r}")
+    if len(torch.unique(t)) != len(t):
+        raise ValueError(f"{name} must not repeat a value, got {t.tolist()}")
+    return t
+
+
+def grid_from_sigmas(sigmas: Sequence[float] | Tensor) -> tuple[Tensor, float]:
+    r"""``(betas, sigma_min)``: :math:`\beta_j = 1/(2\sigma_j^2)`, increasing (sigmas decreasing)."""
+    s = torch.sort(_as_grid(sigmas, "sigmas"), descending=True).values
+    return 0.5 / s**2, float(s[-1])
+
+
+def grid_from_betas(betas: Sequence[float] | Tensor) -> Tensor:
+    """The betas, sorted increasing."""
+    return torch.sort(_as_grid(betas, "betas")).values
+
+
+def merge_grid(grid_b: Tensor, schedule: str | Tensor, num_steps: int | None
+               ) -> tuple[Tensor, Tensor]:
+    r"""A schedule in :math:`b` from 0 to 1 containing every grid point, and their step indices.
+
+    Parameters
+    ----------
+    grid_b : torch.Tensor
+        Grid points in :math:`(0, 1]`, increasing; the last one must be exactly 1.
+    schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
+        The base schedule: a name (with ``num_steps``) or betas from exactly 0 to exactly 1. The
+        geometric schedule starts at ``min(1e-4, grid_b[0] / 100)``.
+    num_steps : int or None
+        Steps of the base schedule (the merged one has up to ``len(grid_b) - 1`` more).
+
+    Returns
+    -------
+    (schedule, steps)
+        ``schedule`` (T + 1,) float64 strictly increasing from 0 to 1; ``steps`` (m,) long with
+        ``schedule[steps] == grid_b``.
+    """
+    if isinstance(schedule, str) and schedule in PILOT_NAMES:
+        raise ValueError(
+            f"schedule={schedule!r} is not available on the distortion path: a schedule built from "
+            "the pilot run differs from batch to batch, and the curve needs its grid betas at the "
+            "same steps of one schedule; use 'geometric' (the default here: equal steps in log "
+            "sigma), 'sigmoid', 'linear' or a tensor of betas from 0 to 1")
+    if schedule == "geometric":
+        if num_steps is None:
+            raise ValueError("num_steps is required with a named schedule")
+        base = geometric(num_steps, beta_min=min(1e-4, float(grid_b[0]) / 100))
+    else:
+        base = resolve(schedule, num_steps)
+    if float(grid_b[-1]) != 1.0 or float(grid_b[0]) <= 0:
+        raise ValueError("grid points must lie in (0, 1] with the last at exactly 1")
+    merged = torch.unique(torch.cat([base, grid_b.to(torch.float64)]))  # sorted
+    # betas that differ only by rounding would make a zero-length step: drop the base's copy
+    keep = torch.ones_like(merged, dtype=torch.bool)
+    for b in grid_b.tolist():
+        near = (merged - b).abs() <= 1e-12 * max(b, 1e-300)
+        near &= merged != b
+        keep &= ~near
+    merged = merged[keep]
+    steps = torch.searchsorted(merged, grid_b.to(torch.float64))
+    assert torch.equal(merged[steps], grid_b.to(torch.float64))
+    return merged, steps
+
+
+def sigma_of(beta: Tensor) -> Tensor:
+    r""":math:`\sigma = 1/\sqrt{2\beta}`."""
+    return 1.0 / torch.sqrt(2.0 * beta)
+
+
+def log_normal_constant(beta: Tensor, num_values: int) -> Tensor:
+    r""":math:`-\tfrac D2 \log(2\pi\sigma^2) = \tfrac D2 \log(\beta/\pi)`: ``log p_sigma = log Z_beta + this``."""
+    return 0.5 * num_values * torch.log(beta / math.pi)
