@@ -47,6 +47,7 @@ from pyrolik.exceptions import (
 from pyrolik.exceptions import moved as _moved
 from pyrolik.execution.threads import set_threads
 from pyrolik.infer.annealing import ais, reverse_ais
+from pyrolik.infer.budget import Budget, budget
 from pyrolik.infer.conservative import biased_csl, csl
 from pyrolik.infer.convergence import bdmc_convergence
 from pyrolik.infer.evidence import evidence, evidence_bdmc
@@ -72,6 +73,8 @@ __all__ = [
     "bdmc_convergence",
     "evidence",
     "evidence_bdmc",
+    "budget",
+    "Budget",
     "iwae",
     "likelihood_weighting",
     "kde",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pyrolik.distortion.anneal import rate_distortion, sigma_curve
 from pyrolik.distortion.bounds import DistortionBDMC, distortion_bdmc
+from pyrolik.distortion.budget import curve_budget
 from pyrolik.distortion.curve import (
     OPTIMAL_SIGMA_WARNING,
     DistortionCurve,
@@ -23,7 +24,7 @@ from pyrolik.model.distortion import distortion_model, squared_error
 register_reader("DistortionCurve", DistortionCurve.from_datatree)
 register_reader("DistortionBDMC", DistortionBDMC.from_datatree)
 
-__all__ = ["sigma_curve", "rate_distortion", "distortion_bdmc", "distortion_model",
+__all__ = ["sigma_curve", "rate_distortion", "distortion_bdmc", "curve_budget", "distortion_model",
            "squared_error", "DistortionCurve", "DistortionBDMC", "SigmaChoice", "OptimalSigma",
            "OPTIMAL_SIGMA_WARNING", "plot_sigma_curve", "plot_optimal_sigma",
            "plot_rate_distortion"]

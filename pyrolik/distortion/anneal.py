@@ -21,27 +21,21 @@ distributions :math:`q^{1-b} (p\,e^{-\beta_{\max} d})^b` are not the tempered fa
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from pyrolik._random import resolve_seed
-from pyrolik._validate import check_count, validate_data
-from pyrolik.annealing.driver import drive
 from pyrolik.annealing.kernel import HMC
-from pyrolik.annealing.run import Recording, describe
-from pyrolik.annealing.schedules import grid_from_betas, grid_from_sigmas, merge_grid
-from pyrolik.distortion.curve import DistortionCurve
-from pyrolik.distortion.tolerance import curve_with_tolerance
-from pyrolik.execution.faults import warn_failed
-from pyrolik.execution.options import Execution
-from pyrolik.infer.budget import MAX_STEPS, check_tolerance
-from pyrolik.model.distortion import DistortionFn, DistortionModel, distortion_model
+from pyrolik.annealing.schedules import grid_from_betas
+from pyrolik.distortion.budget import curve_budget
+from pyrolik.distortion.curve import DistortionCurve, gaussian_curve, run_curve
+from pyrolik.infer.budget import MAX_STEPS, Budget, check_tolerance, gradient_evals
+from pyrolik.model.distortion import DistortionFn, distortion_model
 
-__all__ = ["sigma_curve", "rate_distortion", "run_curve"]
+__all__ = ["sigma_curve", "rate_distortion"]
 
 
 def sigma_curve(
@@ -124,18 +118,21 @@ def sigma_curve(
     .. [2] S. Huang, A. Makhzani, Y. Cao, R. Grosse. Evaluating lossy compression rates of deep
        generative models. ICML, 2020.
     """
+    chosen = None
     if tolerance is not None:
-        return _with_tolerance(sigma_curve, "sigmas", sigmas, model, x, tolerance,
-                               num_steps=num_steps, num_chains=num_chains, schedule=schedule,
-                               kernel=kernel, model_args=model_args, model_kwargs=model_kwargs,
-                               seed=seed, batch_size=batch_size, max_steps=max_steps,
-                               progress=progress)
+        check_tolerance(tolerance, num_steps, schedule, max_steps, named="geometric")
+        seed = resolve_seed(seed)  # one seed for the search and the run
+        chosen = curve_budget(model, x, tolerance, sigmas=sigmas, num_chains=num_chains,
+                              schedule=schedule, kernel=kernel, model_args=model_args,
+                              model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
+                              max_steps=max_steps, progress=progress)
+        num_steps = chosen.num_steps
     _require_steps(num_steps, schedule)
-    betas, sigma_min = grid_from_sigmas(sigmas)
-    dm = distortion_model(model, sigma=sigma_min)
-    return run_curve(dm, x, betas, "gaussian", num_steps=num_steps, num_chains=num_chains,
-                     schedule=schedule, kernel=kernel, model_args=model_args,
-                     model_kwargs=model_kwargs, seed=seed, batch_size=batch_size, progress=progress)
+    curve = gaussian_curve(model, x, sigmas=sigmas, num_steps=num_steps, num_chains=num_chains,
+                           schedule=schedule, kernel=kernel, model_args=model_args,
+                           model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
+                           progress=progress)
+    return _with_budget(curve, chosen)
 
 
 def rate_distortion(
@@ -185,6 +182,7 @@ def rate_distortion(
     DistortionCurve
         ``rate`` and ``distortion`` (m, N), ``log_z`` (m, N), ``summary()``.
     """
+    chosen = None
     if tolerance is not None:
         if distortion is not None:
             raise ValueError("tolerance= chooses num_steps by BDMC on data simulated at every grid "
@@ -192,57 +190,29 @@ def rate_distortion(
                              "simulate exact draws of q_beta from): pass num_steps= and check it "
                              "with pyrolik.distortion_bdmc(model, betas=..., distortion=..., "
                              "data={beta: (x, latents)}) on exact draws you have")
-        return _with_tolerance(rate_distortion, "betas", betas, model, x, tolerance,
-                               num_steps=num_steps, num_chains=num_chains, schedule=schedule,
-                               kernel=kernel, model_args=model_args, model_kwargs=model_kwargs,
-                               seed=seed, batch_size=batch_size, max_steps=max_steps,
-                               progress=progress)
+        check_tolerance(tolerance, num_steps, schedule, max_steps, named="geometric")
+        seed = resolve_seed(seed)  # one seed for the search and the run
+        chosen = curve_budget(model, x, tolerance, betas=betas, num_chains=num_chains,
+                              schedule=schedule, kernel=kernel, model_args=model_args,
+                              model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
+                              max_steps=max_steps, progress=progress)
+        num_steps = chosen.num_steps
     _require_steps(num_steps, schedule)
-    grid = grid_from_betas(betas)
-    beta_max = float(grid[-1])
+    run: dict[str, Any] = dict(num_steps=num_steps, num_chains=num_chains, schedule=schedule, kernel=kernel,
+               model_args=model_args, model_kwargs=model_kwargs, seed=seed,
+               batch_size=batch_size, progress=progress)
     if distortion is None:
-        dm = distortion_model(model, sigma=(0.5 / beta_max) ** 0.5)
-        grid = grid.clone()
-        grid[-1] = dm.beta_max  # the same number as the wrapper's, so that b = 1 exactly
-        mode = "gaussian"
-    else:
-        dm = distortion_model(model, distortion=distortion, beta_max=beta_max)
-        mode = "user"
-    return run_curve(dm, x, grid, mode, num_steps=num_steps, num_chains=num_chains,
-                     schedule=schedule, kernel=kernel, model_args=model_args,
-                     model_kwargs=model_kwargs, seed=seed, batch_size=batch_size, progress=progress)
+        return _with_budget(gaussian_curve(model, x, betas=betas, **run), chosen)
+    grid = grid_from_betas(betas)
+    dm = distortion_model(model, distortion=distortion, beta_max=float(grid[-1]))
+    return run_curve(dm, x, grid, "user", **run)
 
 
-def _with_tolerance(curve_fn: Callable[..., DistortionCurve], grid_name: str,
-                    grid: Sequence[float] | Tensor, model: Callable[..., Any], x: Tensor,
-                    tolerance: Any, *, num_steps: Any, num_chains: int, schedule: Any,
-                    kernel: HMC | None, model_args: tuple, model_kwargs: dict | None,
-                    seed: int | None, batch_size: int | None, max_steps: Any,
-                    progress: bool) -> DistortionCurve:
-    """``curve_fn`` (:func:`sigma_curve` or :func:`rate_distortion`, whose grid ``grid_name`` is
-    ``grid``) with ``tolerance=``: its arguments checked, then the budget search
-    (:func:`pyrolik.distortion.tolerance.curve_with_tolerance`) over calls of ``curve_fn`` with
-    every other argument of the user's call bound."""
-    tolerance = check_tolerance(tolerance, num_steps, schedule, max_steps, named="geometric")
-    check_count("num_chains", num_chains)
-    x, seed = validate_data(x), resolve_seed(seed)
-    assert isinstance(schedule, str)  # check_tolerance refused a tensor
-
-    def curve_at(steps: int, x_sub: Tensor | None = None, args_sub: tuple = (),
-                 kwargs_sub: dict | None = None, *, seed: int) -> DistortionCurve:
-        final = x_sub is None  # the run on all of x (the check runs on a subset)
-        return curve_fn(model, x if final else x_sub, grid, num_steps=steps,
-                        num_chains=num_chains, schedule=schedule, kernel=kernel,
-                        model_args=model_args if final else args_sub,
-                        model_kwargs=model_kwargs if final else kwargs_sub, seed=seed,
-                        batch_size=batch_size, progress=progress)
-
-    grids: dict[str, Any] = {"sigmas": None, "betas": None, grid_name: grid}
-    return curve_with_tolerance(model, x, tolerance, **grids, curve_at=curve_at,
-                                num_chains=num_chains, schedule=schedule, kernel=kernel,
-                                model_args=model_args, model_kwargs=model_kwargs, seed=seed,
-                                batch_size=batch_size, max_steps=max_steps, progress=progress,
-                                what=curve_fn.__name__)
+def _with_budget(curve: DistortionCurve, chosen: Budget | None) -> DistortionCurve:
+    """The curve with the budget that chose its steps, and what its run cost."""
+    if chosen is None:
+        return curve
+    return replace(curve, budget=chosen.with_final(gradient_evals(curve.ais), curve.wall_time))
 
 
 def _require_steps(num_steps: int | None, schedule: str | Tensor) -> None:
@@ -250,56 +220,3 @@ def _require_steps(num_steps: int | None, schedule: str | Tensor) -> None:
         raise ValueError("num_steps is required with a named schedule: pass num_steps= (base "
                          "annealing steps, e.g. 1000), or tolerance= (nats) to choose them by "
                          "BDMC on simulated data, or a schedule tensor")
-
-
-def run_curve(dm: DistortionModel, x: Tensor, betas: Tensor, mode: str, *, num_steps: int | None,
-              num_chains: int, schedule: str | Tensor, kernel: HMC | None, model_args: tuple,
-              model_kwargs: dict | None, seed: int | None, batch_size: int | None,
-              progress: bool) -> DistortionCurve:
-    """Anneal ``dm`` along ``schedule`` merged with ``betas / dm.beta_max``; read the grid."""
-    start = time.perf_counter()
-    x = validate_data(x)
-    check_count("num_chains", num_chains)
-    seed = resolve_seed(seed)
-    grid_b = betas / dm.beta_max
-    grid_b[-1] = 1.0
-    path, steps = merge_grid(grid_b, schedule, num_steps)
-    model_kwargs = dict(model_kwargs or {})
-    num_values = dm.num_values(x, *model_args, **model_kwargs)
-    result, log_w, ratio = _recorded(dm, x, path, steps, num_chains, kernel, seed, batch_size,
-                                     progress, model_args, model_kwargs)
-    b = path[steps].unsqueeze(-1).unsqueeze(-1)
-    constant = num_values * dm.offset  # the wrapped observation term is -beta_max d + constant
-    log_w = log_w - b * constant
-    distortions = (constant - ratio) / dm.beta_max
-    settings = {"num_steps": len(path) - 1, "num_chains": num_chains,
-                "schedule": schedule if isinstance(schedule, str) else "custom",
-                "base_num_steps": num_steps, "mode": mode, "beta_max": dm.beta_max,
-                "sigma_min": dm.sigma, "distortion": getattr(dm.distortion, "__name__", None)
-                if dm.distortion is not None else "squared error",
-                "kernel": repr(result.kernel), "batch_size": batch_size,
-                "evaluation": result.settings.get("evaluation")}
-    return DistortionCurve(mode=mode, betas=betas.to(torch.float64), log_weights=log_w,
-                           distortions=distortions, num_values=num_values, x=x, schedule=path,
-                           record_steps=steps, beta_max=dm.beta_max, ais=result, seed=seed,
-                           settings=settings, wall_time=time.perf_counter() - start)
-
-
-def _recorded(dm, x, path, steps, num_chains, kernel, seed, batch_size, progress, model_args,
-              model_kwargs):
-    """The run (the driver behind :func:`pyrolik.ais`, recording only at ``steps``) and there the
-    log-weights and the states' cached log f1 - log f0, each ``(m, K, N)`` float64."""
-    problem = describe(dm, x, directions=("forward",), num_steps=None, num_chains=num_chains,
-                       schedule=path, kernel=kernel, model_args=model_args,
-                       model_kwargs=model_kwargs)
-    execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,
-                                 desc="AIS (distortion path)")
-    recording = Recording(steps=tuple(int(t) for t in steps), log_ratio=True)
-    results = drive("sigma_curve", problem, execution, recording)
-    assert results is not None  # one process
-    result = results[0]
-    warn_failed(result, "sigma_curve")
-    assert torch.equal(result.trace_steps, steps.cpu())
-    log_w = result.trace["log_weight"].double()
-    ratio = result.trace["log_ratio"].double()
-    return result, log_w, ratio

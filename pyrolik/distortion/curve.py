@@ -1,37 +1,11 @@
-r"""The result of one annealing run along the distortion path: a whole curve per example.
-
-At each recorded inverse temperature :math:`\beta_j` the run holds, per chain :math:`k` and example
-:math:`n`, the AIS log-weight :math:`\log w_{jkn}` (an unbiased estimate of :math:`Z_{\beta_j}(x_n)`
-in :math:`w`) and the distortion :math:`d_{jkn} = d(x_n, f(z_{jkn}))` of the chain's state. From them:
-
-.. math::
-    \log \hat Z_\beta = \log \tfrac1K \textstyle\sum_k w_k, \qquad
-    \hat D_\beta = \textstyle\sum_k \bar w_k d_k, \qquad
-    \hat R_\beta = -\beta \hat D_\beta - \log \hat Z_\beta,
-
-with :math:`\bar w_k` the self-normalised weights (Huang et al. 2020, section 4), and for the squared
-error :math:`\log \hat p_\sigma(x) = \log \hat Z_\beta - \tfrac D2 \log(2\pi\sigma^2)` at
-:math:`\sigma = 1/\sqrt{2\beta}`.
-
-Which way the errors go. :math:`\log \hat Z_\beta` and :math:`\log \hat p_\sigma` are stochastic
-lower bounds (Jensen), at every recorded beta. The point :math:`(\hat D_\beta, \hat R_\beta)` lies on
-or above the model's rate-distortion curve in expectation: let :math:`\tilde q` be the law of a
-chain's state drawn with probability :math:`\bar w_k`; then :math:`\mathbb E[\hat D] = \mathbb
-E_{\tilde q}[d]` and, by the extended-space argument of AIS,
-:math:`\mathrm{KL}(\tilde q \,\|\, q_\beta) \le \log Z_\beta - \mathbb E \log \hat Z_\beta`, so
-
-.. math::
-    \mathrm{KL}(\tilde q \,\|\, p) = \mathrm{KL}(\tilde q \,\|\, q_\beta) - \beta\,\mathbb E_{\tilde q}[d]
-    - \log Z_\beta \le \mathbb E[\hat R_\beta]:
-
-the rate of an achievable code at distortion :math:`\mathbb E \hat D` is at most
-:math:`\mathbb E \hat R`. Averages over examples keep this (a per-example allocation of distortion is
-feasible for the average constraint).
-"""
+"""A whole curve per example from one run along the distortion path: :class:`DistortionCurve`, and
+:func:`run_curve`, the run that makes it. Which way its errors go: ``docs/sigma_and_rd.md``."""
 
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
@@ -40,12 +14,27 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from pyrolik.annealing.schedules import log_normal_constant, sigma_of
+from pyrolik._random import resolve_seed
+from pyrolik._validate import check_count, validate_data
+from pyrolik.annealing.driver import drive
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.run import Recording, describe
+from pyrolik.annealing.schedules import (
+    grid_from_betas,
+    grid_from_sigmas,
+    log_normal_constant,
+    merge_grid,
+    sigma_of,
+)
 from pyrolik.distortion.export import curve_fields, curve_to_datatree
+from pyrolik.execution.faults import warn_failed
+from pyrolik.execution.options import Execution
+from pyrolik.model.distortion import DistortionModel, distortion_model
 from pyrolik.ops.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
 from pyrolik.results.table import Summary
 
-__all__ = ["DistortionCurve", "SigmaChoice", "OptimalSigma", "OPTIMAL_SIGMA_WARNING"]
+__all__ = ["DistortionCurve", "SigmaChoice", "OptimalSigma", "OPTIMAL_SIGMA_WARNING", "run_curve",
+           "gaussian_curve"]
 
 OPTIMAL_SIGMA_WARNING = (
     "sigma tuned for each example is not a generative model: the per-example optimum is an upper "
@@ -318,3 +307,70 @@ class DistortionCurve:
         tree = self.to_datatree()
         return az.InferenceData(attrs=dict(tree.attrs), **{
             name: node.to_dataset() for name, node in tree.children.items() if name != "ais"})
+
+
+def run_curve(dm: DistortionModel, x: Tensor, betas: Tensor, mode: str, *, num_steps: int | None,
+              num_chains: int, schedule: str | Tensor, kernel: HMC | None, model_args: tuple,
+              model_kwargs: dict | None, seed: int | None, batch_size: int | None,
+              progress: bool) -> DistortionCurve:
+    """Anneal ``dm`` along ``schedule`` merged with ``betas / dm.beta_max``; read the grid."""
+    start = time.perf_counter()
+    x = validate_data(x)
+    check_count("num_chains", num_chains)
+    seed = resolve_seed(seed)
+    grid_b = betas / dm.beta_max
+    grid_b[-1] = 1.0
+    path, steps = merge_grid(grid_b, schedule, num_steps)
+    model_kwargs = dict(model_kwargs or {})
+    num_values = dm.num_values(x, *model_args, **model_kwargs)
+    result, log_w, ratio = _recorded(dm, x, path, steps, num_chains, kernel, seed, batch_size,
+                                     progress, model_args, model_kwargs)
+    b = path[steps].unsqueeze(-1).unsqueeze(-1)
+    constant = num_values * dm.offset  # the wrapped observation term is -beta_max d + constant
+    log_w = log_w - b * constant
+    distortions = (constant - ratio) / dm.beta_max
+    settings = {"num_steps": len(path) - 1, "num_chains": num_chains,
+                "schedule": schedule if isinstance(schedule, str) else "custom",
+                "base_num_steps": num_steps, "mode": mode, "beta_max": dm.beta_max,
+                "sigma_min": dm.sigma, "distortion": getattr(dm.distortion, "__name__", None)
+                if dm.distortion is not None else "squared error",
+                "kernel": repr(result.kernel), "batch_size": batch_size,
+                "evaluation": result.settings.get("evaluation")}
+    return DistortionCurve(mode=mode, betas=betas.to(torch.float64), log_weights=log_w,
+                           distortions=distortions, num_values=num_values, x=x, schedule=path,
+                           record_steps=steps, beta_max=dm.beta_max, ais=result, seed=seed,
+                           settings=settings, wall_time=time.perf_counter() - start)
+
+
+def _recorded(dm, x, path, steps, num_chains, kernel, seed, batch_size, progress, model_args,
+              model_kwargs):
+    """The run (the driver behind :func:`pyrolik.ais`, recording only at ``steps``) and there the
+    log-weights and the states' cached log f1 - log f0, each ``(m, K, N)`` float64."""
+    problem = describe(dm, x, directions=("forward",), num_steps=None, num_chains=num_chains,
+                       schedule=path, kernel=kernel, model_args=model_args,
+                       model_kwargs=model_kwargs)
+    execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,
+                                 desc="AIS (distortion path)")
+    recording = Recording(steps=tuple(int(t) for t in steps), log_ratio=True)
+    results = drive("sigma_curve", problem, execution, recording)
+    assert results is not None  # one process
+    result = results[0]
+    warn_failed(result, "sigma_curve")
+    assert torch.equal(result.trace_steps, steps.cpu())
+    log_w = result.trace["log_weight"].double()
+    ratio = result.trace["log_ratio"].double()
+    return result, log_w, ratio
+
+
+def gaussian_curve(model: Callable[..., Any], x: Tensor, *, sigmas: Sequence[float] | Tensor | None
+                   = None, betas: Sequence[float] | Tensor | None = None, **run: Any
+                   ) -> DistortionCurve:
+    """The curve of ``model``'s Gaussian observation sites at a grid of ``sigmas`` or ``betas``
+    (exactly one): :func:`run_curve` with the wrapper of the grid's end; ``run``: its keywords."""
+    if sigmas is not None:
+        grid, sigma_min = grid_from_sigmas(sigmas)
+        return run_curve(distortion_model(model, sigma=sigma_min), x, grid, "gaussian", **run)
+    grid = grid_from_betas(betas).clone()  # type: ignore[arg-type]
+    dm = distortion_model(model, sigma=(0.5 / float(grid[-1])) ** 0.5)
+    grid[-1] = dm.beta_max  # the same number as the wrapper's, so that b = 1 exactly
+    return run_curve(dm, x, grid, "gaussian", **run)

@@ -14,20 +14,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from torch import Tensor
 
 from pyrolik._random import resolve_seed
-from pyrolik._validate import check_count, validate_data
 from pyrolik.annealing.driver import drive
 from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.run import Recording, describe
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.execution.faults import warn_failed
 from pyrolik.execution.options import Execution
-from pyrolik.infer.budget import MAX_STEPS, check_tolerance
-from pyrolik.infer.tolerance import ais_with_tolerance
+from pyrolik.infer.budget import MAX_STEPS, budget, check_tolerance, gradient_evals
 from pyrolik.results import AISResult
 
 __all__ = ["ais", "reverse_ais"]
@@ -139,35 +138,19 @@ def ais(
     .. [2] Y. Wu, Y. Burda, R. Salakhutdinov, R. Grosse. On the quantitative analysis of
        decoder-based generative models. ICLR, 2017.
     """
+    chosen = None
     if tolerance is not None:
-        tolerance = check_tolerance(tolerance, num_steps, schedule, max_steps)
         if distributed:
             raise ValueError("tolerance= runs its budget search on one process: choose num_steps "
-                             "with tolerance= on one process, then pass num_steps= with "
+                             "with pyrolik.budget on one process, then pass num_steps= with "
                              "distributed=True")
-        check_count("num_chains", num_chains)
-        x = validate_data(x)
-        seed = resolve_seed(seed)
-        assert isinstance(schedule, str)  # check_tolerance refused a tensor
-
-        def ais_at(steps: int, x_sub: Tensor | None = None, args_sub: tuple = (),
-                   kwargs_sub: dict | None = None, *, seed: int = seed) -> AISResult:
-            final = x_sub is None  # the run on all of x (the check runs on a subset)
-            result = ais(model, x if x_sub is None else x_sub, num_steps=steps,
-                         num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
-                         model_args=model_args if final else args_sub,
-                         model_kwargs=model_kwargs if final else kwargs_sub, seed=seed,
-                         batch_size=batch_size, record_every=record_every if final else None,
-                         record_states=record_states and final, progress=progress,
-                         checkpoint=checkpoint if final else None,
-                         checkpoint_every=checkpoint_every)
-            assert result is not None  # one process: ais returns None only off rank 0
-            return result
-
-        return ais_with_tolerance(model, x, tolerance, ais_at=ais_at, num_chains=num_chains,
-                                  schedule=schedule, kernel=kernel, init=init,
-                                  model_args=model_args, model_kwargs=model_kwargs, seed=seed,
-                                  batch_size=batch_size, max_steps=max_steps, progress=progress)
+        check_tolerance(tolerance, num_steps, schedule, max_steps)
+        seed = resolve_seed(seed)  # one seed for the search and the run
+        chosen = budget(model, x, tolerance, num_chains=num_chains, schedule=schedule,
+                        kernel=kernel, init=init, model_args=model_args,
+                        model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
+                        max_steps=max_steps, progress=progress)
+        num_steps = chosen.num_steps
     if num_steps is None and isinstance(schedule, str):
         raise ValueError("num_steps is required with a named schedule: pass num_steps= "
                          "(annealing steps, e.g. 200), or tolerance= (nats) to choose them by BDMC "
@@ -182,7 +165,10 @@ def ais(
     if results is None:
         return None
     warn_failed(results[0], "ais")
-    return results[0]
+    if chosen is None:
+        return results[0]
+    return replace(results[0], budget=chosen.with_final(gradient_evals(results[0]),
+                                                        results[0].wall_time))
 
 
 def reverse_ais(

@@ -1,28 +1,10 @@
-r"""Choosing the number of annealing steps from a tolerance: BDMC on simulated data, steps doubled.
+r"""The number of annealing steps for a tolerance: BDMC on simulated data, the steps doubled.
 
-Bidirectional Monte Carlo on data simulated from the model sandwiches :math:`\log p(x)` between a
-stochastic lower bound (forward AIS) and a stochastic upper bound (reverse AIS from the simulated
-latents); the gap :math:`g_T` between them, averaged over the simulated examples, bounds the average
-error of forward AIS at ``T`` steps on such data (Grosse, Ghahramani & Adams 2015). The search runs
-BDMC at :math:`T_0, 2T_0, 4T_0, \dots` on one simulated data set until the gap's upper confidence
-bound :math:`\bar g_T + z\,\mathrm{se}(\bar g_T)` (``z`` = :data:`CONFIDENCE_Z`, one-sided 97.7%) is
-within the tolerance, or until the cap, and the estimating run uses that ``T``.
-
-What it promises, and what not: the gap bounds the error **on data simulated from the model**. Real
-data may be harder to anneal to than the model's own samples (Wu et al. 2017, section 4: the
-posterior of a held-out example can sit where the prior puts little mass), so the chosen budget
-certifies the estimator on simulated data only. A cheap check on the real data compares the
-estimate at ``T`` with one at ``T / 2`` on a subset: AIS's bias typically falls like :math:`1/T`,
-so the rise of the estimate when the steps double is about the bias left at ``T`` (less, when the
-bias falls more slowly); when its lower confidence bound exceeds the tolerance, the real data
-disagree with the simulated ones and a warning says so. The check is conservative: it rarely warns
-without cause, but it catches gross disagreement (errors of several times the tolerance), not
-every one.
-
-This module knows nothing about models: :func:`search_num_steps` and :func:`run_with_tolerance` take
-*ways to run* BDMC and the estimating run at a given number of steps, so every estimator with a BDMC
-counterpart (``ais``; whole-data-set evidence; the one-run sigma and rate-distortion curves, whose
-rounds are decided by their worst grid point, ``Round.point``) can share it.
+:func:`budget` runs BDMC on data simulated from the model at 25, 50, 100, ... steps until the gap's
+upper confidence bound is within the tolerance, then checks the choice on a subset of the real data
+(the rise of the estimate when the steps double). ``ais(tolerance=)``, ``evidence(tolerance=)`` and
+the curves' ``tolerance=`` are one call of it. What the bound promises, and what not:
+``docs/tolerance.md``.
 """
 
 from __future__ import annotations
@@ -31,13 +13,27 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
+import torch
+from torch import Tensor
+
+from pyrolik._random import resolve_seed
+from pyrolik._validate import check_count, validate_data
+from pyrolik.annealing.driver import drive
+from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.run import Recording, describe
 from pyrolik.exceptions import BudgetWarning
 from pyrolik.execution.batches import progress_bar
+from pyrolik.execution.options import Execution
+from pyrolik.infer.sandwich import bdmc, simulate
+from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
+from pyrolik.model.autoguides import is_autoguide
+from pyrolik.model.reuse import TargetCache
+from pyrolik.results import AISResult
 
-__all__ = ["Round", "Check", "Budget", "BudgetWarning", "search_num_steps", "run_with_tolerance",
+__all__ = ["budget", "Budget", "Round", "Check", "search_num_steps", "choose_budget",
            "check_tolerance", "CONFIDENCE_Z", "MIN_STEPS", "MAX_STEPS"]
 
 CONFIDENCE_Z = 2.0  # the gap's upper confidence bound: mean + 2 standard errors (one-sided 97.7%)
@@ -75,16 +71,15 @@ class Check(NamedTuple):
     point: str | None = None  # a curve's grid point with the largest change ("sigma 0.05")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Budget:
-    r"""How ``tolerance=`` chose ``num_steps``, and what the choice cost.
+    r"""How a tolerance chose ``num_steps``, and what the choice cost.
 
     ``rounds`` are the BDMC runs on ``num_simulated`` examples simulated from the model (one data set
-    for all rounds), each with its gap, the gap's standard error and its upper confidence bound;
-    ``num_steps`` is the first whose bound was within ``tolerance`` (``converged``), else the cap.
-    Costs are model gradient evaluations (pilot runs included) and seconds, of the search, of the
-    check on the real data and of the final run. The bound holds on simulated data; see
-    :mod:`pyrolik.infer.budget` for what it does not promise.
+    for all rounds); ``num_steps`` is the first whose gap bound was within ``tolerance``
+    (``converged``), else the cap; ``check`` compares, on a subset of the real data, the estimate at
+    ``num_steps`` with one at half the steps. Costs are model gradient evaluations (pilots included)
+    and seconds; those of the final run are known once it ran (:meth:`with_final`).
     """
 
     tolerance: float
@@ -92,12 +87,17 @@ class Budget:
     converged: bool
     num_simulated: int
     rounds: list[Round]
-    final_gradient_evals: float
-    final_seconds: float
+    final_gradient_evals: float | None = None
+    final_seconds: float | None = None
     check: Check | None = None
     max_steps: int = MAX_STEPS
     confidence_z: float = CONFIDENCE_Z
     notes: list[str] = field(default_factory=list)  # the warnings it gave, in plain words
+
+    def with_final(self, gradient_evals: float, seconds: float) -> Budget:
+        """The budget with the final run's cost."""
+        return replace(self, final_gradient_evals=float(gradient_evals),
+                       final_seconds=float(seconds))
 
     @property
     def search_gradient_evals(self) -> float:
@@ -114,13 +114,17 @@ class Budget:
 
     @property
     def cost_ratio(self) -> float:
-        """(search + check + final run) / final run, in gradient evaluations."""
+        """(search + check + final run) / final run, in gradient evaluations (NaN before the run)."""
+        if self.final_gradient_evals is None:
+            return math.nan
         extra = self.search_gradient_evals + (self.check.gradient_evals if self.check else 0.0)
         return (extra + self.final_gradient_evals) / self.final_gradient_evals
 
     @property
     def time_ratio(self) -> float:
-        """(search + check + final run) / final run, in seconds."""
+        """(search + check + final run) / final run, in seconds (NaN before the run)."""
+        if self.final_seconds is None:
+            return math.nan
         extra = self.search_seconds + (self.check.seconds if self.check else 0.0)
         return (extra + self.final_seconds) / self.final_seconds
 
@@ -227,28 +231,23 @@ def search_num_steps(bdmc_at: Callable[[int], Round], tolerance: float, *,
         bar.close()
 
 
-def run_with_tolerance(
+def choose_budget(
     tolerance: float,
     *,
     bdmc_at: Callable[[int], Round],
-    final_at: Callable[[int], tuple[Any, float]],
-    check_at: Callable[[int, Any], Check | None] | None = None,
+    check_at: Callable[[int], Check | None] | None = None,
     num_simulated: int,
     min_steps: int = MIN_STEPS,
     max_steps: int = MAX_STEPS,
     progress: bool = True,
     what: str = "ais",
-    stacklevel: int = 4,
+    stacklevel: int = 3,
     cap_fix: str = "raise max_steps, use more chains, or start from an encoder (init=guide)",
-) -> tuple[Any, Budget]:
-    """The search (:func:`search_num_steps`), then the estimating run at the chosen budget.
+) -> Budget:
+    """The search (:func:`search_num_steps`), then ``check_at(num_steps)`` on the real data.
 
-    ``final_at(num_steps) -> (result, gradient_evals)`` runs the estimator on the real data;
-    ``check_at(num_steps, result) -> Check`` (optional) compares with half the steps on a subset.
-    Warns (:class:`BudgetWarning`) when the cap came before the tolerance (the result at the cap
-    is kept; ``cap_fix`` says what to do) and when the check disagrees (``stacklevel``: the user's
-    call, as seen from here).
-    Returns the result and its :class:`Budget`.
+    Warns (:class:`BudgetWarning`, naming the estimator ``what`` the budget is for) when the cap came
+    before the tolerance (``cap_fix`` says what to do) and when the check disagrees (``stacklevel``: the user's call, as seen from here).
     """
     steps, converged, rounds = search_num_steps(bdmc_at, tolerance, min_steps=min_steps,
                                                 max_steps=max_steps, progress=progress)
@@ -261,10 +260,7 @@ def run_with_tolerance(
                      f"{tolerance:g}{'' if last.point is None else ' at ' + last.point}); the "
                      f"estimate at {steps} steps is kept but its error may exceed the tolerance: "
                      f"{cap_fix}")
-    start = time.perf_counter()
-    result, final_evals = final_at(steps)
-    final_seconds = time.perf_counter() - start
-    check = None if check_at is None else check_at(steps, result)
+    check = None if check_at is None else check_at(steps)
     if check is not None and check.change - CONFIDENCE_Z * check.change_se > tolerance:
         sim = ("" if check.simulated_change is None
                else f" (on the simulated data it rose by {check.simulated_change:.3f})")
@@ -274,8 +270,182 @@ def run_with_tolerance(
                      f"{steps} steps{sim}: more than the tolerance {tolerance:g}, so AIS has not "
                      "converged on these data as it has on data simulated from the model (real data "
                      "can be harder: Wu et al. 2017, section 4); pass a larger num_steps")
-    budget = Budget(tolerance, steps, converged, num_simulated, rounds, float(final_evals),
-                    final_seconds, check, max_steps, CONFIDENCE_Z, notes)
     for note in notes:
         warnings.warn(f"{what}(tolerance=): {note}", BudgetWarning, stacklevel=stacklevel)
-    return result, budget
+    return Budget(tolerance, steps, converged, num_simulated, rounds, check=check,
+                  max_steps=max_steps, confidence_z=CONFIDENCE_Z, notes=notes)
+
+
+CHECK_SEED = 1_000_003  # the real-data check's seed offset from the final run's
+
+
+def simulated_size(num_examples: int) -> int:
+    """Simulated examples for the search: a twelfth of ``x`` (search cost about a third of the final
+    run), at least 16 (a gap's standard error needs examples), at most 100."""
+    return min(100, max(16, num_examples // 12))
+
+
+def check_size(num_examples: int) -> int:
+    """Examples of ``x`` the real-data check runs on: all up to 50."""
+    return min(num_examples, 50)
+
+
+def evenly_spaced(num_examples: int, count: int) -> Tensor:
+    """``count`` indices spread over ``range(num_examples)`` (data may be sorted, e.g. by class)."""
+    return torch.linspace(0, num_examples - 1, count).round().long().unique()
+
+
+def simulation_arguments(model_args: tuple, model_kwargs: dict | None, num_examples: int,
+                         count: int) -> tuple[tuple[tuple, dict], bool, int, tuple[tuple, dict]]:
+    """The user's arguments marked per example (:func:`pyrolik.model.arguments.mark_arguments`),
+    whether any is, how many examples to simulate, and their arguments: per-example ones at up to
+    ``count`` rows evenly spaced over ``x`` (at most ``num_examples``), shared ones as they are."""
+    marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), num_examples)
+    if not has_per_example(*marked):
+        return marked, False, count, marked
+    rows = evenly_spaced(num_examples, min(count, num_examples))
+    return marked, True, len(rows), take_rows(*marked, 1, rows)
+
+
+def run_on_check_subset(run_at: Callable[..., Any], x: Tensor, marked: tuple[tuple, dict],
+                        per_example: bool,
+                        steps: int, seed: int) -> tuple[Tensor, Any, float]:
+    """The real-data check's run: ``run_at(steps, x_subset, args, kwargs, seed=)`` on
+    :func:`check_size` examples evenly spaced over ``x`` (with their rows of the per-example
+    arguments), seeded apart from the final run; ``(indices, result, seconds)``."""
+    n = x.shape[0]
+    idx = evenly_spaced(n, check_size(n))
+    sub_args = take_rows(*marked, 1, idx) if per_example else marked
+    start = time.perf_counter()
+    result = run_at(steps, x[idx.to(x.device)], sub_args[0], sub_args[1], seed=seed + CHECK_SEED)
+    return idx, result, time.perf_counter() - start
+
+
+def gradient_evals(result: AISResult, legs: int = 1) -> float:
+    """Gradient evaluations of a run: its chains' (``legs`` directions) and its pilot's."""
+    s = result.settings
+    return float(result.num_examples * (legs * s["gradient_evals_per_example"]
+                                        + s["pilot_gradient_evals_per_example"]))
+
+
+
+
+def forward_ais(model: Callable[..., Any], x: Tensor, num_steps: int, *, num_chains: int,
+                schedule: str | Tensor, kernel: HMC | None, init: Callable[..., Any] | None,
+                model_args: tuple, model_kwargs: dict | None, seed: int,
+                batch_size: int | None, progress: bool) -> AISResult:
+    """Forward AIS on one process, recording nothing: the check's runs (the estimator
+    :func:`pyrolik.ais` with its arguments already checked)."""
+    problem = describe(model, x, directions=("forward",), num_steps=num_steps,
+                       num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                       model_args=model_args, model_kwargs=model_kwargs)
+    execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,
+                                 desc="AIS (budget check)")
+    results = drive("ais", problem, execution, Recording(None))
+    assert results is not None  # one process
+    return results[0]
+
+
+def budget(
+    model: Callable[..., Any],
+    x: Tensor,
+    tolerance: float,
+    *,
+    num_chains: int,
+    schedule: str | Tensor = "auto",
+    kernel: HMC | None = None,
+    init: Callable[..., Any] | None = None,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    seed: int | None = None,
+    batch_size: int | None = None,
+    max_steps: int = MAX_STEPS,
+    progress: bool = True,
+) -> Budget:
+    r"""The number of annealing steps whose BDMC gap on simulated data is within ``tolerance``.
+
+    One data set shaped like ``x`` is simulated from the model; BDMC runs on it at 25, 50, 100, ...
+    steps with the given kernel, schedule, chains and path until the gap's upper confidence bound
+    (mean + 2 standard errors over the simulated examples) is within ``tolerance`` nats, or until
+    ``max_steps``. Then forward AIS at the chosen and at half the steps on up to 50 examples of
+    ``x`` checks the choice on the real data, which can be harder (Wu et al. 2017, section 4): a
+    :class:`~pyrolik.BudgetWarning` says when the estimate rose by more than the tolerance.
+
+    Parameters
+    ----------
+    model, x, num_chains, schedule, kernel, init, model_args, model_kwargs, seed, batch_size, progress
+        As in :func:`pyrolik.ais`, whose run at ``budget.num_steps`` the budget is for.
+    tolerance : float
+        The largest BDMC gap to accept (nats).
+    max_steps : int
+        The search's cap; reaching it first warns.
+
+    Returns
+    -------
+    Budget
+        ``num_steps``, the rounds, the check, the notes it warned with.
+    """
+    tolerance = check_tolerance(tolerance, None, schedule, max_steps)
+    check_count("num_chains", num_chains)
+    x = validate_data(x)
+    seed = resolve_seed(seed)
+    if init is not None and is_autoguide(init):
+        raise ValueError("tolerance= runs BDMC on data simulated from the model, and an AutoGuide "
+                         f"({type(init).__name__}) fitted on x has no proposal for those examples: "
+                         "pass num_steps= with this guide, or use an amortised guide (an encoder) "
+                         "with tolerance=")
+    marked, per_example, num_sim, sim_args = simulation_arguments(
+        model_args, model_kwargs, x.shape[0], simulated_size(x.shape[0]))
+    try:
+        sim = simulate(model, num_sim, data_shape=tuple(x.shape[1:]), model_args=sim_args[0],
+                       model_kwargs=sim_args[1], seed=seed + 1, dtype=x.dtype, device=x.device)
+    except ValueError as err:
+        raise ValueError(f"tolerance= chooses num_steps by BDMC on data simulated from the model, "
+                         f"and this model cannot be simulated ({err}). Pass num_steps= instead, and "
+                         "check it with pyrolik.bdmc(model, data=(x, latents), num_steps=...) on "
+                         "data you simulate yourself") from err
+    lowers: dict[int, float] = {}
+    tables: dict[int | None, Any] = {}  # pilot length -> the table a round's pilot of that length made
+    kernel = HMC() if kernel is None else kernel
+    pilot_steps = getattr(kernel.adaptation, "pilot_steps", None)
+    targets = TargetCache()
+    common: dict[str, Any] = dict(num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                  batch_size=batch_size, progress=progress)
+
+    def bdmc_at(steps: int) -> Round:
+        start = time.perf_counter()
+        # a pilot as long as an earlier round's is the same pilot: reuse its table
+        length = None if pilot_steps is None else pilot_steps(steps)
+        given = tables.get(length)
+        with targets:  # the rounds share the model's targets and recordings (same data)
+            r = bdmc(model, data=sim, num_steps=steps, model_args=sim_args[0],
+                     model_kwargs=sim_args[1], seed=seed + 2 + steps, step_sizes=given, **common)
+        assert r is not None  # one process: bdmc returns None only off rank 0
+        if length is not None and given is None and r.lower.step_sizes is not None:
+            tables[length] = r.lower.step_sizes
+        lowers[steps] = r.lower.mean
+        evals = gradient_evals(r.lower, legs=2)
+        if given is not None:  # no pilot ran
+            evals -= r.lower.num_examples * r.lower.settings["pilot_gradient_evals_per_example"]
+        return Round(steps, r.gap, r.gap_stderr, r.lower.mean, evals,
+                     time.perf_counter() - start)
+
+    def run_at(steps: int, x_sub: Tensor, args: tuple, kwargs: dict, *, seed: int) -> AISResult:
+        return forward_ais(model, x_sub, steps, model_args=args, model_kwargs=kwargs, seed=seed,
+                           **common)
+
+    def check_at(steps: int) -> Check | None:
+        half = steps // 2
+        if half < 1:
+            return None
+        idx, full, s_full = run_on_check_subset(run_at, x, marked, per_example, steps, seed)
+        _, r, s_half = run_on_check_subset(run_at, x, marked, per_example, half, seed)
+        diff = (full.log_likelihood - r.log_likelihood).double()
+        diff = diff[torch.isfinite(diff)]
+        se = float(diff.std() / len(diff) ** 0.5) if len(diff) > 1 else float("inf")
+        sim_change = lowers[steps] - lowers[half] if half in lowers and steps in lowers else None
+        return Check(len(diff), half, float(diff.mean()) if len(diff) else float("nan"), se,
+                     sim_change, gradient_evals(full) + gradient_evals(r), s_full + s_half)
+
+    return choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at, num_simulated=num_sim,
+                         max_steps=max_steps, progress=progress)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pyro
 import pyro.distributions as dist
@@ -15,7 +16,7 @@ from pyrolik.infer.budget import (
     Budget,
     BudgetWarning,
     Round,
-    run_with_tolerance,
+    choose_budget,
     search_num_steps,
 )
 
@@ -192,11 +193,26 @@ def test_search_doubles_until_the_upper_bound_is_within_tolerance():
     assert (steps, ok, len(rounds)) == (200, False, 4)
 
 
-def test_run_with_tolerance_costs_are_the_callers():
-    # the reusable form: any estimator that can run BDMC and itself at a number of steps
-    result, budget = run_with_tolerance(
-        0.5, bdmc_at=_fake_round({25: 0.3}), final_at=lambda steps: ("result", 1000.0),
-        num_simulated=7, progress=False)
-    assert result == "result" and budget.num_steps == 25 and budget.check is None
+def test_choose_budget_costs_are_the_callers():
+    # the reusable form: any estimator that can run BDMC at a number of steps
+    budget = choose_budget(0.5, bdmc_at=_fake_round({25: 0.3}), num_simulated=7, progress=False)
+    assert budget.num_steps == 25 and budget.check is None and budget.num_simulated == 7
+    assert math.isnan(budget.cost_ratio)  # the final run's cost is not known before it runs
+    budget = budget.with_final(1000.0, 2.0)
     assert budget.cost_ratio == pytest.approx((250.0 + 1000.0) / 1000.0)
-    assert budget.num_simulated == 7
+
+
+@pytest.mark.statistical
+def test_budget_before_the_estimator_is_ais_with_tolerance(seed):
+    # the search is one public function: its num_steps with the same seed is ais(tolerance=)'s run
+    x = _data(20, seed)
+    b = pyrolik.budget(LG, x, 1.0, num_chains=4, seed=seed, progress=False)
+    assert isinstance(b, Budget) and b.final_gradient_evals is None
+    r = pyrolik.ais(LG, x, num_steps=b.num_steps, num_chains=4, seed=seed, progress=False)
+    t = pyrolik.ais(LG, x, tolerance=1.0, num_chains=4, seed=seed, progress=False)
+    assert torch.equal(r.log_likelihood, t.log_likelihood)
+    assert [(r.num_steps, r.gap, r.gap_se) for r in t.budget.rounds] == \
+        [(r.num_steps, r.gap, r.gap_se) for r in b.rounds]
+    assert (t.budget.check.change, t.budget.check.change_se) == (b.check.change, b.check.change_se)
+    assert t.budget.final_gradient_evals == 20 * (
+        r.settings["gradient_evals_per_example"] + r.settings["pilot_gradient_evals_per_example"])

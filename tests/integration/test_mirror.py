@@ -29,7 +29,6 @@ TESTED_ELSEWHERE = {
     "execution/threads.py": "app/test_cli_messages.py",
     "infer/chains.py": "infer/test_conservative.py",
     "infer/convergence.py": "infer/test_sandwich.py",
-    "infer/tolerance.py": "infer/test_budget.py",  # ais(tolerance=): the budget search wired in
     "infer/posterior.py": "infer/test_sandwich.py",
     "io/datasets.py": "curves/test_curve.py",
     "io/netcdf.py": "io/test_export.py",

@@ -1,33 +1,10 @@
-r"""``sigma_curve(tolerance=)`` and ``rate_distortion(tolerance=)``: the budget search of
-:mod:`pyrolik.infer.budget` wired to the one-run curve.
+r"""The base number of steps of a one-run curve for a tolerance: :func:`curve_budget`.
 
-A curve is as good as its worst grid point. Before the search, each grid point :math:`\beta_j` gets
-its own data set simulated from the model with noise :math:`\sigma_j = 1/\sqrt{2\beta_j}`
-(:func:`point_size` examples, shaped like ``x``; per-example arguments taken from evenly spaced rows
-of ``x``'s), whose latents are exact draws of :math:`q_{\beta_j}(z \mid x)`; the data sets are kept
-for every round. A round at :math:`T` base steps is one :func:`~pyrolik.distortion.bounds.
-distortion_bdmc` call on them: at every grid point, BDMC along the betas that the curve's run at
-:math:`T` base steps visits up to that point, with the curve's kernel, schedule and chains, all
-points in one batched pass (each point's examples stop at their point). The
-round's gap is that of the grid point with the **largest upper confidence bound**
-:math:`\bar g_j + z\,\mathrm{se}_j` (recorded as ``Round.point``): usually the smallest sigma, the
-end of the path, where the posterior is narrowest and the path longest, but whichever point it is,
-the search waits for it. When the worst bound is within the tolerance, so is every point's.
-
-Then the curve runs on ``x`` at that ``T`` (the same result as a call with ``num_steps=T`` and the
-same seed), and the check on real data: the curve at ``T / 2`` on :func:`~pyrolik.infer.tolerance.
-check_size` evenly spaced examples of ``x``, compared at every grid point with the final curve; the
-point whose rise has the largest lower confidence bound is reported (``Check.point``) and warned
-about when that bound exceeds the tolerance.
-
-Costs, in model gradient evaluations: a round costs about :math:`2 L K n m T` (``n`` examples per
-point, ``m`` points, :math:`T` the steps of the merged schedule: in one pass every point's chains
-make the whole path's transitions, those past their point at an unchanged beta), and the rounds
-together about twice the last; so the search costs about :math:`4 n m / N` of the final run on
-``N`` examples, in a few large passes rather than one small run per point. As in
-:func:`pyrolik.ais`'s search, a round whose pilot would be as long as an earlier round's (the
-default pilot is 20 steps up to 100 annealing steps) reuses that round's pilot table (the table is
-a function of each example's path parameter, the same in every round).
+A curve is as good as its worst grid point: each point gets its own data set simulated with its
+noise, a round is one :func:`~pyrolik.distortion.bounds.distortion_bdmc` pass over them all, and the
+round's gap is that of the point with the largest upper confidence bound (``Round.point``). The check
+on real data runs the curve at the chosen and at half the steps on a subset of ``x``. Costs and what
+the bound promises: ``docs/tolerance.md``.
 """
 
 from __future__ import annotations
@@ -40,59 +17,76 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from pyrolik._random import resolve_seed
+from pyrolik._validate import check_count, validate_data
 from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.schedules import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.distortion.bounds import distortion_bdmc
-from pyrolik.distortion.curve import DistortionCurve
-from pyrolik.infer.budget import CONFIDENCE_Z, Check, Round, run_with_tolerance
-from pyrolik.infer.sandwich import simulate
-from pyrolik.infer.tolerance import (
+from pyrolik.distortion.curve import DistortionCurve, gaussian_curve
+from pyrolik.infer.budget import (
+    CONFIDENCE_Z,
+    MAX_STEPS,
+    Budget,
+    Check,
+    Round,
+    check_tolerance,
+    choose_budget,
     gradient_evals,
     run_on_check_subset,
     simulated_size,
     simulation_arguments,
 )
+from pyrolik.infer.sandwich import simulate
 from pyrolik.model.distortion import distortion_model
 from pyrolik.model.reuse import TargetCache
 from pyrolik.model.target import make_target
 
-__all__ = ["curve_with_tolerance", "point_size"]
+__all__ = ["curve_budget", "point_size"]
 
 CAP_FIX = "raise max_steps or use more chains"
 
 
 def point_size(num_examples: int, num_points: int) -> int:
-    """Simulated examples per grid point: :func:`~pyrolik.infer.tolerance.simulated_size` shared
+    """Simulated examples per grid point: :func:`~pyrolik.infer.budget.simulated_size` shared
     among the points, at least 16 each (a gap's standard error needs examples)."""
     return max(16, simulated_size(num_examples) // num_points)
 
 
-def curve_with_tolerance(
+def curve_budget(
     model: Callable[..., Any],
     x: Tensor,
     tolerance: float,
     *,
-    sigmas: Sequence[float] | Tensor | None,
-    betas: Sequence[float] | Tensor | None,
-    curve_at: Callable[..., DistortionCurve],
+    sigmas: Sequence[float] | Tensor | None = None,
+    betas: Sequence[float] | Tensor | None = None,
     num_chains: int,
-    schedule: str,
-    kernel: Any,
-    model_args: tuple,
-    model_kwargs: dict | None,
-    seed: int,
-    batch_size: int | None,
-    max_steps: int,
-    progress: bool,
-    what: str,
-) -> DistortionCurve:
-    """Choose the base ``num_steps`` by BDMC at every grid point on simulated data, then run
-    ``curve_at(num_steps, seed=..)`` on ``x``; the curve carries the :class:`Budget` as ``.budget``.
+    schedule: str | Tensor = "geometric",
+    kernel: HMC | None = None,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    seed: int | None = None,
+    batch_size: int | None = None,
+    max_steps: int = MAX_STEPS,
+    progress: bool = True,
+) -> Budget:
+    """The base ``num_steps`` of :func:`~pyrolik.sigma_curve` (``sigmas``) or Gaussian
+    :func:`~pyrolik.rate_distortion` (``betas``) whose BDMC gap is within ``tolerance`` at every grid
+    point, on data simulated at each point.
 
-    The grid is ``sigmas`` or (Gaussian mode) ``betas``, exactly one of them. ``curve_at(num_steps,
-    x_subset=None, model_args=(), model_kwargs=None, *, seed)`` is the user's curve call with every
-    other argument bound (all of ``x`` and the user's arguments when ``x_subset`` is ``None``).
+    Parameters
+    ----------
+    sigmas, betas : sequence of float
+        The curve's grid: exactly one of them.
+    tolerance, max_steps
+        As in :func:`pyrolik.budget`.
+
+    Other parameters are the curve's.
     """
+    if (sigmas is None) == (betas is None):
+        raise ValueError("pass the curve's grid as sigmas= or betas=, exactly one of them")
+    tolerance = check_tolerance(tolerance, None, schedule, max_steps, named="geometric")
+    check_count("num_chains", num_chains)
+    x, seed = validate_data(x), resolve_seed(seed)
     if sigmas is not None:
         grid, _ = grid_from_sigmas(sigmas)
         keys, name = sigma_of(grid), "sigma"
@@ -156,16 +150,20 @@ def curve_with_tolerance(
         return Round(steps, float(b.gap[j]), float(b.gap_stderr[j]), float(lowers[steps][j]),
                      evals, time.perf_counter() - start, labels[j])
 
-    def final_at(steps: int) -> tuple[DistortionCurve, float]:
-        curve = curve_at(steps, seed=seed)
-        return curve, gradient_evals(curve.ais)
+    def curve_at(steps: int, x_sub: Tensor, args: tuple, kwargs: dict, *,
+                 seed: int) -> DistortionCurve:
+        return gaussian_curve(model, x_sub, sigmas=sigmas, betas=betas, num_steps=steps,
+                              num_chains=num_chains, schedule=schedule, kernel=kernel,
+                              model_args=args, model_kwargs=kwargs, seed=seed,
+                              batch_size=batch_size, progress=progress)
 
-    def check_at(steps: int, curve: DistortionCurve) -> Check | None:
+    def check_at(steps: int) -> Check | None:
         half = steps // 2
         if half < 1:
             return None
-        idx, r, seconds = run_on_check_subset(curve_at, x, marked, per_example, half, seed)
-        diff = (curve.log_z[:, idx.to(x.device)] - r.log_z).double()  # (m, n): log p_sigma too
+        _, full, s_full = run_on_check_subset(curve_at, x, marked, per_example, steps, seed)
+        _, r, s_half = run_on_check_subset(curve_at, x, marked, per_example, half, seed)
+        diff = (full.log_z - r.log_z).double()  # (m, n): log p_sigma too
         diff = diff[:, torch.isfinite(diff).all(0)]
         k = diff.shape[1]
         change = diff.mean(-1)
@@ -173,12 +171,9 @@ def curve_with_tolerance(
         j = int(torch.argmax(torch.nan_to_num(change - CONFIDENCE_Z * se, nan=-math.inf)))
         sim = (float(lowers[steps][j] - lowers[half][j]) if half in lowers and steps in lowers
                else None)
-        return Check(k, half, float(change[j]), float(se[j]), sim, gradient_evals(r.ais), seconds,
-                     labels[j])
+        return Check(k, half, float(change[j]), float(se[j]), sim,
+                     gradient_evals(full.ais) + gradient_evals(r.ais), s_full + s_half, labels[j])
 
-    curve, budget = run_with_tolerance(tolerance, bdmc_at=bdmc_at, final_at=final_at,
-                                       check_at=check_at, num_simulated=num_pt * m,
-                                       max_steps=max_steps, progress=progress, what=what,
-                                       cap_fix=CAP_FIX)
-    curve.budget = budget
-    return curve
+    return choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at, num_simulated=num_pt * m,
+                         max_steps=max_steps, progress=progress, cap_fix=CAP_FIX,
+                         what="sigma_curve" if sigmas is not None else "rate_distortion")
