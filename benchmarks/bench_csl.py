@@ -28,7 +28,8 @@ import torch
 from scipy import stats
 
 from models.oracles.rbm import RBM
-from pyrolik import biased_csl, compare, csl
+from pyrolik import compare, csl
+from pyrolik.infer import biased_csl
 from pyrolik.infer.chains import sample_chain
 from pyrolik.io.datasets import find_data_dir, load_binarized_mnist, load_digits
 

@@ -52,7 +52,7 @@ def main() -> None:
     p.add_argument("--seeds", default="0,1,2")
     args = p.parse_args()
     torch.set_default_dtype(torch.float64)
-    pyrolik.set_threads(1)
+    pyrolik.execution.set_threads(1)
     print(machine())
     print(f"{'N':>4} {'D':>2} {'d':>2} {'latents':>7} {'steps':>6} {'K':>3} {'seed':>4} "
           f"{'exact':>10} {'error':>7} {'MCSE':>6} {'|err|/MCSE':>10} {'ESS':>5} {'wall s':>7} "

@@ -1,7 +1,7 @@
 """Issue 18, Wu et al. (2017) figure 3: log-likelihood of train and test digits over the training of a VAE.
 
 A digits VAE (the shipped architecture, 8-64-128-64 decoder) is trained with Pyro SVI (ELBO, Adam) on a
-small training set, long enough to overfit; a :class:`pyrolik.TrainingMonitor` evaluates AIS+encoder
+small training set, long enough to overfit; a :class:`pyrolik.training.TrainingMonitor` evaluates AIS+encoder
 and the IWAE bound on fixed train and test subsets every ``--every`` epochs. Printed: the curves, the
 train-test gap over the epochs, and the monitor's cost (seconds per evaluation against seconds per
 epoch, and the overhead per epoch at this ``--every``), plus what one evaluation costs next to an epoch
@@ -57,7 +57,7 @@ def main(argv=None):
     x_train = split.train[: args.train_size]
     pyro.set_rng_seed(args.seed)
     vae = build("digits-vae")
-    monitor = pyrolik.TrainingMonitor(vae, x_train[: args.subset], split.test[: args.subset],
+    monitor = pyrolik.training.TrainingMonitor(vae, x_train[: args.subset], split.test[: args.subset],
                                       guide=vae.guide, every=args.every, methods=("ais", "iwae"),
                                       num_steps=args.steps, num_chains=args.chains,
                                       num_samples=args.samples, seed=args.seed)
@@ -82,7 +82,7 @@ def main(argv=None):
     ds = monitor.to_dataset()
     cost = monitor.cost
     # a cheaper kernel: a fixed step size (no pilot run), on the trained model, same subsets
-    cheap = pyrolik.TrainingMonitor(vae, x_train[: args.subset], split.test[: args.subset],
+    cheap = pyrolik.training.TrainingMonitor(vae, x_train[: args.subset], split.test[: args.subset],
                                     guide=vae.guide, methods=("ais", "iwae"), num_steps=args.steps,
                                     num_chains=args.chains, num_samples=args.samples,
                                     kernel=pyrolik.HMC(adapt=None, step_size=0.05), seed=args.seed)

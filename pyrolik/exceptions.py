@@ -19,12 +19,8 @@ as :class:`PyrolikWarning` itself.
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
-
 __all__ = ["PyrolikWarning", "DiagnosticWarning", "IdiomWarning", "FailedExamplesWarning",
-           "BudgetWarning", "moved"]
+           "BudgetWarning"]
 
 
 class PyrolikWarning(UserWarning):
@@ -45,19 +41,3 @@ class FailedExamplesWarning(PyrolikWarning, RuntimeWarning):
 
 class BudgetWarning(PyrolikWarning):
     """The budget search stopped at its cap, or the real data disagree with the simulated ones."""
-
-
-def moved(module: str, name: str, table: dict[str, str]) -> Any:
-    """A name ``module`` held before it moved, for a module's ``__getattr__``: ``table`` maps the old
-    name to its new dotted path (a module, or ``module.attribute``). Warns with the new spelling
-    (``FutureWarning``, one release) and returns the object; unknown names are an AttributeError."""
-    if name not in table:
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    new = table[name]
-    warnings.warn(f"{module}.{name} is now {new}; the old spelling will be removed in the next "
-                  "release", FutureWarning, stacklevel=3)
-    try:
-        return importlib.import_module(new)
-    except ModuleNotFoundError:
-        parent, attribute = new.rsplit(".", 1)
-        return getattr(importlib.import_module(parent), attribute)

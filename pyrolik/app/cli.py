@@ -5,7 +5,7 @@ and exit with status 1 (2 for a malformed command line, 130 on Ctrl-C), on a lin
 even when a progress bar was showing; ``--debug`` shows the traceback instead. Warnings print on
 stderr as ``pyrolik: warning: ...``, also under ``--quiet``, which silences the progress bars only.
 Each process uses one CPU thread unless ``--threads`` or ``PYROLIK_NUM_THREADS`` says otherwise
-(:func:`pyrolik.set_threads`). Under ``torchrun`` the work is sharded across the processes (see
+(:func:`pyrolik.execution.set_threads`). Under ``torchrun`` the work is sharded across the processes (see
 ``docs/scale.md``).
 """
 
@@ -81,7 +81,7 @@ def _common(p: argparse.ArgumentParser, output_help: str) -> None:
     g.add_argument("--threads", type=_positive, default=None, metavar="N",
                    help="CPU threads per process (torch.set_num_threads; default: "
                         "PYROLIK_NUM_THREADS if set, else 1, the fastest on a shared or busy "
-                        "machine, see pyrolik.set_threads)")
+                        "machine, see pyrolik.execution.set_threads)")
     g.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
                    help="torch.distributed backend under torchrun (default auto: NCCL on CUDA, "
                         "else gloo)")

@@ -168,9 +168,9 @@ def run(
     bar = StageProgress([(label, w) for *_, label, w in plan], enabled=progress,
                         name="pyrolik demo")
     loaded: dict[str, Any] = {}
-    sandwich: pyrolik.BDMCResult | None = None
-    ais: pyrolik.AISResult | None = None
-    result: pyrolik.EstimateResult
+    sandwich: pyrolik.results.BDMCResult | None = None
+    ais: pyrolik.results.AISResult | None = None
+    result: pyrolik.results.EstimateResult
     try:
         for kind, stage, _label, _w in plan:
             name = kind.upper()

@@ -216,7 +216,7 @@ def load_per_example(specs: list[str] | None, data: str | os.PathLike | None, nu
                      like: torch.Tensor | None, limit: int | None = None,
                      device: torch.device | str = "cpu") -> dict[str, Any]:
     """``--per-example NAME=KEY`` (an array of the --data file) or ``NAME=PATH[:KEY]`` (another
-    file): model keyword arguments marked per example (``pyrolik.per_example``), one row per example.
+    file): model keyword arguments marked per example (``pyrolik.model.per_example``), one row per example.
 
     Floating arrays take the dtype of ``like`` (the data); integer ones (labels) keep theirs.
     """

@@ -234,7 +234,7 @@ def plot_bdmc(result: BDMCResult, *, ax=None):
     bound, examples sorted by gap (tick labels are the example indices).
 
     For the bounds against the number of annealing steps over several runs, use
-    :func:`pyrolik.bdmc_convergence` and :func:`pyrolik.diagnostics.plots.plot_bdmc_convergence`.
+    :func:`pyrolik.infer.bdmc_convergence` and :func:`pyrolik.diagnostics.plots.plot_bdmc_convergence`.
     """
     if not isinstance(result, BDMCResult):
         raise TypeError(f"plot_bdmc needs a BDMCResult, got {type(result).__name__}")

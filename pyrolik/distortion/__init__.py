@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pyrolik.distortion.anneal import rate_distortion, sigma_curve
 from pyrolik.distortion.bounds import DistortionBDMC, distortion_bdmc
-from pyrolik.distortion.budget import curve_budget
 from pyrolik.distortion.curve import (
     OPTIMAL_SIGMA_WARNING,
     DistortionCurve,
@@ -18,6 +17,7 @@ from pyrolik.distortion.curve import (
     SigmaChoice,
 )
 from pyrolik.distortion.plots import plot_optimal_sigma, plot_rate_distortion, plot_sigma_curve
+from pyrolik.distortion.tolerance import curve_budget
 from pyrolik.io.netcdf import register_reader
 from pyrolik.model.distortion import distortion_model, squared_error
 

@@ -30,9 +30,9 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.schedules import grid_from_betas
-from pyrolik.distortion.budget import curve_budget
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve, run_curve
-from pyrolik.infer.budget import MAX_STEPS, Budget, check_tolerance, gradient_evals
+from pyrolik.distortion.tolerance import curve_budget
+from pyrolik.infer.tolerance import MAX_STEPS, Budget, check_tolerance, gradient_evals
 from pyrolik.model.distortion import DistortionFn, distortion_model
 
 __all__ = ["sigma_curve", "rate_distortion"]
@@ -98,7 +98,7 @@ def sigma_curve(
         at every grid sigma **on simulated data**; real data can be harder (Wu et al. 2017,
         section 4): the curve at half the steps on a subset of ``x`` warns
         (``BudgetWarning``) when the estimate at some sigma rose by more than the tolerance.
-        ``curve.budget`` (:class:`pyrolik.infer.budget.Budget`) records the rounds (with the
+        ``curve.budget`` (:class:`pyrolik.infer.tolerance.Budget`) records the rounds (with the
         deciding grid point), the simulated examples and the cost of the search.
     max_steps : int
         With ``tolerance``: the search's cap on the base steps; reaching it first warns and keeps

@@ -22,7 +22,7 @@ group              variables (dims)
 
 Root attrs: the versions, ``pyrolik_result``, ``mode``, ``num_values``, ``beta_max``, ``settings``
 (JSON), ``seed``, ``wall_time``, ``bound``, the per-example-sigma warning and, with ``tolerance=``,
-``budget`` (JSON of :meth:`pyrolik.infer.budget.Budget.to_dict`).
+``budget`` (JSON of :meth:`pyrolik.infer.tolerance.Budget.to_dict`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from pyrolik.infer.budget import Budget
+from pyrolik.infer.tolerance import Budget
 from pyrolik.io.netcdf import from_datatree
 from pyrolik.results.datatree import _versions, to_datatree
 

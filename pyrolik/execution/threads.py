@@ -50,7 +50,7 @@ def set_threads(num_threads: int | None = None) -> int:
     Returns
     -------
     int
-        The previous thread count, so that ``pyrolik.set_threads(old)`` restores it.
+        The previous thread count, so that ``pyrolik.execution.set_threads(old)`` restores it.
     """
     if num_threads is None:
         num_threads = default_threads()

@@ -1,6 +1,17 @@
-"""The estimators: AIS and BDMC on one annealing engine (and the evidence of a whole data set on it),
-importance sampling, KDE, CSL."""
+"""The estimators: forward and reverse AIS, BDMC, the evidence of a whole data set, the budget for a
+tolerance, importance sampling, KDE and CSL; each a front end of validation and one call."""
 
 from pyrolik.infer import chains
+from pyrolik.infer.annealing import ais, reverse_ais
+from pyrolik.infer.conservative import biased_csl, csl
+from pyrolik.infer.convergence import bdmc_convergence
+from pyrolik.infer.global_latents import evidence, evidence_bdmc
+from pyrolik.infer.importance import iwae, likelihood_weighting
+from pyrolik.infer.parzen import kde
+from pyrolik.infer.posterior import posterior_samples
+from pyrolik.infer.sandwich import Simulated, bdmc, simulate
+from pyrolik.infer.tolerance import Budget, budget
 
-__all__ = ["chains"]
+__all__ = ["ais", "reverse_ais", "simulate", "bdmc", "bdmc_convergence", "evidence",
+           "evidence_bdmc", "budget", "iwae", "likelihood_weighting", "kde", "csl", "biased_csl",
+           "posterior_samples", "Simulated", "Budget", "chains"]

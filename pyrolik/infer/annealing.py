@@ -26,7 +26,7 @@ from pyrolik.annealing.run import Recording, describe
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.execution.faults import warn_failed
 from pyrolik.execution.options import Execution
-from pyrolik.infer.budget import MAX_STEPS, budget, check_tolerance, gradient_evals
+from pyrolik.infer.tolerance import MAX_STEPS, budget, check_tolerance, gradient_evals
 from pyrolik.results import AISResult
 
 __all__ = ["ais", "reverse_ais"]
@@ -112,13 +112,13 @@ def ais(
         process with the same ``batch_size`` and ``seed``), the other ranks ``None``.
     tolerance : float, optional
         Instead of ``num_steps``: choose the number of steps by BDMC on data simulated from the
-        model, shaped like ``x`` (:mod:`pyrolik.infer.budget`): the steps double from 25 until the
+        model, shaped like ``x`` (:mod:`pyrolik.infer.tolerance`): the steps double from 25 until the
         BDMC gap's upper confidence bound (mean + 2 standard errors over the simulated examples) is
         within ``tolerance`` nats, then forward AIS runs on ``x`` with that budget and the same
         kernel, schedule, chains and path. This bounds the average error **on simulated data**;
         real data can be harder (Wu et al. 2017, section 4): a check on a subset of ``x`` (the
         estimate's rise when the steps double) warns (``BudgetWarning``) when they disagree.
-        ``result.budget`` (:class:`pyrolik.infer.budget.Budget`) records the rounds, the
+        ``result.budget`` (:class:`pyrolik.infer.tolerance.Budget`) records the rounds, the
         simulated examples and the cost of the search against the final run.
     max_steps : int
         With ``tolerance``: the search's cap; reaching it first warns and keeps the estimate at

@@ -23,7 +23,7 @@ import xarray as xr
 
 from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.step_sizes import StepSizes
-from pyrolik.infer.budget import Budget
+from pyrolik.infer.tolerance import Budget
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 from pyrolik.results.annealing_group import DERIVED
 from pyrolik.results.datatree import DEFAULT_EXAMPLE_DIM, NESTED, SITE_GROUPS, flatten, to_datatree

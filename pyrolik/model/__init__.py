@@ -17,3 +17,7 @@
   :mod:`~pyrolik.model.guide_cache` (kept guide) and :mod:`~pyrolik.model.replay`;
 - :mod:`~pyrolik.model.sampling`: the samplers CSL's chains need.
 """
+
+from pyrolik.model.arguments import per_example, shared
+
+__all__ = ["per_example", "shared"]

@@ -9,8 +9,8 @@ batches (:func:`slice_arguments`, by the batch drivers), exactly as ``x`` is.
 
 The rule reads the leading dimension, decided once against the whole data set
 (:func:`mark_arguments`). Where it is ambiguous (a weight matrix whose first dimension happens to be
-``N``; ``N == 1``), say it explicitly: ``pyrolik.per_example(t)`` marks a tensor as per example (its
-leading dimension must then be ``N``), ``pyrolik.shared(t)`` as the same for every example. The guide
+``N``; ``N == 1``), say it explicitly: ``pyrolik.model.per_example(t)`` marks a tensor as per example (its
+leading dimension must then be ``N``), ``pyrolik.model.shared(t)`` as the same for every example. The guide
 receives the same arguments as the model.
 """
 
@@ -32,7 +32,7 @@ class PerExample:
     """A tensor argument with one row per example (leading dimension ``N``)."""
 
     value: Tensor
-    explicit: bool = True  # marked by the user (pyrolik.per_example), not by the leading-dim rule
+    explicit: bool = True  # marked by the user (pyrolik.model.per_example), not by the leading-dim rule
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def per_example(value: Tensor) -> PerExample:
     """Mark a tensor argument as per example: repeated across chains and sliced with the batches.
 
     Use it in ``model_args``/``model_kwargs`` where the leading-dimension rule is ambiguous, e.g.
-    ``model_kwargs={"y": pyrolik.per_example(labels)}``. Its leading dimension must be the number of
+    ``model_kwargs={"y": pyrolik.model.per_example(labels)}``. Its leading dimension must be the number of
     examples.
     """
     if isinstance(value, PerExample):
@@ -87,7 +87,7 @@ def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple
                 raise ValueError(
                     f"{name} is marked per example but has {v.value.shape[0]} rows, and x has "
                     f"{num_examples} examples: give it one row per example of x (slice it as x "
-                    "is sliced), or mark it pyrolik.shared(...) if it is the same for all"
+                    "is sliced), or mark it pyrolik.model.shared(...) if it is the same for all"
                 )
             return v
         if isinstance(v, Shared) or not isinstance(v, Tensor):
@@ -170,7 +170,7 @@ def describe_arguments(args: tuple, kwargs: dict | None) -> str:
     if not parts:
         return ""
     return ("; tensor arguments: " + ", ".join(parts) + " (say which are per example with "
-            "pyrolik.per_example(t) / pyrolik.shared(t))")
+            "pyrolik.model.per_example(t) / pyrolik.model.shared(t))")
 
 
 def has_per_example(args: tuple, kwargs: dict | None) -> list[str]:

@@ -74,7 +74,7 @@ def check_rows_independent(program: Any, u: Tensor, full: Tensor) -> None:
         "(torch.arange(len(x)), noise drawn after torch.manual_seed), or one row's latent in "
         "another row's density. pyrolik folds chains and batches into the plate, so each "
         "example's density must depend on its own row only: compute such statistics once, outside "
-        "the model, and pass them as a shared argument (pyrolik.shared(t))"
+        "the model, and pass them as a shared argument (pyrolik.model.shared(t))"
     )
 
 

@@ -83,7 +83,7 @@ def _by_site(latents: Latents) -> Mapping[str, Tensor]:
 
 def _trace(fn: Callable, x: Tensor, data: Mapping[str, Tensor] | None, args, kwargs):
     """Trace ``fn`` on ``x`` with modules in eval mode; per-example arguments marked with
-    ``pyrolik.per_example`` are repeated to the rows of ``x`` (whole copies of the examples)."""
+    ``pyrolik.model.per_example`` are repeated to the rows of ``x`` (whole copies of the examples)."""
     fn = poutine.condition(fn, data=dict(data)) if data else fn
     args, kwargs = fit_rows(args, kwargs, x.shape[0])
     with pyro.validation_enabled(False), eval_mode():

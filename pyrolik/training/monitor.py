@@ -76,7 +76,7 @@ class TrainingMonitor:
 
     Examples
     --------
-    >>> monitor = pyrolik.TrainingMonitor(vae, x_train[:50], x_test[:50], guide=vae.guide,
+    >>> monitor = pyrolik.training.TrainingMonitor(vae, x_train[:50], x_test[:50], guide=vae.guide,
     ...                                   every=10)                     # doctest: +SKIP
     >>> for epoch in range(300):                                         # doctest: +SKIP
     ...     loss = train_one_epoch()

@@ -203,13 +203,13 @@ def test_threads_default_to_one_and_follow_the_environment(tmp_path, data, capsy
                               *FAST], capsys)
         assert status == 0 and torch.get_num_threads() == 1, err
         monkeypatch.setenv("PYROLIK_NUM_THREADS", "2")
-        assert pyrolik.set_threads() == 1 and torch.get_num_threads() == 2
+        assert pyrolik.execution.set_threads() == 1 and torch.get_num_threads() == 2
         monkeypatch.setenv("PYROLIK_NUM_THREADS", "two")
         with pytest.raises(ValueError, match="PYROLIK_NUM_THREADS='two' is not a positive"):
-            pyrolik.set_threads()
+            pyrolik.execution.set_threads()
         with pytest.raises(ValueError, match="positive integer"):
-            pyrolik.set_threads(0)
-        assert pyrolik.set_threads(3) == 2 and torch.get_num_threads() == 3
+            pyrolik.execution.set_threads(0)
+        assert pyrolik.execution.set_threads(3) == 2 and torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(old)
 

@@ -41,7 +41,7 @@ def test_sigma_curve_command(tmp_path, data, capsys, seed):
     api = pyrolik.sigma_curve(sm.model, x, [0.2, 0.5, 1.0], num_steps=6, num_chains=2,
                               kernel=KERNEL, seed=seed, progress=False)
     got = load_result(out)
-    assert isinstance(got, pyrolik.DistortionCurve)
+    assert isinstance(got, pyrolik.distortion.DistortionCurve)
     assert torch.equal(got.log_weights, api.log_weights)
     torch.testing.assert_close(got.log_likelihood, api.log_likelihood)
     status, text, _ = run(["summary", out], capsys)

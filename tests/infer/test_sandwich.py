@@ -100,7 +100,7 @@ def test_convergence_table_and_plot(lg, tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    table = pyrolik.bdmc_convergence(lg, [2, 20], 6, data_shape=(5,), num_chains=3, progress=False)
+    table = pyrolik.infer.bdmc_convergence(lg, [2, 20], 6, data_shape=(5,), num_chains=3, progress=False)
     assert list(table["num_steps"]) == [2, 20]
     assert (table["gap"] >= -3 * table["gap_se"]).all()  # upper >= lower up to their noise
     ax = pyrolik.diagnostics.plots.plot_bdmc_convergence(table)
@@ -114,14 +114,14 @@ def test_posterior_samples_and_decodings(lg, tmp_path):
     matplotlib.use("Agg")
     x = lg.sample(4)
     r = pyrolik.ais(lg, x, num_steps=10, num_chains=5, seed=0, progress=False)
-    s = pyrolik.posterior_samples(r, 7, examples=[0, 2])
+    s = pyrolik.infer.posterior_samples(r, 7, examples=[0, 2])
     assert s["z"].shape == (7, 2, 2)
     fig = pyrolik.diagnostics.plots.plot_posterior_decodings(
         r, lambda lat: lat["z"] @ lg.W.T + lg.b, examples=[0, 1], num_samples=3,
         image_shape=(1, 5))
     fig.savefig(tmp_path / "post.png")
     with pytest.raises(ValueError, match="examples must lie"):
-        pyrolik.posterior_samples(r, 3, examples=[9])
+        pyrolik.infer.posterior_samples(r, 3, examples=[9])
 
 
 def test_tuning_and_schedule_do_not_depend_on_the_reverse_starts(lg, seed):

@@ -33,8 +33,8 @@ TESTED_ELSEWHERE = {
     "io/datasets.py": "curves/test_curve.py",
     "io/netcdf.py": "io/test_export.py",
     "model/constructs.py": "integration/test_idioms.py",
-    "model/dataset.py": "infer/test_evidence.py",  # the whole data set as one example
-    "diagnostics/bayes_factor.py": "infer/test_evidence.py",
+    "model/dataset.py": "infer/test_global_latents.py",  # the whole data set as one example
+    "diagnostics/bayes_factor.py": "infer/test_global_latents.py",
     "model/messenger.py": "integration/test_idioms_more.py",
     "model/readmap.py": "model/test_simulation_sites.py",
     "model/modules.py": "integration/test_idioms.py",

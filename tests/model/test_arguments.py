@@ -68,13 +68,13 @@ def test_per_example_arguments_are_named_when_they_do_not_fit(lg):
     model, guide = _conditional(lg)
     with pytest.raises(ValueError, match=r"model_kwargs\['y'\] is marked per example but has 2 rows, "
                        "and x has 3 examples"):
-        make_target(model, x, 2, model_kwargs={"y": pyrolik.per_example(y[:2])})
+        make_target(model, x, 2, model_kwargs={"y": pyrolik.model.per_example(y[:2])})
     # V is (3, 2): with 3 examples its leading dimension looks per example; the error says so
     with pytest.raises(ValueError, match=r"model_kwargs\['shift'\] of shape \(3, 2\) \(per example: "
-                       r"its leading dimension is the number of examples\).*pyrolik.shared"):
+                       r"its leading dimension is the number of examples\).*pyrolik.model.shared"):
         make_target(model, x, 2, model_kwargs={"y": y, "shift": V})
     truth = lg.exact_log_marginal(x - y @ V.T)
-    exact_iwae(model, guide, x, truth, model_kwargs={"y": y, "shift": pyrolik.shared(V)})
+    exact_iwae(model, guide, x, truth, model_kwargs={"y": y, "shift": pyrolik.model.shared(V)})
 
 
 def test_the_command_line_passes_per_example_arguments(tmp_path, capsys):
@@ -127,7 +127,7 @@ def test_csl_and_the_chains_follow_per_example_arguments(lg):
     with pytest.raises(ValueError, match=r"prior samples shared by all examples cannot follow the "
                        r"per-example argument\(s\) \['model_args\[0\]'\]"):
         pyrolik.infer.chains.prior_samples(model, x, 3, model_args=(y,))
-    chain = pyrolik.infer.chains.encoder_decoder(model, guide, model_args=(pyrolik.per_example(y),))
-    r = pyrolik.biased_csl(model, x, chain, num_chains=2, num_steps=3, seed=0,
+    chain = pyrolik.infer.chains.encoder_decoder(model, guide, model_args=(pyrolik.model.per_example(y),))
+    r = pyrolik.infer.biased_csl(model, x, chain, num_chains=2, num_steps=3, seed=0,
                            model_args=(y,))
     assert torch.isfinite(r.log_likelihood).all()

@@ -19,7 +19,7 @@ import pyrolik
 from pyrolik.model.target import make_target
 from tests.idiom_helpers import exact_guide, exact_iwae, same_density
 
-REFUSED = r"density of one example depends on the other rows of its batch.*pyrolik.shared"
+REFUSED = r"density of one example depends on the other rows of its batch.*pyrolik.model.shared"
 
 
 def _model(lg, loc_fn):

@@ -168,4 +168,4 @@ def test_bad_arguments():
     monitor = TrainingMonitor(model, x, x, num_steps=2, num_chains=2)
     with pytest.raises(ValueError, match="epoch must be"):
         monitor(-1)
-    assert pyrolik.TrainingMonitor is TrainingMonitor
+    assert pyrolik.training.TrainingMonitor is TrainingMonitor

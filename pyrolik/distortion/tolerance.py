@@ -23,7 +23,8 @@ from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.schedules import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.distortion.bounds import distortion_bdmc
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve
-from pyrolik.infer.budget import (
+from pyrolik.infer.sandwich import simulate
+from pyrolik.infer.tolerance import (
     CONFIDENCE_Z,
     MAX_STEPS,
     Budget,
@@ -36,7 +37,6 @@ from pyrolik.infer.budget import (
     simulated_size,
     simulation_arguments,
 )
-from pyrolik.infer.sandwich import simulate
 from pyrolik.model.distortion import distortion_model
 from pyrolik.model.reuse import TargetCache
 from pyrolik.model.target import make_target
@@ -47,7 +47,7 @@ CAP_FIX = "raise max_steps or use more chains"
 
 
 def point_size(num_examples: int, num_points: int) -> int:
-    """Simulated examples per grid point: :func:`~pyrolik.infer.budget.simulated_size` shared
+    """Simulated examples per grid point: :func:`~pyrolik.infer.tolerance.simulated_size` shared
     among the points, at least 16 each (a gap's standard error needs examples)."""
     return max(16, simulated_size(num_examples) // num_points)
 

@@ -27,8 +27,8 @@ from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, check_model, validate_data
 from pyrolik.annealing.kernel import HMC
 from pyrolik.infer.annealing import ais
-from pyrolik.infer.budget import MAX_STEPS
 from pyrolik.infer.sandwich import Simulated, bdmc
+from pyrolik.infer.tolerance import MAX_STEPS
 from pyrolik.model.dataset import WholeDataset
 from pyrolik.results import AISResult, BDMCResult
 

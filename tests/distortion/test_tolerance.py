@@ -20,7 +20,7 @@ from pyrolik.distortion import (
     sigma_curve,
     squared_error,
 )
-from pyrolik.infer.budget import Budget, BudgetWarning
+from pyrolik.infer.tolerance import Budget, BudgetWarning
 
 # posterior sd about 0.1 at sigma 0.1: the geometric path needs a hundred or more base steps
 LG = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0, dtype=torch.float64)

@@ -12,7 +12,7 @@ import torch
 
 import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
-from pyrolik.infer.budget import (
+from pyrolik.infer.tolerance import (
     Budget,
     BudgetWarning,
     Round,
