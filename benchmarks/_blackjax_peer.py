@@ -8,7 +8,7 @@ BlackJAX's tempered SMC step moves the particles with an HMC kernel targeting th
 temperature, then weights them with :math:`(\lambda_{new} - \lambda)\log p(x \mid z)` at the moved
 positions; it keeps only the normalised weights of that one increment and reports
 :math:`\log \frac1K\sum_k e^{\Delta_t \ell_k}` as the step's increment, which assumes the previous
-weights were uniform, i.e. that it resampled (the trap of ``PEERS.md``: summing those increments is
+weights were uniform, i.e. that it resampled (a known trap: summing those increments is
 not the AIS estimate when resampling is off). Here each chain's log-weight is accumulated from the
 step's own increments, :math:`\Delta_t \ell_k = \log W_k + \mathrm{increment} + \log K` (exact: the
 normalised weights are :math:`W_k = e^{\Delta_t\ell_k}/\sum_j e^{\Delta_t \ell_j}`), and reduced by

@@ -1,6 +1,6 @@
 """Issue 10 item 2 and issue 4's target: BDMC on examples simulated from the trained binarized-MNIST VAE.
 
-PEERS.md budget: simulated examples x 10 chains, 200 annealing steps of 10 leapfrog steps. Peers on
+The peers' budget: simulated examples x 10 chains, 200 annealing steps of 10 leapfrog steps. Peers on
 their own pretrained 50-200-200-784 VAE: 19.6 nats (public PyTorch code, linear), 6.3 (same, sigmoid),
 0.72 (BlackJAX, sigmoid). Parts (``--parts``, comma-separated, so that they can run in parallel):
 
@@ -107,7 +107,7 @@ def convergence(model, data, args, hmc, claims: Claims) -> None:
     steps = [int(s) for s in args.conv_steps.split(",")]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for ax, (name, init) in zip(axes, [("prior path", None), ("encoder path", model.guide)], strict=True):
-        table = pyrolik.infer.bdmc_convergence(model, steps, data=sub, num_chains=args.chains,
+        table = pyrolik.infer.bdmc_convergence(model, num_steps=steps, data=sub, num_chains=args.chains,
                                          kernel=hmc, init=init, progress=False)
         print(f"\n{name}, {n} simulated examples x {args.chains} chains (sigmoid schedule):")
         print(table.round(3).to_string(index=False))

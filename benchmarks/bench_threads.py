@@ -57,7 +57,7 @@ def workloads(names: list[str]) -> dict[str, object]:
                                                       progress=False))
     if "iwae" in names:
         vae = pm.load("vae", dtype=torch.float32)
-        jobs["iwae"] = lambda: pyrolik.iwae(vae, vae.guide, x[:100], num_samples=1000, seed=0,
+        jobs["iwae"] = lambda: pyrolik.iwae(vae, x[:100], vae.guide, num_samples=1000, seed=0,
                                             progress=False)
     if "mnist" in names:
         model = pyro_model(decoder())

@@ -69,7 +69,7 @@ def evaluate(name: str, data_dir: Path, args) -> dict:
     out["kde_test"], out["kde_test_se"] = mean_se(k.log_likelihood[:n])
     out["kde_train"], out["kde_train_se"] = mean_se(k.log_likelihood[n:])
     if hasattr(model, "guide"):
-        w = pyrolik.iwae(model, model.guide, x[:n], num_samples=args.iwae_k, model_kwargs=kw,
+        w = pyrolik.iwae(model, x[:n], model.guide, num_samples=args.iwae_k, model_kwargs=kw,
                          seed=0, progress=False, chunk_size=100)
         out["iwae_test"], out["iwae_test_se"] = mean_se(w.log_likelihood)
     print(json.dumps({k: v for k, v in out.items() if k != "sigma_curve"}, indent=1), flush=True)

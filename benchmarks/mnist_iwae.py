@@ -96,7 +96,7 @@ def main(argv=None):
     claims = Claims()
     rows = []  # (estimator, budget, mean, se, seconds, per-example tensor)
     for k in ints(args.iwae_k):
-        r = pyrolik.iwae(model, model.guide, x, num_samples=k, seed=0, progress=False,
+        r = pyrolik.iwae(model, x, model.guide, num_samples=k, seed=0, progress=False,
                          chunk_size=min(k, 500))
         rows.append(("IWAE bound", k, *mean_se(r.log_likelihood), r.wall_time, r.log_likelihood))
     for name, steps, init in [("AIS", ints(args.ais_steps), None),

@@ -4,7 +4,7 @@ r"""Train the *hard* reference model of the benchmarks: a binarized-MNIST 50-200
 
 The model is ``pyrolik_models.build("iwae", activation="elu", encoder_activation="elu")``: latent 50,
 decoder 50-200-200-784 with ELU hidden units and Bernoulli logits, encoder 784-200-200-100 (ELU);
-the architecture of the well-trained model the peers were measured on (``PEERS.md``). It is trained
+the architecture of the well-trained model the peers were measured on. It is trained
 with the IWAE objective (Burda, Grosse & Salakhutdinov 2016) at ``k`` samples,
 
 .. math:: \mathcal L_k(x) = \mathbb E\Big[\log \frac1k \sum_{i=1}^k \frac{p(x, z_i)}{q(z_i \mid x)}\Big],

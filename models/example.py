@@ -9,7 +9,7 @@ networks, train with Pyro's SVI (or ``pyrolik_models.train_vae``), then::
     import pyrolik
     from pyrolik_models.example import model, guide   # ``models.example`` in a checkout
     pyrolik.ais(model, x, num_steps=500, num_chains=16, seed=0)        # a stochastic lower bound
-    pyrolik.iwae(model, guide, x, num_samples=1000, seed=0)
+    pyrolik.iwae(model, x, guide, num_samples=1000, seed=0)
     pyrolik.bdmc(model, 20, data_shape=(DATA,), num_steps=500, num_chains=16, seed=0)  # a sandwich
 """
 

@@ -42,7 +42,7 @@ def build() -> dict:
         out["reverse_ais"] = pyrolik.reverse_ais(
             LG, x, post, num_steps=10, num_chains=8, kernel=pyrolik.HMC(num_leapfrog=3), seed=1,
             step_sizes=fwd.step_sizes, progress=False)
-        out["iwae"] = pyrolik.iwae(LG, LG.exact_guide, x, num_samples=30, seed=0, progress=False)
+        out["iwae"] = pyrolik.iwae(LG, x, LG.exact_guide, num_samples=30, seed=0, progress=False)
         out["likelihood_weighting"] = pyrolik.likelihood_weighting(LG, x, num_samples=40, seed=0,
                                                                    progress=False)
         out["kde"] = pyrolik.kde(LG.sample(200, g), x, bandwidth=[0.3, 1.0, 3.0],

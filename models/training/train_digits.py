@@ -99,7 +99,7 @@ def _log_likelihood_fn(kind: str):
         return fn, f"pyrolik.ais(num_steps={AIS_STEPS}, num_chains={AIS_CHAINS})"
     if kind == "vae":
         def fn(model, x, sigma):
-            return pyrolik.iwae(model, model.guide, x, num_samples=2000,
+            return pyrolik.iwae(model, x, model.guide, num_samples=2000,
                                 model_kwargs={"sigma": sigma}, seed=SEED,
                                 progress=False).log_likelihood
         return fn, "pyrolik.iwae(num_samples=2000) (lower bound; AIS not yet available)"

@@ -11,7 +11,7 @@ eq. 4), for every row (chain x example) at once:
 where :math:`\mathcal T_{\beta'}` is an HMC transition leaving :math:`f_{\beta'}` invariant. The weight
 update reads the cached :math:`r` of the current state, so it costs no model pass; a step costs
 ``num_leapfrog`` passes. The running log-weights are kept per row in float64 and reduced by
-log-mean-exp once, at the end (``PEERS.md``). :func:`step` is pure (BlackJAX's shape: the next
+log-mean-exp once, at the end. :func:`step` is pure (BlackJAX's shape: the next
 ``beta`` and the kernel's parameters are arguments, the schedule lives outside); :func:`run` drives it
 and calls hooks for recording (:class:`Recorder`), totals, checkpointing and progress, so memory does
 not grow with the number of steps unless a hook keeps what it sees.

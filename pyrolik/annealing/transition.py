@@ -1,52 +1,10 @@
-r"""The HMC transition for tempered densities, batched over rows (chains x examples): the kernel
-without its tuner (the step sizes and masses come in as arguments; :mod:`pyrolik.annealing.kernel` composes
-it with an adaptation strategy into the public :class:`~pyrolik.HMC`).
+r"""The HMC transition for tempered densities, batched over rows (chains x examples), without its
+tuner: step sizes and masses come in as arguments (:mod:`pyrolik.annealing.kernel` composes it with
+a tuning into :class:`~pyrolik.HMC`).
 
-The target at inverse temperature :math:`\beta` is
-:math:`\log f_\beta(z) = \log f_0(z) + \beta\, r(z)` with :math:`r = \log f_1 - \log f_0`. A state
-caches :math:`\log f_0`, :math:`r` and their gradients *separately*, so the density and gradient at a
-new :math:`\beta` are recombined for free: one transition costs exactly ``num_leapfrog`` evaluations,
-and no cache of a tempered density can go stale across temperatures (the trap of ``PEERS.md``).
-
-One transition (Neal 2011, arXiv:1206.1901): draw :math:`p \sim \mathcal N(0, M)`, take ``L`` leapfrog
-steps of size :math:`\epsilon` with the potential :math:`U = -\log f_\beta` (the only place the word
-"potential" is used), and accept with probability
-:math:`\min(1, \exp(-H(z', p') + H(z, p)))`, :math:`H = U + \tfrac12 p^\top M^{-1} p`. Non-finite
-energies, or energy errors above ``max_energy_error``, are divergences: rejected and counted.
-
-With ``step_jitter = j > 0`` every row draws its step size afresh at every transition,
-:math:`\epsilon' = \epsilon\,u`, :math:`u \sim U(1 - j, 1 + j)`, independently of the state
-(Mackenzie 1989; Neal 2011, section 5.4.2.2): each value of :math:`u` gives a reversible kernel
-that leaves :math:`f_\beta` invariant, so their mixture does too, in either direction of the
-schedule (BDMC's reverse chains see the same kernels). A fixed :math:`(\epsilon, L)` is resonant:
-directions whose leapfrog rotation over the trajectory is close to a multiple of :math:`2\pi` barely
-move (at :math:`\beta \approx 0` on a unit-scale prior, :math:`L\epsilon \approx 2\pi` returns every
-prior-dominated coordinate to its start). Jitter breaks the resonance (what it does to the BDMC
-gap of the binarized-MNIST reference model: ``benchmarks/RESULTS.md``, "Kernel design figures").
-``beta`` and ``step_size`` may differ per row (tensors of shape ``(rows,)``), so forward and reverse
-chains, or chains of different examples, share one batched pass.
-
-With ``momentum_persistence = alpha > 0`` the momentum is kept between transitions instead of drawn
-afresh (generalized HMC: Horowitz 1991; Neal 2011, section 5.3; in AIS, Zhang et al. 2021 and
-Geffner & Domke 2021). The state then carries the *whitened* momentum :math:`u = M^{-1/2} p`, whose
-target is :math:`\mathcal N(0, I)` whatever the mass matrix. One transition at :math:`\beta`:
-
-.. math::
-    u \leftarrow \alpha u + \sqrt{1 - \alpha^2}\,\xi,\ \xi \sim \mathcal N(0, I); \quad
-    (z', p') = \mathrm{leapfrog}(z, M^{1/2} u); \quad
-    (z, u) \leftarrow (z', M^{-1/2} p') \text{ if accepted, else } (z, -u).
-
-Each of the three moves leaves the extended target :math:`f_\beta(z)\,\mathcal N(u; 0, I)`
-invariant: the refreshment is an autoregressive move that keeps :math:`\mathcal N(0, I)`, the
-leapfrog proposal followed by a momentum flip is a volume-preserving involution with a Metropolis
-test, and the flip after it (undone on acceptance, hence the flip on rejection) keeps the symmetric
-:math:`\mathcal N(0, I)`. In the :math:`(z, u)` coordinates the mass matrix only enters through the
-map :math:`u \mapsto M^{1/2} u` inside one transition, so a mass matrix that changes with
-:math:`\beta` (the pilot's table) is handled exactly. Since the marginal of :math:`u` does not depend
-on :math:`\beta`, the extended targets have the same normalising constants as the :math:`f_\beta`
-and the AIS weights are unchanged (Neal 2001's argument on the extended space); the first
-transition draws :math:`u` afresh, an exact draw of its marginal, in either direction of the
-schedule. ``momentum_persistence = 0`` is the usual full refreshment, draw for draw.
+At :math:`\log f_\beta = \log f_0 + \beta r` a state caches :math:`\log f_0`, :math:`r` and their
+gradients separately, so a new :math:`\beta` costs no evaluation. Step-size jitter and partial
+momentum refreshment keep :math:`f_\beta` invariant; the argument is in ``docs/kernel.md``.
 """
 
 from __future__ import annotations
@@ -174,8 +132,9 @@ class HMCTransition:
         """
         z = state.z
         if self.step_jitter:
-            u = torch.rand(step_size.shape, generator=generator, dtype=z.dtype, device=z.device)
-            step_size = step_size * torch.add(1.0 - self.step_jitter, u, alpha=2 * self.step_jitter)
+            jitter = torch.rand(step_size.shape, generator=generator, dtype=z.dtype, device=z.device)
+            step_size = step_size * torch.add(1.0 - self.step_jitter, jitter,
+                                              alpha=2 * self.step_jitter)
         noise = torch.randn(z.shape, generator=generator, dtype=z.dtype, device=z.device)
         alpha = self.momentum_persistence
         if alpha and state.momentum is not None:  # noise becomes the partially refreshed momentum
@@ -191,13 +150,13 @@ class HMCTransition:
         divergent = ~finite | (energy_error > self.max_energy_error)
         log_accept = torch.where(divergent, torch.full_like(energy_error, -torch.inf),
                                  -energy_error).clamp_max(0.0)
-        u = torch.rand(log_accept.shape, generator=generator, dtype=z.dtype, device=z.device)
-        accepted = torch.log(u) < log_accept
+        coin = torch.rand(log_accept.shape, generator=generator, dtype=z.dtype, device=z.device)
+        accepted = torch.log(coin) < log_accept
         keep = accepted.unsqueeze(-1)
         momentum = None
         if alpha:  # accepted: the end of the trajectory (whitened); rejected: flipped
-            u1 = p1 if inv_mass is None else p1 * inv_mass.sqrt()
-            momentum = torch.where(keep, u1, -noise)
+            whitened = p1 if inv_mass is None else p1 * inv_mass.sqrt()
+            momentum = torch.where(keep, whitened, -noise)
         new = HMCState(
             torch.where(keep, proposal.z, z),
             torch.where(accepted, proposal.log_init, state.log_init),

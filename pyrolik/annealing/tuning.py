@@ -1,32 +1,14 @@
-r"""Adaptation strategies: how each annealing step's HMC step size (and mass matrix) is chosen.
+r"""How each transition's step size (and mass matrix) is chosen: the tunings the engine asks, and
+the strategies of :class:`~pyrolik.HMC` that make them.
 
-A strategy is chosen once, in :class:`pyrolik.HMC` (``adapt="pilot" | "online" | None``, or a
-strategy object), and used in one place, the AIS driver: before a batch's chains start,
-:meth:`Adaptation.pilot` may plan a pilot run (:mod:`pyrolik.annealing.tuning`), which the driver runs
-like any annealing run and which leaves a :class:`StepSizes` table; :meth:`Adaptation.tuning` then
-gives the engine a :class:`Tuning`, which it asks for the :class:`HMCParams` of every transition
-and updates with that transition's diagnostics and state.
-
-- :class:`Pilot` (the default): a short AIS pass on a coarse copy of the schedule adapts one step
-  size per example toward the target acceptance, from the *population* acceptance of that example's
-  chains, :math:`\log\epsilon_n \mathrel{+}= g\,(\bar a_n - a^*)`; the sizes met at each pilot
-  temperature are smoothed into a table that the estimating run reads, interpolated in
-  :math:`\beta`, and never changes. The pilot's chains are independent of the estimating chains, so
-  the run is an exact AIS estimator (Neal 2001) in both directions, which is what BDMC needs. The
-  same table carries the pilot's variance of :math:`\log f_1 - \log f_0` per temperature, from
-  which ``schedule="adaptive"`` is built, equally independent of the estimating chains.
-
-  The default target acceptance is 0.9, not the 0.65 of Wu et al. (2017): what AIS needs from a
-  transition is movement of :math:`r = \log f_1 - \log f_0` (the weights' increments), and the
-  expected squared jump of :math:`r` per gradient peaks at acceptances of 0.85-0.95 (at 0.97-1 on a
-  linear-Gaussian decoder, whose stiff directions carry :math:`r`), while the jump in :math:`z`
-  that 0.65 maximises is dominated by directions :math:`r` does not depend on. On the binarized-MNIST
-  reference model 0.9 gives a several times smaller BDMC gap than 0.65, and four pilot chains per
-  example tune as well as ten (``benchmarks/RESULTS.md``, "Kernel design figures").
-- :class:`Online`: each chain adapts its own step size from its own acceptance during the run, as in
-  Wu et al. (2017); cheaper, but a chain's history then shapes its transitions, which biases the
-  weights slightly (outside Neal's unbiasedness argument).
+- :class:`Pilot` (the default): a short AIS run on a coarse copy of the schedule, independent of the
+  estimating chains, adapts one step size per example from its chains' mean acceptance and leaves a
+  frozen :class:`StepSizes` table (and the variances ``schedule="adaptive"`` is built from): an exact
+  AIS estimator in both directions. Its run is a :class:`PilotRun` the driver runs like any other.
+- :class:`Online`: each chain adapts from its own acceptance during the run (slightly biased).
 - :class:`Fixed`: one step size throughout.
+
+Why the pilot aims at an acceptance of 0.9: ``docs/kernel.md``.
 """
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ def evaluate(args) -> int:
                 common = dict(num_samples=args.num_samples, chunk_size=args.chunk_size,
                               model_kwargs=kwargs, seed=args.seed, batch_size=batch_size,
                               progress=progress, distributed=distributed)
-                result = (pyrolik.iwae(model, guide, x, **common) if name == "iwae"
+                result = (pyrolik.iwae(model, x, guide, **common) if name == "iwae"
                           else pyrolik.likelihood_weighting(model, x, **common))
             else:  # kde: cheap next to the others, run by the first process only
                 result = (_kde(args, model, kwargs, x, validation, device, progress)

@@ -196,7 +196,7 @@ def run(
                         num_chains=s["num_chains"], kernel=hmc, init=model.guide, **common), "ais")
                 elif stage == "iwae":
                     result = main_result(pyrolik.iwae(
-                        model, model.guide, x, num_samples=s["iwae_samples"], **common), "iwae")
+                        model, x, model.guide, num_samples=s["iwae_samples"], **common), "iwae")
                 elif stage == "lw":
                     result = main_result(pyrolik.likelihood_weighting(
                         model, x, num_samples=s["lw_samples"], **common), "likelihood_weighting")

@@ -10,7 +10,7 @@ Diagnostics come from :mod:`pyrolik.diagnostics.checks`; what the panels mean:
   with fewer than 25 weights per example PSIS cannot fit a tail, and the panel shows the largest
   normalised weight instead);
 - acceptance rate and step size against :math:`\beta` (a collapse of acceptance at some temperature
-  is the trap of a stale density cache, ``PEERS.md``), and the running estimate of
+  is the trap of a stale density cache), and the running estimate of
   :math:`\log Z_\beta`;
 - BDMC: per example the lower and upper bounds with the gap between them (Grosse et al. 2015); the
   bounds against the number of steps are :func:`pyrolik.diagnostics.plots.plot_bdmc_convergence`.

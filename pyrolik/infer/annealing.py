@@ -197,7 +197,7 @@ def reverse_ais(
     The same chain as :func:`ais` on the reversed schedule (:math:`\beta` from 1 to 0), started at
     ``latents``. If ``latents`` are exact draws of :math:`p(z \mid x)`, then
     :math:`\mathbb E[w] = 1/p(x)` and :math:`-\log\frac1K\sum_k w_k \ge \log p(x)` in expectation
-    (Grosse et al. 2015; the BDMC form, tighter than the Theano code's, ``PEERS.md``).
+    (Grosse et al. 2015).
 
     .. warning::
        The bound holds **only** when ``latents`` are exact posterior samples for ``x``, which in

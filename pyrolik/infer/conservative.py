@@ -83,7 +83,7 @@ def csl(
     chunk_size: int = 1024,
     model_args: tuple = (),
     model_kwargs: dict[str, Any] | None = None,
-    keep_log_weights: bool = False,
+    keep_weights: bool = False,
     khat: bool = True,
     progress: bool = False,
 ) -> EstimateResult:
@@ -118,7 +118,7 @@ def csl(
         return :math:`\log P(x_n \mid h_{s,n})` of shape (S, N).
     chunk_size : int
         Samples per pass when ``latents`` is a tensor or dict.
-    keep_log_weights : bool
+    keep_weights : bool
         Keep the full ``(S, N)`` matrix :math:`\log P(x_n \mid h_s)` as ``log_weights``.
     khat : bool
         Compute the Pareto k-hat of the weights per example (ArviZ's PSIS: milliseconds per
@@ -134,7 +134,7 @@ def csl(
         Pareto ``khat`` of the weights :math:`w_s = P(x_n \mid h_s)`. Both treat the samples as
         independent: correlated chain states make the real error larger (thin the chain, or
         compare independent chains). ``khat`` is NaN when turned off, or when a generator of
-        chunks is streamed without ``keep_log_weights`` (its tail size needs the count up front).
+        chunks is streamed without ``keep_weights`` (its tail size needs the count up front).
 
     References
     ----------
@@ -154,7 +154,7 @@ def csl(
         log_obs_fn_or_model, isinstance(first, Mapping), model_args, model_kwargs, per_example
     )
     n = x.shape[0]
-    running = RunningLogWeights(known or 1, keep_log_weights)
+    running = RunningLogWeights(known or 1, keep_weights)
     bar = progress_bar(-(-known // chunk_size) if known else 0, "csl", progress)
     with torch.no_grad():
         for h in chunks:
@@ -185,7 +185,7 @@ def csl(
             bar.update(1)
     bar.close()
     # k-hat needs the sample count up front (its tail size) or every weight
-    if khat and (known is not None or keep_log_weights):
+    if khat and (known is not None or keep_weights):
         khat_values = running.khat()
     else:
         khat_values = torch.full_like(running.log_mean, float("nan"))
@@ -213,7 +213,7 @@ def biased_csl(
     chunk_size: int = 1024,
     model_args: tuple = (),
     model_kwargs: dict[str, Any] | None = None,
-    keep_log_weights: bool = False,
+    keep_weights: bool = False,
 ) -> EstimateResult:
     r"""Biased CSL for model comparison, section 6 of [1]_.
 
@@ -266,7 +266,7 @@ def biased_csl(
     h = {k: per_example(v) for k, v in h.items()} if isinstance(h, Mapping) else per_example(h)
     result = csl(
         log_obs_fn_or_model, x, h, per_example=True, chunk_size=chunk_size,
-        model_args=model_args, model_kwargs=model_kwargs, keep_log_weights=keep_log_weights,
+        model_args=model_args, model_kwargs=model_kwargs, keep_weights=keep_weights,
         khat=False,  # a handful of local, correlated samples: no importance-sampling tail to fit
     )
     result.method = "biased_csl"

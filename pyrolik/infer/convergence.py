@@ -22,9 +22,9 @@ __all__ = ["bdmc_convergence", "plot_bdmc_convergence"]
 
 def bdmc_convergence(
     model: Callable[..., Any],
-    num_steps: Sequence[int],
     num_examples: int | None = None,
     *,
+    num_steps: Sequence[int],
     data_shape: tuple[int, ...] | None = None,
     data: Simulated | tuple | None = None,
     num_chains: int,

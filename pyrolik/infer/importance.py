@@ -111,8 +111,8 @@ def likelihood_weighting(
 
 def iwae(
     model: Callable[..., Any],
-    guide: Callable[..., Any],
     x: Tensor,
+    guide: Callable[..., Any],
     *,
     num_samples: int,
     model_args: tuple = (),

@@ -6,7 +6,7 @@ It estimates the density of a *different* model (the samples smoothed by the ker
 generative model, and in high dimensions it is badly biased: Wu et al. (2017) find its errors larger
 than the differences between the models it is used to rank. It is neither a lower nor an upper bound
 (``bound is None``). The bandwidth must be chosen on validation data, never on the evaluated data
-(``PEERS.md``: choosing it on the test set inflates the baseline).
+(choosing it on the test set inflates the baseline).
 """
 
 from __future__ import annotations

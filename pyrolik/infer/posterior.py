@@ -20,6 +20,7 @@ __all__ = ["posterior_samples", "plot_posterior_decodings"]
 def posterior_samples(
     result: AISResult,
     num_samples: int,
+    *,
     examples: Sequence[int] | None = None,
     seed: int | None = 0,
 ) -> dict[str, Tensor]:
@@ -50,7 +51,7 @@ def plot_posterior_decodings(
     """
     import matplotlib.pyplot as plt
 
-    samples = posterior_samples(result, num_samples, examples, seed)
+    samples = posterior_samples(result, num_samples, examples=examples, seed=seed)
     s, n = num_samples, len(examples)
     flat = {k: v.reshape(s * n, *v.shape[2:]) for k, v in samples.items()}
     with torch.no_grad():

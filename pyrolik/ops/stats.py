@@ -1,7 +1,7 @@
 r"""Reductions of importance log-weights: log-mean-exp, effective sample size, MCSE, Pareto k-hat.
 
 All functions reduce over dim 0 (chains or samples) and keep the example dims, so every diagnostic
-is per example (unlike whole-dataset weights, ``PEERS.md``).
+is per example, never pooled over the data set.
 
 For weights :math:`w_k = \exp(\log w_k)`, :math:`k = 1..K`:
 

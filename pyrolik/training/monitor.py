@@ -201,7 +201,7 @@ class TrainingMonitor:
                                 kernel=self.kernel, init=self.guide, **common), "ais")
         else:
             assert self.guide is not None  # __init__ requires a guide for the IWAE bound
-            r = main_result(iwae(self.model, self.guide, x, num_samples=self.num_samples, **common),
+            r = main_result(iwae(self.model, x, self.guide, num_samples=self.num_samples, **common),
                             "iwae")
         assert r.mcse is not None  # both estimators report an MCSE per example
         return r.log_likelihood.detach().cpu().double(), r.mcse.detach().cpu().double()

@@ -129,7 +129,7 @@ def test_model_file_weights_hook_and_guide(tmp_path, data, capsys):
     assert module.LOADED == [str(tmp_path / "w.pt")] and not module.DECODER.training
     # with the loaded weights the file's model is the linear-Gaussian model: same numbers
     x = torch.from_numpy(np.load(data))
-    api = pyrolik.iwae(sm.model, module.guide, x, num_samples=9, seed=0, progress=False)
+    api = pyrolik.iwae(sm.model, x, module.guide, num_samples=9, seed=0, progress=False)
     torch.testing.assert_close(pyrolik.load(tmp_path / "r.nc").log_likelihood, api.log_likelihood)
 
     (tmp_path / "nohook.py").write_text(MODEL_FILE)

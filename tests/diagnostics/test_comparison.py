@@ -206,7 +206,7 @@ def test_compare_real_estimator_results(seed):
     lg = LinearGaussian.random(data_dim=4, latent_dim=2, seed=seed)
     x = lg.sample(40, torch.Generator().manual_seed(seed))
     lw = likelihood_weighting(lg, x, num_samples=50, seed=seed, progress=False)
-    iw = iwae(lg, lg.exact_guide, x, num_samples=5, seed=seed, progress=False)
+    iw = iwae(lg, x, lg.exact_guide, num_samples=5, seed=seed, progress=False)
     c = compare(lw, iw)
     assert set(c.table.loc["log"].index) == {"likelihood_weighting", "iwae"}
     assert any("different estimators" in n for n in c.notes)

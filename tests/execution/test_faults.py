@@ -40,7 +40,7 @@ def test_nan_examples_are_marked_and_do_not_touch_the_others(method, seed):
             return pyrolik.reverse_ais(model, x, z, num_steps=10, num_chains=3, kernel=kernel,
                                        seed=seed, progress=False, schedule=schedule)
         if method == "iwae":
-            return pyrolik.iwae(model, _prior_guide, x, num_samples=20, seed=seed, progress=False)
+            return pyrolik.iwae(model, x, _prior_guide, num_samples=20, seed=seed, progress=False)
         return pyrolik.likelihood_weighting(model, x, num_samples=20, seed=seed, progress=False)
 
     clean = run(sm.model)
@@ -158,8 +158,8 @@ COUNT_CASES = [
     (lambda v: pyrolik.bdmc(sm.model, 3, data_shape=(5,), **{**AIS, "num_chains": v}), "num_chains"),
     (lambda v: pyrolik.bdmc(sm.model, 3, data_shape=(5,), batch_size=v, **AIS), "batch_size"),
     (lambda v: pyrolik.simulate(sm.model, v, data_shape=(5,)), "num_examples"),
-    (lambda v: pyrolik.iwae(sm.model, _prior_guide, X, num_samples=v), "num_samples"),
-    (lambda v: pyrolik.iwae(sm.model, _prior_guide, X, num_samples=2, batch_size=v), "batch_size"),
+    (lambda v: pyrolik.iwae(sm.model, X, _prior_guide, num_samples=v), "num_samples"),
+    (lambda v: pyrolik.iwae(sm.model, X, _prior_guide, num_samples=2, batch_size=v), "batch_size"),
     (lambda v: pyrolik.likelihood_weighting(sm.model, X, num_samples=v), "num_samples"),
     (lambda v: pyrolik.likelihood_weighting(sm.model, X, num_samples=2, chunk_size=v),
      "chunk_size"),
@@ -248,7 +248,7 @@ def test_model_and_data_errors_through_every_estimator(method, change, error, me
         if method == "ais":
             pyrolik.ais(model, x, **AIS)
         elif method == "iwae":
-            pyrolik.iwae(model, _prior_guide, x, num_samples=2, progress=False)
+            pyrolik.iwae(model, x, _prior_guide, num_samples=2, progress=False)
         elif method == "lw":
             pyrolik.likelihood_weighting(model, x, num_samples=2, progress=False)
         else:
@@ -257,7 +257,7 @@ def test_model_and_data_errors_through_every_estimator(method, change, error, me
 
 def test_guide_errors():
     with pytest.raises(ValueError, match="guide misses the latent site.*every latent site"):
-        pyrolik.iwae(sm.model, _empty_guide, X, num_samples=2)
+        pyrolik.iwae(sm.model, X, _empty_guide, num_samples=2)
     with pytest.raises(ValueError, match="guide misses the latent site"):
         pyrolik.ais(sm.model, X, init=_empty_guide, **AIS)
     with pytest.raises(TypeError, match="init must be a callable Pyro guide"):

@@ -61,7 +61,7 @@ def test_streaming_equals_one_pass_and_iterables(seed):
     torch.testing.assert_close(csl(rbm, x, list(h.split(10))).log_likelihood, direct,
                                rtol=0, atol=1e-12)
     # a plain function works like the object with a log_obs method
-    res = csl(rbm.log_obs, x, h, keep_log_weights=True)
+    res = csl(rbm.log_obs, x, h, keep_weights=True)
     torch.testing.assert_close(res.log_weights, rbm.log_obs(x, h))
     assert res.bound == "lower" and res.method == "csl" and res.settings["num_samples"] == 53
     w = res.log_weights.exp()
@@ -82,12 +82,12 @@ def test_prior_samples_make_csl_likelihood_weighting(seed):
     lg = LinearGaussian.random(data_dim=4, latent_dim=2, s=0.7, seed=seed)
     x = lg.sample(5, torch.Generator().manual_seed(seed))
     z = prior_samples(lg, x, 300, seed=seed)
-    res = csl(lg, x, z, keep_log_weights=True, chunk_size=64)
+    res = csl(lg, x, z, keep_weights=True, chunk_size=64)
     by_hand = dist.Normal(z["z"] @ lg.W.T + lg.b, lg.s).log_prob(x[:, None]).sum(-1).T  # (S, N)
     torch.testing.assert_close(res.log_weights, by_hand, rtol=0, atol=1e-10)
     # per-example prior draws through the Pyro path: the same identity
     zpe = {"z": torch.randn(30, 5, 2, generator=torch.Generator().manual_seed(seed))}
-    res_pe = csl(lg, x, zpe, per_example=True, keep_log_weights=True)
+    res_pe = csl(lg, x, zpe, per_example=True, keep_weights=True)
     by_hand_pe = dist.Normal(zpe["z"] @ lg.W.T + lg.b, lg.s).log_prob(x).sum(-1)
     torch.testing.assert_close(res_pe.log_weights, by_hand_pe, rtol=0, atol=1e-10)
 
@@ -102,7 +102,7 @@ def test_csl_with_per_example_prior_draws_is_likelihood_weighting(seed):
     target = make_target(lg, x, 200)
     draw = target.sample_prior(generator_for(seed, 0))
     z = target.unravel(draw.u)  # {site: (K, N, d)}
-    res = csl(lg, x, z, per_example=True, keep_log_weights=True)
+    res = csl(lg, x, z, per_example=True, keep_weights=True)
     torch.testing.assert_close(res.log_weights, lw.log_weights, rtol=0, atol=1e-10)
     torch.testing.assert_close(res.log_likelihood, lw.log_likelihood, rtol=0, atol=1e-10)
     torch.testing.assert_close(res.ess, lw.ess)
@@ -116,7 +116,7 @@ def test_csl_with_per_example_prior_draws_is_likelihood_weighting(seed):
 def test_csl_with_exact_hidden_draws_is_unbiased_on_the_rbm(rbms, digits, seed):
     rbm, test = rbms[3], digits[1][:20]
     h = rbm.sample_hidden_exact(4000, generator=torch.Generator().manual_seed(seed))
-    res = csl(rbm, test, h, keep_log_weights=True)
+    res = csl(rbm, test, h, keep_weights=True)
     _ratio_within(torch.exp(res.log_weights - rbm.log_prob(test)))
 
 
@@ -128,7 +128,7 @@ def test_csl_on_gibbs_chains_converges_to_exact_and_is_conservative(rbms, digits
     num_chains, num_samples = 32, 200
     x0 = train[torch.randperm(len(train), generator=torch.Generator().manual_seed(seed))[:32]]
     h = sample_chain(rbm, x0, num_samples=num_samples, thin=2, burn_in=50, seed=seed)
-    res = csl(rbm, test, h.flatten(0, 1), keep_log_weights=True)
+    res = csl(rbm, test, h.flatten(0, 1), keep_weights=True)
     # independent chains give independent estimates of P(x): the SE comes from their spread
     lw = res.log_weights.reshape(num_samples, num_chains, -1)
     per_chain = torch.logsumexp(lw, 0) - math.log(num_samples)  # (C, N)
@@ -171,7 +171,7 @@ def test_encoder_decoder_chain_with_exact_posterior_targets_the_model(seed):
     z = sample_chain(chain, lg.sample(num_chains, g), num_samples=num_samples, thin=2,
                      burn_in=20, seed=seed)
     assert z["z"].shape == (num_samples, num_chains, 2)
-    res = csl(lg, x, {"z": z["z"].flatten(0, 1)}, keep_log_weights=True)
+    res = csl(lg, x, {"z": z["z"].flatten(0, 1)}, keep_weights=True)
     lw = res.log_weights.reshape(num_samples, num_chains, -1)
     per_chain = torch.logsumexp(lw, 0) - math.log(num_samples)
     _ratio_within(torch.exp(per_chain - lg.exact_log_marginal(x)))

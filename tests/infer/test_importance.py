@@ -20,7 +20,7 @@ def lg():
 
 def test_iwae_with_exact_posterior_is_exact_with_zero_variance(lg, seed):
     x = lg.sample(5, torch.Generator().manual_seed(seed))
-    r = pyrolik.iwae(lg, lg.exact_guide, x, num_samples=7, seed=seed, progress=False)
+    r = pyrolik.iwae(lg, x, lg.exact_guide, num_samples=7, seed=seed, progress=False)
     exact = lg.exact_log_marginal(x)
     torch.testing.assert_close(r.log_likelihood, exact, rtol=0, atol=1e-10)
     assert r.log_weights.std(0).max() < 1e-10
@@ -57,11 +57,11 @@ def test_iwae_bias_shrinks_with_more_samples(lg, seed):
     exact = lg.exact_log_marginal(x)
     errs = []
     for k in (1, 10, 1000):
-        r = pyrolik.iwae(lg, guide, x, num_samples=k, seed=seed, progress=False)
+        r = pyrolik.iwae(lg, x, guide, num_samples=k, seed=seed, progress=False)
         errs.append((r.log_likelihood - exact).mean())
     assert errs[0] < errs[1] < errs[2] <= 0.05
     assert errs[0] < -0.3  # the K=1 bound (the ELBO) is visibly loose for this guide
-    r = pyrolik.iwae(lg, guide, x, num_samples=4000, seed=seed, progress=False)
+    r = pyrolik.iwae(lg, x, guide, num_samples=4000, seed=seed, progress=False)
     assert_unbiased(r.log_weights, exact, min_ess_frac=0.02)
 
 
@@ -96,7 +96,7 @@ def test_same_seed_same_result_and_batch_size_only_changes_noise(lg, seed):
 
 def test_float32_works(lg, seed):
     x = lg.sample(3).float()
-    r = pyrolik.iwae(lg, lg.exact_guide, x, num_samples=5, seed=seed, progress=False)
+    r = pyrolik.iwae(lg, x, lg.exact_guide, num_samples=5, seed=seed, progress=False)
     assert r.log_likelihood.dtype == torch.float32
     torch.testing.assert_close(r.log_likelihood, lg.exact_log_marginal(x).float(), rtol=1e-4,
                                atol=1e-4)
@@ -109,7 +109,7 @@ def test_bad_counts_and_guides(lg):
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         pyrolik.likelihood_weighting(lg, x, num_samples=3, batch_size=-1)
     with pytest.raises(TypeError, match="guide must be a callable"):
-        pyrolik.iwae(lg, None, x, num_samples=3)
+        pyrolik.iwae(lg, x, None, num_samples=3)
     with pytest.raises(ValueError, match="seed must be"):
         pyrolik.likelihood_weighting(lg, x, num_samples=3, seed=-2)
 

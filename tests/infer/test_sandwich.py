@@ -100,7 +100,7 @@ def test_convergence_table_and_plot(lg, tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    table = pyrolik.infer.bdmc_convergence(lg, [2, 20], 6, data_shape=(5,), num_chains=3, progress=False)
+    table = pyrolik.infer.bdmc_convergence(lg, 6, num_steps=[2, 20], data_shape=(5,), num_chains=3, progress=False)
     assert list(table["num_steps"]) == [2, 20]
     assert (table["gap"] >= -3 * table["gap_se"]).all()  # upper >= lower up to their noise
     ax = pyrolik.diagnostics.plots.plot_bdmc_convergence(table)

@@ -180,7 +180,7 @@ def test_a_circular_latent_is_exact_by_importance_sampling_and_refused_by_anneal
         with pyro.plate("data", x.shape[0]):
             pyro.sample("z", dist.VonMises(x[:, 0].clamp(-3.0, 3.0), 2.0))
 
-    r = pyrolik.iwae(_von_mises, circular_guide, X1, num_samples=4000, seed=0, progress=False)
+    r = pyrolik.iwae(_von_mises, X1, circular_guide, num_samples=4000, seed=0, progress=False)
     assert_unbiased(r.log_weights, truth)
 
     def line_guide(x):  # draws over the whole line: the periodic density is not normalised there
@@ -189,7 +189,7 @@ def test_a_circular_latent_is_exact_by_importance_sampling_and_refused_by_anneal
 
     with pytest.raises(ValueError, match=r"the guide samples 'z' from Normal, but the model's 'z' is "
                        r"circular.*dist.VonMises"):
-        pyrolik.iwae(_von_mises, line_guide, X1, num_samples=2, progress=False)
+        pyrolik.iwae(_von_mises, X1, line_guide, num_samples=2, progress=False)
     with pytest.raises(ValueError, match=r"latent site 'z' is circular \(VonMises or kin\).*"
                        r"pyrolik.iwae or pyrolik.likelihood_weighting.*ProjectedNormalReparam"):
         pyrolik.ais(_von_mises, X1, num_steps=3, num_chains=2, seed=0, progress=False)
@@ -271,7 +271,7 @@ def test_observations_that_do_not_follow_x_are_named(lg, x):
                        r".*obs=x"):
         make_target(conditioned, x, 3)
     with pytest.raises(ValueError, match=r"has 4 rows, but the model runs on 2 rows.*obs=x"):
-        pyrolik.iwae(conditioned, exact_guide(lg), x, num_samples=1, batch_size=2, progress=False)
+        pyrolik.iwae(conditioned, x, exact_guide(lg), num_samples=1, batch_size=2, progress=False)
 
     def fixed_size(x, n):
         with pyro.plate("data", n):
@@ -327,7 +327,7 @@ def test_a_guide_must_map_the_latent_as_the_model_does():
 
     with pytest.raises(ValueError, match=r"the guide samples 'z' from Normal with support Real\(\), "
                        r"where the model's 'z' has support Interval.*TransformedDistribution"):
-        pyrolik.iwae(beta, on_the_line, x, num_samples=2, progress=False)
+        pyrolik.iwae(beta, x, on_the_line, num_samples=2, progress=False)
     with pytest.raises(ValueError, match="with support Real"):
         pyrolik.ais(beta, x, init=on_the_line, num_steps=2, num_chains=2, progress=False)
 
@@ -347,7 +347,7 @@ def test_a_guide_must_map_the_latent_as_the_model_does():
     truth = quadrature(dist.Beta(2.0, 2.0).log_prob,
                        lambda g: dist.Normal(g[:, None], 0.5).log_prob(x[:, 0]), grid)
     for guide in (same_map, beta_guide):
-        r = pyrolik.iwae(beta, guide, x, num_samples=2000, seed=0, progress=False)
+        r = pyrolik.iwae(beta, x, guide, num_samples=2000, seed=0, progress=False)
         assert_unbiased(r.log_weights, truth)
 
 
@@ -370,6 +370,6 @@ def test_auto_messengers_are_refused(lg, x, cls):
     guide = cls(lg)
     guide(x)  # fitted (initialised) on these examples
     with pytest.raises(TypeError, match=rf"{cls.__name__} is an AutoMessenger.*Fit AutoNormal"):
-        pyrolik.iwae(lg, guide, x, num_samples=2, progress=False)  # was: "check that x has shape"
+        pyrolik.iwae(lg, x, guide, num_samples=2, progress=False)  # was: "check that x has shape"
     with pytest.raises(TypeError, match="is an AutoMessenger"):
         pyrolik.ais(lg, x, init=guide, num_steps=2, num_chains=2, progress=False)

@@ -96,7 +96,7 @@ def test_an_autoguide_list_and_a_fitted_autoguide():
     svi = pyro.infer.SVI(lg, fitted, pyro.optim.Adam({"lr": 0.05}), pyro.infer.Trace_ELBO())
     for _ in range(200):
         svi.step(x)
-    r = pyrolik.iwae(lg, fitted, x, num_samples=2000, seed=0, progress=False)
+    r = pyrolik.iwae(lg, x, fitted, num_samples=2000, seed=0, progress=False)
     assert_unbiased(r.log_weights, truth)
 
 
@@ -105,10 +105,10 @@ def test_autoguides_pyrolik_cannot_use_are_refused(lg, x):
     fitted(x[:3])  # fitted on three examples, not these four
     with pytest.raises(ValueError, match=r"AutoGuide was fitted on other examples: its site 'z' has "
                        r"shape \(3, 2\) \(plate 'data' of size 3\), and x has 4 examples"):
-        pyrolik.iwae(lg, fitted, x, num_samples=2, progress=False)
+        pyrolik.iwae(lg, x, fitted, num_samples=2, progress=False)
     with pytest.raises(ValueError, match="has not been fitted"):
-        pyrolik.iwae(lg, autoguide.AutoNormal(lg), x, num_samples=2, progress=False)
+        pyrolik.iwae(lg, x, autoguide.AutoNormal(lg), num_samples=2, progress=False)
     delta = autoguide.AutoDelta(lg)
     delta(x)
     with pytest.raises(TypeError, match="AutoDelta is not a Gaussian AutoGuide"):
-        pyrolik.iwae(lg, delta, x, num_samples=2, progress=False)
+        pyrolik.iwae(lg, x, delta, num_samples=2, progress=False)

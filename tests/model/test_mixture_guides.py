@@ -73,7 +73,7 @@ def x(m2):
 def test_the_exact_posterior_as_an_m2_guide_gives_exact_weights(m2, x, seed):
     # q(y|x) q(z|x,y) = p(y, z | x): sum_y of it is p(z | x), so every weight is p(x) exactly
     truth = m2.log_marginal(x)
-    r = pyrolik.iwae(m2.model, m2.guide, x, num_samples=8, keep_weights=True, seed=seed,
+    r = pyrolik.iwae(m2.model, x, m2.guide, num_samples=8, keep_weights=True, seed=seed,
                      progress=False)
     torch.testing.assert_close(r.log_weights, truth.expand(8, -1), rtol=1e-9, atol=1e-9)
     r = pyrolik.ais(m2.model, x, num_steps=4, num_chains=3, init=m2.guide, seed=seed,
@@ -96,7 +96,7 @@ def test_an_m2_guide_is_evaluated_as_the_mixture_of_its_labels(m2, x):
 @pytest.mark.statistical
 def test_iwae_with_an_m2_guide_is_unbiased_for_the_exact_marginal(m2, x, seed):
     truth = m2.log_marginal(x)
-    r = pyrolik.iwae(m2.model, lambda x: m2.guide(x, exact=False), x, num_samples=400,
+    r = pyrolik.iwae(m2.model, x, lambda x: m2.guide(x, exact=False), num_samples=400,
                      keep_weights=True, seed=seed, progress=False)
     assert_unbiased(r.log_weights, truth)
 
@@ -107,7 +107,7 @@ def test_config_enumerate_guide_sums_the_label_in_the_model_too(m2, x, seed):
     guide = config_enumerate(lambda x: m2.guide(x, exact=False), "parallel")
     t = make_target(m2.unmarked, x, 2, guide=guide)
     assert t.layout.enumerated == ("y",) and [s.name for s in t.sites] == ["z"]
-    r = pyrolik.iwae(m2.unmarked, guide, x, num_samples=400, keep_weights=True, seed=seed,
+    r = pyrolik.iwae(m2.unmarked, x, guide, num_samples=400, keep_weights=True, seed=seed,
                      progress=False)
     assert_unbiased(r.log_weights, m2.log_marginal(x))
     a = pyrolik.ais(m2.unmarked, x, num_steps=30, num_chains=16, init=guide, seed=seed,
@@ -115,5 +115,5 @@ def test_config_enumerate_guide_sums_the_label_in_the_model_too(m2, x, seed):
     assert_unbiased(a.log_weights, m2.log_marginal(x))
     # without the guide's marks the model's discrete site is refused, as before
     with pytest.raises(TypeError, match=r"latent site 'y' is discrete"):
-        pyrolik.iwae(m2.unmarked, lambda x: m2.guide(x, exact=False), x, num_samples=2,
+        pyrolik.iwae(m2.unmarked, x, lambda x: m2.guide(x, exact=False), num_samples=2,
                      progress=False)

@@ -58,7 +58,7 @@ def test_a_density_that_reads_other_rows_is_refused_by_every_estimator(lg, x, na
     with pytest.raises(ValueError, match=REFUSED):
         make_target(model, x, 3)
     with pytest.raises(ValueError, match=REFUSED):
-        pyrolik.iwae(model, exact_guide(lg), x, num_samples=5, seed=0, progress=False)
+        pyrolik.iwae(model, x, exact_guide(lg), num_samples=5, seed=0, progress=False)
     with pytest.raises(ValueError, match=REFUSED):
         pyrolik.likelihood_weighting(model, x, num_samples=50, seed=0, progress=False)
     with pytest.raises(ValueError, match=REFUSED):

@@ -498,7 +498,7 @@ def test_importance_estimators_run(name):
     lw = pyrolik.likelihood_weighting(model, x, num_samples=4, seed=0, progress=False)
     assert lw.log_likelihood.shape == (2,) and torch.isfinite(lw.log_likelihood).all()
     if hasattr(model, "guide"):
-        r = pyrolik.iwae(model, model.guide, x, num_samples=4, seed=0, progress=False)
+        r = pyrolik.iwae(model, x, model.guide, num_samples=4, seed=0, progress=False)
         assert r.log_likelihood.shape == (2,) and torch.isfinite(r.log_likelihood).all()
 
 
@@ -541,7 +541,7 @@ def test_the_example_model_is_evaluated_by_pyrolik(seed):
     b = pyrolik.bdmc(ex.model, data=sim, num_steps=200, num_chains=8, seed=seed, progress=False)
     se = float((b.lower.mcse**2 + b.upper.mcse**2).sum().sqrt()) / 4
     assert -4 * se <= b.gap <= 1.0  # upper above lower (within noise) and close to it
-    iwae = pyrolik.iwae(ex.model, ex.guide, sim.x, num_samples=500, seed=seed, progress=False)
+    iwae = pyrolik.iwae(ex.model, sim.x, ex.guide, num_samples=500, seed=seed, progress=False)
     lw = pyrolik.likelihood_weighting(ex.model, sim.x, num_samples=500, seed=seed, progress=False)
     for r in (iwae, lw):  # stochastic lower bounds: not above BDMC's upper bound beyond noise
         assert torch.isfinite(r.log_likelihood).all() and r.example_dim == "data"

@@ -178,7 +178,7 @@ def test_few_chains_are_said_plainly_in_summary_and_warnings(lg):
 
 def test_enough_tame_weights_give_a_plain_mcse(lg):
     x = lg.sample(4, torch.Generator().manual_seed(0))
-    r = pyrolik.iwae(lg, lg.exact_guide, x, num_samples=200, seed=0, progress=False)
+    r = pyrolik.iwae(lg, x, lg.exact_guide, num_samples=200, seed=0, progress=False)
     assert r.mcse.abs().max() < 1e-6  # the exact posterior as proposal: equal weights
     assert "mean MCSE" in r.summary().columns
     assert not r.mcse_unreliable.any() and not any("MCSE" in w for w in r.warnings())
@@ -186,7 +186,7 @@ def test_enough_tame_weights_give_a_plain_mcse(lg):
 
 def test_khat_above_the_sample_size_threshold_flags_the_mcse(lg):
     x = lg.sample(4, torch.Generator().manual_seed(0))
-    r = pyrolik.iwae(lg, lg.exact_guide, x, num_samples=100, seed=0, progress=False)
+    r = pyrolik.iwae(lg, x, lg.exact_guide, num_samples=100, seed=0, progress=False)
     threshold = khat_threshold(100)  # 0.5
     khat = torch.tensor([0.1, 0.6, 0.8, float("nan")], dtype=r.khat.dtype)
     flagged = dataclasses.replace(r, khat=khat)

@@ -176,11 +176,11 @@ def test_likelihood_weighting_posterior_is_the_exact_one(keep_samples):
 def test_keep_samples_needs_the_weights():
     x = LG.sample(2, torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match="keep_weights=True"):
-        pyrolik.iwae(LG, LG.exact_guide, x, num_samples=8, keep_samples=True, keep_weights=False,
+        pyrolik.iwae(LG, x, LG.exact_guide, num_samples=8, keep_samples=True, keep_weights=False,
                      progress=False)
-    r = pyrolik.iwae(LG, LG.exact_guide, x, num_samples=8, keep_samples=True, progress=False)
+    r = pyrolik.iwae(LG, x, LG.exact_guide, num_samples=8, keep_samples=True, progress=False)
     assert r.samples["z"].shape == (8, 2, 2) and r.log_weights.shape == (8, 2)
-    r = pyrolik.iwae(LG, LG.exact_guide, x, num_samples=8, keep_weights=False, progress=False)
+    r = pyrolik.iwae(LG, x, LG.exact_guide, num_samples=8, keep_weights=False, progress=False)
     assert r.samples is None and r.log_weights is None
     tree = r.to_datatree()  # the resampled draws and the evidence still export
     assert {"posterior", "sample_stats", "evidence"} <= set(tree.children)
