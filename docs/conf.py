@@ -1,4 +1,5 @@
-"""Sphinx configuration: the API reference (autodoc + numpydoc) and the markdown guides (MyST).
+"""Sphinx configuration: the API reference (autodoc + numpydoc), the markdown guides (MyST) and the
+tutorials (myst-nb: the executed ``tutorials/*.ipynb`` with their stored outputs, never re-run).
 
 Build: ``pip install -e ".[docs]" && sphinx-build -W --keep-going -b html docs docs/_build/html``
 (``.ci/run`` does this with warnings as errors).
@@ -27,11 +28,12 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "numpydoc",
-    "myst_parser",
+    "myst_nb",  # MyST markdown for the guides, and the stored notebooks
 ]
-source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build"]
+# docs/tutorials links to ../tutorials: the stored .ipynb are rendered, their .md sources are not
+exclude_patterns = ["_build", "tutorials/*.md", "tutorials/.ipynb_checkpoints"]
+nb_execution_mode = "off"
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"          # numpydoc's Parameters sections carry the types
