@@ -125,7 +125,7 @@ def main(argv=None):
     import matplotlib
 
     matplotlib.use("Agg")
-    from pyrolik.training.export import plot_monitor
+    from pyrolik.training.monitor import plot_monitor
 
     ax = plot_monitor(ds, start_epoch=args.every)
     ax.set_title(f"digits VAE on {len(x_train)} digits: train vs test (fig. 3 of Wu et al.)",

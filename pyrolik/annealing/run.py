@@ -1,5 +1,5 @@
 r"""The description of an annealing run: what it computes (:class:`Problem`) and what it records
-(:class:`Recording`); how it is carried out is :class:`pyrolik.execution.options.Execution`.
+(:class:`Recording`); how it is carried out is :class:`pyrolik.execution.batches.Execution`.
 
 Each front end (``ais``, ``reverse_ais``, ``bdmc``, the distortion curves) checks its arguments,
 builds these frozen values with :func:`describe` and hands them to one driver call,

@@ -25,8 +25,7 @@ from pyrolik.app.loading import (
 from pyrolik.app.options import resolve_num_steps
 from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.checkpoint import remove_checkpoint
-from pyrolik.execution.distributed import Shard, init_from_env, main_result
-from pyrolik.execution.threads import set_threads
+from pyrolik.execution.distributed import Shard, init_from_env, main_result, set_threads
 from pyrolik.io.netcdf import load, save
 from pyrolik.results import EstimateResult
 

@@ -38,8 +38,7 @@ import torch
 
 import pyrolik
 from pyrolik.app.progress import StageProgress
-from pyrolik.execution.distributed import main_result
-from pyrolik.execution.threads import set_threads
+from pyrolik.execution.distributed import main_result, set_threads
 
 __all__ = ["run", "main", "SETTINGS", "GAP_WARN"]
 

@@ -24,8 +24,8 @@ from torch import Tensor
 from pyrolik.advice import KHAT_WARN
 from pyrolik.advice import MIN_WEIGHTS as KHAT_MIN_WEIGHTS
 from pyrolik.diagnostics.checks import temperature_trace
-from pyrolik.infer.convergence import plot_bdmc_convergence
-from pyrolik.infer.posterior import plot_posterior_decodings
+from pyrolik.infer.annealing import plot_posterior_decodings
+from pyrolik.infer.sandwich import plot_bdmc_convergence
 from pyrolik.ops.stats import log_mean_exp
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 

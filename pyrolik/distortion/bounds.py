@@ -63,8 +63,8 @@ from pyrolik.annealing.schedules import (
 )
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.distortion.export import bdmc_fields, bdmc_to_datatree
+from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed
-from pyrolik.execution.options import Execution
 from pyrolik.infer.sandwich import Simulated, _check_posterior_start, simulate
 from pyrolik.model.arguments import mark_arguments, take_rows
 from pyrolik.model.distortion import DistortionFn, DistortionModel, distortion_model

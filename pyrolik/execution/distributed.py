@@ -19,8 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import torch
 
-__all__ = ["Shard", "current_shard", "broadcast_seed", "gather_batches", "init_from_env",
-           "is_torchrun", "map_tensors", "main_result"]
+__all__ = ["Shard", "current_shard", "broadcast_seed", "gather_batches", "init_from_env", "is_torchrun", "map_tensors", "main_result", "set_threads", "default_threads", "ENV"]
 
 _R = TypeVar("_R")
 
@@ -136,3 +135,49 @@ def main_result(result: _R | None, estimator: str) -> _R:
             "do: run it with distributed=False, or use the result on rank 0"
         )
     return result
+
+
+
+#: Environment variable naming the thread count that :func:`set_threads` uses by default.
+ENV = "PYROLIK_NUM_THREADS"
+
+
+def default_threads() -> int:
+    """``$PYROLIK_NUM_THREADS`` when set, else 1."""
+    text = os.environ.get(ENV, "").strip()
+    if not text:
+        return 1
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{ENV}={text!r} is not a positive integer: set it to a thread count such "
+                         f"as 1 or 4, or unset it (the default is 1)")
+    return value
+
+
+def set_threads(num_threads: int | None = None) -> int:
+    """Set the number of CPU threads torch uses (``torch.set_num_threads``); return the old count.
+
+    Parameters
+    ----------
+    num_threads : int, optional
+        Threads for the operations that follow. ``None`` (default): ``$PYROLIK_NUM_THREADS`` if
+        set, else 1, the fastest for small networks and on any machine shared with other work.
+        More threads pay off only on a quiet machine with large decoders and large batches
+        (``benchmarks/RESULTS.md``, "Threads").
+
+    Returns
+    -------
+    int
+        The previous thread count, so that ``pyrolik.execution.set_threads(old)`` restores it.
+    """
+    if num_threads is None:
+        num_threads = default_threads()
+    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive integer or None, got {num_threads!r}")
+    old = torch.get_num_threads()
+    if num_threads != old:
+        torch.set_num_threads(num_threads)
+    return old

@@ -2,14 +2,12 @@
 tolerance, importance sampling, KDE and CSL; each a front end of validation and one call."""
 
 from pyrolik.infer import chains
-from pyrolik.infer.annealing import ais, reverse_ais
+from pyrolik.infer.annealing import ais, posterior_samples, reverse_ais
 from pyrolik.infer.conservative import biased_csl, csl
-from pyrolik.infer.convergence import bdmc_convergence
 from pyrolik.infer.global_latents import evidence, evidence_bdmc
 from pyrolik.infer.importance import iwae, likelihood_weighting
 from pyrolik.infer.parzen import kde
-from pyrolik.infer.posterior import posterior_samples
-from pyrolik.infer.sandwich import Simulated, bdmc, simulate
+from pyrolik.infer.sandwich import Simulated, bdmc, bdmc_convergence, simulate
 from pyrolik.infer.tolerance import Budget, budget
 
 __all__ = ["ais", "reverse_ais", "simulate", "bdmc", "bdmc_convergence", "evidence",

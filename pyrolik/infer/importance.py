@@ -21,10 +21,8 @@ import torch
 from torch import Tensor
 
 from pyrolik._validate import check_count, validate_data
-from pyrolik.execution.batches import Batch, progress_bar
+from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batches
 from pyrolik.execution.faults import warn_failed
-from pyrolik.execution.options import Execution
-from pyrolik.execution.runner import run_batches
 from pyrolik.infer.resampling import RESAMPLING_STREAM, StreamingResampler
 from pyrolik.model.target import Target, make_target, prepare_inputs
 from pyrolik.ops.stats import RunningLogWeights

@@ -2,7 +2,7 @@ r"""Sampling-importance-resampling of draws that stream in chunks, in bounded me
 
 IWAE and likelihood weighting draw ``K`` weighted samples per example, too many to keep for a
 large model. :class:`StreamingResampler` keeps ``D`` equally weighted draws per block of ``M``
-consecutive samples (``C = K / M`` blocks, :mod:`pyrolik.ops.resample`'s rule) as the chunks go
+consecutive samples (``C = K / M`` blocks, :mod:`pyrolik.ops.stats`'s rule) as the chunks go
 by: each of the ``D`` slots of a block independently holds sample ``j`` with probability
 :math:`w_j / \sum_{i \in \text{block}} w_i` (multinomial resampling, one chunk at a time: a slot
 is replaced by a draw from the new chunk, chosen by weight, with probability the chunk's share of
@@ -21,7 +21,7 @@ import math
 import torch
 from torch import Tensor
 
-from pyrolik.ops.resample import DEFAULT_BLOCKS, num_blocks
+from pyrolik.ops.stats import DEFAULT_BLOCKS, num_blocks
 
 __all__ = ["StreamingResampler", "MAX_DRAWS_PER_BLOCK", "RESAMPLING_STREAM"]
 

@@ -25,8 +25,7 @@ from pyrolik.annealing.driver import drive
 from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.run import Recording, describe
 from pyrolik.exceptions import BudgetWarning
-from pyrolik.execution.batches import progress_bar
-from pyrolik.execution.options import Execution
+from pyrolik.execution.batches import Execution, progress_bar
 from pyrolik.infer.sandwich import bdmc, simulate
 from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
 from pyrolik.model.autoguides import is_autoguide

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,17 +33,7 @@ from torch import Tensor
 
 from pyrolik.advice import MIN_WEIGHTS
 
-__all__ = [
-    "log_mean_exp",
-    "effective_sample_size",
-    "mcse_log_mean_exp",
-    "khat_threshold",
-    "MIN_WEIGHTS_FOR_KHAT",
-    "pareto_khat",
-    "pareto_tail_size",
-    "pareto_khat_from_tail",
-    "RunningLogWeights",
-]
+__all__ = ["log_mean_exp", "effective_sample_size", "mcse_log_mean_exp", "khat_threshold", "MIN_WEIGHTS_FOR_KHAT", "pareto_khat", "pareto_tail_size", "pareto_khat_from_tail", "RunningLogWeights", "num_blocks", "check_blocks", "systematic", "DEFAULT_BLOCKS"]
 
 
 def log_mean_exp(log_weights: Tensor, dim: int = 0) -> Tensor:
@@ -276,3 +267,52 @@ class RunningLogWeights:
         if tail.shape[0] < self.tail_size:
             return torch.full_like(lse, float("nan"))
         return pareto_khat_from_tail(tail[: self.tail_size], self.count)
+
+
+
+#: Blocks (ArviZ chains) of the export by default, as ``chains=4`` elsewhere in ArviZ.
+DEFAULT_BLOCKS = 4
+#: Fewest chains per block: ArviZ's diagnostics need at least 4 draws per chain.
+MIN_DRAWS = 4
+
+
+def check_blocks(requested: Any) -> None:
+    """Refuse a ``num_blocks`` that is not a positive int, naming the fix."""
+    if isinstance(requested, bool) or not isinstance(requested, int | np.integer):
+        raise TypeError(f"num_blocks must be an int (the number of ArviZ chains), got "
+                        f"{type(requested).__name__}; pass e.g. num_blocks=4")
+    if requested < 1:
+        raise ValueError(f"num_blocks must be at least 1 (the number of ArviZ chains), got "
+                         f"{requested}; pass e.g. num_blocks=4")
+
+
+def num_blocks(num_chains: int, requested: int = DEFAULT_BLOCKS) -> int:
+    """The number of blocks ``K`` chains are split into (rule in the module docstring)."""
+    check_blocks(requested)
+    return max(c for c in range(1, max(1, min(requested, num_chains // MIN_DRAWS)) + 1)
+               if num_chains % c == 0)
+
+
+def systematic(log_weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Sorted systematic-resampling indices along axis 1 of ``log_weights`` ``(C, M, N)``.
+
+    Returns ``(C, M, N)`` integer indices into axis 1 (each column nondecreasing). A column whose
+    weights are all zero (``-inf``) or not finite falls back to the identity (its draws stay
+    unweighted, and its ``log_weight`` in ``sample_stats`` shows why).
+    """
+    c, m, n = log_weights.shape
+    lw = np.asarray(log_weights, dtype=np.float64)
+    top = np.max(lw, axis=1, keepdims=True)
+    ok = np.isfinite(top) & ~np.isnan(lw).any(axis=1, keepdims=True)
+    w = np.where(ok, np.exp(lw - np.where(ok, top, 0.0)), 1.0)
+    w = np.where(np.isnan(w), 0.0, w)
+    cdf = np.cumsum(w, axis=1)
+    cdf = cdf / cdf[:, -1:, :]
+    # every (block, example) column in one sorted array: column j's cdf shifted by j
+    cols = np.arange(c * n, dtype=np.float64).reshape(c, 1, n)
+    flat = np.moveaxis(np.minimum(cdf, 1.0) + cols, 1, -1).reshape(-1)
+    offset = rng.random((c, 1, n))
+    pos = (offset + np.arange(m).reshape(1, m, 1)) / m + cols
+    idx = np.searchsorted(flat, np.moveaxis(pos, 1, -1).reshape(-1), side="right")
+    idx = idx.reshape(c, n, m) - (np.arange(c * n).reshape(c, n, 1) * m)
+    return np.moveaxis(np.clip(idx, 0, m - 1), -1, 1)

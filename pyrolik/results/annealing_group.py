@@ -1,6 +1,6 @@
 r"""What an AIS run recorded along its path: the ``annealing``, ``trajectory`` and ``constant_data`` groups.
 
-``K`` chains in ``C`` blocks of ``M`` (:mod:`pyrolik.ops.resample`), ``R`` recorded steps, ``N``
+``K`` chains in ``C`` blocks of ``M`` (:mod:`pyrolik.ops.stats`), ``R`` recorded steps, ``N``
 examples (dim ``<plate>``):
 
 =================  ==========================================================================

@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from pyrolik.ops.resample import DEFAULT_BLOCKS, check_blocks
-from pyrolik.ops.resample import num_blocks as num_blocks_of
+from pyrolik.ops.stats import DEFAULT_BLOCKS, check_blocks
+from pyrolik.ops.stats import num_blocks as num_blocks_of
 from pyrolik.results.annealing_group import annealing_groups
 from pyrolik.results.bdmc_tree import bdmc_tree
 from pyrolik.results.common import (  # noqa: F401  (re-exported: older imports of these names)
@@ -120,7 +120,7 @@ def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree
     """Export a result (AIS, reverse AIS, IWAE, likelihood weighting, KDE or BDMC) to a DataTree.
 
     Groups and dims are listed in the module docstring. ``num_blocks`` (C, default 4) is the number
-    of ArviZ chains the K chains or samples are split into (:mod:`pyrolik.ops.resample` states the
+    of ArviZ chains the K chains or samples are split into (:mod:`pyrolik.ops.stats` states the
     rule when K is not a multiple of C). Raw values equal the result's tensors; ``posterior`` holds
     the resampled draws, drawn from a stream fixed by the result's seed.
     """

@@ -57,7 +57,7 @@ class _Exports:
         """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.results.datatree`).
 
         ``posterior`` holds equally weighted (resampled) draws; its ``chain`` is one of
-        ``num_blocks`` independent blocks of chains (:mod:`pyrolik.ops.resample`).
+        ``num_blocks`` independent blocks of chains (:mod:`pyrolik.ops.stats`).
         """
         return to_datatree(self, num_blocks=num_blocks)
 

@@ -1,7 +1,7 @@
 r"""The weighted part of an export: resampled ``posterior``, raw ``particles`` and ``evidence``.
 
 For a forward AIS run, IWAE or likelihood weighting with ``K`` chains (samples) per example split
-into ``C`` blocks of ``M`` (:mod:`pyrolik.ops.resample`); ``<plate>`` is the example dim:
+into ``C`` blocks of ``M`` (:mod:`pyrolik.ops.stats`); ``<plate>`` is the example dim:
 
 ===========================  ==================================================================
 group                        variables (dims)
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from pyrolik.ops.resample import DEFAULT_BLOCKS, num_blocks, systematic
+from pyrolik.ops.stats import DEFAULT_BLOCKS, num_blocks, systematic
 
 __all__ = ["weighted_groups", "blocked", "block_log_z", "kish_ess", "good_k", "BLOCK_DIMS",
            "PARTICLE_STATS"]

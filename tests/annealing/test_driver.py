@@ -9,7 +9,7 @@ import pyrolik
 from pyrolik.annealing.driver import drive, open_checkpoint
 from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.run import Recording, describe
-from pyrolik.execution.options import Execution
+from pyrolik.execution.batches import Execution
 
 
 def test_one_result_per_leg_in_the_order_of_the_legs(lg, x):

@@ -10,7 +10,7 @@ from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.run import Recording, describe
 from pyrolik.annealing.step_sizes import rows_of
 from pyrolik.annealing.tuning import Fixed
-from pyrolik.execution.options import Execution
+from pyrolik.execution.batches import Execution
 from pyrolik.model.target import make_target
 from tests.oracles import alias
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pyrolik.execution.distributed import Shard
-from pyrolik.execution.options import Execution
+from pyrolik.execution.batches import Execution
 
 
 def test_create_resolves_the_seed_and_the_shard():

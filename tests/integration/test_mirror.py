@@ -25,11 +25,11 @@ TESTED_ELSEWHERE = {
     "distortion/export.py": "distortion/test_curve.py",
     "distortion/plots.py": "distortion/test_curve.py",
     "execution/batches.py": "infer/test_annealing.py",  # batch_size changes only MC noise
-    "execution/runner.py": "execution/test_faults.py",
-    "execution/threads.py": "app/test_cli_messages.py",
+    "execution/batches.py": "execution/test_faults.py",
+    "execution/distributed.py": "app/test_cli_messages.py",
     "infer/chains.py": "infer/test_conservative.py",
-    "infer/convergence.py": "infer/test_sandwich.py",
-    "infer/posterior.py": "infer/test_sandwich.py",
+    "infer/sandwich.py": "infer/test_sandwich.py",
+    "infer/annealing.py": "infer/test_sandwich.py",
     "io/datasets.py": "curves/test_curve.py",
     "io/netcdf.py": "io/test_export.py",
     "model/constructs.py": "integration/test_idioms.py",
@@ -45,7 +45,7 @@ TESTED_ELSEWHERE = {
     "results/bdmc_tree.py": "results/test_datatree.py",
     "results/common.py": "results/test_datatree.py",
     "results/weighted.py": "results/test_datatree.py",
-    "training/export.py": "training/test_monitor.py",
+    "training/monitor.py": "training/test_monitor.py",
 }
 
 

@@ -1,11 +1,11 @@
-"""Blocks of chains and systematic resampling (:mod:`pyrolik.ops.resample`)."""
+"""Blocks of chains and systematic resampling (:mod:`pyrolik.ops.stats`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pyrolik.ops.resample import num_blocks, systematic
+from pyrolik.ops.stats import num_blocks, systematic
 
 
 @pytest.mark.parametrize(("k", "c", "expected"), [
