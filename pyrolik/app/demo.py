@@ -7,8 +7,9 @@ a GAN and a GMMN trained on them (``models/train_digits.py`` reproduces them; ``
 says how). For each model it estimates log p(x) of held-out test digits with AIS (prior path; the
 VAE also along its encoder path), IWAE (VAE), likelihood weighting and KDE (bandwidth chosen on
 validation digits), and runs BDMC on data simulated from the model. It prints one table, with the
-estimators' warnings under it, and writes every result as netCDF plus a few PNG plots to the
-output folder.
+estimators' warnings to act on under it and their remarks (Monte Carlo noise, standing caveats of
+the settings) counted in one line (``--all`` prints each; so does ``pyrolik summary --all`` on the
+netCDF files), and writes every result as netCDF plus a few PNG plots to the output folder.
 
 Time: about 2 minutes by default on a 2-core laptop that is busy with other work (about 40 s of
 CPU time on one torch thread, see ``--threads``); ``--quick`` is a smoke test of about 20 s,
@@ -140,7 +141,8 @@ def run(
     """Run the demo; return the table (also written to ``output/summary.csv``).
 
     The table's ``attrs`` hold ``"warnings"`` (a list of ``(label, message)``: every estimator's
-    ``warnings()``, BDMC's among them, which flags a gap above 1 nat) and ``"settings"``. ``progress`` shows one
+    ``warnings()``, BDMC's among them, which flags a gap above 1 nat; each message keeps its
+    severity, :func:`pyrolik.exceptions.severity`) and ``"settings"``. ``progress`` shows one
     progress display on stderr for the whole run; ``log`` is accepted for compatibility and unused.
     """
     import matplotlib
