@@ -14,6 +14,9 @@ it), with where it comes from:
 - :data:`NEGATIVE_GAP_SE`: a BDMC upper bound below the lower one by more than 4 standard errors
   is not noise: reverse AIS did not start from exact posterior samples; within them it is
   (:func:`inverted_gap_advice`).
+- :data:`DIVERGENT_REMARK`: divergent (non-finite) HMC proposals in under 1% of the transitions
+  are a remark, not a problem: each is rejected, so the chain stays where it was and the
+  transition still leaves its distribution invariant (AIS stays valid); that step is lost.
 - :data:`BDMC_GAP_WARN`: a mean BDMC gap above 1 nat: AIS has not converged (Grosse, Ghahramani &
   Adams 2015 read gaps of this size as "not yet accurate").
 """
@@ -22,14 +25,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyrolik.exceptions import remark
+
 __all__ = ["KHAT_WARN", "MIN_WEIGHTS", "ACCEPTANCE_COLLAPSE", "NEGATIVE_GAP_SE", "BDMC_GAP_WARN",
-           "acceptance_fix", "inverted_gap_advice"]
+           "DIVERGENT_REMARK", "acceptance_fix", "inverted_gap_advice"]
 
 KHAT_WARN = 0.7
 MIN_WEIGHTS = 25
 ACCEPTANCE_COLLAPSE = 0.1
 NEGATIVE_GAP_SE = 4.0
 BDMC_GAP_WARN = 1.0
+DIVERGENT_REMARK = 0.01
 
 
 def _adaptation(kernel: Any) -> str | None:
@@ -61,16 +67,17 @@ def inverted_gap_advice(mean: dict[str, Any] | None, gaps: Any, mcse: Any,
     ``mean``: :meth:`~pyrolik.results.BDMCResult.inverted_gap` (None: the mean gap is not inverted);
     ``gaps`` and ``mcse``: per-example gaps and their MCSEs (tensors) of the examples that did not
     fail. Within :data:`NEGATIVE_GAP_SE` MCSEs an inverted gap is noise: upper minus lower has a
-    non-negative expectation, and at a small budget its noise can exceed it.
+    non-negative expectation, and at a small budget its noise can exceed it. Those messages are
+    remarks (:data:`pyrolik.exceptions.REMARK`); beyond the limit they are to act on.
     """
-    out = []
+    out: list[str] = []
     if mean is not None:
         head = (f"the BDMC gap is inverted (upper < lower by {-mean['gap']:.3g} nats, "
                 f"{mean['num_mcse']:.1f} times its MCSE of {mean['mcse']:.2g})")
         if mean["within_noise"]:
-            out.append(f"{head}: within Monte Carlo noise (up to {NEGATIVE_GAP_SE:g} MCSE): the true "
-                       "gap is small next to the noise of this many chains; the bounds agree, but "
-                       "use more chains to resolve the gap")
+            out.append(remark(f"{head}: within Monte Carlo noise (up to {NEGATIVE_GAP_SE:g} MCSE): "
+                              "the true gap is small next to the noise of this many chains; the "
+                              "bounds agree, but use more chains to resolve the gap"))
         else:
             out.append(f"{head}: beyond Monte Carlo noise (more than {NEGATIVE_GAP_SE:g} MCSE): the "
                        "reverse chains did not start from exact posterior draws of x (pass data "
@@ -82,9 +89,10 @@ def inverted_gap_advice(mean: dict[str, Any] | None, gaps: Any, mcse: Any,
     within = neg & ~beyond
     if int(within.sum()):
         worst = float((-gaps[within] / mcse[within]).max())
-        out.append(f"for {int(within.sum())} of {num_examples} examples the upper bound is below "
-                   f"the lower one within Monte Carlo noise (at most {worst:.1f} MCSE, limit "
-                   f"{NEGATIVE_GAP_SE:g}): expected when the gap is small next to the noise")
+        out.append(remark(f"for {int(within.sum())} of {num_examples} examples the upper bound is "
+                          f"below the lower one within Monte Carlo noise (at most {worst:.1f} "
+                          f"MCSE, limit {NEGATIVE_GAP_SE:g}): expected when the gap is small next "
+                          "to the noise"))
     if int(beyond.sum()):
         out.append(f"for {int(beyond.sum())} examples the upper bound is below the lower bound by "
                    f"more than {NEGATIVE_GAP_SE:g} standard errors: reverse AIS did not start from "

@@ -15,12 +15,26 @@
 Warnings with no narrower kind (a resumed checkpoint written by other library versions, a default
 chosen for a command-line option, latents that do not look like exact posterior samples) are issued
 as :class:`PyrolikWarning` itself.
+
+The messages of ``result.warnings()`` carry a severity, decided where each is written: a
+:class:`Message` is a ``str`` whose ``severity`` is :data:`ACT` (something to act on: the estimate
+should not be trusted as it stands) or :data:`REMARK` (at the level of Monte Carlo noise, or a
+standing caveat of the settings that nothing in the data points to); plain strings are
+:data:`ACT`. :func:`pyrolik.diagnostics.warn` issues remarks as :class:`RemarkWarning`, and the
+command line and the demo fold them into one line (:mod:`pyrolik.app.report`).
 """
 
 from __future__ import annotations
 
-__all__ = ["PyrolikWarning", "DiagnosticWarning", "IdiomWarning", "FailedExamplesWarning",
-           "BudgetWarning"]
+__all__ = ["PyrolikWarning", "DiagnosticWarning", "RemarkWarning", "IdiomWarning",
+           "FailedExamplesWarning", "BudgetWarning", "Message", "ACT", "REMARK", "remark",
+           "severity", "prefixed"]
+
+#: A message's severity: something to act on (the default, also of a plain ``str``) ...
+ACT = "act"
+#: ... or a remark at the level of Monte Carlo noise / a standing caveat of the settings.
+REMARK = "remark"
+SEVERITIES = (ACT, REMARK)
 
 
 class PyrolikWarning(UserWarning):
@@ -29,6 +43,12 @@ class PyrolikWarning(UserWarning):
 
 class DiagnosticWarning(PyrolikWarning):
     """A diagnostic says an estimate should not be trusted as it stands."""
+
+
+class RemarkWarning(DiagnosticWarning):
+    """A diagnostic remark at the level of Monte Carlo noise, or a standing caveat of the settings
+    (a :class:`Message` of severity :data:`REMARK`): nothing to act on.
+    ``warnings.filterwarnings("ignore", category=pyrolik.exceptions.RemarkWarning)`` hides them."""
 
 
 class IdiomWarning(PyrolikWarning):
@@ -41,3 +61,37 @@ class FailedExamplesWarning(PyrolikWarning, RuntimeWarning):
 
 class BudgetWarning(PyrolikWarning):
     """The budget search stopped at its cap, or the real data disagree with the simulated ones."""
+
+
+class Message(str):
+    """A warning's text (a ``str``: compared, joined and printed as before) with its ``severity``,
+    :data:`ACT` or :data:`REMARK`, decided by the code that writes the message."""
+
+    severity: str
+
+    def __new__(cls, text: str, severity: str = ACT) -> Message:
+        if severity not in SEVERITIES:
+            raise ValueError(f"severity must be one of {SEVERITIES}, got {severity!r}")
+        self = super().__new__(cls, text)
+        self.severity = severity
+        return self
+
+    def __reduce__(self):  # pickles (and copies) with its severity
+        return (type(self), (str(self), self.severity))
+
+
+def remark(text: str) -> Message:
+    """``text`` as a :data:`REMARK`: at the level of Monte Carlo noise, or a standing caveat."""
+    return Message(text, REMARK)
+
+
+def severity(message: str) -> str:
+    """The severity of a warning message: its own for a :class:`Message`, :data:`ACT` for a plain
+    ``str`` (a message nobody classified is shown, never folded away)."""
+    return getattr(message, "severity", ACT)
+
+
+def prefixed(prefix: str, message: str) -> Message:
+    """``prefix + message`` with the message's severity (e.g. BDMC's ``"forward: "``)."""
+    return Message(prefix + str(message), severity(message))
+

@@ -3,7 +3,9 @@
 Run ``pyrolik COMMAND --help`` for every option and its default. Errors print one line on stderr
 and exit with status 1 (2 for a malformed command line, 130 on Ctrl-C), on a line of their own
 even when a progress bar was showing; ``--debug`` shows the traceback instead. Warnings print on
-stderr as ``pyrolik: warning: ...``, also under ``--quiet``, which silences the progress bars only.
+stderr as ``pyrolik: warning: ...``, also under ``--quiet``, which silences the progress bars only;
+a result's remarks at the level of Monte Carlo noise are counted in one ``pyrolik: note: ...`` line
+(``pyrolik summary --all RESULT`` prints each, :mod:`pyrolik.app.report`).
 Each process uses one CPU thread unless ``--threads`` or ``PYROLIK_NUM_THREADS`` says otherwise
 (:func:`pyrolik.execution.set_threads`). Under ``torchrun`` the work is sharded across the processes (see
 ``docs/scale.md``).
@@ -188,6 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("results", nargs="+", metavar="RESULT", help="result files written by pyrolik")
     sm.add_argument("--per-example", action="store_true",
                     help="also print one row per example (default: the summary only)")
+    sm.add_argument("--all", action="store_true", dest="show_all",
+                    help="print every warning, each remark at the level of Monte Carlo noise "
+                         "too (default: the warnings to act on, and the remarks counted in one "
+                         "line)")
     sm.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 
     from pyrolik.app import curve_commands  # sigma-curve, rate-distortion, distortion-bdmc

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from pyrolik.annealing.kernel import HMC
+from pyrolik.app import report
 from pyrolik.app.loading import (
     check_data_dtype,
     defines_load,
@@ -128,18 +129,22 @@ def _finish_checkpoint(args, shard: Shard) -> None:
     remove_checkpoint(checkpoint_path(args.checkpoint, (shard.rank, shard.world_size)))
 
 
-def _warn(messages: list[str]) -> None:
-    """A result's warnings: on stderr, one ``pyrolik: warning:`` line each (also under --quiet)."""
+def _warn(messages: list[str], path: str | Path | None = None, show_all: bool = False) -> None:
+    """A result's warnings on stderr (also under --quiet): one ``pyrolik: warning:`` line for each
+    to act on, and the remarks in one ``pyrolik: note:`` line that says how to read them, ``pyrolik
+    summary --all PATH`` (each as a ``pyrolik: remark:`` line with ``show_all``): see
+    :mod:`pyrolik.app.report`."""
+    where = f"pyrolik summary --all {path if path is not None else 'RESULT'}"
     sys.stdout.flush()
-    for w in messages:
-        print(f"pyrolik: warning: {' '.join(w.split())}", file=sys.stderr)
+    for line in report.stderr_lines(messages, where=where, show_all=show_all):
+        print(line, file=sys.stderr)
     sys.stderr.flush()
 
 
 def _report(results: dict[str, Any], paths: dict[str, Path]) -> None:
     for name, result in results.items():
         print(result.summary())  # fixed width: the estimate is never elided
-        _warn(result.warnings())
+        _warn(result.warnings(), paths[name])
         print(f"wrote {paths[name]}\n")
 
 
@@ -243,7 +248,8 @@ def bdmc(args) -> int:
 
 
 def summary(args) -> int:
-    """``pyrolik summary``: print the summary (and warnings) of result files.
+    """``pyrolik summary``: print the summary (and warnings) of result files: those to act on, and
+    the remarks in one line (every one of them with ``--all``).
 
     Only netCDF/zarr result files are read (:func:`pyrolik.io.netcdf.load`): a model checkpoint
     or any other file is refused with a message that says what it is, and nothing is unpickled.
@@ -254,7 +260,7 @@ def summary(args) -> int:
             print()
         print(f"{path}:")
         print(result.summary())  # fixed width: the estimate is never elided
-        _warn(result.warnings())
+        _warn(result.warnings(), path, show_all=args.show_all)
         if args.per_example:
             print(_per_example(result).to_string())
     return 0

@@ -122,7 +122,7 @@ def _run(args, work: Callable[[Any, dict, Callable[[], Any]], Any], report: Call
         # as the other commands: fixed-width tables (results_format), --quiet silences progress
         # only, warnings go to stderr
         report(result)
-        _warn(getattr(result, "warnings", lambda: [])())
+        _warn(getattr(result, "warnings", lambda: [])(), paths["curve"])
         print(f"wrote {paths['curve']}")
         return 0
     finally:

@@ -7,8 +7,9 @@ a GAN and a GMMN trained on them (``models/train_digits.py`` reproduces them; ``
 says how). For each model it estimates log p(x) of held-out test digits with AIS (prior path; the
 VAE also along its encoder path), IWAE (VAE), likelihood weighting and KDE (bandwidth chosen on
 validation digits), and runs BDMC on data simulated from the model. It prints one table, with the
-estimators' warnings under it, and writes every result as netCDF plus a few PNG plots to the
-output folder.
+estimators' warnings to act on under it and their remarks (Monte Carlo noise, standing caveats of
+the settings) counted in one line (``--all`` prints each; so does ``pyrolik summary --all`` on the
+netCDF files), and writes every result as netCDF plus a few PNG plots to the output folder.
 
 Time: about 2 minutes by default on a 2-core laptop that is busy with other work (about 40 s of
 CPU time on one torch thread, see ``--threads``); ``--quick`` is a smoke test of about 20 s,
@@ -37,6 +38,7 @@ import pandas as pd
 import torch
 
 import pyrolik
+from pyrolik.app import report
 from pyrolik.app.progress import StageProgress
 from pyrolik.execution.distributed import main_result, set_threads
 
@@ -138,7 +140,8 @@ def run(
     """Run the demo; return the table (also written to ``output/summary.csv``).
 
     The table's ``attrs`` hold ``"warnings"`` (a list of ``(label, message)``: every estimator's
-    ``warnings()``, BDMC's among them, which flags a gap above 1 nat) and ``"settings"``. ``progress`` shows one
+    ``warnings()``, BDMC's among them, which flags a gap above 1 nat; each message keeps its
+    severity, :func:`pyrolik.exceptions.severity`) and ``"settings"``. ``progress`` shows one
     progress display on stderr for the whole run; ``log`` is accepted for compatibility and unused.
     """
     import matplotlib
@@ -264,8 +267,17 @@ _COLUMNS = [("model", "model", "{}"), ("estimator", "estimator", "{}"), ("bound"
             ("BDMC gap", "BDMC gap [nats]", "{:.2f}"), ("time", "seconds", "{:.0f} s")]
 
 
-def format_table(table: pd.DataFrame, width: int = 80) -> str:
-    """The demo's table in at most ``width`` columns, its warnings under it, wrapped."""
+#: Where the demo's folded remarks can be read in full (its output folder fills in ``{output}``).
+WHERE = "pyrolik summary --all {output}/*.nc"
+
+
+def format_table(table: pd.DataFrame, width: int = 80, *, where: str | None = None,
+                 show_all: bool = False) -> str:
+    """The demo's table in at most ``width`` columns, and under it the warnings to act on, each once
+    with the estimates it concerns, and the remarks in one line that says ``where`` to read them
+    (:func:`pyrolik.app.report.warning_lines`; every one of them with ``show_all``)."""
+    if where is None:
+        where = WHERE.format(output="pyrolik-demo-output")
     cells = []
     for _, row in table.iterrows():
         line = []
@@ -286,43 +298,25 @@ def format_table(table: pd.DataFrame, width: int = 80) -> str:
                         for j, (p, w) in enumerate(zip(parts, widths, strict=True))).rstrip()
 
     lines = [fmt_line(heads)] + [fmt_line(c) for c in cells]
-    groups = _grouped(table.attrs.get("warnings", []))
-    if groups:
-        lines += ["", f"Warnings ({len(groups)}):"]
-        for message, labels in groups.items():
-            lines += textwrap.wrap(f"{', '.join(labels)}: {message}", width, initial_indent="- ",
-                                   subsequent_indent="  ")
-    return "\n".join(lines)
-
-
-def _grouped(notes: list[tuple[str, str]]) -> dict[str, list[str]]:
-    """Each distinct message once, with the estimates it concerns (BDMC's ``forward: ...`` and
-    ``reverse: ...`` messages name their leg in the label), in the order they first came."""
-    groups: dict[str, list[str]] = {}
-    for label, message in notes:
-        for leg in ("forward", "reverse"):
-            if message.startswith(f"{leg}: "):
-                label, message = f"{label} {leg}", message[len(leg) + 2:]
-        groups.setdefault(message, []).append(label)
-    return groups
+    notes = report.warning_lines(table.attrs.get("warnings", []), width, where=where,
+                                 show_all=show_all)
+    return "\n".join(lines + ([""] + notes if notes else []))
 
 
 def _footer(table: pd.DataFrame, s: dict, output: Path, seconds: float, width: int = 80) -> str:
     gaps = table["BDMC gap [nats]"].dropna()
     enc = _encoder_steps(s["num_steps"])
     text = [
-        f"Settings: {s['num_examples']} test digits; AIS {s['num_steps']} annealing steps x "
-        f"{s['num_chains']} chains from the prior, {enc} steps from the encoder (ais+encoder); "
-        f"IWAE {s['iwae_samples']} samples, lw (likelihood weighting) {s['lw_samples']}, KDE "
-        f"{s['kde_samples']} model samples; BDMC on {s['num_simulated']} simulated digits with "
-        "the AIS settings.",
-        "log p(x): nats per 8x8 digit (dequantized to [0,1]); bits/dim (k): a bound on the NLL of "
-        "the integer grey levels. Forward AIS is a stochastic lower bound; KDE is no bound at all.",
+        f"Settings: {s['num_examples']} test digits; AIS {s['num_steps']} steps x "
+        f"{s['num_chains']} chains ({enc} steps from the encoder); IWAE {s['iwae_samples']} "
+        f"samples, lw {s['lw_samples']}, KDE {s['kde_samples']}; BDMC on {s['num_simulated']} "
+        "simulated digits.",
+        "log p(x): nats per 8x8 digit in [0,1]; bits/dim (k): a bound on the NLL of the integer "
+        "grey levels. AIS, IWAE, lw (likelihood weighting): stochastic lower bounds; KDE: no bound.",
     ]
     if len(gaps) and float(gaps.max()) <= GAP_WARN:
         text.append(f"On data simulated from each model the BDMC gap (at most "
-                    f"{float(gaps.max()):.2f} nats here) bounds the error of AIS at these "
-                    "settings.")
+                    f"{float(gaps.max()):.2f} nats) bounds the error of AIS at these settings.")
     elif len(gaps):
         big = ", ".join(f"{m} {g:.1f}" for m, g in zip(table.loc[gaps.index, "model"], gaps,
                                                         strict=True) if g > GAP_WARN)
@@ -357,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch CPU threads (default: PYROLIK_NUM_THREADS, else 1, the fastest "
                         "for these small networks)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument("--all", action="store_true", dest="show_all",
+                   help="print every warning, the remarks at the level of Monte Carlo noise "
+                        "too (default: those to act on, and the remarks counted in one line)")
     args = p.parse_args(argv)
     set_threads(args.threads)
     start = time.perf_counter()
@@ -367,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     table = run(args.output, num_examples=args.examples, num_steps=args.steps,
                 num_chains=args.chains, seed=args.seed, quick=args.quick, full=args.full,
                 progress=not args.quiet)
-    print(format_table(table))
+    print(format_table(table, where=WHERE.format(output=args.output), show_all=args.show_all))
     print()
     print(_footer(table, table.attrs["settings"], Path(args.output),
                   time.perf_counter() - start))

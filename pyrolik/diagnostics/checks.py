@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from pyrolik.advice import ACCEPTANCE_COLLAPSE, acceptance_fix
-from pyrolik.exceptions import DiagnosticWarning, PyrolikWarning
+from pyrolik.exceptions import REMARK, DiagnosticWarning, PyrolikWarning, RemarkWarning, severity
 from pyrolik.ops.stats import log_mean_exp
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
@@ -137,6 +137,9 @@ def _temperature_warnings(result: AISResult) -> list[str]:
 def check(result: EstimateResult | BDMCResult) -> list[str]:
     """All plain-words warnings about a result: ``result.warnings()`` plus per-temperature
     acceptance collapse and a negative BDMC gap beyond noise (thresholds: :mod:`pyrolik.advice`).
+
+    Each message keeps its severity (:func:`pyrolik.exceptions.severity`): to act on, or a remark
+    at the level of Monte Carlo noise or a standing caveat of the settings.
     """
     _check_result(result)
     out = list(result.warnings())
@@ -151,8 +154,11 @@ def check(result: EstimateResult | BDMCResult) -> list[str]:
 
 
 def warn(result: EstimateResult | BDMCResult, stacklevel: int = 2) -> list[str]:
-    """Issue each message of :func:`check` once as a :class:`~pyrolik.exceptions.DiagnosticWarning`; return them."""
+    """Issue each message of :func:`check` once as a :class:`~pyrolik.exceptions.DiagnosticWarning`
+    (a remark at the level of Monte Carlo noise as its subclass
+    :class:`~pyrolik.exceptions.RemarkWarning`, which a filter can silence alone); return them."""
     messages = check(result)
     for message in messages:
-        warnings.warn(message, DiagnosticWarning, stacklevel=stacklevel)
+        category = RemarkWarning if severity(message) == REMARK else DiagnosticWarning
+        warnings.warn(message, category, stacklevel=stacklevel)
     return messages

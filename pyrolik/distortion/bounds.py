@@ -63,6 +63,7 @@ from pyrolik.annealing.schedules import (
 )
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.distortion.export import bdmc_fields, bdmc_to_datatree
+from pyrolik.exceptions import prefixed
 from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed
 from pyrolik.infer.sandwich import Simulated, _check_posterior_start, simulate
@@ -151,8 +152,8 @@ class DistortionBDMC:
         """Each checked point's BDMC warnings (a gap above 1 nat among them), in plain words."""
         names = (sigma_of(self.betas) if self.mode == "gaussian" else self.betas).tolist()
         what = "sigma" if self.mode == "gaussian" else "beta"
-        return [f"at {what} {v:.4g}: {w}" for v, res in zip(names, self.results, strict=True)
-                for w in res.warnings()]
+        return [prefixed(f"at {what} {v:.4g}: ", w)
+                for v, res in zip(names, self.results, strict=True) for w in res.warnings()]
 
     def to_datatree(self):
         """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.distortion.export`)."""

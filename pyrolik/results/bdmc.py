@@ -22,6 +22,7 @@ from pyrolik.advice import (
     NEGATIVE_GAP_SE,
     inverted_gap_advice,
 )
+from pyrolik.exceptions import prefixed, remark
 from pyrolik.results.estimates import AISResult, _Exports, _mean, _stderr
 from pyrolik.results.table import Summary
 
@@ -142,13 +143,24 @@ class BDMCResult(_Exports):
         return Summary(df)
 
     def warnings(self) -> list[str]:
-        out = [f"forward: {w}" for w in self.lower.warnings()]
-        out += [f"reverse: {w}" for w in self.upper.warnings()]
+        out: list[str] = [prefixed("forward: ", w) for w in self._leg_warnings(self.lower)]
+        out += [prefixed("reverse: ", w) for w in self._leg_warnings(self.upper)]
         if self.gap > BDMC_GAP_WARN:
             out.append(f"the BDMC gap is {self.gap:.2f} nats: AIS has not converged on this model; "
                        "increase num_steps until the gap is small")
         out += self._inverted_warnings()
         return out
+
+    def _leg_warnings(self, leg: AISResult) -> list[str]:
+        """A leg's warnings; with a small gap that is not inverted beyond noise, an example's
+        weights dominated by one chain is a remark: the sandwich bounds what it costs."""
+        out = leg.warnings()
+        inverted = self.inverted_gap()
+        if not (self.gap <= BDMC_GAP_WARN and (inverted is None or inverted["within_noise"])):
+            return out
+        settled = set(leg._dominated_warnings(leg.num_weights or 0))
+        return [remark(f"{w} (the BDMC gap, {self.gap:.2f} nats, bounds what it costs on average)")
+                if w in settled else w for w in out]
 
     def _inverted_warnings(self) -> list[str]:
         """Inverted gaps, of the mean and per example, in units of their MCSE."""

@@ -19,10 +19,12 @@ from torch import Tensor
 
 from pyrolik.advice import (
     ACCEPTANCE_COLLAPSE,
+    DIVERGENT_REMARK,
     KHAT_WARN,
     MIN_WEIGHTS,
     acceptance_fix,
 )
+from pyrolik.exceptions import Message, remark
 from pyrolik.ops.stats import khat_threshold
 from pyrolik.results.datatree import to_datatree, to_inference_data
 from pyrolik.results.table import Summary
@@ -220,21 +222,43 @@ class EstimateResult(_Exports):
         if self.mcse is None or k is None:
             return []
         if k < MIN_WEIGHTS_FOR_MCSE:
-            return [f"the MCSE comes from {k} {unit} per example: it matches the spread of repeated "
-                    f"runs on average (jackknife), but {k} weights cannot show whether rare draws "
-                    f"dominate (Pareto k-hat needs {MIN_WEIGHTS_FOR_MCSE} or more), so read it as a "
-                    f"rough guide, not an error bar; use {MIN_WEIGHTS_FOR_MCSE}+ {unit} for an MCSE "
-                    "you can check"]
+            # a standing caveat of the settings (the summary's MCSE column says it too): a remark;
+            # what the K weights do show (one of them holding most of the mass) is acted on apart
+            return [remark(
+                f"the MCSE comes from {k} {unit} per example: it matches the spread of repeated "
+                f"runs on average (jackknife), but {k} weights cannot show whether rare draws "
+                f"dominate (Pareto k-hat needs {MIN_WEIGHTS_FOR_MCSE} or more), so read it as a "
+                f"rough guide, not an error bar; use {MIN_WEIGHTS_FOR_MCSE}+ {unit} for an MCSE "
+                "you can check"), *self._dominated_warnings(k)]
         threshold = khat_threshold(k)
         if self.khat is None or threshold >= KHAT_WARN:
             return []
         bad = int(((self.khat > threshold) & (self.khat <= KHAT_WARN) & ~self.failed).sum())
         if not bad:
             return []
-        return [f"{bad} of {self.num_examples} examples have Pareto k-hat between {threshold:.2f} "
+        text = (f"{bad} of {self.num_examples} examples have Pareto k-hat between {threshold:.2f} "
                 f"and {KHAT_WARN}: with {k} {unit} their estimate and MCSE converge too slowly to "
                 f"be trusted (the threshold rises with the number of {unit}: Vehtari et al. 2024); "
-                f"use more {unit}"]
+                f"use more {unit}")
+        # beside examples above 0.7, whose message already asks for more of them: a remark
+        return [remark(text) if bool((self.khat > KHAT_WARN).any()) else text]
+
+    def _dominated_warnings(self, k: int) -> list[str]:
+        r"""With fewer than 25 weights (no k-hat), the examples whose weights already show one draw
+        holding most of the mass: a jackknife MCSE above :math:`\sqrt{1 - 1/K}` nats, the most
+        the delta method :math:`\sqrt{1/\mathrm{ESS} - 1/K}` can give (reached when one weight
+        holds all the mass; with K = 8 the jackknife passes it once one weight holds about 2/3)."""
+        if self.mcse is None or k < 2:
+            return []
+        limit = math.sqrt(1.0 - 1.0 / k)
+        heavy = int(((self.mcse > limit) & ~self.failed).sum())
+        if not heavy:
+            return []
+        unit = self._weight_unit
+        more = f"more annealing steps or {unit}" if unit == "chains" else f"more {unit}"
+        return [f"for {heavy} of {self.num_examples} examples the weights are dominated by one of "
+                f"the {k} {unit} (MCSE > sqrt(1 - 1/K) = {limit:.2f} nats): the estimate rests on "
+                f"one draw; use {more}"]
 
     def per_example(self) -> pd.DataFrame:
         """One row per example: estimate, MCSE, ESS and k-hat."""
@@ -339,7 +363,23 @@ class AISResult(EstimateResult):
                 )
         num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
         if num_div:
-            out.append(f"{num_div} HMC proposals were non-finite (divergent) and rejected")
+            out.append(self._divergent_warning(num_div))
         if self.budget is not None:
             out += list(self.budget.notes)
         return out
+
+    def _divergent_warning(self, num_div: int) -> str:
+        """Divergent proposals: a remark when they are under :data:`~pyrolik.advice.DIVERGENT_REMARK`
+        of the transitions (each is rejected, so the chain stays put and the transition still
+        leaves its distribution invariant: AIS stays valid, that step is wasted), else to act on."""
+        text = f"{num_div} HMC proposals were non-finite (divergent) and rejected"
+        steps = (len(self.schedule) - 1 if self.schedule is not None
+                 else self.settings.get("num_steps"))
+        if self.num_divergent is None or not isinstance(steps, int | float) or steps < 1:
+            return text
+        transitions = int(self.num_divergent[:, ~self.failed].numel() * steps)
+        if transitions and num_div < DIVERGENT_REMARK * transitions:
+            return remark(f"{text} ({num_div} of {transitions} transitions: each stays where it "
+                          "was, so AIS stays valid and only that step is lost)")
+        return Message(f"{text} ({num_div} of {transitions or '?'} transitions: frequent enough to "
+                       "slow the chains; lower the step size or raise target_accept)")

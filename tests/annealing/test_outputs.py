@@ -7,8 +7,8 @@ import math
 
 import torch
 
-from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.driver import LegOutput, finish
+from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.run import Leg, describe
 from pyrolik.ops.stats import log_mean_exp
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import pyrolik
-from pyrolik.app import demo
+from pyrolik.app import demo, report
 from pyrolik.app.demo import GAP_WARN, _footer, format_table, main
 from pyrolik.app.progress import StageProgress
 
@@ -33,7 +33,7 @@ def test_quick_demo_writes_table_results_and_plots(tmp_path, capsys):
     table = pd.read_csv(tmp_path / "summary.csv")
     gaps = table["BDMC gap [nats]"].dropna()
     assert (gaps > GAP_WARN).any()
-    assert "Warnings (" in out and "the BDMC gap is" in out
+    assert "Warnings to act on (" in out and "the BDMC gap is" in out
     assert "bounds the error" not in out and "The BDMC gaps are large" in out
     # the header of the settings says how many steps the ais+encoder row ran
     assert "3 steps from the encoder" in out.replace("\n", " ")
@@ -118,11 +118,11 @@ def test_the_demo_says_each_warning_once_with_the_estimates_it_concerns():
     table.attrs["warnings"] = [("VAE BDMC", "forward: few chains"), ("VAE BDMC", "reverse: few chains"),
                                ("VAE ais", "few chains"), ("VAE iwae", "k-hat > 0.7"),
                                ("GAN BDMC", "the BDMC gap is 3.10 nats")]
-    groups = demo._grouped(table.attrs["warnings"])
+    groups = report.group(table.attrs["warnings"]).act  # plain strings: all to act on
     assert groups == {"few chains": ["VAE BDMC forward", "VAE BDMC reverse", "VAE ais"],
                       "k-hat > 0.7": ["VAE iwae"], "the BDMC gap is 3.10 nats": ["GAN BDMC"]}
     empty = pd.DataFrame({key: [] for _, key, _ in demo._COLUMNS})  # no rows: only the warnings
     empty.attrs["warnings"] = table.attrs["warnings"]
     text = demo.format_table(empty)
-    assert "Warnings (3):" in text
+    assert "Warnings to act on (3):" in text
     assert "- VAE BDMC forward, VAE BDMC reverse, VAE ais: few chains" in text

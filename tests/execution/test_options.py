@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pyrolik.execution.distributed import Shard
 from pyrolik.execution.batches import Execution
+from pyrolik.execution.distributed import Shard
 
 
 def test_create_resolves_the_seed_and_the_shard():

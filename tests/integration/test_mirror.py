@@ -25,8 +25,6 @@ TESTED_ELSEWHERE = {
     "distortion/export.py": "distortion/test_curve.py",
     "distortion/plots.py": "distortion/test_curve.py",
     "execution/batches.py": "infer/test_annealing.py",  # batch_size changes only MC noise
-    "execution/batches.py": "execution/test_faults.py",
-    "execution/distributed.py": "app/test_cli_messages.py",
     "infer/chains.py": "infer/test_conservative.py",
     "infer/sandwich.py": "infer/test_sandwich.py",
     "infer/annealing.py": "infer/test_sandwich.py",
