@@ -26,8 +26,6 @@ TESTED_ELSEWHERE = {
     "distortion/plots.py": "distortion/test_curve.py",
     "execution/batches.py": "infer/test_annealing.py",  # batch_size changes only MC noise
     "infer/chains.py": "infer/test_conservative.py",
-    "infer/sandwich.py": "infer/test_sandwich.py",
-    "infer/annealing.py": "infer/test_sandwich.py",
     "io/datasets.py": "curves/test_curve.py",
     "io/netcdf.py": "io/test_export.py",
     "model/constructs.py": "integration/test_idioms.py",
@@ -43,7 +41,6 @@ TESTED_ELSEWHERE = {
     "results/bdmc_tree.py": "results/test_datatree.py",
     "results/common.py": "results/test_datatree.py",
     "results/weighted.py": "results/test_datatree.py",
-    "training/monitor.py": "training/test_monitor.py",
 }
 
 
