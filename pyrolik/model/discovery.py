@@ -38,6 +38,7 @@ from pyrolik.model.supports import (
     check_fixed_supports,
     check_guide_supports,
     circular_sites,
+    mappable_support,
     to_unconstrained,
 )
 from pyrolik.ops.types import ModelFn
@@ -89,7 +90,7 @@ def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
     check_fixed_supports(model, x_rep, args, kwargs, tr, names, tracer)
     observed = tuple(s["name"] for s in sample_sites(tr) if s["is_observed"])
     warn_unread(lambda x_alt: Tracer()(model, x_alt, args, kwargs), x_rep, tr, observed)
-    supports = {s.name: tr.nodes[s.name]["fn"].support for s in sites}
+    supports = {s.name: mappable_support(tr.nodes[s.name]["fn"].support) for s in sites}
     enum_dims = None
     if enumerated:
         enum_dims = max(len(s["fn"].batch_shape) for s in sample_sites(tr))

@@ -37,6 +37,7 @@ from torch import Tensor
 from torch.distributions import Independent, biject_to
 
 from pyrolik.model.site_density import normal_log_prob_and_score, per_row_log_prob, sum_to_rows
+from pyrolik.model.supports import mappable_support
 
 __all__ = ["SiteDensities", "SiteRecord", "is_real", "is_subsample", "is_zero_density", "plate_frame",
            "unmasked"]
@@ -171,8 +172,10 @@ class SiteDensities(Messenger):
         msg["value"] = value
 
     def _transform(self, support: constraints.Constraint, name: str):
-        """``biject_to(support)``, None on the real line; a support torch cannot transform (a guide's
-        ``MixtureSameFamily``) takes the model's, which the layout holds."""
+        """``biject_to(support)``, None on the real line; a mixture's support is its components'
+        (:func:`~pyrolik.model.supports.mappable_support`); a support torch cannot transform (a
+        guide's) takes the model's, which the layout holds."""
+        support = mappable_support(support)
         if is_real(support):
             return None
         try:
