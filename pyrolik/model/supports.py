@@ -22,7 +22,9 @@ pyrolik's samplers move a flat unconstrained ``u`` in :math:`\mathbb R^d` and ev
    from a distribution over the whole line are refused.
 
 A guide is evaluated at the model's ``u`` through its own ``biject_to``: a guide site whose map differs
-from the model's (a ``Normal`` guide for a ``Beta`` latent) is refused.
+from the model's (a ``Normal`` guide for a ``Beta`` latent) is refused. A guide pushed through the
+model's map, ``dist.TransformedDistribution(base, biject_to(support))`` (the refusal's fix), is
+compared by that map even where torch reports its support as ``Real()`` (:func:`pushed_forward`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from torch.distributions import Independent, biject_to
 from pyrolik.ops.types import ModelFn
 
 __all__ = ["check_circular_guide", "check_fixed_supports", "check_guide_supports", "circular_sites",
-           "mappable_support", "refuse_annealing", "to_unconstrained"]
+           "is_real", "mappable_support", "pushed_forward", "refuse_annealing", "to_unconstrained"]
 
 _CIRCULAR = (dist.VonMises, dist.SineBivariateVonMises, dist.SineSkewed)
 
@@ -68,6 +70,29 @@ def mappable_support(support: constraints.Constraint) -> constraints.Constraint:
         if base is not support.base_constraint:
             return constraints.independent(base, support.reinterpreted_batch_ndims)
     return support
+
+
+def pushed_forward(fn: Any) -> Any:
+    """The transform of a distribution pushed through a map from the real line whose support torch
+    reports as ``Real()``, or None.
+
+    ``dist.TransformedDistribution(dist.Normal(loc, scale), biject_to(support))`` is the guide the
+    refusal below suggests; where ``biject_to(support)`` ends in an ``AffineTransform`` (a
+    ``GreaterThan``, ``LessThan`` or ``Interval`` support: ``positive`` is ``exp`` then ``+ 0``),
+    torch gives it the codomain, and so the support, ``Real()``. Its values still lie in the model's
+    support; :func:`check_guide_supports` compares the map itself."""
+    fn = _base(fn)
+    if not isinstance(fn, torch.distributions.TransformedDistribution) \
+            or not is_real(fn.support) or not is_real(fn.base_dist.support):
+        return None
+    return torch.distributions.ComposeTransform(list(fn.transforms))
+
+
+def is_real(support: constraints.Constraint | None) -> bool:
+    """Whether a support is the real line (possibly ``independent``): no transform needed."""
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return support is constraints.real
 
 
 def to_unconstrained(name: str, fn: Any, value: Tensor) -> Tensor:
@@ -142,7 +167,7 @@ def check_guide_supports(tr_g, layout: Any) -> None:
     for name, u in layout.split(probe).items():
         fn, model_support = tr_g.nodes[name]["fn"], layout.supports[name]
         try:
-            t_guide = biject_to(mappable_support(fn.support))
+            t_guide = pushed_forward(fn) or biject_to(mappable_support(fn.support))
         except NotImplementedError:
             continue  # evaluated through the model's map (pyrolik.model.messenger)
         try:
