@@ -185,6 +185,16 @@ def reads_subsample_indices(lg, x):
                             .to_event(1))
             pyro.sample("x", dist.Normal(z @ lg.W.T + lg.b, lg.s).to_event(1), obs=x)
 
+    def plate_over_x(x):  # the fix the message used to offer first: it numbers pyrolik's rows
+        with pyro.plate("data", len(x)) as idx:
+            z = pyro.sample("z", dist.Normal(offsets[idx].unsqueeze(-1).expand(-1, 2), 1.0)
+                            .to_event(1))
+            pyro.sample("x", dist.Normal(z @ lg.W.T + lg.b, lg.s).to_event(1), obs=x)
+
+    def refuse_plate_over_x():
+        with pytest.raises(ValueError, match="depends on the other rows of its batch"):
+            lw(plate_over_x, x)
+
     idx = torch.tensor([5, 17000, 42000, 59999])
     mean = offsets[idx].unsqueeze(-1).expand(-1, 2)
     truth = lg.exact_log_marginal(x - mean @ lg.W.T)  # z = mean + z', z' ~ N(0, I)
@@ -196,9 +206,10 @@ def reads_subsample_indices(lg, x):
             pyro.sample("z", dist.MultivariateNormal(post.loc + m, scale_tril=post.scale_tril))
 
     return Case(lambda: lw(refused, x),
-                r"reads the subsample indices.*pass the rows' indices explicitly: "
+                r"reads the subsample indices.*Pass the rows' indices explicitly: "
                 r"pyro.plate\('data', 60000, subsample=idx\) with idx a per-example argument",
-                lambda: exact_iwae(fixed, guide, x, truth, model_args=(idx,)))
+                lambda: (exact_iwae(fixed, guide, x, truth, model_args=(idx,)),
+                         refuse_plate_over_x()))
 
 
 @case
