@@ -28,7 +28,7 @@ from pyrolik.model.constructs import (
     check_subsampling,
     subsampled_plates,
 )
-from pyrolik.model.hints import ObservedShapeError, explain, integer_data, short
+from pyrolik.model.hints import ObservedShapeError, Refusal, explain, integer_data, short
 from pyrolik.model.layout import Layout, SiteLayout
 from pyrolik.model.messenger import is_zero_density, plate_frame
 from pyrolik.model.modules import eval_mode
@@ -204,6 +204,8 @@ def trace_or_explain(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs
     ``ValueError`` that names the cause (:func:`pyrolik.model.hints.explain`)."""
     try:
         return _get_trace(tracer, fn, x, args, kwargs, validate=True)
+    except Refusal:
+        raise
     except NotImplementedError as err:
         raise ValueError(
             integer_data(err, x, what, lambda xf: _runs(tracer, fn, xf, args, kwargs))

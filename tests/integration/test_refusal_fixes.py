@@ -863,6 +863,31 @@ def structure_reads_the_data(lg, x):
                 r"pyrolik.bdmc\(model, data=\(x, latents\), \.\.\.\)", fixed)
 
 
+# -- curves ------------------------------------------------------------------------------------------
+@case
+def sigma_curve_of_another_observation(lg, x):
+    def laplace(x):
+        with pyro.plate("data", x.shape[0]):
+            z = pyro.sample("z", dist.Normal(x.new_zeros(2), 1.0).to_event(1))
+            pyro.sample("x", dist.Laplace(z @ lg.W.T + lg.b, lg.s).to_event(1), obs=x)
+
+    def fixed():
+        # with the squared error of the site's mean, the path is the linear-Gaussian one:
+        # Z_beta(x) = int p(z) exp(-beta |x - W z - b|^2) dz in closed form (LinearGaussian)
+        curve = pyrolik.rate_distortion(laplace, x, [0.5, 2.0],
+                                        distortion=lambda x, x_hat: ((x - x_hat) ** 2).sum(-1),
+                                        num_steps=40, num_chains=64, seed=0, progress=False)
+        for j, beta in enumerate(curve.betas.tolist()):
+            assert_unbiased(curve.log_weights[j], lg.log_normalizer(x, beta))
+
+    # the message is the refusal itself, not buried in "running the model on x failed (...)"
+    return Case(lambda: pyrolik.sigma_curve(laplace, x, [0.5], num_steps=5, num_chains=2,
+                                            progress=False),
+                r"^observed site 'x' is Laplace, not Normal.*pyrolik.rate_distortion\(model, x, "
+                r"betas, distortion=d, \.\.\.\) with d\(x, x_hat\) a callable of the site's mean",
+                fixed)
+
+
 # -- warnings that suggest a rewrite ------------------------------------------------------------------
 @case
 def no_observed_site_reads_x(lg, x):
@@ -908,7 +933,7 @@ STATISTICAL = {"moving_support", "sphere", "circular_annealed", "circular_guide"
                "global_latent", "auto_messenger", "auto_delta", "auto_guide_not_fitted",
                "auto_guide_fitted_elsewhere", "random_draws", "outside_the_support", "integer_data",
                "observation_computed_from_x", "structure_reads_the_data",
-               "per_example_label_in_evidence"}
+               "per_example_label_in_evidence", "sigma_curve_of_another_observation"}
 assert STATISTICAL <= set(CASES)
 
 
