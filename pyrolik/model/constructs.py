@@ -154,9 +154,10 @@ def check_index_free(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, tr, plat
             raise ValueError(
                 f"the {what} reads the subsample indices of pyro.plate({plate!r}, {size}, "
                 f"subsample_size=...) (site {name!r} changes with them): they say which of the "
-                f"{size} rows x holds, which pyrolik cannot know. Evaluate with a plate over x itself "
-                f"(pyro.plate({plate!r}, len(x))), or pass the rows' indices explicitly: "
-                f"pyro.plate({plate!r}, {size}, subsample=idx) with idx a per-example argument"
+                f"{size} rows x holds, which pyrolik cannot know. Pass the rows' indices "
+                f"explicitly: pyro.plate({plate!r}, {size}, subsample=idx) with idx a per-example "
+                f"argument (a plate over x itself, pyro.plate({plate!r}, len(x)), would number the "
+                "rows pyrolik runs, chains x examples, not the examples)"
             )
 
 

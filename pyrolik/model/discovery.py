@@ -28,7 +28,7 @@ from pyrolik.model.constructs import (
     check_subsampling,
     subsampled_plates,
 )
-from pyrolik.model.hints import ObservedShapeError, explain, integer_data, short
+from pyrolik.model.hints import ObservedShapeError, Refusal, explain, integer_data, short
 from pyrolik.model.layout import Layout, SiteLayout
 from pyrolik.model.messenger import is_zero_density, plate_frame
 from pyrolik.model.modules import eval_mode
@@ -38,6 +38,7 @@ from pyrolik.model.supports import (
     check_fixed_supports,
     check_guide_supports,
     circular_sites,
+    mappable_support,
     to_unconstrained,
 )
 from pyrolik.ops.types import ModelFn
@@ -89,7 +90,7 @@ def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
     check_fixed_supports(model, x_rep, args, kwargs, tr, names, tracer)
     observed = tuple(s["name"] for s in sample_sites(tr) if s["is_observed"])
     warn_unread(lambda x_alt: Tracer()(model, x_alt, args, kwargs), x_rep, tr, observed)
-    supports = {s.name: tr.nodes[s.name]["fn"].support for s in sites}
+    supports = {s.name: mappable_support(tr.nodes[s.name]["fn"].support) for s in sites}
     enum_dims = None
     if enumerated:
         enum_dims = max(len(s["fn"].batch_shape) for s in sample_sites(tr))
@@ -203,6 +204,8 @@ def trace_or_explain(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs
     ``ValueError`` that names the cause (:func:`pyrolik.model.hints.explain`)."""
     try:
         return _get_trace(tracer, fn, x, args, kwargs, validate=True)
+    except Refusal:
+        raise
     except NotImplementedError as err:
         raise ValueError(
             integer_data(err, x, what, lambda xf: _runs(tracer, fn, xf, args, kwargs))

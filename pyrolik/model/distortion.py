@@ -43,6 +43,7 @@ from torch import Tensor
 from torch.distributions import Independent, Normal
 
 from pyrolik._random import fork_rng_from
+from pyrolik.model.hints import Refusal
 from pyrolik.model.messenger import is_subsample
 
 __all__ = ["DistortionModel", "distortion_model", "squared_error"]
@@ -161,22 +162,23 @@ class DistortionModel:
 
     def _replace(self, name: str, fn, scale, mask):
         if mask is not None or not (isinstance(scale, (int, float)) and scale == 1.0):
-            raise ValueError(
+            raise Refusal(
                 f"observed site {name!r} is masked or scaled (poutine.mask / poutine.scale / "
                 ".mask()): the distortion path needs every observed value counted once; remove the "
                 "mask or scale from the observation site")
         base, ndims = _unwrap(fn)
         if type(base).__name__ == "MaskedDistribution":
-            raise ValueError(f"observed site {name!r} is masked (.mask()); the distortion path "
+            raise Refusal(f"observed site {name!r} is masked (.mask()); the distortion path "
                              "needs every observed value counted once: remove the mask")
         shape = fn.batch_shape + fn.event_shape
         if self.sigma is not None:
             if not isinstance(base, Normal):
-                raise ValueError(
+                raise Refusal(
                     f"observed site {name!r} is {type(base).__name__}, not Normal: the sigma curve "
                     "needs a Gaussian observation site N(x; f(z), sigma^2). For another observation "
-                    "model pass distortion=d (a callable d(x, x_hat) of the site's mean) and "
-                    "beta_max= to get a rate-distortion curve instead")
+                    "model, pyrolik.rate_distortion(model, x, betas, distortion=d, ...) with d(x, "
+                    "x_hat) a callable of the site's mean gives a rate-distortion curve instead "
+                    "(distortion_model(model, distortion=d, beta_max=...) is its path)")
             new = dist.Normal(base.loc.expand(base.batch_shape),
                               torch.as_tensor(self.sigma, dtype=base.loc.dtype,
                                               device=base.loc.device))
@@ -184,7 +186,7 @@ class DistortionModel:
         try:
             x_hat = base.mean
         except NotImplementedError as err:
-            raise ValueError(f"observed site {name!r} ({type(base).__name__}) has no mean to "
+            raise Refusal(f"observed site {name!r} ({type(base).__name__}) has no mean to "
                              "compare x with; write the decoder output into a site that has one"
                              ) from err
         assert self.distortion is not None  # no sigma: __init__ required a distortion

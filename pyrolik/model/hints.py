@@ -19,9 +19,14 @@ from pyro.poutine.util import site_is_subsample
 from torch import Tensor, nn
 from torch.nn.modules.module import register_module_forward_pre_hook
 
-__all__ = ["ObservedShapeError", "explain", "integer_data", "short"]
+__all__ = ["ObservedShapeError", "Refusal", "explain", "integer_data", "short"]
 
 _CAST = {torch.float32: "x.float()", torch.float64: "x.double()", torch.float16: "x.half()"}
+
+
+class Refusal(ValueError):
+    """A construct refused while the program runs, in a message that names it and its fix: passed on
+    as it is, not explained as a failed run on ``x`` (:func:`explain`)."""
 
 
 class ObservedShapeError(ValueError):

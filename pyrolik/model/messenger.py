@@ -37,6 +37,7 @@ from torch import Tensor
 from torch.distributions import Independent, biject_to
 
 from pyrolik.model.site_density import normal_log_prob_and_score, per_row_log_prob, sum_to_rows
+from pyrolik.model.supports import is_real, mappable_support, pushed_forward
 
 __all__ = ["SiteDensities", "SiteRecord", "is_real", "is_subsample", "is_zero_density", "plate_frame",
            "unmasked"]
@@ -51,13 +52,6 @@ class SiteRecord(NamedTuple):
     scale: object
     mask: object
     transformed: bool  # the site's support is not the real line
-
-
-def is_real(support: constraints.Constraint) -> bool:
-    """Whether a support is the real line (possibly ``independent``): no transform needed."""
-    while isinstance(support, constraints.independent):
-        support = support.base_constraint
-    return support is constraints.real
 
 
 def plate_frame(msg: dict, plate_name: str):
@@ -163,16 +157,23 @@ class SiteDensities(Messenger):
             )
         value = self.given[name]
         if self.unconstrained:
-            t = self._transform(msg["fn"].support, name)
+            t = self._transform(msg["fn"], name)
             if t is not None:
                 z = t(value)
                 self._ladj[name] = t.log_abs_det_jacobian(value, z)
                 value = z
         msg["value"] = value
 
-    def _transform(self, support: constraints.Constraint, name: str):
-        """``biject_to(support)``, None on the real line; a support torch cannot transform (a guide's
-        ``MixtureSameFamily``) takes the model's, which the layout holds."""
+    def _transform(self, fn: Any, name: str):
+        """``biject_to(support)`` of the site's distribution ``fn``, None on the real line; a
+        mixture's support is its components' (:func:`~pyrolik.model.supports.mappable_support`); a
+        guide's distribution pushed through the model's map, whose support torch calls ``Real()``
+        (:func:`~pyrolik.model.supports.pushed_forward`), and a support torch cannot transform take
+        the model's, which the layout holds (discovery checked that the guide maps alike)."""
+        support = mappable_support(fn.support)
+        if is_real(support) and self.supports is not None and name in self.supports \
+                and pushed_forward(fn) is not None:
+            support = self.supports[name]
         if is_real(support):
             return None
         try:

@@ -4,7 +4,10 @@ pyrolik's samplers move a flat unconstrained ``u`` in :math:`\mathbb R^d` and ev
 :math:`z_s = T_s(u_s)`, :math:`T_s` = ``biject_to(support_s)``, with the log-Jacobian
 (:mod:`pyrolik.model.layout`). The estimate is :math:`\log p(x)` exactly when, for every latent site,
 
-1. torch has such a map. ``ProjectedNormal`` (support ``Sphere``) has none: refused, with the fix
+1. torch has such a map. A mixture (``MixtureSameFamily``, whose support torch wraps in a
+   ``MixtureSameFamilyConstraint`` it has no map for) lives on its components' support, and is mapped
+   as they are (:func:`mappable_support`; its density stays the mixture's). ``ProjectedNormal``
+   (support ``Sphere``) has no map: refused, with the fix
    ``poutine.reparam(config={name: ProjectedNormalReparam()})`` (a Normal latent, projected);
 2. the support is the same wherever the other latents are: a support read from the data or from a
    per-example argument is fixed, one whose bounds move with another latent (``u ~ Uniform(z - 1,
@@ -19,7 +22,9 @@ pyrolik's samplers move a flat unconstrained ``u`` in :math:`\mathbb R^d` and ev
    from a distribution over the whole line are refused.
 
 A guide is evaluated at the model's ``u`` through its own ``biject_to``: a guide site whose map differs
-from the model's (a ``Normal`` guide for a ``Beta`` latent) is refused.
+from the model's (a ``Normal`` guide for a ``Beta`` latent) is refused. A guide pushed through the
+model's map, ``dist.TransformedDistribution(base, biject_to(support))`` (the refusal's fix), is
+compared by that map even where torch reports its support as ``Real()`` (:func:`pushed_forward`).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from torch.distributions import Independent, biject_to
 from pyrolik.ops.types import ModelFn
 
 __all__ = ["check_circular_guide", "check_fixed_supports", "check_guide_supports", "circular_sites",
-           "refuse_annealing", "to_unconstrained"]
+           "is_real", "mappable_support", "pushed_forward", "refuse_annealing", "to_unconstrained"]
 
 _CIRCULAR = (dist.VonMises, dist.SineBivariateVonMises, dist.SineSkewed)
 
@@ -50,10 +55,51 @@ def _base(fn: Any) -> Any:
     return fn
 
 
+# torch >= 2.7 wraps a MixtureSameFamily's support in this constraint (earlier: the components')
+_MIXTURE = getattr(constraints, "MixtureSameFamilyConstraint", None)
+
+
+def mappable_support(support: constraints.Constraint) -> constraints.Constraint:
+    """``support`` with every ``MixtureSameFamilyConstraint`` replaced by its components' support
+    (``base_constraint``), through ``independent`` wrappers (``.to_event``): the support a mixture's
+    values live on, which ``biject_to`` maps. Any other support is returned as it is."""
+    if _MIXTURE is not None and isinstance(support, _MIXTURE):
+        return mappable_support(support.base_constraint)
+    if isinstance(support, constraints.independent):
+        base = mappable_support(support.base_constraint)
+        if base is not support.base_constraint:
+            return constraints.independent(base, support.reinterpreted_batch_ndims)
+    return support
+
+
+def pushed_forward(fn: Any) -> Any:
+    """The transform of a distribution pushed through a map from the real line whose support torch
+    reports as ``Real()``, or None.
+
+    ``dist.TransformedDistribution(dist.Normal(loc, scale), biject_to(support))`` is the guide the
+    refusal below suggests; where ``biject_to(support)`` ends in an ``AffineTransform`` (a
+    ``GreaterThan``, ``LessThan`` or ``Interval`` support: ``positive`` is ``exp`` then ``+ 0``),
+    torch gives it the codomain, and so the support, ``Real()``. Its values still lie in the model's
+    support; :func:`check_guide_supports` compares the map itself."""
+    fn = _base(fn)
+    if not isinstance(fn, torch.distributions.TransformedDistribution) \
+            or not is_real(fn.support) or not is_real(fn.base_dist.support):
+        return None
+    return torch.distributions.ComposeTransform(list(fn.transforms))
+
+
+def is_real(support: constraints.Constraint | None) -> bool:
+    """Whether a support is the real line (possibly ``independent``): no transform needed."""
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return support is constraints.real
+
+
 def to_unconstrained(name: str, fn: Any, value: Tensor) -> Tensor:
-    """``biject_to(fn.support).inv(value)``, or a ``ValueError`` naming the site and the fix."""
+    """``biject_to(support).inv(value)`` (the :func:`mappable_support` of ``fn``), or a
+    ``ValueError`` naming the site and the fix."""
     try:
-        t = biject_to(fn.support)
+        t = biject_to(mappable_support(fn.support))
     except NotImplementedError as err:
         kind = type(_base(fn)).__name__
         fix = (f"poutine.reparam(config={{{name!r}: ProjectedNormalReparam()}}) samples it as a "
@@ -121,7 +167,7 @@ def check_guide_supports(tr_g, layout: Any) -> None:
     for name, u in layout.split(probe).items():
         fn, model_support = tr_g.nodes[name]["fn"], layout.supports[name]
         try:
-            t_guide = biject_to(fn.support)
+            t_guide = pushed_forward(fn) or biject_to(mappable_support(fn.support))
         except NotImplementedError:
             continue  # evaluated through the model's map (pyrolik.model.messenger)
         try:

@@ -43,7 +43,8 @@ def test_subsampling_that_pyrolik_cannot_evaluate_is_refused(lg, x):
             pyro.sample("x", dist.Normal(z @ lg.W.T + lg.b, lg.s).to_event(1), obs=x)
 
     with pytest.raises(ValueError, match=r"model reads the subsample indices of pyro.plate\('data', "
-                       r"60000.*site 'z'.*pyro.plate\('data', len\(x\)\)"):
+                       r"60000.*site 'z'.*pyro.plate\('data', 60000, subsample=idx\) with idx a "
+                       r"per-example argument"):
         make_target(reads_indices, x, 2)
 
     def subsamples_examples(x):
