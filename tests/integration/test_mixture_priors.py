@@ -45,7 +45,7 @@ def test_the_exact_posterior_as_proposal_gives_the_exact_value_every_time(seed):
     as proposal every importance weight is p(x) exactly."""
     x = data(4, seed)
     exact = MIX.exact_log_marginal(x)
-    r = pyrolik.iwae(MIX, MIX.exact_guide, x, num_samples=5, seed=seed, progress=False)
+    r = pyrolik.iwae(MIX, x, MIX.exact_guide, num_samples=5, seed=seed, progress=False)
     torch.testing.assert_close(r.log_weights, exact.expand(5, -1), rtol=0, atol=1e-9)
     r = pyrolik.ais(MIX, x, num_steps=3, num_chains=4, init=MIX.exact_guide, seed=seed,
                     kernel=pyrolik.HMC(num_leapfrog=2), progress=False)

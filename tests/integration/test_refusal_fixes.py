@@ -298,7 +298,7 @@ def _von_mises_truth():
 def circular_annealed(lg, x):
     def fixed():  # importance sampling (its draws stay on one turn); or the angle on the circle
         lw_unbiased(_von_mises, X1, _von_mises_truth())
-        r = pyrolik.iwae(_von_mises, _von_mises_guide, X1, num_samples=2000, seed=0,
+        r = pyrolik.iwae(_von_mises, X1, _von_mises_guide, num_samples=2000, seed=0,
                          progress=False)
         assert_unbiased(r.log_weights, _von_mises_truth())
         r = pyrolik.ais(_sphere, X1, num_steps=20, num_chains=32, model_kwargs={"reparam": True},
@@ -323,11 +323,11 @@ def circular_guide(lg, x):
             pyro.sample("z", dist.Normal(x[:, 0], 1.0))
 
     def fixed():
-        r = pyrolik.iwae(_von_mises, _von_mises_guide, X1, num_samples=2000, seed=0,
+        r = pyrolik.iwae(_von_mises, X1, _von_mises_guide, num_samples=2000, seed=0,
                          progress=False)
         assert_unbiased(r.log_weights, _von_mises_truth())
 
-    return Case(lambda: pyrolik.iwae(_von_mises, line_guide, X1, num_samples=2, progress=False),
+    return Case(lambda: pyrolik.iwae(_von_mises, X1, line_guide, num_samples=2, progress=False),
                 r"the guide samples 'z' from Normal.*circular.*Sample it in the guide from a "
                 r"circular distribution \(dist.VonMises\)", fixed)
 
@@ -353,10 +353,10 @@ def guide_support(lg, x):
         grid = torch.linspace(1e-6, 20.0, 40001, dtype=torch.float64)
         truth = quadrature(dist.LogNormal(0.0, 0.5).log_prob,
                            lambda g: dist.Normal(g[:, None], 0.5).log_prob(X1[:, 0]), grid)
-        r = pyrolik.iwae(log_normal, same_map, X1, num_samples=2000, seed=0, progress=False)
+        r = pyrolik.iwae(log_normal, X1, same_map, num_samples=2000, seed=0, progress=False)
         assert_unbiased(r.log_weights, truth)
 
-    return Case(lambda: pyrolik.iwae(log_normal, on_the_line, X1, num_samples=2, progress=False),
+    return Case(lambda: pyrolik.iwae(log_normal, X1, on_the_line, num_samples=2, progress=False),
                 r"the guide samples 'z' from Normal with support Real\(\), where the model's 'z' "
                 r"has support GreaterThan.*dist.TransformedDistribution\(dist.Normal\(loc, scale\), "
                 r"biject_to\(support\)\)", fixed)
@@ -547,7 +547,7 @@ def _post_guide(lg, name="z", plate="data", dim=-1, aux=False):
 
 
 def _iwae(model, guide, x):
-    return pyrolik.iwae(model, guide, x, num_samples=2, progress=False)
+    return pyrolik.iwae(model, x, guide, num_samples=2, progress=False)
 
 
 @case
@@ -608,7 +608,7 @@ def _fit_auto_normal(lg, x):
 def _auto_normal_fixed(lg, x):
     """Fit AutoNormal by SVI on the examples evaluated: an exact (unbiased) IWAE proposal."""
     guide = _fit_auto_normal(lg, x)
-    r = pyrolik.iwae(lg, guide, x, num_samples=1000, seed=0, progress=False)
+    r = pyrolik.iwae(lg, x, guide, num_samples=1000, seed=0, progress=False)
     assert_unbiased(r.log_weights, lg.exact_log_marginal(x))
 
 
@@ -654,10 +654,10 @@ def per_example_rows(lg, x):
             pyro.sample("x", dist.Normal(z @ lg.W.T + offsets.mean(0), lg.s).to_event(1), obs=x)
 
     offsets = lg.b + torch.tensor([[-1.0], [0.0], [1.0]], dtype=x.dtype)  # 3 rows, x has 4
-    return Case(lambda: lw(model, x, model_args=(pyrolik.per_example(offsets),)),
-                r"model_args\[0\] is marked per example but has 3 rows.*or mark it pyrolik.shared\(\.\.\.\) "
+    return Case(lambda: lw(model, x, model_args=(pyrolik.model.per_example(offsets),)),
+                r"model_args\[0\] is marked per example but has 3 rows.*or mark it pyrolik.model.shared\(\.\.\.\) "
                 r"if it is the same for all",
-                lambda: exact(lg, model, x, model_args=(pyrolik.shared(offsets),)))
+                lambda: exact(lg, model, x, model_args=(pyrolik.model.shared(offsets),)))
 
 
 @case
@@ -698,8 +698,8 @@ def reads_other_rows(lg, x):
     oracle = LinearGaussian(W=lg.W, b=centre, s=lg.s)
     return Case(lambda: lw(refused, x),
                 r"depends on the other rows of its batch.*compute such statistics once, outside "
-                r"the model, and pass them as a shared argument \(pyrolik.shared\(t\)\)",
-                lambda: exact(oracle, fixed, x, model_args=(pyrolik.shared(centre),)))
+                r"the model, and pass them as a shared argument \(pyrolik.model.shared\(t\)\)",
+                lambda: exact(oracle, fixed, x, model_args=(pyrolik.model.shared(centre),)))
 
 
 # -- running the model on x (pyrolik.model.hints) ----------------------------------------------------
@@ -721,7 +721,7 @@ def dtype(lg, x):
             pyro.sample("z", dist.MultivariateNormal(post.loc.to(x), scale_tril=post.scale_tril.to(x)))
 
     def fixed():  # x.float(): the answer to float32 rounding
-        r = pyrolik.iwae(model, guide, x.float(), num_samples=5, seed=0, progress=False)
+        r = pyrolik.iwae(model, x.float(), guide, num_samples=5, seed=0, progress=False)
         torch.testing.assert_close(r.log_weights.double(),
                                    lg.exact_log_marginal(x).expand(5, -1), rtol=0, atol=1e-4)
 
