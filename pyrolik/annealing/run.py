@@ -82,9 +82,9 @@ class Problem:
         return sum(leg.num_chains for leg in self.legs)
 
     def settings(self, batch_size: int | None) -> dict[str, Any]:
-        """The settings every AIS result records, costs included: gradient evaluations per example
-        of the estimating chains of one leg and of the pilot (its transitions times its chains,
-        plus its start)."""
+        """The settings every AIS result records, costs included (gradient evaluations per example of one
+        leg's chains and of the pilot).
+        """
         kernel, num_chains, num_steps = self.kernel, self.legs[0].num_chains, self.schedule.num_steps
         strategy = kernel.adaptation
         pilot_chains = strategy.pilot_chains(num_chains)
@@ -139,10 +139,9 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
              step_sizes: StepSizes | None = None, check: Check | None = None,
              record_every: int | None = None, stops: Tensor | None = None) -> Problem:
     """Check the arguments every annealing front end takes and describe the run: one leg of
-    ``num_chains`` per direction, reverse legs starting from ``latents`` (exact posterior draws,
-    ``(N, *site)`` or ``(K, N, *site)`` by site); with ``stops`` ``(N,)`` (betas of a fixed
-    schedule), example ``n`` anneals only up to ``stops[n]`` (its reverse chains start there, so
-    their latents must be exact draws of :math:`f_{s_n}`)."""
+    ``num_chains`` per direction, reverse legs from ``latents``; with ``stops`` ``(N,)``, example
+    ``n`` anneals only up to ``stops[n]``.
+    """
     check_model(model)
     x = validate_data(x)
     check_count("num_chains", num_chains)
@@ -178,9 +177,8 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
 
 def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_examples: int
                    ) -> dict[str, Tensor]:
-    """Exact posterior draws, one per example ``(N, *site)`` or per chain ``(K, N, *site)``, as a
-    dict of ``(K, N, *site)`` tensors. A tensor is accepted for single-site models; values must
-    lie in each site's support. ``target`` only supplies the site layout (any batch of the data).
+    """Exact posterior draws ``(N, *site)`` or ``(K, N, *site)`` (a tensor for single-site models) as a
+    checked dict of ``(K, N, *site)`` tensors; ``target`` supplies the site layout.
     """
     k, n = target.num_chains, num_examples
     if isinstance(latents, Tensor):
