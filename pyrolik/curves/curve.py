@@ -1,16 +1,5 @@
-r"""Loss-data curves: validation loss of a probe as a function of the training-set size.
-
-For a representation :math:`\phi`, a learning algorithm :math:`\mathcal{A}` (here a linear or MLP
-probe trained with Adam) and a training-set size :math:`n`, the loss-data curve is the expected
-validation loss :math:`L(\mathcal{A}_\phi, n)` (cross-entropy in nats) of the probe trained on
-:math:`n` points drawn from the task's distribution (Whitney et al. 2020, section 2). It is
-estimated on a log-spaced grid of sizes, averaging over seeds (each seed draws the training subset
-and the initialisation); all (n, seed) probes are trained at once (:mod:`pyrolik.curves.probes`).
-
-References
-----------
-.. [1] W. F. Whitney, M. J. Song, D. Brandfonbrener, J. Altosaar, K. Cho. Evaluating
-   representations by the complexity of learning low-loss predictors. arXiv:2009.07368, 2020.
+"""Loss-data curves: the validation loss of a probe against the training-set size (Whitney et al.
+2020, section 2; ``docs/curves.md``).
 """
 
 from __future__ import annotations
@@ -157,13 +146,10 @@ def default_sizes(num_pool: int, num: int = 8, smallest: int = 10) -> np.ndarray
 
 
 def default_lr(probe: str, num_features: int) -> float:
-    r"""Default Adam learning rate: ``min(0.03, 0.5 / d)`` (linear), ``min(0.01, 0.5 / d)`` (MLP).
+    """Default Adam learning rate: ``min(0.03, 0.5 / d)`` (linear), ``min(0.01, 0.5 / d)`` (MLP).
 
-    Adam moves every weight by about ``lr`` per step, so with standardized features a logit (or
-    hidden unit) moves by about ``lr * d``; keeping ``lr * d`` fixed makes one setting work from
-    8 PCA features to 784 pixels. Tuned on digits and the MNIST test set with the default
-    budget of 500 steps (1e-2 for the 64 digit pixels, ~1e-3 for MNIST's 784). The rule is part
-    of the learning algorithm, applied to every representation alike.
+    Keeping ``lr * d`` fixed makes one setting serve 8 PCA features and 784 pixels
+    (``docs/curves.md``).
     """
     cap = {"linear": 0.03, "mlp": 0.01}
     if probe not in cap:
@@ -206,10 +192,8 @@ def _check_task(features, labels, what: str) -> tuple[Tensor, Tensor]:
 def train_valid_split(
     x, y, *, valid_size: float | int = 0.2, seed: int = 0
 ) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
-    """Split ``(x, y)`` at random into a training pool and a validation set.
-
-    ``valid_size`` is a fraction in (0, 1) or a number of examples. Returns
-    ``((x_train, y_train), (x_valid, y_valid))`` as tensors; ``x`` keeps its shape.
+    """Split ``(x, y)`` at random into ``((x_train, y_train), (x_valid, y_valid))``; ``valid_size`` is a
+    fraction in (0, 1) or a number of examples.
     """
     x = _as_tensor(x, "x")
     y = _as_tensor(y, "y")
@@ -246,13 +230,10 @@ def loss_data_curve(
 ) -> LossDataCurve:
     r"""Estimate the loss-data curve of one representation by training all probes at once.
 
-    For each size :math:`n_j` in ``sizes`` and each of ``num_seeds`` seeds, a probe is trained
-    on the first :math:`n_j` points of the seed's permutation of the training pool for
-    ``num_steps`` Adam steps (mini-batches of ``batch_size``; full batch when
-    :math:`n_j \le` ``batch_size``), then its mean cross-entropy (nats) and accuracy on the whole
-    validation set are recorded. The mean over seeds estimates :math:`L(\mathcal{A}_\phi, n_j)`
-    without bias; at small :math:`n` the seed-to-seed spread is large, see
-    :attr:`LossDataCurve.stderr_loss`.
+    For each size :math:`n_j` and seed, a probe trains on the first :math:`n_j` points of the seed's
+    permutation of the pool; its mean validation cross-entropy (nats) and accuracy are recorded. The
+    mean over seeds estimates :math:`L(\mathcal{A}_\phi, n_j)` without bias
+    (:attr:`LossDataCurve.stderr_loss`: its spread).
 
     Parameters
     ----------
@@ -267,15 +248,13 @@ def loss_data_curve(
     probe : {"linear", "mlp"}
         Multinomial logistic regression, or one hidden ReLU layer of ``hidden`` units.
     num_steps, batch_size, weight_decay : training settings, the same for every probe
-        (Adam with L2 ``weight_decay``; a fixed step budget, no early stopping).
+        Adam with L2 ``weight_decay``, a fixed step budget; full batch when :math:`n_j \le`
+        ``batch_size``.
     lr : float, optional
-        Adam's learning rate. Default :func:`default_lr`: ``min(0.03, 0.5 / d)`` for the linear
-        probe and ``min(0.01, 0.5 / d)`` for the MLP, for ``d`` features.
+        Adam's learning rate; default :func:`default_lr`.
     standardize : bool
-        Centre each feature on the training pool's mean and divide all features by one scale,
-        the root of their average variance. One global scale keeps the representation's
-        geometry (e.g. the ordering of PCA variances) while removing its arbitrary units, as
-        Reprieve's scalar ``whiten``; the statistics use the pool's features but no labels.
+        Centre the features on the pool's mean and divide them by one global scale (keeps the
+        representation's geometry, removes its units; no labels used).
     num_classes : int, optional
         K; default ``max(label) + 1`` over both sets.
     seed : int
