@@ -1,5 +1,4 @@
-"""The annealing machine: the HMC transition and its tuning, the schedules, the engine that runs
-examples x chains as one tensor, and the driver that batches, checkpoints and cuts the results."""
+"""The annealing machine: HMC transition and tuning, schedules, engine and driver."""
 
 from pyrolik.annealing import schedules
 from pyrolik.annealing.driver import drive

@@ -1,6 +1,4 @@
-"""The one driver behind ``ais``, ``reverse_ais``, ``bdmc`` and the distortion curves: per batch the
-target, the tuner's pilot, the schedule, the estimating chains, and one :class:`LegOutput` per leg.
-"""
+"""The one driver behind ``ais``, ``reverse_ais``, ``bdmc`` and the distortion curves."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-r"""The annealing engine: one pure AIS transition, and the loop that drives it over a schedule.
-
-One step for every row (chain x example) at once (Neal 2001; Wu et al. 2017, eq. 4):
-
-.. math::
-    \log w \mathrel{+}= (\beta' - \beta)\, r(z), \qquad z \sim \mathcal T_{\beta'}(\cdot \mid z),
-
-with :math:`r = \log f_1 - \log f_0` cached with the state (no model pass for the weight) and
-:math:`\mathcal T_{\beta'}` an HMC transition leaving :math:`f_{\beta'}` invariant.
-"""
+"""The annealing engine: one pure AIS transition, and the loop that drives it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The public AIS kernel :class:`HMC`: an HMC transition and the strategy that tunes its step sizes,
-built from one set of constructor arguments.
-"""
+"""The public AIS kernel :class:`HMC`: an HMC transition and its step-size tuning."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-r"""The description of an annealing run: what it computes (:class:`Problem`), what it records
-(:class:`Recording`), and the estimators' shared parameter texts (:func:`shared_params`).
-
-Each front end checks its arguments, builds these frozen values with :func:`describe` and hands them
-to one :func:`pyrolik.annealing.driver.drive` call; ``ais`` is one forward :class:`Leg`,
-``reverse_ais`` one reverse leg, ``bdmc`` one of each sharing a pass and a pilot.
-"""
+"""A run's description (:class:`Problem`, :class:`Recording`), and shared parameter texts."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-r"""Annealing schedules: the named schedules, a run's resolved :class:`Schedule`, and the grids of the
-distortion path (``docs/kernel.md``).
-
-Every schedule has ``num_steps + 1`` betas :math:`0 = \beta_0 < \dots < \beta_T = 1`.
-"""
+"""Annealing schedules, a run's resolved :class:`Schedule`, the distortion path's grids."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The HMC transition for tempered densities, batched over rows (chains x examples), without its tuner
-(why it is exact: ``docs/kernel.md``).
-"""
+"""The HMC transition for tempered densities, batched over rows, without its tuner."""
 
 from __future__ import annotations
 

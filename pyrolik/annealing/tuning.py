@@ -1,8 +1,4 @@
-"""How each transition's step size (and mass matrix) is chosen: :class:`Pilot` (the default: a
-short independent AIS run leaves a frozen :class:`StepSizes` table, exact in both directions),
-:class:`Online` (each chain adapts itself, slightly biased) and :class:`Fixed`
-(``docs/kernel.md``).
-"""
+"""Step-size tuning: :class:`Pilot` (default, exact), :class:`Online`, :class:`Fixed`."""
 
 from __future__ import annotations
 
