@@ -1,6 +1,4 @@
-"""Latent samples for CSL: alternating chains (RBM block Gibbs, encoder/decoder), prior draws
-(``docs/csl.md``).
-"""
+"""Latent samples for CSL: alternating chains (RBM block Gibbs, encoder/decoder), prior draws."""
 
 from __future__ import annotations
 

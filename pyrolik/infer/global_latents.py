@@ -1,6 +1,4 @@
-r"""The evidence of a whole data set, :math:`\log p(x_{1:N})`, for models with global latents
-(``docs/evidence.md``).
-"""
+"""The evidence of a whole data set, for models with global latents."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Importance sampling estimators of log p(x): likelihood weighting and the IWAE bound.
-
-Draws stream in chunks with a running log-sum-exp, so memory does not grow with ``num_samples``.
-"""
+"""Importance sampling estimators of log p(x): likelihood weighting and the IWAE bound."""
 
 from __future__ import annotations
 

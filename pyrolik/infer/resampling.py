@@ -1,11 +1,4 @@
-r"""Sampling-importance-resampling of draws that stream in chunks, in bounded memory.
-
-:class:`StreamingResampler` keeps ``D`` equally weighted draws per block of ``M`` consecutive
-samples, each slot holding sample ``j`` with probability :math:`w_j / \sum_{i \in \text{block}} w_i`
-(weighted reservoir sampling: Chao 1982; Efraimidis & Spirakis 2006; SIR: Rubin 1987); memory
-``O(C D N d)`` whatever ``K``. Copies of one sample end adjacent, so ArviZ's ESS sees them as
-correlated.
-"""
+"""Sampling-importance-resampling of draws streaming in chunks, in bounded memory."""
 
 from __future__ import annotations
 

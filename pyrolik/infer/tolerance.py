@@ -1,6 +1,4 @@
-"""The number of annealing steps for a tolerance: BDMC on simulated data, the steps doubled
-(``docs/tolerance.md``).
-"""
+"""The number of annealing steps for a tolerance: BDMC on simulated data, steps doubled."""
 
 from __future__ import annotations
 
