@@ -1,6 +1,4 @@
-"""One annealing run, the whole curve: log p(x) against sigma, per-example sigma, rate-distortion
-(``docs/sigma_and_rd.md``).
-"""
+"""One annealing run, the whole curve: log p(x) against sigma, rate-distortion."""
 
 from __future__ import annotations
 

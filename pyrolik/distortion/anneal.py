@@ -1,6 +1,4 @@
-"""One AIS run along the distortion path, read at a grid of inverse temperatures
-(``docs/sigma_and_rd.md``).
-"""
+"""One AIS run along the distortion path, read at a grid of inverse temperatures."""
 
 from __future__ import annotations
 

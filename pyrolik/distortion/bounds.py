@@ -1,12 +1,4 @@
-r"""Sandwiching the one-run curve: forward and reverse AIS at chosen betas of the distortion path.
-
-Why one reverse run bounds only its starting beta, why the data are simulated at each point and
-why all points share one pass: ``docs/sigma_and_rd.md``. On simulated data the exact draw's
-distortion is unbiased for :math:`D_\beta`, so the rate is sandwiched at the exact distortion:
-
-.. math:: \mathbb E[-\hat U - \beta d] \le R_\beta = -\beta D_\beta - \log Z_\beta
-   \le \mathbb E[-\hat L - \beta d].
-"""
+"""BDMC at chosen betas of the distortion path: sandwiching the one-run curve."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A whole curve per example from one run along the distortion path: :class:`DistortionCurve`, and
-:func:`run_curve`, the run that makes it. Which way its errors go: ``docs/sigma_and_rd.md``."""
+"""A whole curve per example from one run along the distortion path."""
 
 from __future__ import annotations
 

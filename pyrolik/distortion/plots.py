@@ -1,5 +1,4 @@
-"""Plots of one-run curves: log p(x) against sigma (figure 2(a)), per-example sigma (Table 3), and
-the rate-distortion curve with its BDMC checks (Huang et al. 2020, figure 1)."""
+"""Plots of one-run curves: sigma curve, per-example sigma, rate-distortion."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The base number of steps of a one-run curve for a tolerance: :func:`curve_budget`
-(``docs/tolerance.md``).
-"""
+"""The base number of steps of a one-run curve for a tolerance."""
 
 from __future__ import annotations
 
