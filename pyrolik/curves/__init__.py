@@ -1,5 +1,4 @@
-"""Loss-data curves for representations: VA, MI, MDL, SDL and epsilon sample complexity
-(Whitney et al. 2020; ``docs/curves.md``).
+"""Loss-data curves for representations: VA, MI, MDL, SDL and epsilon sample complexity.
 
 >>> from pyrolik import curves                                    # doctest: +SKIP
 >>> (tr, va) = curves.train_valid_split(x, y, valid_size=0.2)     # doctest: +SKIP

@@ -1,6 +1,4 @@
-"""Loss-data curves: the validation loss of a probe against the training-set size (Whitney et al.
-2020, section 2; ``docs/curves.md``).
-"""
+"""Loss-data curves: the validation loss of a probe against the training-set size."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""Representation-quality measures read off a loss-data curve: VA, MI proxy, MDL, SDL and eps-SC
-(Whitney et al. 2020; Voita & Titov 2020). Their table, the Riemann rules and when SDL and eps-SC
-are determined: ``docs/curves.md``.
-
-References
-----------
-.. [1] W. F. Whitney, M. J. Song, D. Brandfonbrener, J. Altosaar, K. Cho. Evaluating
-   representations by the complexity of learning low-loss predictors. arXiv:2009.07368, 2020.
-.. [2] E. Voita, I. Titov. Information-theoretic probing with minimum description length.
-   EMNLP, 2020.
-"""
+"""Representation-quality measures read off a loss-data curve (``docs/curves.md``)."""
 
 from __future__ import annotations
 

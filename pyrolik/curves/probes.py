@@ -1,8 +1,4 @@
-"""Batched training of classification probes: each (n, seed) probe is a slice of one model.
-
-The objective is the sum over probes of each one's mean loss and Adam acts elementwise, so the
-batched run equals training the probes one by one (:func:`train_probes_loop`; ``docs/curves.md``).
-"""
+"""Batched training of classification probes: each (n, seed) probe a slice of one model."""
 
 from __future__ import annotations
 
