@@ -1,3 +1,1 @@
-"""The bottom layer: pure tensor code (importance statistics, shared type aliases) that imports no
-other pyrolik subpackage.
-"""
+"""The bottom layer: pure tensor code that imports no other pyrolik subpackage."""

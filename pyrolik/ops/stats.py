@@ -1,11 +1,4 @@
-r"""Reductions of importance log-weights over dim 0, per example: log-mean-exp, ESS, MCSE, Pareto k-hat.
-
-.. math::
-    \hat Z = \tfrac1K \sum_k w_k, \qquad
-    \mathrm{ESS} = \frac{(\sum_k w_k)^2}{\sum_k w_k^2}
-
-Why the reported MCSE is the jackknife's, and its measurements: ``docs/export.md``.
-"""
+"""Reductions of importance log-weights per example: log-mean-exp, ESS, MCSE, k-hat."""
 
 from __future__ import annotations
 
