@@ -1,8 +1,4 @@
-"""Splitting examples into batches, each with its own random stream, and the progress bar.
-
-Batch ``[start, stop)`` draws from ``SeedSequence([seed, start])``: an example's result depends on
-the seed and its batch only, so sharding whole batches across processes is bit-identical.
-"""
+"""Examples in batches, each with its own random stream, and the progress bar."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Checkpoint and resume for long AIS and BDMC runs, written atomically and checked on load: the
-file ``path`` (the batch in progress) and ``path + ".batches"`` (one file per completed batch).
-What it holds, the fingerprint and the guarantees: ``docs/scale.md``.
-"""
+"""Checkpoint and resume for long runs, written atomically and checked on load."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Sharding whole batches across the processes of a ``torch.distributed`` group (torchrun): batch
-``j`` runs on rank ``j mod P`` and rank 0 gathers them, bit-identical to one process
-(``docs/scale.md``).
-"""
+"""Sharding whole batches across the processes of a ``torch.distributed`` group."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Faults during a run: examples whose estimate failed (flagged in ``result.failed``, left out of the
-mean, one :class:`FailedExamplesWarning`), and out-of-memory errors on a batch, re-raised as a
-:class:`MemoryError` that suggests a ``batch_size`` (``docs/scale.md``).
-"""
+"""Faults during a run: examples whose estimate failed, out-of-memory on a batch."""
 
 from __future__ import annotations
 
