@@ -1,6 +1,4 @@
-"""Evaluate log p(x) on fixed train and test subsets while a model trains (Wu et al. 2017, figure 3;
-``docs/sigma_and_rd.md``).
-"""
+"""Evaluate log p(x) on fixed train and test subsets while a model trains."""
 
 from __future__ import annotations
 
