@@ -220,8 +220,7 @@ def run_phase(phase: Phase, *, kernel: HMCTransition, generator: torch.Generator
               num_examples: int, saved: dict | None, save: Callable[[dict], None] | None,
               every: int, bar: Any) -> tuple[engine.AISState, dict[str, engine.StatefulHook]]:
     """Run ``phase`` to its last step, from ``saved`` (a checkpoint's loop state) when given; ``save``
-    receives the loop state every ``every`` steps.
-    """
+    receives the loop state every ``every`` steps."""
     if saved is not None:
         state, first = engine.restore(saved["state"]), saved["step"] + 1
         if generator is not None:
@@ -323,8 +322,7 @@ def _evaluation(parts: Sequence[LegOutput]) -> str:
 
 def _visited(base: Tensor, parts: Sequence[LegOutput]) -> tuple[Tensor, Tensor]:
     """The forward schedule and the recorded betas: ``(T + 1,)`` and ``(R, K)`` when every batch used the
-    same betas, else per example ``(T + 1, N)`` and ``(R, K, N)``.
-    """
+    same betas, else per example ``(T + 1, N)`` and ``(R, K, N)``."""
     scheds = [base if p.schedule is None else p.schedule for p in parts]
     if all(s.dim() == 1 for s in scheds) and all(torch.equal(s, scheds[0]) for s in scheds[1:]):
         return scheds[0], parts[0].trace["beta"]

@@ -77,8 +77,7 @@ class Problem:
 
     def settings(self, batch_size: int | None) -> dict[str, Any]:
         """The settings every AIS result records, costs included (gradient evaluations per example of one
-        leg's chains and of the pilot).
-        """
+        leg's chains and of the pilot)."""
         kernel, num_chains, num_steps = self.kernel, self.legs[0].num_chains, self.schedule.num_steps
         strategy = kernel.adaptation
         pilot_chains = strategy.pilot_chains(num_chains)
@@ -134,8 +133,7 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
              record_every: int | None = None, stops: Tensor | None = None) -> Problem:
     """Check the arguments every annealing front end takes and describe the run: one leg of
     ``num_chains`` per direction, reverse legs from ``latents``; with ``stops`` ``(N,)``, example
-    ``n`` anneals only up to ``stops[n]``.
-    """
+    ``n`` anneals only up to ``stops[n]``."""
     check_model(model)
     x = validate_data(x)
     check_count("num_chains", num_chains)
@@ -172,8 +170,7 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
 def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_examples: int
                    ) -> dict[str, Tensor]:
     """Exact posterior draws ``(N, *site)`` or ``(K, N, *site)`` (a tensor for single-site models) as a
-    checked dict of ``(K, N, *site)`` tensors; ``target`` supplies the site layout.
-    """
+    checked dict of ``(K, N, *site)`` tensors; ``target`` supplies the site layout."""
     k, n = target.num_chains, num_examples
     if isinstance(latents, Tensor):
         if len(target.sites) != 1:

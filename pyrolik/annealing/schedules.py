@@ -64,28 +64,12 @@ def sigmoid(num_steps: int, delta: float = 4.0) -> Tensor:
 
 
 def adaptive(num_steps: int, betas: Tensor, log_ratio_var: Tensor, floor: float = 0.01) -> Tensor:
-    r"""Betas at constant thermodynamic speed: step density proportional to the standard deviation
-    of :math:`r = \log f_1 - \log f_0` under :math:`f_\beta`.
+    r"""``num_steps + 1`` betas from 0 to 1 at constant thermodynamic speed: step density proportional to
+    the standard deviation of :math:`r = \log f_1 - \log f_0` (``docs/kernel.md``).
 
-    That minimises :math:`\tfrac12 \sum_t \Delta_t^2\, \mathrm{Var}_{\beta_t}[r]`, the bias of AIS with
-    perfect transitions (the derivation and references: ``docs/kernel.md``).
-
-    Parameters
-    ----------
-    num_steps : int
-        T; the schedule has T + 1 betas.
-    betas : torch.Tensor, shape (P,)
-        The grid the variances were estimated on, increasing from 0 to 1.
-    log_ratio_var : torch.Tensor, shape (P,) or (P, N)
-        :math:`\mathrm{Var}_\beta[r]` at the grid (per example: one schedule per example); the
-        standard deviation is constant between grid points, at the mean of its two ends.
-    floor : float
-        Fraction of the steps spread evenly over [0, 1] (a guard against a variance of zero).
-
-    Returns
-    -------
-    torch.Tensor
-        ``(T + 1,)`` (or ``(T + 1, N)``) float64 betas from exactly 0 to exactly 1.
+    ``log_ratio_var`` ``(P,)`` or ``(P, N)`` (one schedule per example): :math:`\mathrm{Var}_\beta[r]`
+    on the grid ``betas``; ``floor``: the fraction of steps spread evenly. Float64, ``(T + 1,)`` or
+    ``(T + 1, N)``.
     """
     _check(num_steps)
     if not 0 < floor <= 1:
@@ -179,8 +163,7 @@ class Schedule:
 
     def for_batch(self, table: StepSizes | None) -> Tensor:
         """The forward betas a batch anneals along: the fixed ones, or from the pilot's variances pooled over
-        the batch ``(T + 1,)``, or with ``per_example`` one per example ``(T + 1, n)``.
-        """
+        the batch ``(T + 1,)``, or with ``per_example`` one per example ``(T + 1, n)``."""
         if not self.adaptive:
             return self.betas
         if table is None or table.log_ratio_var is None:
@@ -200,8 +183,7 @@ class Schedule:
 
 def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
     """Whether the run's schedule is built from its pilot: ``"adaptive"``, ``"adaptive_per_example"``,
-    or ``"auto"`` with a pilot of at least 2 chains per example.
-    """
+    or ``"auto"`` with a pilot of at least 2 chains per example."""
     if not isinstance(schedule, str) or schedule not in PILOT_NAMES:
         return False
     chains = kernel.adaptation.pilot_chains(num_chains)
@@ -221,8 +203,7 @@ def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
 def resolve_schedule(schedule: str | Tensor, num_steps: int | None, kernel: HMC,
                      num_chains: int) -> Schedule:
     """The checked :class:`Schedule` named by ``schedule=`` and ``num_steps`` for ``kernel`` running
-    ``num_chains`` chains per example.
-    """
+    ``num_chains`` chains per example."""
     adaptive = adaptive_of(schedule, kernel, num_chains)
     if isinstance(schedule, str) and schedule in PILOT_NAMES:
         # a schedule built from the pilot starts from the sigmoid: the pilot's grid is taken from it

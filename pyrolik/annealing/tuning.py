@@ -296,20 +296,10 @@ class Online(Adaptation):
 class Pilot(Adaptation):
     r"""Per-example, per-temperature step sizes from a pilot run, frozen for the estimating run.
 
-    Parameters
-    ----------
-    step_size : float
-        Where the pilot's adaptation starts.
-    target_accept : float
-        The acceptance rate the pilot aims for (0.9: ``docs/kernel.md``).
-    fraction, min_steps : float, int
-        Pilot annealing steps: ``fraction`` of the run's, at least ``min_steps``.
-    chains : int, optional
-        Chains per example the pilot runs, at most the run's; ``None``: all (default 4).
-    mass_matrix : bool
-        Also a diagonal inverse mass per example and temperature.
-    gain : float
-        Gain of the update :math:`\log\epsilon \mathrel{+}= g(\bar a - a^*)`.
+    It starts at ``step_size``, aims at ``target_accept`` (0.9: ``docs/kernel.md``) with the update
+    :math:`\log\epsilon \mathrel{+}= g(\bar a - a^*)` of gain ``gain``, runs ``fraction`` of the
+    run's steps (at least ``min_steps``) on ``chains`` chains per example (``None``: all), and with
+    ``mass_matrix`` also keeps a diagonal inverse mass.
     """
 
     step_size: float = 0.1
@@ -323,8 +313,7 @@ class Pilot(Adaptation):
 
     def pilot_steps(self, num_steps: int) -> int:
         """Pilot annealing steps for a run of ``num_steps``: ``fraction`` of them, at least ``min_steps``,
-        at most ``num_steps``.
-        """
+        at most ``num_steps``."""
         return min(num_steps, max(self.min_steps, round(self.fraction * num_steps)))
 
     def pilot_transitions(self, num_steps: int) -> int:
@@ -362,8 +351,7 @@ def from_settings(adapt: str | Adaptation | None = "pilot", *, step_size: float 
                   min_pilot_steps: int = 20, pilot_chains: int | None = 4,
                   mass_matrix: bool = False, adapt_gain: float = 1.0) -> Adaptation:
     """The strategy named by :class:`pyrolik.HMC`'s arguments (checked here; ``target_accept=None``: its
-    own default).
-    """
+    own default)."""
     if isinstance(adapt, Adaptation):
         return adapt
     if not step_size > 0:
