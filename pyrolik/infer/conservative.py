@@ -89,39 +89,31 @@ def csl(
 
     with :math:`S` latent states of a Markov chain of the model. By Jensen's inequality
     :math:`\mathbb E_S[\log \hat f_S(x)] \le \log f(x)`, :math:`f` the data marginal of the chain's
-    stationary distribution: a stochastic lower bound, exact as :math:`|S| \to \infty` (Propositions
-    1 and 2 of [1]_). A slowly mixing chain gives a lower estimate; with i.i.d. prior samples it is
-    likelihood weighting. ``latents`` may be a generator of chunks
-    (:func:`pyrolik.infer.chains.iterate_chain`), never all in memory.
+    stationary distribution: a stochastic lower bound, exact as :math:`|S| \to \infty` [1]_; a slowly
+    mixing chain gives a lower estimate (``docs/csl.md``).
 
     Parameters
     ----------
     log_obs_fn_or_model : callable or object
-        ``log_obs_fn(x, h) -> (S, N)``, the matrix :math:`\log P(x_n \mid h_s)`; an object with such a
-        ``log_obs`` method; or a Pyro model (recognised by ``latents`` being ``{site: tensor}``).
+        ``log_obs_fn(x, h) -> (S, N)``, :math:`\log P(x_n \mid h_s)`; an object with such a
+        ``log_obs`` method; or a Pyro model (``latents`` then ``{site: tensor}``).
     x : Tensor, shape ``(N, *event_shape)``
         Test examples.
     latents : Tensor, dict of Tensors, or an iterable of either (chunks)
-        Samples ``(S, *latent_shape)`` shared by all examples, or with ``per_example=True``
-        ``(S, N, *latent_shape)``.
-    per_example : bool
-        Latents are per example (the layout of :func:`biased_csl`).
+        Samples ``(S, *latent_shape)`` shared by all examples, or ``(S, N, *latent_shape)`` with
+        ``per_example=True``; a generator of chunks (:func:`pyrolik.infer.chains.iterate_chain`)
+        streams.
     chunk_size : int
         Samples per pass when ``latents`` is a tensor or dict.
-    keep_weights : bool
-        Keep the ``(S, N)`` matrix :math:`\log P(x_n \mid h_s)` as ``log_weights``.
-    khat : bool
-        Compute the Pareto k-hat per example (off for large test sets).
-    progress : bool
-        A progress bar over chunks.
+    keep_weights, khat, progress : bool
+        Keep the ``(S, N)`` log-weights; compute Pareto k-hat (off for large test sets); show a bar.
 
     Returns
     -------
     EstimateResult
-        ``log_likelihood`` (N,), ``bound="lower"``, ``method="csl"``, and per example ``ess``,
-        ``mcse`` and ``khat`` of the weights :math:`P(x_n \mid h_s)`, treating the samples as
-        independent (correlated chain states make the real error larger). ``khat`` is NaN when off,
-        or for a streamed generator without ``keep_weights``.
+        ``log_likelihood`` (N,), ``bound="lower"``, ``method="csl"``, per example ``ess``, ``mcse``
+        and ``khat``, treating the samples as independent (correlated chain states make the real
+        error larger).
 
     References
     ----------
@@ -204,30 +196,20 @@ def biased_csl(
 ) -> EstimateResult:
     r"""Biased CSL for model comparison, section 6 of [1]_.
 
-    For each test example :math:`x`, ``num_chains`` short alternating chains **started at** :math:`x`
-    keep ``num_steps`` consecutive latent states :math:`S_x`; then
-    :math:`\log \frac{1}{|S_x|} \sum_{h \in S_x} P(x \mid h)`. **Not a bound**: it tends to
+    :func:`csl` with, for each test example :math:`x`, the ``num_steps`` consecutive latent states of
+    ``num_chains`` short alternating chains **started at** :math:`x`. **Not a bound**: it tends to
     over-estimate :math:`\log p(x)` (``bound=None``), yet orders models like the exact
-    log-likelihood; use it to rank, not to report.
+    log-likelihood: use it to rank, not to report.
 
     Parameters
     ----------
     log_obs_fn_or_model : callable or object
         As in :func:`csl`; a function receives per-example latents ``(S, N, *latent_shape)``.
-    x : Tensor, shape ``(N, *event_shape)``
-        Test examples; every chain starts at one of them.
     chain : AlternatingChain or RBM-like
         :func:`pyrolik.infer.chains.block_gibbs` (or an RBM) or
         :func:`pyrolik.infer.chains.encoder_decoder`.
-    num_chains, num_steps : int
-        Chains per example and states kept per chain (``|S_x| = num_chains * num_steps``).
     seed : int, optional
         Seeds the chains; recorded in the result.
-
-    Returns
-    -------
-    EstimateResult
-        ``log_likelihood`` (N,), ``bound=None``, ``method="biased_csl"``.
 
     References
     ----------

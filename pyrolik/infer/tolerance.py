@@ -65,12 +65,8 @@ class Check(NamedTuple):
 
 @dataclass(frozen=True)
 class Budget:
-    """How a tolerance chose ``num_steps``, and what the choice cost.
-
-    ``rounds``: the BDMC runs on ``num_simulated`` simulated examples; ``num_steps``: the first
-    within ``tolerance`` (``converged``), else the cap; ``check``: the estimate at ``num_steps``
-    against half the steps on a subset of the real data. Costs are gradient evaluations (pilots
-    included) and seconds; the final run's are set by :meth:`with_final`.
+    """How a tolerance chose ``num_steps`` (``rounds`` on ``num_simulated`` simulated examples, the real-data
+    ``check``), and what it cost in gradient evaluations and seconds (the final run's: :meth:`with_final`).
     """
 
     tolerance: float
@@ -181,12 +177,8 @@ def check_tolerance(tolerance: Any, num_steps: Any, schedule: Any, max_steps: An
 def search_num_steps(bdmc_at: Callable[[int], Round], tolerance: float, *,
                      min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS,
                      progress: bool = True) -> tuple[int, bool, list[Round]]:
-    r"""Double the steps from ``min_steps`` until ``bdmc_at(num_steps) -> Round`` is within ``tolerance``.
-
-    Returns ``(num_steps, converged, rounds)``: the first number of steps whose gap upper confidence
-    bound :math:`\bar g + z\,\mathrm{se}` was within the tolerance, else the last tried (the largest
-    :math:`T_0 2^k \le` ``max_steps``).
-    """
+    """Double the steps from ``min_steps`` until ``bdmc_at(num_steps) -> Round`` is within ``tolerance``,
+    or the cap; ``(num_steps, converged, rounds)``."""
     rounds: list[Round] = []
     total = int(math.floor(math.log2(max_steps / min_steps))) + 1
     bar = progress_bar(total, f"choosing num_steps (tolerance {tolerance:g} nats)", progress)
@@ -219,10 +211,8 @@ def choose_budget(
     stacklevel: int = 3,
     cap_fix: str = "raise max_steps, use more chains, or start from an encoder (init=guide)",
 ) -> Budget:
-    """The search (:func:`search_num_steps`), then ``check_at(num_steps)`` on the real data.
-
-    Warns (:class:`BudgetWarning`, naming the estimator ``what``) when the cap came before the
-    tolerance (``cap_fix`` says what to do) and when the check disagrees.
+    """The search (:func:`search_num_steps`), then ``check_at(num_steps)`` on the real data; warns
+    (:class:`BudgetWarning`) when the cap came first (``cap_fix``: what to do) or the check disagrees.
     """
     steps, converged, rounds = search_num_steps(bdmc_at, tolerance, min_steps=min_steps,
                                                 max_steps=max_steps, progress=progress)
@@ -273,8 +263,7 @@ def evenly_spaced(num_examples: int, count: int) -> Tensor:
 def simulation_arguments(model_args: tuple, model_kwargs: dict | None, num_examples: int,
                          count: int) -> tuple[tuple[tuple, dict], bool, int, tuple[tuple, dict]]:
     """The user's arguments marked per example, whether any is, how many examples to simulate, and
-    their arguments (per-example ones at up to ``count`` rows evenly spaced over ``x``).
-    """
+    their arguments (per-example ones at up to ``count`` rows evenly spaced over ``x``)."""
     marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), num_examples)
     if not has_per_example(*marked):
         return marked, False, count, marked
@@ -286,8 +275,7 @@ def run_on_check_subset(run_at: Callable[..., Any], x: Tensor, marked: tuple[tup
                         per_example: bool,
                         steps: int, seed: int) -> tuple[Tensor, Any, float]:
     """The real-data check's run on :func:`check_size` examples evenly spaced over ``x``, seeded apart
-    from the final run; ``(indices, result, seconds)``.
-    """
+    from the final run; ``(indices, result, seconds)``."""
     n = x.shape[0]
     idx = evenly_spaced(n, check_size(n))
     sub_args = take_rows(*marked, 1, idx) if per_example else marked
@@ -339,19 +327,16 @@ def budget(
 ) -> Budget:
     """The number of annealing steps whose BDMC gap on simulated data is within ``tolerance``.
 
-    One data set shaped like ``x`` is simulated from the model; BDMC runs on it at 25, 50, 100, ...
-    steps until the gap's upper confidence bound (mean + 2 standard errors over the simulated
-    examples) is within ``tolerance`` nats, or ``max_steps``. Forward AIS at the chosen and at half
-    the steps on up to 50 examples of ``x`` then checks the choice on real data, which can be harder
-    (Wu et al. 2017, section 4): a :class:`~pyrolik.BudgetWarning` says when the estimate rose by more
-    than the tolerance. The parameters are those of the :func:`pyrolik.ais` run the budget is for.
+    BDMC on one data set simulated like ``x`` at 25, 50, 100, ... steps until the gap's upper
+    confidence bound (mean + 2 standard errors) is within ``tolerance`` nats or ``max_steps``; then
+    forward AIS at the chosen and half the steps on up to 50 examples of ``x`` warns
+    (:class:`~pyrolik.BudgetWarning`) when real data disagree (Wu et al. 2017, section 4;
+    ``docs/tolerance.md``). The other parameters are those of the :func:`pyrolik.ais` run it is for.
 
     Parameters
     ----------
     tolerance : float
         The largest BDMC gap to accept (nats).
-    max_steps : int
-        The search's cap; reaching it first warns.
 
     Returns
     -------
