@@ -241,8 +241,7 @@ class DistortionCurve:
     # -- tables -----------------------------------------------------------------------------------
     def summary(self) -> pd.DataFrame:
         """One row per recorded beta: means over examples of log Z (and log p_sigma), standard errors,
-        MCSE, ESS, distortion, rate, and with ``tolerance=`` the budget.
-        """
+        MCSE, ESS, distortion, rate, and with ``tolerance=`` the budget."""
         ok = ~self.failed
         cols: dict[str, Any] = {"beta": self.betas}
         if self.mode == "gaussian":
