@@ -33,24 +33,19 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LossDataCurve:
-    """A loss-data curve: validation loss (nats) and accuracy at each training-set size.
-
-    Build one with :func:`loss_data_curve`, or directly from arrays (e.g. a curve measured
-    elsewhere, or a synthetic one).
+    """A loss-data curve: validation loss (nats) and accuracy at each training-set size; from
+    :func:`loss_data_curve`, or from arrays measured elsewhere.
 
     Attributes
     ----------
     sizes : numpy.ndarray of int, shape (m,)
         Training-set sizes, strictly increasing, >= 1.
-    loss : numpy.ndarray, shape (num_seeds, m)
-        Validation cross-entropy (nats) of each seed's probe at each size (a 1-D array is
-        taken as one seed).
-    accuracy : numpy.ndarray, shape (num_seeds, m), optional
-        Validation accuracy of the same probes.
+    loss, accuracy : numpy.ndarray, shape (num_seeds, m)
+        Validation cross-entropy (nats) and accuracy (optional) of each seed's probe at each size.
     name : str
-        The representation's name (legend and table label).
+        The representation's name.
     num_classes : int, optional
-        Number of classes K; ``log K`` is the loss of the uniform prediction (no data).
+        K; ``log K`` is the loss with no data.
     """
 
     sizes: np.ndarray
@@ -191,8 +186,7 @@ def train_valid_split(
     x, y, *, valid_size: float | int = 0.2, seed: int = 0
 ) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
     """Split ``(x, y)`` at random into ``((x_train, y_train), (x_valid, y_valid))``; ``valid_size`` is a
-    fraction in (0, 1) or a number of examples.
-    """
+    fraction in (0, 1) or a number of examples."""
     x = _as_tensor(x, "x")
     y = _as_tensor(y, "y")
     if len(x) != len(y):
@@ -229,9 +223,8 @@ def loss_data_curve(
     r"""Estimate the loss-data curve of one representation by training all probes at once.
 
     For each size :math:`n_j` and seed, a probe trains on the first :math:`n_j` points of the seed's
-    permutation of the pool; its mean validation cross-entropy (nats) and accuracy are recorded. The
-    mean over seeds estimates :math:`L(\mathcal{A}_\phi, n_j)` without bias
-    (:attr:`LossDataCurve.stderr_loss`: its spread).
+    permutation of the pool; the mean over seeds of its validation cross-entropy estimates
+    :math:`L(\mathcal{A}_\phi, n_j)` without bias.
 
     Parameters
     ----------
@@ -242,28 +235,15 @@ def loss_data_curve(
     sizes : sequence of int, optional
         Training-set sizes, increasing, at most N; default :func:`default_sizes` (8 log-spaced).
     num_seeds : int
-        Probes per size; each seed fixes a data order and an initialisation shared across sizes.
+        Probes per size; each seed fixes a data order and an initialisation.
     probe : {"linear", "mlp"}
         Multinomial logistic regression, or one hidden ReLU layer of ``hidden`` units.
-    num_steps, batch_size, weight_decay : training settings, the same for every probe
-        Adam with L2 ``weight_decay``, a fixed step budget; full batch when :math:`n_j \le`
-        ``batch_size``.
-    lr : float, optional
-        Adam's learning rate; default :func:`default_lr`.
+    num_steps, batch_size, weight_decay, lr
+        Adam's settings, the same for every probe (``lr``: default :func:`default_lr`).
     standardize : bool
-        Centre the features on the pool's mean and divide them by one global scale (keeps the
-        representation's geometry, removes its units; no labels used).
-    num_classes : int, optional
-        K; default ``max(label) + 1`` over both sets.
-    seed : int
-        Seeds the permutations and initialisations.
-    name : str
-        Label of the returned curve.
-
-    Returns
-    -------
-    LossDataCurve
-        ``loss`` and ``accuracy`` of shape (num_seeds, len(sizes)).
+        Centre the features and divide them by one global scale (keeps their geometry).
+    num_classes, seed, name
+        K (default ``max(label) + 1``), the seed, the curve's label.
     """
     x, y = _check_task(features, labels, "training")
     xv, yv = _check_task(valid_features, valid_labels, "validation")
@@ -335,22 +315,11 @@ def evaluate_representations(
     valid: tuple,
     **kwargs,
 ) -> dict[str, LossDataCurve]:
-    """Loss-data curves of several representations of the same task.
+    """Loss-data curves of several representations of the same task: ``{name: LossDataCurve}``.
 
-    Parameters
-    ----------
-    representations : mapping of name -> callable
-        Each callable maps a batch of data ``x`` to features ``(N, d)`` (e.g.
-        :func:`~pyrolik.curves.raw`, :func:`~pyrolik.curves.pca`, a VAE encoder's mean).
-    train, valid : (x, y) pairs
-        Raw data and labels; the same split is used for every representation.
-    **kwargs
-        Passed to :func:`loss_data_curve` (sizes, num_seeds, probe, num_steps, seed, ...); the
-        same ``seed`` gives every representation the same data subsets.
-
-    Returns
-    -------
-    dict of name -> LossDataCurve
+    ``representations`` maps names to callables ``x -> features (N, d)``; ``train`` and ``valid`` are
+    ``(x, y)`` pairs; other keywords go to :func:`loss_data_curve` (the same ``seed`` gives every
+    representation the same data subsets).
     """
     if not isinstance(representations, Mapping) or not representations:
         raise TypeError("representations must be a non-empty dict of name -> callable")

@@ -208,22 +208,11 @@ def measures_table(
 ) -> pd.DataFrame:
     """The measures of several representations, as evaluated with ``n`` points, for each ``n``.
 
-    Parameters
-    ----------
-    curves : dict of name -> LossDataCurve, or a list of curves (named by ``.name``)
-    epsilon : float
-        Loss threshold (nats) of SDL and eps-SC, e.g. from :func:`epsilon_from_baseline`.
-    ns : sequence of int, optional
-        Evaluation sizes, each a size of every curve; default: all sizes the curves share.
-    rule : {"right", "left"}
-        Riemann rule of MDL and SDL (:func:`mdl`).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Index ``(n, representation)``; columns ``va_loss``, ``va_accuracy``, ``mdl``, ``sdl``,
-        ``sdl_partial`` (the area above ``epsilon`` up to ``n``, a lower bound on an undetermined
-        SDL), ``eps_sc``; ``inf`` marks not determined. ``attrs`` holds ``epsilon`` and ``rule``.
+    ``curves``: ``{name: LossDataCurve}`` or a list; ``epsilon``: the threshold (nats) of SDL and
+    eps-SC; ``ns``: evaluation sizes (default: all the curves share); ``rule``: as in :func:`mdl`.
+    Returns a DataFrame indexed by ``(n, representation)``: ``va_loss``, ``va_accuracy``, ``mdl``,
+    ``sdl``, ``sdl_partial`` (a lower bound on an undetermined SDL), ``eps_sc``; ``inf``: not
+    determined.
     """
     import pandas as pd
 
@@ -263,16 +252,9 @@ def _best(values: pd.Series) -> str:
 def best_representation(table: pd.DataFrame) -> pd.DataFrame:
     """The verdict of each measure at each evaluation size: the best representation, if decided.
 
-    VA and MDL always name a winner. eps-SC is decided once one value is determined (an undetermined
-    one exceeds ``n``); SDL when every undetermined representation's ``sdl_partial`` already exceeds
-    the best determined SDL. These verdicts then no longer change with more data.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Index ``n``; columns ``va_loss``, ``va_accuracy``, ``mdl``, ``sdl``, ``eps_sc``; values are
-        names (ties joined by ``" = "``) or ``None`` where undecided. Check
-        :attr:`LossDataCurve.stderr_loss` before reading much into a narrow margin.
+    VA and MDL always name one; eps-SC once one value is determined; SDL once every undetermined
+    ``sdl_partial`` exceeds the best determined SDL; these then no longer change. Returns a DataFrame
+    indexed by ``n`` of names (ties joined by ``" = "``) or ``None``.
     """
     import pandas as pd
 

@@ -39,8 +39,7 @@ def make_probe_set(
     num_pool: int, sizes: Tensor, num_seeds: int, generator: torch.Generator | None = None
 ) -> ProbeSet:
     """One random permutation of the pool per seed; the subsets are nested across sizes (common random
-    numbers, as in Reprieve).
-    """
+    numbers, as in Reprieve)."""
     perms = torch.argsort(torch.rand(num_seeds, num_pool, generator=generator), dim=1)
     sizes = torch.as_tensor(sizes, dtype=torch.long)
     size_of = sizes.repeat_interleave(num_seeds)
@@ -59,8 +58,7 @@ def init_probes(
     dtype: torch.dtype | None = None,
 ) -> dict[str, Tensor]:
     """Stacked initial parameters (``torch.nn.Linear``'s layout and bounds), one set per distinct seed,
-    gathered per probe.
-    """
+    gathered per probe."""
     dtype = dtype or torch.get_default_dtype()
     num_seeds = int(seeds.max()) + 1
     shapes = (
@@ -80,8 +78,7 @@ def init_probes(
 
 def probe_logits(params: dict[str, Tensor], xt: Tensor) -> Tensor:
     """Class-major logits ``(P, K, B)`` of all probes from transposed inputs ``xt`` ``(P, d, B)`` or
-    ``(d, B)`` (the layout ``F.cross_entropy`` handles fastest on CPU).
-    """
+    ``(d, B)`` (the layout ``F.cross_entropy`` handles fastest on CPU)."""
     if "w" in params:
         return torch.matmul(params["w"], xt) + params["b"].unsqueeze(-1)
     h = torch.relu(torch.matmul(params["w1"], xt) + params["b1"].unsqueeze(-1))
@@ -142,8 +139,7 @@ def train_probes_loop(
     weight_decay: float = 0.0,
 ) -> dict[str, Tensor]:
     """Reference: train the probes one by one (same init, data order, optimiser and steps); the oracle
-    of :func:`train_probes` in the tests and the benchmark's baseline.
-    """
+    of :func:`train_probes` in the tests and the benchmark's baseline."""
     out: dict[str, list[Tensor]] = {k: [] for k in init}
     for p in range(len(probe_set.sizes)):
         n = int(probe_set.sizes[p])
@@ -175,8 +171,7 @@ def evaluate_probes(
     params: dict[str, Tensor], x: Tensor, y: Tensor, *, max_elements: int = 2**22
 ) -> tuple[Tensor, Tensor]:
     """Mean validation cross-entropy (nats) and accuracy of every probe, each ``(P,)``, in chunks of at
-    most ``max_elements`` activations.
-    """
+    most ``max_elements`` activations."""
     num_probes = next(iter(params.values())).shape[0]
     width = max(v.shape[-1] for v in params.values())
     chunk = max(1, max_elements // (num_probes * width))
