@@ -39,13 +39,8 @@ def _jackknife_se(sum_a: Tensor, sum_a2: Tensor, k: int) -> Tensor:
 
 def _mcse_from_top(top: Tensor, lse: Tensor, log_power_sums: dict[int, Tensor], count: int
                    ) -> Tensor:
-    r"""Jackknife MCSE of :math:`\log \hat Z` from the ``top`` ``(T, N)`` largest log-weights, ``lse`` and
-    ``log_power_sums`` (m = 2, 3, 4) over all ``count`` weights.
-
-    The leave-one-out term is :math:`a_i = \log(1 - r_i)`, :math:`r_i = w_i / \sum_k w_k`: exact for
-    the top T, for the rest its fourth-order series summed from the power sums. Exact when
-    ``count == T``.
-    """
+    r"""Jackknife MCSE from the ``top`` ``(T, N)`` log-weights (exact) and the power sums of the rest
+    (the series of :math:`\log(1 - r_i)` to fourth order); exact when ``count == T``."""
     dt = top.dtype
     top, lse = top.double(), lse.double()
     r_log = top - lse  # log r_i of the largest weights
@@ -123,8 +118,7 @@ def pareto_tail_size(num_samples: int) -> int:
 
 def pareto_khat(log_weights: Tensor, dim: int = 0) -> Tensor:
     r"""Pareto :math:`\hat k` of the importance weights per example, by ArviZ's ``psislw`` (Vehtari et al.
-    2024); NaN with fewer than 25 samples, 5 finite weights, or a degenerate tail.
-    """
+    2024); NaN with fewer than 25 samples, 5 finite weights, or a degenerate tail."""
     import arviz as az
 
     lw = log_weights.movedim(dim, -1).detach().cpu().double().numpy()
@@ -144,8 +138,7 @@ def pareto_khat(log_weights: Tensor, dim: int = 0) -> Tensor:
 
 def pareto_khat_from_tail(tail: Tensor, num_samples: int) -> Tensor:
     """k-hat from the ``pareto_tail_size(num_samples) + 1`` largest log-weights ``(M + 1, N)``: padded
-    with the threshold up to ``num_samples``, ArviZ fits the same tail as on the full set.
-    """
+    with the threshold up to ``num_samples``, ArviZ fits the same tail as on the full set."""
     m = pareto_tail_size(num_samples)
     if tail.shape[0] != m + 1:
         raise ValueError(f"tail must hold {m + 1} values per example, got {tail.shape[0]}")
@@ -255,8 +248,7 @@ def num_blocks(num_chains: int, requested: int = DEFAULT_BLOCKS) -> int:
 
 def systematic(log_weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Sorted systematic-resampling indices ``(C, M, N)`` along axis 1 of ``log_weights`` ``(C, M, N)``;
-    a column with no finite positive weight falls back to the identity.
-    """
+    a column with no finite positive weight falls back to the identity."""
     c, m, n = log_weights.shape
     lw = np.asarray(log_weights, dtype=np.float64)
     top = np.max(lw, axis=1, keepdims=True)
