@@ -44,8 +44,7 @@ def progress_bar(total: int, desc: str, enabled: bool) -> tqdm:
 @dataclass(frozen=True)
 class Execution:
     """The execution options of one run: the resolved ``seed`` every process agrees on, ``batch_size``,
-    the progress bar's ``desc``, the ``checkpoint`` path (or ``None``) and ``checkpoint_every``.
-    """
+    the progress bar's ``desc``, the ``checkpoint`` path (or ``None``) and ``checkpoint_every``."""
 
     seed: int
     shard: Shard = Shard()

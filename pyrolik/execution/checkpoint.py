@@ -204,8 +204,7 @@ def _describe(saved: dict, current: dict) -> list[str]:
 
 class Checkpoint:
     """The checkpoint of one run: completed batches on disk, and the batch in progress; opening one of
-    another run raises ``ValueError`` naming what differs.
-    """
+    another run raises ``ValueError`` naming what differs."""
 
     def __init__(self, path: str | os.PathLike, every: int, fingerprint: dict[str, Any],
                  device: torch.device | str = "cpu"):
@@ -284,8 +283,7 @@ class Checkpoint:
 
 def checkpoint_path(path: str | os.PathLike, shard: tuple[int, int] = (0, 1)) -> Path:
     """Each process of a multi-process run keeps its own checkpoint, ``ckpt.rank1-of-4.pt``
-    (``shard = (rank, world_size)``).
-    """
+    (``shard = (rank, world_size)``)."""
     path = Path(path)
     rank, world_size = shard
     if world_size == 1:

@@ -68,8 +68,7 @@ def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
 def gather_batches(parts: dict[int, Any], shard: Shard, device: torch.device
                    ) -> list[Any] | None:
     """Per-batch outputs ``{first example: payload}`` of all ranks, in batch order, on rank 0 (through
-    CPU memory); ``None`` on the other ranks.
-    """
+    CPU memory); ``None`` on the other ranks."""
     if shard.world_size == 1:
         return [parts[k] for k in sorted(parts)]
     cpu = {k: map_tensors(v, lambda t: t.detach().cpu()) for k, v in parts.items()}
@@ -112,8 +111,7 @@ def init_from_env(device: str | torch.device, backend: str = "auto") -> tuple[Sh
 
 def main_result(result: _R | None, estimator: str) -> _R:
     """The result of an estimator run in one process (or on rank 0); a ``None`` raises instead of
-    travelling on.
-    """
+    travelling on."""
     if result is None:
         raise RuntimeError(
             f"{estimator} returned None, which only the non-zero ranks of a distributed=True run "
@@ -143,19 +141,8 @@ def default_threads() -> int:
 
 
 def set_threads(num_threads: int | None = None) -> int:
-    """Set the number of CPU threads torch uses (``torch.set_num_threads``); return the old count.
-
-    Parameters
-    ----------
-    num_threads : int, optional
-        ``None`` (default): ``$PYROLIK_NUM_THREADS`` if set, else 1, the fastest for small networks
-        and on a shared machine (``docs/design.md``).
-
-    Returns
-    -------
-    int
-        The previous thread count, so that ``set_threads(old)`` restores it.
-    """
+    """Set torch's CPU threads (``None``: ``$PYROLIK_NUM_THREADS``, else 1, the fastest for small
+    networks and on a shared machine; ``docs/design.md``); returns the old count."""
     if num_threads is None:
         num_threads = default_threads()
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
