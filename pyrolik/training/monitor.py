@@ -28,46 +28,31 @@ SUBSETS = ("train", "test")
 
 
 class TrainingMonitor:
-    """A callback that tracks log p(x) of fixed train and test examples every ``every`` epochs.
+    """A callback that tracks log p(x) of fixed train and test examples every ``every`` epochs
+    (Wu et al. 2017, figure 3; ``docs/sigma_and_rd.md``).
 
     Each evaluation runs :func:`pyrolik.ais` (from the guide when given: a stochastic lower bound)
-    and/or :func:`pyrolik.iwae` on the model as it is now, in ``eval()`` mode, on the same examples
-    with the same seed (common random numbers), without advancing the global random streams or
-    accumulating gradients; it measures its own cost against the loop's.
+    and/or :func:`pyrolik.iwae` on the model as it is now, in ``eval()`` mode, with the same seed each
+    time, leaving the global random streams and the gradients alone; it measures its own cost.
 
     Parameters
     ----------
     model : callable
-        The Pyro model being trained, evaluated with its current parameters.
+        The Pyro model being trained.
     x_train, x_test : torch.Tensor, shape ``(n, *event_shape)``
         Fixed subsets (a few dozen examples each).
     guide : callable, optional
-        The encoder: the AIS start and the IWAE proposal. Required for ``"iwae"``.
+        The encoder: the AIS start and the IWAE proposal (required for ``"iwae"``).
     every : int
         Evaluate at epochs ``0, every, 2 * every, ...`` (and whenever ``force=True``).
     methods : sequence of {"ais", "iwae"}
         What to evaluate.
-    num_steps, num_chains : int
-        AIS settings (tens of steps: AIS+encoder converges fast).
-    num_samples : int
-        IWAE samples per example.
-    kernel : pyrolik.HMC, optional
-        AIS transition kernel (default ``HMC()``).
+    num_steps, num_chains, num_samples, kernel, seed
+        The estimators' settings (tens of AIS steps: AIS+encoder converges fast).
     model_args, model_kwargs : tuple, dict
-        Passed to the model and guide (shared by both subsets: no per-example tensors).
+        Passed to the model and guide (no per-example tensors).
     module : torch.nn.Module, optional
         Put in ``eval()`` mode while evaluating (default: ``model`` when it is a module).
-    seed : int
-        The seed of every evaluation.
-
-    Examples
-    --------
-    >>> monitor = pyrolik.training.TrainingMonitor(vae, x_train[:50], x_test[:50], guide=vae.guide,
-    ...                                   every=10)                     # doctest: +SKIP
-    >>> for epoch in range(300):                                         # doctest: +SKIP
-    ...     loss = train_one_epoch()
-    ...     monitor(epoch, loss=loss)
-    >>> monitor.to_dataset(); monitor.plot()                             # doctest: +SKIP
     """
 
     def __init__(
