@@ -68,8 +68,6 @@ def sigma_curve(
         Instead of ``num_steps``: the base steps are doubled from 25 until the **worst grid point's**
         BDMC gap on data simulated at each sigma is within ``tolerance`` nats (:func:`distortion_bdmc`;
         ``docs/tolerance.md``); ``curve.budget`` records the search.
-    max_steps : int
-        With ``tolerance``: the cap on the base steps; reaching it first warns.
 
     Returns
     -------
