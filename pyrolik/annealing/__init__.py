@@ -1,13 +1,12 @@
 """The annealing machine: the HMC transition and its tuning, the schedules, the engine that runs
 examples x chains as one tensor, and the driver that batches, checkpoints and cuts the results."""
 
-from pyrolik.annealing import schedules
+from pyrolik.annealing import engine, schedules
 from pyrolik.annealing.driver import drive
-from pyrolik.annealing.engine import init, run, step
 from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.run import describe
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.annealing.transition import HMCTransition, leapfrog
 
-__all__ = ["HMC", "HMCTransition", "StepSizes", "schedules", "leapfrog", "init", "step", "run",
-           "describe", "drive"]
+__all__ = ["HMC", "HMCTransition", "StepSizes", "schedules", "engine", "leapfrog", "describe",
+           "drive"]

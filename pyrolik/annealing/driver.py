@@ -1,15 +1,4 @@
-"""The one driver behind ``ais``, ``reverse_ais``, ``bdmc`` and the distortion curves.
-
-:func:`drive` takes a run's description (:class:`~pyrolik.annealing.run.Problem`,
-:class:`~pyrolik.execution.batches.Execution`, :class:`~pyrolik.annealing.run.Recording`) and returns
-one ``AISResult`` per leg. For each batch of examples it builds the model's target, runs the
-tuner's pilot (an engine run on its own schedule, :mod:`pyrolik.annealing.driver`, on the first leg's
-chains, independent of the estimating chains), asks the schedule for the batch's betas, draws the
-starts and runs the estimating chains with their hooks, then cuts the rows back into one
-:class:`~pyrolik.annealing.driver.LegOutput` per leg: the unit that is checkpointed and gathered across
-processes. The transition and its tuner reach the engine apart: the transition never knows how its
-step sizes were chosen (BlackJAX's ``smc/inner_kernel_tuning.py``).
-"""
+"""The one driver behind ``ais``, ``reverse_ais``, ``bdmc`` and the distortion curves."""
 
 from __future__ import annotations
 
@@ -230,11 +219,8 @@ class Phase(NamedTuple):
 def run_phase(phase: Phase, *, kernel: HMCTransition, generator: torch.Generator | None,
               num_examples: int, saved: dict | None, save: Callable[[dict], None] | None,
               every: int, bar: Any) -> tuple[engine.AISState, dict[str, engine.StatefulHook]]:
-    """Run ``phase`` to its last step, from ``saved`` (a checkpoint's loop state) when given.
-
-    ``save(loop)`` (``None``: not checkpointed) receives the loop state every ``every`` steps;
-    ``bar`` is a tqdm bar of the phase's steps, closed at the end.
-    """
+    """Run ``phase`` to its last step, from ``saved`` (a checkpoint's loop state) when given; ``save``
+    receives the loop state every ``every`` steps."""
     if saved is not None:
         state, first = engine.restore(saved["state"]), saved["step"] + 1
         if generator is not None:
@@ -276,14 +262,10 @@ def _row_stops(phase: Phase, z: Tensor) -> Tensor | None:
 
 def pilot_phase(strategy: Adaptation, path: AnnealingPath, schedule: Tensor,
                 generator: torch.Generator | None, stops: Tensor | None = None) -> Phase | None:
-    """The pilot of ``strategy`` on ``path``'s chains (their first ``pilot_chains``) before a run
-    along ``schedule`` ``(T + 1,)``, as a :class:`Phase`; ``None`` when the strategy runs none.
-    With ``stops`` ``(n,)`` its chains stop where the estimating run's do (the table above an
-    example's stop then holds step sizes tuned at the stop, which the run reads at most through
-    the interpolation to the first pilot temperature above the stop).
+    """The pilot of ``strategy`` on ``path``'s first ``pilot_chains`` chains, as a :class:`Phase`
+    (``None`` when it runs none); with ``stops`` its chains stop where the run's do.
 
-    Its starts are exact draws of :math:`f_0` for all of ``path``'s chains, of which the pilot keeps
-    its own (so that the random stream does not depend on how many chains the pilot runs).
+    Its starts are drawn for all chains, so the random stream does not depend on the pilot's chains.
     """
     k_all, n = path.target.num_chains, path.target.num_examples
     plan = strategy.pilot(k_all, schedule)
@@ -339,9 +321,8 @@ def _evaluation(parts: Sequence[LegOutput]) -> str:
 
 
 def _visited(base: Tensor, parts: Sequence[LegOutput]) -> tuple[Tensor, Tensor]:
-    """The forward schedule ``(T + 1,)`` and the recorded betas ``(R, K)`` when every batch annealed
-    along the same betas; else (adaptive schedules of several batches, or one per example) per
-    example: ``(T + 1, N)`` and ``(R, K, N)``."""
+    """The forward schedule and the recorded betas: ``(T + 1,)`` and ``(R, K)`` when every batch used the
+    same betas, else per example ``(T + 1, N)`` and ``(R, K, N)``."""
     scheds = [base if p.schedule is None else p.schedule for p in parts]
     if all(s.dim() == 1 for s in scheds) and all(torch.equal(s, scheds[0]) for s in scheds[1:]):
         return scheds[0], parts[0].trace["beta"]

@@ -1,24 +1,4 @@
-r"""The annealing engine: one pure AIS transition, and the loop that drives it over a schedule.
-
-Path: :math:`\log f_\beta(z) = (1-\beta) \log f_0(z) + \beta \log f_1(z)`, evaluated by an
-:class:`~pyrolik.model.target.AnnealingPath` as the split pair :math:`\log f_0` and
-:math:`r = \log f_1 - \log f_0` with their gradients. One annealing step (Neal 2001; Wu et al. 2017,
-eq. 4), for every row (chain x example) at once:
-
-.. math::
-    \log w \mathrel{+}= (\beta' - \beta)\, r(z), \qquad z \sim \mathcal T_{\beta'}(\cdot \mid z)
-
-where :math:`\mathcal T_{\beta'}` is an HMC transition leaving :math:`f_{\beta'}` invariant. The weight
-update reads the cached :math:`r` of the current state, so it costs no model pass; a step costs
-``num_leapfrog`` passes. The running log-weights are kept per row in float64 and reduced by
-log-mean-exp once, at the end. :func:`step` is pure (BlackJAX's shape: the next
-``beta`` and the kernel's parameters are arguments, the schedule lives outside); :func:`run` drives it
-and calls hooks for recording (:class:`Recorder`), totals, checkpointing and progress, so memory does
-not grow with the number of steps unless a hook keeps what it sees.
-
-Reverse AIS is the same loop on the reversed schedule, started from exact posterior draws: then
-:math:`\mathbb E[w] = 1/p(x)` (Grosse, Ghahramani & Adams 2015).
-"""
+"""The annealing engine: one pure AIS transition, and the loop that drives it."""
 
 from __future__ import annotations
 
@@ -95,16 +75,11 @@ def run(state: AISState, schedule: Tensor, tuning: Tuning, *, kernel: HMCTransit
         density: ValueAndGradFn, generator: torch.Generator | None, num_examples: int,
         first_step: int = 1, hooks: Sequence[Hook] = (), stops: Tensor | None = None
         ) -> tuple[AISState, Tuning]:
-    r"""Anneal every chain along its own column of ``schedule`` ``(T + 1, C)`` (C = 1 or K chains),
-    from step ``first_step`` (1, or where a checkpoint left off) to ``T``.
+    """Anneal every chain along its own column of ``schedule`` ``(T + 1, C)``, from ``first_step``
+    (1, or where a checkpoint left off) to ``T``.
 
-    ``stops`` ``(rows,)``: each row's largest beta, :math:`\beta_t \wedge s` (:func:`capped`):
-    a forward row stays at its stop once there, a reverse row starts there. Steps at an unchanged
-    beta add nothing to the weight, and their transitions leave :math:`f_s` invariant, so a row
-    with stop :math:`s` is an AIS run to :math:`s` along the betas of its column below :math:`s`
-    (with step sizes from a frozen table or fixed; a tuning that adapts each row from its own
-    history, ``adapt="online"``, adapts during the held steps too and is as inexact as it is
-    anywhere).
+    ``stops`` ``(rows,)``: each row's largest beta (:func:`capped`). Steps at an unchanged beta add
+    nothing to the weight and leave :math:`f_s` invariant, so a row is an AIS run to its stop.
     """
     k = state.log_weight.shape[0] // num_examples
     for t in range(first_step, schedule.shape[0]):
@@ -144,14 +119,9 @@ class Totals:
 class Recorder:
     r"""Diagnostics at chosen steps: every ``stride`` steps and the last, or the given ``steps``.
 
-    Records, each ``(rows,)`` unless said: ``acceptance_rate``, ``step_size``, ``energy_error``,
-    ``diverging``, the running ``log_weight``, ``beta`` ``(K,)`` (``(K, N)`` when the schedule has
-    a column per row), the states ``z`` ``(rows, d)``
-    when ``record_states``, and when ``record_log_ratio`` the states' cached
-    :math:`r = \log f_1 - \log f_0` (``log_ratio``: with ``log_weight`` it makes the pair a properly
-    weighted draw of :math:`f_\beta` whose :math:`r` is known, e.g. the distortion along
-    :mod:`pyrolik.distortion`'s path, at no extra model pass). Memory grows with the number of records
-    only.
+    ``acceptance_rate``, ``step_size``, ``energy_error``, ``diverging``, ``log_weight`` ``(rows,)``,
+    ``beta``, the states ``z`` with ``record_states``, and with ``record_log_ratio`` the states'
+    :math:`r` (with ``log_weight`` a properly weighted draw of :math:`f_\beta`).
     """
 
     NAMES = ("acceptance_rate", "step_size", "log_weight", "beta", "diverging", "energy_error")

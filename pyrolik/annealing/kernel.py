@@ -1,12 +1,4 @@
-r"""The public AIS kernel :class:`HMC`: an HMC transition (:mod:`pyrolik.annealing.transition`) and the
-adaptation strategy that tunes its step sizes (:mod:`pyrolik.annealing.tuning`), built from one set of
-constructor arguments.
-
-The driver takes the two apart (``kernel.transition`` runs every trajectory, ``kernel.adaptation``
-prepares and updates the step sizes), so the transition never knows it is tuned; the facade keeps
-the constructor, the settings a result records, and ``init``/``step`` for code that drives a
-transition by hand.
-"""
+"""The public AIS kernel :class:`HMC`: an HMC transition and its step-size tuning."""
 
 from __future__ import annotations
 
@@ -25,58 +17,42 @@ __all__ = ["HMC", "HMCTransition", "HMCState", "HMCInfo", "leapfrog"]
 class HMC:
     r"""The AIS transition kernel: one HMC trajectory of ``num_leapfrog`` steps per annealing step.
 
-    The kernel is two parts: the transition (``transition``, a
-    :class:`~pyrolik.annealing.transition.HMCTransition` holding ``num_leapfrog``, ``max_energy_error``,
-    ``step_jitter`` and ``momentum_persistence``) and the adaptation strategy that chooses its step
-    sizes (``adaptation``, built from the arguments below by
-    :func:`pyrolik.annealing.tuning.from_settings`).
+    Two parts: ``transition`` (a :class:`~pyrolik.annealing.transition.HMCTransition`) and
+    ``adaptation``, the strategy choosing its step sizes (:func:`pyrolik.annealing.tuning.from_settings`).
+    Every setting keeps the transitions exact; the measurements behind the defaults are in
+    ``docs/kernel.md``.
 
     Parameters
     ----------
     num_leapfrog : int
-        Leapfrog steps per trajectory (L). Default 3 with ``momentum_persistence=0.5``: at equal
-        gradient evaluations it gave the smallest BDMC gaps measured, well below Wu et al.'s L = 10
-        with a fresh momentum (``docs/kernel.md``); a run costs about ``num_steps * num_leapfrog``
-        gradient evaluations per chain, so 3.3 times the steps of an L = 10 run cost the same.
+        Leapfrog steps per trajectory (L); a run costs about ``num_steps * num_leapfrog`` gradient
+        evaluations per chain.
     step_size : float
         Initial step size (``adapt="pilot"`` / ``"online"``) or the fixed one (``adapt=None``).
     target_accept : float, optional
-        Acceptance rate the adaptation aims for; default 0.9 for the pilot (the expected squared
-        jump of the log-likelihood per gradient peaks there; :mod:`pyrolik.annealing.tuning`), 0.65
-        online (Wu et al. 2017).
+        Acceptance rate the adaptation aims for; default 0.9 for the pilot, 0.65 online.
     adapt : {"pilot", "online", None} or an adaptation strategy
-        ``"pilot"`` (default): a short pilot AIS run adapts one step size per example and
-        temperature, then the estimating run uses them frozen: an exact AIS estimator, and the same
-        sizes serve the reverse run of BDMC. ``"online"``: each chain adapts its own step size from
-        its own acceptance during the run (as in Wu et al.); cheaper, but a chain's history then
-        shapes its transitions, which biases the weights slightly (outside Neal's unbiasedness
-        argument). ``None``: ``step_size`` throughout. A strategy object
-        (:mod:`pyrolik.annealing.tuning`) is used as it is.
+        ``"pilot"`` (default): a short pilot AIS run tunes one step size per example and temperature,
+        frozen for the estimating run (exact, and shared by BDMC's reverse run). ``"online"``: each
+        chain adapts during the run from its own acceptance (cheaper, slightly biased). ``None``:
+        ``step_size`` throughout. A strategy object (:mod:`pyrolik.annealing.tuning`) as it is.
     pilot_fraction : float
         Pilot steps as a fraction of ``num_steps`` (at least ``min_pilot_steps``).
     pilot_chains : int, optional
-        Chains per example the pilot runs, at most the run's (BDMC: of its forward half); ``None``:
-        all of them. Default 4: on the binarized-MNIST reference model 4 tune as well as 10, at a
-        fraction of the cost (``benchmarks/RESULTS.md``, "Kernel design figures").
+        Chains per example the pilot runs, at most the run's; ``None``: all.
     mass_matrix : bool
-        With ``adapt="pilot"``: a diagonal mass matrix per example and temperature, from the variance
-        of the pilot chains.
+        With ``adapt="pilot"``: a diagonal mass matrix per example and temperature from the pilot.
     adapt_gain : float
-        Gain of the multiplicative update :math:`\log\epsilon \mathrel{+}= g(a - a^*)`.
+        Gain of the update :math:`\log\epsilon \mathrel{+}= g(a - a^*)`.
     max_energy_error : float
         Energy errors above this count as divergences.
     step_jitter : float
-        Every row's step size is multiplied by a fresh :math:`U(1 - j, 1 + j)` draw at every
-        transition (``0``: the step size as given). Breaks the resonance of a fixed trajectory (see
-        the module docstring); the adaptation tunes the mean step size under the same jitter.
+        Each row's step size times a fresh :math:`U(1 - j, 1 + j)` at every transition; breaks the
+        resonance of a fixed trajectory.
     momentum_persistence : float
-        :math:`\alpha \in [0, 1)`, default 0.5. ``0``: a fresh momentum at every transition.
-        :math:`\alpha > 0`: partial momentum refreshment (generalized HMC; Horowitz 1991, Neal 2011
-        section 5.3), :math:`u \leftarrow \alpha u + \sqrt{1 - \alpha^2}\,\xi` for the whitened
-        momentum :math:`u = M^{-1/2} p`, kept between annealing steps and flipped on rejection, so
-        successive short trajectories continue in the same direction. Each transition leaves
-        :math:`f_\beta(z)\,\mathcal N(u; 0, I)` invariant, with or without ``mass_matrix``, so the
-        AIS weights and both bounds of BDMC stay exact (:mod:`pyrolik.annealing.transition`).
+        :math:`\alpha \in [0, 1)`: partial momentum refreshment
+        :math:`u \leftarrow \alpha u + \sqrt{1 - \alpha^2}\,\xi`, kept between annealing steps and
+        flipped on rejection (Horowitz 1991; Neal 2011, section 5.3); ``0``: fresh momentum.
     """
 
     transition: HMCTransition

@@ -1,13 +1,4 @@
-r"""Annealing schedules: the named schedules, a run's resolved :class:`Schedule`, and the grids of the
-distortion path.
-
-Every schedule has ``num_steps + 1`` betas :math:`0 = \beta_0 < \dots < \beta_T = 1`; AIS makes one
-weight update and one transition per step. :func:`linear`, :func:`geometric` and :func:`sigmoid`
-(Grosse, Ghahramani & Adams 2015, section 6) are fixed; :func:`adaptive` places the steps at constant
-thermodynamic speed from a pilot's variances of :math:`r = \log f_1 - \log f_0`. ``schedule=`` is
-resolved once per run into a :class:`Schedule`; :func:`merge_grid` puts the grid points of the
-distortion path (:mod:`pyrolik.distortion`) into a base schedule. Derivations: ``docs/kernel.md``.
-"""
+"""Annealing schedules, a run's resolved :class:`Schedule`, the distortion path's grids."""
 
 from __future__ import annotations
 
@@ -73,36 +64,12 @@ def sigmoid(num_steps: int, delta: float = 4.0) -> Tensor:
 
 
 def adaptive(num_steps: int, betas: Tensor, log_ratio_var: Tensor, floor: float = 0.01) -> Tensor:
-    r"""Betas at constant thermodynamic speed: step density proportional to the standard deviation
-    of :math:`r = \log f_1 - \log f_0` under :math:`f_\beta`.
+    r"""``num_steps + 1`` betas from 0 to 1 at constant thermodynamic speed: step density proportional to
+    the standard deviation of :math:`r = \log f_1 - \log f_0` (``docs/kernel.md``).
 
-    With perfect transitions, AIS along :math:`\beta_0 < \dots < \beta_T` has
-    :math:`\log Z - \mathbb E[\log w] = \sum_t \mathrm{KL}(f_{\beta_t} \| f_{\beta_{t+1}})
-    \approx \tfrac12 \sum_t \Delta_t^2\, \mathrm{Var}_{\beta_t}[r]`; under
-    :math:`\sum_t \Delta_t = 1` that is smallest when :math:`\Delta_t \propto 1/\mathrm{sd}_{\beta_t}[r]`,
-    i.e. for betas evenly spaced in the thermodynamic length
-    :math:`\Lambda(\beta) = \int_0^\beta \mathrm{sd}_b[r]\, db`, where the bias is about
-    :math:`\Lambda(1)^2 / 2T` (Gelman & Meng 1998; Grosse, Maddison & Salakhutdinov 2013; Syed et al.
-    2024). The sigmoid schedule spends half its steps above :math:`\beta = 0.6`, where a decoder
-    model's :math:`r` barely varies.
-
-    Parameters
-    ----------
-    num_steps : int
-        T; the schedule has T + 1 betas.
-    betas : torch.Tensor, shape (P,)
-        The grid the variances were estimated on, increasing from 0 to 1.
-    log_ratio_var : torch.Tensor, shape (P,) or (P, N)
-        :math:`\mathrm{Var}_\beta[r]` at the grid (per example: one schedule per example).
-        Between grid points the standard deviation is taken constant, at the mean of its two ends.
-    floor : float
-        Fraction of the steps spread evenly over [0, 1] whatever the variances say (a guard against
-        an estimate of zero; it keeps the betas strictly increasing).
-
-    Returns
-    -------
-    torch.Tensor
-        ``(T + 1,)`` (or ``(T + 1, N)``) float64 betas from exactly 0 to exactly 1.
+    ``log_ratio_var`` ``(P,)`` or ``(P, N)`` (one schedule per example): :math:`\mathrm{Var}_\beta[r]`
+    on the grid ``betas``; ``floor``: the fraction of steps spread evenly. Float64, ``(T + 1,)`` or
+    ``(T + 1, N)``.
     """
     _check(num_steps)
     if not 0 < floor <= 1:
@@ -182,9 +149,7 @@ def resolve(schedule: str | Tensor, num_steps: int | None) -> Tensor:
 class Schedule:
     """Fixed betas, or a schedule built per batch from the pilot on the grid of ``betas``.
 
-    ``name`` is what results record (``settings["schedule"]``): ``"adaptive"``, a schedule's name,
-    or ``"custom"`` for a tensor; ``betas`` ``(T + 1,)`` are the fixed betas, or for an adaptive
-    schedule the base whose coarse copy the pilot visits.
+    ``name`` is what results record: ``"adaptive"``, a schedule's name, or ``"custom"``.
     """
 
     name: str
@@ -197,11 +162,8 @@ class Schedule:
         return len(self.betas) - 1
 
     def for_batch(self, table: StepSizes | None) -> Tensor:
-        """The forward betas a batch anneals along: the fixed betas, or (adaptive) the schedule at
-        constant thermodynamic speed from the pilot's variances of the batch's examples, pooled
-        (the mean over examples: one schedule ``(T + 1,)`` for the batch), or with ``per_example``
-        one per example from its own variances, ``(T + 1, n)``. Independent of the estimating
-        chains."""
+        """The forward betas a batch anneals along: the fixed ones, or from the pilot's variances pooled over
+        the batch ``(T + 1,)``, or with ``per_example`` one per example ``(T + 1, n)``."""
         if not self.adaptive:
             return self.betas
         if table is None or table.log_ratio_var is None:
@@ -220,10 +182,8 @@ class Schedule:
 
 
 def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
-    """Whether the run's schedule is built from its pilot (:func:`pyrolik.annealing.schedules.adaptive`):
-    ``"adaptive"`` and ``"adaptive_per_example"``, or ``"auto"`` with a pilot of at least 2 chains
-    per example (else the sigmoid).
-    """
+    """Whether the run's schedule is built from its pilot: ``"adaptive"``, ``"adaptive_per_example"``,
+    or ``"auto"`` with a pilot of at least 2 chains per example."""
     if not isinstance(schedule, str) or schedule not in PILOT_NAMES:
         return False
     chains = kernel.adaptation.pilot_chains(num_chains)
@@ -242,9 +202,8 @@ def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
 
 def resolve_schedule(schedule: str | Tensor, num_steps: int | None, kernel: HMC,
                      num_chains: int) -> Schedule:
-    """The :class:`Schedule` named by ``schedule=`` and ``num_steps`` for ``kernel`` running
-    ``num_chains`` chains per example (checked here: unknown names, bad tensors, a tensor whose
-    length contradicts ``num_steps``, ``"adaptive"`` without a pilot)."""
+    """The checked :class:`Schedule` named by ``schedule=`` and ``num_steps`` for ``kernel`` running
+    ``num_chains`` chains per example."""
     adaptive = adaptive_of(schedule, kernel, num_chains)
     if isinstance(schedule, str) and schedule in PILOT_NAMES:
         # a schedule built from the pilot starts from the sigmoid: the pilot's grid is taken from it
@@ -280,23 +239,11 @@ def grid_from_betas(betas: Sequence[float] | Tensor) -> Tensor:
 
 def merge_grid(grid_b: Tensor, schedule: str | Tensor, num_steps: int | None
                ) -> tuple[Tensor, Tensor]:
-    r"""A schedule in :math:`b` from 0 to 1 containing every grid point, and their step indices.
+    """A schedule in :math:`b` from 0 to 1 containing every grid point, and their step indices.
 
-    Parameters
-    ----------
-    grid_b : torch.Tensor
-        Grid points in :math:`(0, 1]`, increasing; the last one must be exactly 1.
-    schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
-        The base schedule: a name (with ``num_steps``) or betas from exactly 0 to exactly 1. The
-        geometric schedule starts at ``min(1e-4, grid_b[0] / 100)``.
-    num_steps : int or None
-        Steps of the base schedule (the merged one has up to ``len(grid_b) - 1`` more).
-
-    Returns
-    -------
-    (schedule, steps)
-        ``schedule`` (T + 1,) float64 strictly increasing from 0 to 1; ``steps`` (m,) long with
-        ``schedule[steps] == grid_b``.
+    ``grid_b``: points in :math:`(0, 1]`, increasing, the last exactly 1; ``schedule``: the base (a
+    name with ``num_steps``, or betas; geometric starts at ``min(1e-4, grid_b[0] / 100)``). Returns
+    ``(schedule, steps)``: ``(T + 1,)`` float64 with ``schedule[steps] == grid_b``.
     """
     if isinstance(schedule, str) and schedule in PILOT_NAMES:
         raise ValueError(

@@ -27,8 +27,7 @@ class HMCParams(NamedTuple):
 
 class StepSizes(NamedTuple):
     r"""Frozen per-example step sizes (and inverse masses) on a grid of betas, with the pilot's
-    across-chain variance of :math:`r = \log f_1 - \log f_0` (what ``schedule="adaptive"`` reads;
-    NaN where the pilot ran one chain)."""
+    across-chain variance of :math:`r = \log f_1 - \log f_0` (NaN where the pilot ran one chain)."""
 
     betas: Tensor  # (P,) increasing from 0 to 1
     log_step_size: Tensor  # (P, N)
@@ -60,11 +59,8 @@ class StepSizes(NamedTuple):
             else beta
 
     def at(self, beta: Tensor) -> tuple[Tensor, Tensor | None]:
-        """Step sizes ``(C, N)`` and inverse masses ``(C, N, d)`` at the betas ``(C,)`` of C chains,
-        or at betas ``(C, N)`` of each chain and example (examples that stop at their own beta).
-
-        Log step sizes and log inverse masses are interpolated linearly in beta.
-        """
+        """Step sizes ``(C, N)`` and inverse masses ``(C, N, d)`` at betas ``(C,)`` or ``(C, N)``,
+        interpolated linearly in beta on the log scale."""
         beta = self._per_example(beta)
         eps = self._lerp(self.log_step_size, beta).exp()
         return eps, None if self.inv_mass is None else self._lerp(self.inv_mass.log(), beta).exp()

@@ -1,11 +1,4 @@
-r"""The HMC transition for tempered densities, batched over rows (chains x examples), without its
-tuner: step sizes and masses come in as arguments (:mod:`pyrolik.annealing.kernel` composes it with
-a tuning into :class:`~pyrolik.HMC`).
-
-At :math:`\log f_\beta = \log f_0 + \beta r` a state caches :math:`\log f_0`, :math:`r` and their
-gradients separately, so a new :math:`\beta` costs no evaluation. Step-size jitter and partial
-momentum refreshment keep :math:`f_\beta` invariant; the argument is in ``docs/kernel.md``.
-"""
+"""The HMC transition for tempered densities, batched over rows, without its tuner."""
 
 from __future__ import annotations
 
@@ -61,11 +54,7 @@ def _state(z: Tensor, vg: ValueAndGrad) -> HMCState:
 
 def leapfrog(state: HMCState, p: Tensor, fn: ValueAndGradFn, beta: Tensor, step_size: Tensor,
              inv_mass: Tensor | float, num_leapfrog: int) -> tuple[HMCState, Tensor]:
-    """``num_leapfrog`` leapfrog steps from ``(state.z, p)``; one evaluation of ``fn`` per step.
-
-    Each update is one fused ``addcmul`` over the ``(rows, d)`` tensors (three per step), so the
-    integrator's own arithmetic stays small next to the evaluations.
-    """
+    """``num_leapfrog`` leapfrog steps from ``(state.z, p)``; one evaluation of ``fn`` per step."""
     eps = step_size.unsqueeze(-1)
     half_eps = 0.5 * eps
     drift = eps * inv_mass  # (rows, 1) or (rows, d)
@@ -85,24 +74,9 @@ def _kinetic(p: Tensor, inv_mass: Tensor | None) -> Tensor:
 
 @dataclass(frozen=True)
 class HMCTransition:
-    """One HMC trajectory of ``num_leapfrog`` steps that leaves :math:`f_\\beta` invariant.
+    r"""One HMC trajectory of ``num_leapfrog`` steps that leaves :math:`f_\beta` invariant.
 
-    Holds only what the integrator needs; it never knows how its step sizes were chosen (they are
-    arguments of :meth:`step`, from a tuner in :mod:`pyrolik.annealing.tuning`).
-
-    Parameters
-    ----------
-    num_leapfrog : int
-        Leapfrog steps per trajectory (L).
-    max_energy_error : float
-        Energy errors above this count as divergences.
-    step_jitter : float
-        Every row's step size is multiplied by a fresh :math:`U(1 - j, 1 + j)` draw at every
-        transition (``0``: the step size as given).
-    momentum_persistence : float
-        :math:`\\alpha \\in [0, 1)`: the momentum is refreshed partially,
-        :math:`u \\leftarrow \\alpha u + \\sqrt{1 - \\alpha^2}\\,\\xi`, and flipped on rejection
-        (module docstring); ``0``: drawn afresh at every transition.
+    Its step sizes are arguments of :meth:`step`; the parameters are :class:`~pyrolik.HMC`'s.
     """
 
     num_leapfrog: int = 10
@@ -123,12 +97,9 @@ class HMCTransition:
         generator: torch.Generator | None,
         inv_mass: Tensor | None = None,
     ) -> tuple[HMCState, HMCInfo]:
-        """One HMC transition leaving :math:`f_\\beta` invariant, for every row at once.
+        r"""One HMC transition leaving :math:`f_\beta` invariant, for every row at once.
 
-        ``beta`` and ``step_size`` have shape ``(rows,)``; ``inv_mass`` is ``(rows, d)`` or ``None``.
-        With ``step_jitter > 0`` the step sizes are first multiplied by fresh uniform draws; with
-        ``momentum_persistence > 0`` the state's momentum (if any) is refreshed partially and the
-        new state carries the momentum on.
+        ``beta`` and ``step_size``: ``(rows,)``; ``inv_mass``: ``(rows, d)`` or ``None``.
         """
         z = state.z
         if self.step_jitter:

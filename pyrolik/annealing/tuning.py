@@ -1,15 +1,4 @@
-r"""How each transition's step size (and mass matrix) is chosen: the tunings the engine asks, and
-the strategies of :class:`~pyrolik.HMC` that make them.
-
-- :class:`Pilot` (the default): a short AIS run on a coarse copy of the schedule, independent of the
-  estimating chains, adapts one step size per example from its chains' mean acceptance and leaves a
-  frozen :class:`StepSizes` table (and the variances ``schedule="adaptive"`` is built from): an exact
-  AIS estimator in both directions. Its run is a :class:`PilotRun` the driver runs like any other.
-- :class:`Online`: each chain adapts from its own acceptance during the run (slightly biased).
-- :class:`Fixed`: one step size throughout.
-
-Why the pilot aims at an acceptance of 0.9: ``docs/kernel.md``.
-"""
+"""Step-size tuning: :class:`Pilot` (default, exact), :class:`Online`, :class:`Fixed`."""
 
 from __future__ import annotations
 
@@ -115,12 +104,10 @@ def _smooth(table: Tensor, width: int = 5) -> Tensor:
 
 
 def _no_overshoot(log_table: Tensor) -> Tensor:
-    r"""At each pilot temperature, the smaller of its log step size and the next temperature's.
+    """At each pilot temperature, the smaller of its log step size and the next temperature's.
 
-    The pilot's value at :math:`\beta_j` was tuned on acceptances at :math:`\beta_j` and before, so
-    where the target stiffens it lags behind; the estimating run reads it, interpolated, up to
-    :math:`\beta_{j+1}`, where the target is stiffer still. Taking the next value where it is smaller
-    removes that overshoot where step sizes fall and changes nothing where they rise.
+    The run reads a pilot value, interpolated, up to the next temperature, where the target may be
+    stiffer; this removes the overshoot where step sizes fall.
     """
     return torch.minimum(log_table, torch.cat([log_table[1:], log_table[-1:]]))
 
@@ -171,10 +158,9 @@ class PilotTuning:
 class PilotTable:
     """The hook that builds the :class:`StepSizes` table while the pilot runs.
 
-    At the last transition of each pilot temperature it keeps the mean of the second half of the
-    log step sizes met there (a warm-up's last value oscillates around the target: acceptance falls
-    off a cliff just above the best step size in low dimensions), the across-chain variance of
-    :math:`r` per example, and the inverse mass; :meth:`table` smooths them into the table.
+    At each pilot temperature's last transition it keeps the mean of the second half of the log step
+    sizes met there (a warm-up's last value oscillates around the target), the variance of :math:`r`
+    per example and the inverse mass.
     """
 
     def __init__(self, schedule: Tensor, ends: list[int], num_chains: int, num_examples: int):
@@ -308,24 +294,12 @@ class Online(Adaptation):
 
 @dataclass(frozen=True)
 class Pilot(Adaptation):
-    """Per-example, per-temperature step sizes from a pilot run, frozen for the estimating run.
+    r"""Per-example, per-temperature step sizes from a pilot run, frozen for the estimating run.
 
-    Parameters
-    ----------
-    step_size : float
-        Where the pilot's adaptation starts.
-    target_accept : float
-        The acceptance rate the pilot aims for (0.9: see the module docstring).
-    fraction, min_steps : float, int
-        Pilot annealing steps: ``fraction`` of the run's, at least ``min_steps``.
-    chains : int, optional
-        Chains per example the pilot runs, at most the run's (BDMC: of its forward half); ``None``:
-        all of them. Default 4.
-    mass_matrix : bool
-        Also a diagonal inverse mass matrix per example and temperature, from the variance of the
-        pilot chains.
-    gain : float
-        Gain of the pilot's update :math:`\\log\\epsilon \\mathrel{+}= g(\\bar a - a^*)`.
+    It starts at ``step_size``, aims at ``target_accept`` (0.9: ``docs/kernel.md``) with the update
+    :math:`\log\epsilon \mathrel{+}= g(\bar a - a^*)` of gain ``gain``, runs ``fraction`` of the
+    run's steps (at least ``min_steps``) on ``chains`` chains per example (``None``: all), and with
+    ``mass_matrix`` also keeps a diagonal inverse mass.
     """
 
     step_size: float = 0.1
@@ -338,9 +312,8 @@ class Pilot(Adaptation):
     name: ClassVar[str | None] = "pilot"
 
     def pilot_steps(self, num_steps: int) -> int:
-        """Annealing steps of the pilot for a run of ``num_steps``: ``fraction`` of them, at least
-        ``min_steps``, at most ``num_steps``; the pilot visits ``pilot_steps + 1`` temperatures, the
-        first and last with ``WARMUP_TRANSITIONS`` transitions each (:meth:`pilot_transitions`)."""
+        """Pilot annealing steps for a run of ``num_steps``: ``fraction`` of them, at least ``min_steps``,
+        at most ``num_steps``."""
         return min(num_steps, max(self.min_steps, round(self.fraction * num_steps)))
 
     def pilot_transitions(self, num_steps: int) -> int:
@@ -377,10 +350,8 @@ def from_settings(adapt: str | Adaptation | None = "pilot", *, step_size: float 
                   target_accept: float | None = None, pilot_fraction: float = 0.2,
                   min_pilot_steps: int = 20, pilot_chains: int | None = 4,
                   mass_matrix: bool = False, adapt_gain: float = 1.0) -> Adaptation:
-    """The strategy named by :class:`pyrolik.HMC`'s constructor arguments (checked here, once).
-
-    ``target_accept=None`` takes the strategy's own default (pilot 0.9, online 0.65).
-    """
+    """The strategy named by :class:`pyrolik.HMC`'s arguments (checked here; ``target_accept=None``: its
+    own default)."""
     if isinstance(adapt, Adaptation):
         return adapt
     if not step_size > 0:

@@ -1,9 +1,4 @@
-r"""Loss-data curves for representations: VA, MI, MDL, SDL and epsilon sample complexity.
-
-Is the latent representation a generative model learned any good for a downstream task? Train
-probes (linear or a small MLP) on growing subsets of a labelled task, all at once as one batched
-model, and read the representation-quality measures of Whitney et al. (2020) off the resulting
-loss-data curve. See ``docs/curves.md``.
+"""Loss-data curves for representations: VA, MI, MDL, SDL and epsilon sample complexity.
 
 >>> from pyrolik import curves                                    # doctest: +SKIP
 >>> (tr, va) = curves.train_valid_split(x, y, valid_size=0.2)     # doctest: +SKIP

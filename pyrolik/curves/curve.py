@@ -1,17 +1,4 @@
-r"""Loss-data curves: validation loss of a probe as a function of the training-set size.
-
-For a representation :math:`\phi`, a learning algorithm :math:`\mathcal{A}` (here a linear or MLP
-probe trained with Adam) and a training-set size :math:`n`, the loss-data curve is the expected
-validation loss :math:`L(\mathcal{A}_\phi, n)` (cross-entropy in nats) of the probe trained on
-:math:`n` points drawn from the task's distribution (Whitney et al. 2020, section 2). It is
-estimated on a log-spaced grid of sizes, averaging over seeds (each seed draws the training subset
-and the initialisation); all (n, seed) probes are trained at once (:mod:`pyrolik.curves.probes`).
-
-References
-----------
-.. [1] W. F. Whitney, M. J. Song, D. Brandfonbrener, J. Altosaar, K. Cho. Evaluating
-   representations by the complexity of learning low-loss predictors. arXiv:2009.07368, 2020.
-"""
+"""Loss-data curves: the validation loss of a probe against the training-set size."""
 
 from __future__ import annotations
 
@@ -46,24 +33,19 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LossDataCurve:
-    """A loss-data curve: validation loss (nats) and accuracy at each training-set size.
-
-    Build one with :func:`loss_data_curve`, or directly from arrays (e.g. a curve measured
-    elsewhere, or a synthetic one).
+    """A loss-data curve: validation loss (nats) and accuracy at each training-set size; from
+    :func:`loss_data_curve`, or from arrays measured elsewhere.
 
     Attributes
     ----------
     sizes : numpy.ndarray of int, shape (m,)
         Training-set sizes, strictly increasing, >= 1.
-    loss : numpy.ndarray, shape (num_seeds, m)
-        Validation cross-entropy (nats) of each seed's probe at each size (a 1-D array is
-        taken as one seed).
-    accuracy : numpy.ndarray, shape (num_seeds, m), optional
-        Validation accuracy of the same probes.
+    loss, accuracy : numpy.ndarray, shape (num_seeds, m)
+        Validation cross-entropy (nats) and accuracy (optional) of each seed's probe at each size.
     name : str
-        The representation's name (legend and table label).
+        The representation's name.
     num_classes : int, optional
-        Number of classes K; ``log K`` is the loss of the uniform prediction (no data).
+        K; ``log K`` is the loss with no data.
     """
 
     sizes: np.ndarray
@@ -157,13 +139,10 @@ def default_sizes(num_pool: int, num: int = 8, smallest: int = 10) -> np.ndarray
 
 
 def default_lr(probe: str, num_features: int) -> float:
-    r"""Default Adam learning rate: ``min(0.03, 0.5 / d)`` (linear), ``min(0.01, 0.5 / d)`` (MLP).
+    """Default Adam learning rate: ``min(0.03, 0.5 / d)`` (linear), ``min(0.01, 0.5 / d)`` (MLP).
 
-    Adam moves every weight by about ``lr`` per step, so with standardized features a logit (or
-    hidden unit) moves by about ``lr * d``; keeping ``lr * d`` fixed makes one setting work from
-    8 PCA features to 784 pixels. Tuned on digits and the MNIST test set with the default
-    budget of 500 steps (1e-2 for the 64 digit pixels, ~1e-3 for MNIST's 784). The rule is part
-    of the learning algorithm, applied to every representation alike.
+    Keeping ``lr * d`` fixed makes one setting serve 8 PCA features and 784 pixels
+    (``docs/curves.md``).
     """
     cap = {"linear": 0.03, "mlp": 0.01}
     if probe not in cap:
@@ -206,11 +185,8 @@ def _check_task(features, labels, what: str) -> tuple[Tensor, Tensor]:
 def train_valid_split(
     x, y, *, valid_size: float | int = 0.2, seed: int = 0
 ) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
-    """Split ``(x, y)`` at random into a training pool and a validation set.
-
-    ``valid_size`` is a fraction in (0, 1) or a number of examples. Returns
-    ``((x_train, y_train), (x_valid, y_valid))`` as tensors; ``x`` keeps its shape.
-    """
+    """Split ``(x, y)`` at random into ``((x_train, y_train), (x_valid, y_valid))``; ``valid_size`` is a
+    fraction in (0, 1) or a number of examples."""
     x = _as_tensor(x, "x")
     y = _as_tensor(y, "y")
     if len(x) != len(y):
@@ -246,13 +222,9 @@ def loss_data_curve(
 ) -> LossDataCurve:
     r"""Estimate the loss-data curve of one representation by training all probes at once.
 
-    For each size :math:`n_j` in ``sizes`` and each of ``num_seeds`` seeds, a probe is trained
-    on the first :math:`n_j` points of the seed's permutation of the training pool for
-    ``num_steps`` Adam steps (mini-batches of ``batch_size``; full batch when
-    :math:`n_j \le` ``batch_size``), then its mean cross-entropy (nats) and accuracy on the whole
-    validation set are recorded. The mean over seeds estimates :math:`L(\mathcal{A}_\phi, n_j)`
-    without bias; at small :math:`n` the seed-to-seed spread is large, see
-    :attr:`LossDataCurve.stderr_loss`.
+    For each size :math:`n_j` and seed, a probe trains on the first :math:`n_j` points of the seed's
+    permutation of the pool; the mean over seeds of its validation cross-entropy estimates
+    :math:`L(\mathcal{A}_\phi, n_j)` without bias.
 
     Parameters
     ----------
@@ -263,30 +235,15 @@ def loss_data_curve(
     sizes : sequence of int, optional
         Training-set sizes, increasing, at most N; default :func:`default_sizes` (8 log-spaced).
     num_seeds : int
-        Probes per size; each seed fixes a data order and an initialisation shared across sizes.
+        Probes per size; each seed fixes a data order and an initialisation.
     probe : {"linear", "mlp"}
         Multinomial logistic regression, or one hidden ReLU layer of ``hidden`` units.
-    num_steps, batch_size, weight_decay : training settings, the same for every probe
-        (Adam with L2 ``weight_decay``; a fixed step budget, no early stopping).
-    lr : float, optional
-        Adam's learning rate. Default :func:`default_lr`: ``min(0.03, 0.5 / d)`` for the linear
-        probe and ``min(0.01, 0.5 / d)`` for the MLP, for ``d`` features.
+    num_steps, batch_size, weight_decay, lr
+        Adam's settings, the same for every probe (``lr``: default :func:`default_lr`).
     standardize : bool
-        Centre each feature on the training pool's mean and divide all features by one scale,
-        the root of their average variance. One global scale keeps the representation's
-        geometry (e.g. the ordering of PCA variances) while removing its arbitrary units, as
-        Reprieve's scalar ``whiten``; the statistics use the pool's features but no labels.
-    num_classes : int, optional
-        K; default ``max(label) + 1`` over both sets.
-    seed : int
-        Seeds the permutations and initialisations.
-    name : str
-        Label of the returned curve.
-
-    Returns
-    -------
-    LossDataCurve
-        ``loss`` and ``accuracy`` of shape (num_seeds, len(sizes)).
+        Centre the features and divide them by one global scale (keeps their geometry).
+    num_classes, seed, name
+        K (default ``max(label) + 1``), the seed, the curve's label.
     """
     x, y = _check_task(features, labels, "training")
     xv, yv = _check_task(valid_features, valid_labels, "validation")
@@ -358,22 +315,11 @@ def evaluate_representations(
     valid: tuple,
     **kwargs,
 ) -> dict[str, LossDataCurve]:
-    """Loss-data curves of several representations of the same task.
+    """Loss-data curves of several representations of the same task: ``{name: LossDataCurve}``.
 
-    Parameters
-    ----------
-    representations : mapping of name -> callable
-        Each callable maps a batch of data ``x`` to features ``(N, d)`` (e.g.
-        :func:`~pyrolik.curves.raw`, :func:`~pyrolik.curves.pca`, a VAE encoder's mean).
-    train, valid : (x, y) pairs
-        Raw data and labels; the same split is used for every representation.
-    **kwargs
-        Passed to :func:`loss_data_curve` (sizes, num_seeds, probe, num_steps, seed, ...); the
-        same ``seed`` gives every representation the same data subsets.
-
-    Returns
-    -------
-    dict of name -> LossDataCurve
+    ``representations`` maps names to callables ``x -> features (N, d)``; ``train`` and ``valid`` are
+    ``(x, y)`` pairs; other keywords go to :func:`loss_data_curve` (the same ``seed`` gives every
+    representation the same data subsets).
     """
     if not isinstance(representations, Mapping) or not representations:
         raise TypeError("representations must be a non-empty dict of name -> callable")

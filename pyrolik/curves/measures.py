@@ -1,42 +1,4 @@
-r"""Representation-quality measures read off a loss-data curve (Whitney et al. 2020).
-
-Notation: the curve is measured at sizes :math:`n_1 < \dots < n_m` with seed-averaged validation
-losses :math:`\hat L_j \approx L(\mathcal{A}_\phi, n_j)` (nats); :math:`n_0 = 0`. An
-evaluation "with :math:`n` points" uses the grid points :math:`n_j \le n` only
-(:meth:`LossDataCurve.truncate`).
-
-=============  ==============================================================  ===============
-measure        formula on the grid                                             better
-=============  ==============================================================  ===============
-VA             :math:`\hat L(n)` (and the accuracy) at one size :math:`n`     lower (higher)
-MI proxy       :math:`\hat L(n_m)`, the loss at the largest size               lower
-MDL            :math:`\sum_{j:\,n_j \le n} (n_j - n_{j-1})\,\hat L_j`          lower
-SDL            :math:`\sum_{j} (n_j - n_{j-1})\,[\hat L_j - \varepsilon]_+`    lower
-eps-SC         :math:`\min\{n_j : \hat L_j \le \varepsilon\}`                  lower
-=============  ==============================================================  ===============
-
-MDL and SDL are Riemann sums for the paper's sums over every size,
-:math:`m_\mathrm{MDL} = \sum_{i=1}^{n} L(i)` (the prequential/online code length of the labels,
-Voita & Titov 2020) and :math:`m_\mathrm{SDL} = \sum_{i=1}^{\infty} [L(i) - \varepsilon]_+`.
-The default ``rule="right"`` (Reprieve's) charges the points in :math:`(n_{j-1}, n_j]` at
-:math:`\hat L_j`; ``rule="left"`` charges them at :math:`\hat L_{j-1}`, with
-:math:`\hat L_0 = \log K` (the uniform code for the first block, as in Voita & Titov's block
-code). For a non-increasing curve, right <= exact sum <= left: the two rules bracket the area.
-
-SDL and eps-SC need the curve to have reached :math:`\varepsilon` within the data: when
-:math:`\hat L` at the largest available size is above :math:`\varepsilon` they are *not
-determined* and are returned as ``inf`` (SDL is then only known to exceed the partial sum, and
-is infinite if the algorithm never reaches :math:`\varepsilon`). Once determined they no longer
-change with :math:`n` (for a non-increasing curve), whereas the rankings given by VA and MDL can
-switch as :math:`n` grows: the point of the source.
-
-References
-----------
-.. [1] W. F. Whitney, M. J. Song, D. Brandfonbrener, J. Altosaar, K. Cho. Evaluating
-   representations by the complexity of learning low-loss predictors. arXiv:2009.07368, 2020.
-.. [2] E. Voita, I. Titov. Information-theoretic probing with minimum description length.
-   EMNLP, 2020.
-"""
+"""Representation-quality measures read off a loss-data curve (``docs/curves.md``)."""
 
 from __future__ import annotations
 
@@ -113,11 +75,8 @@ def validation_accuracy(curve: LossDataCurve, n: int) -> float:
 def mi_proxy(curve: LossDataCurve) -> float:
     r"""MI proxy: the loss at the largest size, :math:`\hat L(n_m)`.
 
-    The mutual-information measure of representation quality is the loss with infinite data,
-    :math:`\lim_{n\to\infty} L(\mathcal{A}_\phi, n)`; the curve's last point estimates it from
-    above (for a non-increasing curve). :math:`H(Y) - \hat L(n_m)` is then a lower bound on
-    :math:`I(\phi(X); Y)` up to validation noise, since any predictor's cross-entropy is at
-    least :math:`H(Y \mid \phi(X))`.
+    It estimates the loss with infinite data from above (for a non-increasing curve), so
+    :math:`H(Y) - \hat L(n_m)` is a lower bound on :math:`I(\phi(X); Y)` up to validation noise.
     """
     return float(_check_curve(curve).mean_loss[-1])
 
@@ -148,14 +107,11 @@ def mdl(
     .. math:: \mathrm{MDL}(n) = \sum_{j:\, n_j \le n} (n_j - n_{j-1})\,\hat L_{j}
        \quad(\text{rule="right"}),
 
-    the area under the loss-data curve up to ``n`` (default: the largest size), estimating
-    :math:`\sum_{i=1}^{n} L(\mathcal{A}_\phi, i)` (Whitney et al. 2020, eq. 4; Voita & Titov
-    2020). With ``rule="left"`` each block is charged the loss of the probe trained on the
-    previous blocks, :math:`\sum_j (n_j - n_{j-1}) \hat L_{j-1}` with :math:`\hat L_0 =`
-    ``loss_at_zero`` (default :math:`\log K`): Voita & Titov's block code. For a non-increasing
-    curve the right rule is a lower and the left rule an upper Riemann sum. MDL grows without
-    bound with ``n`` (it is SDL with :math:`\varepsilon = 0`), so its values, and the rankings
-    of representations, depend on the evaluation size.
+    the area under the curve up to ``n`` (default: the largest size), estimating
+    :math:`\sum_{i=1}^{n} L(\mathcal{A}_\phi, i)` (Whitney et al. 2020, eq. 4). ``rule="left"``
+    charges each block :math:`\hat L_{j-1}`, with :math:`\hat L_0 =` ``loss_at_zero`` (default
+    :math:`\log K`): Voita & Titov's block code. For a non-increasing curve right and left bracket the
+    sum. MDL grows with ``n``, so its rankings depend on the evaluation size.
     """
     return _area(_upto(curve, n), 0.0, rule, loss_at_zero)
 
@@ -169,13 +125,10 @@ def sdl(
     .. math:: \mathrm{SDL}_\varepsilon = \sum_{j} (n_j - n_{j-1})\,
        [\hat L_j - \varepsilon]_+ \quad(\text{rule="right"}),
 
-    estimating :math:`\sum_{i=1}^{\infty} [L(\mathcal{A}_\phi, i) - \varepsilon]_+` (Whitney
-    et al. 2020, section 4). Determined only when the loss at the largest size used (``n``, by
-    default the curve's last) is :math:`\le \varepsilon`: the remaining terms are then zero for
-    a non-increasing curve, and the value stays the same for every larger ``n``. Otherwise
-    returns ``inf`` (not determined by the data). With :math:`\varepsilon \ge H(Y \mid X)` this is
-    the paper's SDL, the excess code length of learning over the true conditional; the
-    ``rule`` and ``loss_at_zero`` arguments are as in :func:`mdl`.
+    estimating :math:`\sum_{i=1}^{\infty} [L(\mathcal{A}_\phi, i) - \varepsilon]_+` (Whitney et al.
+    2020, section 4). ``inf`` (not determined) unless the loss at the largest size used is
+    :math:`\le \varepsilon`; once determined it no longer changes with ``n``. ``rule`` and
+    ``loss_at_zero`` as in :func:`mdl`.
     """
     c = _upto(curve, n)
     epsilon = _check_epsilon(epsilon)
@@ -191,11 +144,9 @@ def epsilon_sample_complexity(
 
     .. math:: \varepsilon\mathrm{SC} = \min\{n_j \le n : \hat L_j \le \varepsilon\},
 
-    ``inf`` if no size up to ``n`` reaches :math:`\varepsilon` (not determined). On a grid the
-    true crossing lies in :math:`(n_{j-1}, n_j]`, so the grid value is an upper bound;
-    ``interpolate=True`` returns the crossing of the straight line between
-    :math:`(\log n_{j-1}, \hat L_{j-1})` and :math:`(\log n_j, \hat L_j)` instead (exact for a
-    curve linear in :math:`\log n`). Whitney et al. 2020, section 4.
+    ``inf`` if no size up to ``n`` reaches it (not determined). The grid value is an upper bound on
+    the crossing; ``interpolate=True`` interpolates linearly in :math:`\log n` instead (Whitney et al.
+    2020, section 4).
     """
     c = _upto(curve, n)
     epsilon = _check_epsilon(epsilon)
@@ -216,10 +167,8 @@ def epsilon_from_baseline(baseline: LossDataCurve | float, slack: float = 0.1) -
 
     .. math:: \varepsilon = \hat L_\text{raw}(n_m) + \text{slack},
 
-    as the source suggests: run the algorithm on much data with the raw representation and add a
-    small slack (nats) for estimation error, so that :math:`\varepsilon > H(Y \mid X)` and
-    a good representation can reach it. ``baseline`` is the raw representation's curve (its
-    last point is used) or a loss in nats.
+    so that :math:`\varepsilon > H(Y \mid X)` and a good representation can reach it. ``baseline``:
+    the raw representation's curve (its last point) or a loss in nats.
     """
     if isinstance(baseline, LossDataCurve):
         base = mi_proxy(baseline)
@@ -259,25 +208,11 @@ def measures_table(
 ) -> pd.DataFrame:
     """The measures of several representations, as evaluated with ``n`` points, for each ``n``.
 
-    Parameters
-    ----------
-    curves : dict of name -> LossDataCurve, or a list of curves (named by ``.name``)
-    epsilon : float
-        Loss threshold (nats) of SDL and eps-SC, e.g. from :func:`epsilon_from_baseline`.
-    ns : sequence of int, optional
-        Evaluation sizes, each a size of every curve; default: all sizes the curves share.
-    rule : {"right", "left"}
-        Riemann rule of MDL and SDL (:func:`mdl`).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Index ``(n, representation)``; columns ``va_loss``, ``va_accuracy`` (NaN without
-        accuracies), ``mdl``, ``sdl``, ``sdl_partial``, ``eps_sc``. ``inf`` marks SDL / eps-SC
-        not determined with ``n`` points; ``sdl_partial`` is the area above ``epsilon`` up to
-        ``n``, equal to ``sdl`` when determined and a lower bound on it otherwise (an
-        undetermined eps-SC is known to exceed ``n``). At the largest ``n``, ``va_loss`` is the
-        MI proxy. ``attrs`` holds ``epsilon`` and ``rule``.
+    ``curves``: ``{name: LossDataCurve}`` or a list; ``epsilon``: the threshold (nats) of SDL and
+    eps-SC; ``ns``: evaluation sizes (default: all the curves share); ``rule``: as in :func:`mdl`.
+    Returns a DataFrame indexed by ``(n, representation)``: ``va_loss``, ``va_accuracy``, ``mdl``,
+    ``sdl``, ``sdl_partial`` (a lower bound on an undetermined SDL), ``eps_sc``; ``inf``: not
+    determined.
     """
     import pandas as pd
 
@@ -317,28 +252,9 @@ def _best(values: pd.Series) -> str:
 def best_representation(table: pd.DataFrame) -> pd.DataFrame:
     """The verdict of each measure at each evaluation size: the best representation, if decided.
 
-    For VA and MDL the best value always names a winner (lower loss, MDL; higher accuracy). For
-    eps-SC and SDL a representation whose value is not determined (``inf``) may still turn out
-    best, so the verdict is given only when the data decide it:
-
-    - eps-SC: the smallest determined value wins; an undetermined one is known to exceed ``n``,
-      hence every determined value, so the verdict is decided as soon as one is determined.
-    - SDL: the smallest determined value :math:`v^*` wins if every undetermined representation
-      already has ``sdl_partial`` :math:`> v^*` (its SDL is at least that partial area);
-      otherwise the verdict is ``None`` (undecided).
-
-    Once decided, these verdicts do not change with more data (for non-increasing curves): the
-    determined values stay fixed and the partial areas only grow. The VA and MDL verdicts can
-    change: the point of Whitney et al. (2020).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Index ``n``; columns ``va_loss``, ``va_accuracy``, ``mdl``, ``sdl``, ``eps_sc``; values
-        are representation names (exact ties joined by ``" = "``, e.g. two representations
-        reaching ``epsilon`` at the same grid size), or ``None`` where undecided (or, for
-        accuracy, unavailable). Verdicts compare seed-averaged estimates: check
-        :attr:`LossDataCurve.stderr_loss` before reading much into a narrow margin.
+    VA and MDL always name one; eps-SC once one value is determined; SDL once every undetermined
+    ``sdl_partial`` exceeds the best determined SDL; these then no longer change. Returns a DataFrame
+    indexed by ``n`` of names (ties joined by ``" = "``) or ``None``.
     """
     import pandas as pd
 

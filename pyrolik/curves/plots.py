@@ -63,13 +63,10 @@ def plot_curves(
     *,
     rule: str = "right",
 ) -> Figure:
-    """The curves on one axis, and the measures side by side as functions of the evaluation size.
+    """The curves on one axis, and VA loss, MDL, SDL and eps-SC against the evaluation size ``n``.
 
-    Panel 1: :func:`plot_loss_data`. Panels 2-5: VA loss, MDL, SDL and eps-SC of each
-    representation when evaluated with ``n`` points (:func:`measures_table`), so that a change of
-    ranking with ``n`` shows as crossing lines. Where SDL or eps-SC are not determined (the curve
-    has not reached ``epsilon``), their lower bounds are drawn instead: hollow markers at the
-    partial area for SDL, and the dotted line ``eps-SC = n`` (an undetermined eps-SC exceeds ``n``).
+    A change of ranking shows as crossing lines; an undetermined SDL is drawn at its partial area
+    (hollow markers), an undetermined eps-SC as the dotted line ``eps-SC = n``.
     """
     import matplotlib.pyplot as plt
 

@@ -1,25 +1,4 @@
-r"""Batched training of classification probes: each (n, seed) probe is a slice of one model.
-
-A loss-data curve needs one probe per training-set size :math:`n` and seed. Instead of a Python
-loop over probes, the parameters of all ``P`` probes are stacked along a leading dimension (as
-Reprieve stacks them with ``jax.vmap``) and trained at once with batched matrix products:
-
-.. math:: \text{logits}_{p} = X_{p} W_{p} + b_{p}, \qquad X_p \in \mathbb{R}^{B \times d},\;
-    W_p \in \mathbb{R}^{d \times K},
-
-(for the MLP, :math:`\mathrm{relu}(X_p W^{(1)}_p + b^{(1)}_p) W^{(2)}_p + b^{(2)}_p`). Probe ``p``
-owns the first ``n_p`` points of its seed's permutation of the training pool. At step ``t`` it
-sees the positions
-
-.. math:: \{0, \dots, n_p - 1\} \text{ (full batch) if } n_p \le B, \qquad
-    \{(tB + j) \bmod n_p\}_{j < B} \text{ otherwise},
-
-and a mask removes the padding rows of the full-batch probes. The objective is the *sum* over
-probes of each probe's mean cross-entropy, so the gradient with respect to probe ``p``'s slice is
-exactly that probe's own gradient; Adam acts elementwise, so the batched run equals training the
-probes one by one (:func:`train_probes_loop`, the reference and benchmark baseline) up to
-floating-point summation order.
-"""
+"""Batched training of classification probes: each (n, seed) probe a slice of one model."""
 
 from __future__ import annotations
 
@@ -59,11 +38,8 @@ class ProbeSet(NamedTuple):
 def make_probe_set(
     num_pool: int, sizes: Tensor, num_seeds: int, generator: torch.Generator | None = None
 ) -> ProbeSet:
-    """One random permutation of the pool per seed; the subsets are nested across sizes.
-
-    Nested subsets and a shared initialisation per seed (common random numbers) make the
-    differences along one curve less noisy, as in Reprieve, where each seed fixes both.
-    """
+    """One random permutation of the pool per seed; the subsets are nested across sizes (common random
+    numbers, as in Reprieve)."""
     perms = torch.argsort(torch.rand(num_seeds, num_pool, generator=generator), dim=1)
     sizes = torch.as_tensor(sizes, dtype=torch.long)
     size_of = sizes.repeat_interleave(num_seeds)
@@ -81,14 +57,8 @@ def init_probes(
     generator: torch.Generator | None = None,
     dtype: torch.dtype | None = None,
 ) -> dict[str, Tensor]:
-    r"""Stacked initial parameters, one set per distinct seed, gathered per probe.
-
-    Weights have ``torch.nn.Linear``'s (out, in) layout: ``w`` is ``(P, K, d)`` for the linear
-    probe; ``w1`` ``(P, hidden, d)`` and ``w2`` ``(P, K, hidden)`` for the MLP.
-
-    Weights and biases are :math:`U(-1/\sqrt{\text{fan\_in}}, 1/\sqrt{\text{fan\_in}})`,
-    the bound of ``torch.nn.Linear``'s default initialisation.
-    """
+    """Stacked initial parameters (``torch.nn.Linear``'s layout and bounds), one set per distinct seed,
+    gathered per probe."""
     dtype = dtype or torch.get_default_dtype()
     num_seeds = int(seeds.max()) + 1
     shapes = (
@@ -107,12 +77,8 @@ def init_probes(
 
 
 def probe_logits(params: dict[str, Tensor], xt: Tensor) -> Tensor:
-    """Class-major logits ``(P, K, B)`` of all probes from transposed inputs.
-
-    ``xt`` is ``(P, d, B)`` (each probe its own batch) or ``(d, B)`` (shared). The class-major
-    layout is the one ``F.cross_entropy`` handles fastest on CPU, and ``W @ x.T`` with
-    ``K << B`` multiplies faster than ``x @ W.T`` (measured 3-10x on 2 cores).
-    """
+    """Class-major logits ``(P, K, B)`` of all probes from transposed inputs ``xt`` ``(P, d, B)`` or
+    ``(d, B)`` (the layout ``F.cross_entropy`` handles fastest on CPU)."""
     if "w" in params:
         return torch.matmul(params["w"], xt) + params["b"].unsqueeze(-1)
     h = torch.relu(torch.matmul(params["w1"], xt) + params["b1"].unsqueeze(-1))
@@ -130,11 +96,10 @@ def train_probes(
     lr: float,
     weight_decay: float = 0.0,
 ) -> dict[str, Tensor]:
-    r"""Train all probes at once with Adam; returns the trained stacked parameters.
+    """Train all probes at once with Adam; returns the trained stacked parameters.
 
-    Each step minimises :math:`\sum_p \frac{1}{|S_p|}\sum_{i \in S_p} -\log
-    \mathrm{softmax}(f_p(x_i))_{y_i}` over the probes' batches :math:`S_p` (module docstring),
-    with Adam's L2 ``weight_decay``. Internal: arguments are assumed valid.
+    Probe ``p`` sees positions ``(t B + j) mod n_p`` at step ``t`` (all its points when
+    ``n_p <= B``, the padding masked). Internal: arguments are assumed valid.
     """
     params = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
     opt = torch.optim.Adam(list(params.values()), lr=lr, weight_decay=weight_decay, fused=True)
@@ -173,12 +138,8 @@ def train_probes_loop(
     lr: float,
     weight_decay: float = 0.0,
 ) -> dict[str, Tensor]:
-    """Reference: train the probes one by one (same init, data order, optimiser and steps).
-
-    Each probe gets its own Adam and plain 2-D matrix products on its own un-padded batches: the
-    way one would write a single probe. Used as the oracle of :func:`train_probes` in the tests
-    and as the baseline of the benchmark; do not use it for real work.
-    """
+    """Reference: train the probes one by one (same init, data order, optimiser and steps); the oracle
+    of :func:`train_probes` in the tests and the benchmark's baseline."""
     out: dict[str, list[Tensor]] = {k: [] for k in init}
     for p in range(len(probe_set.sizes)):
         n = int(probe_set.sizes[p])
@@ -209,11 +170,8 @@ def _hidden(prm: dict[str, Tensor], x: Tensor) -> Tensor:
 def evaluate_probes(
     params: dict[str, Tensor], x: Tensor, y: Tensor, *, max_elements: int = 2**22
 ) -> tuple[Tensor, Tensor]:
-    """Mean validation cross-entropy (nats) and accuracy of every probe, each ``(P,)``.
-
-    The validation rows are shared by all probes and processed in chunks so that the
-    ``(P, chunk, width)`` activations stay below ``max_elements`` numbers.
-    """
+    """Mean validation cross-entropy (nats) and accuracy of every probe, each ``(P,)``, in chunks of at
+    most ``max_elements`` activations."""
     num_probes = next(iter(params.values())).shape[0]
     width = max(v.shape[-1] for v in params.values())
     chunk = max(1, max_elements // (num_probes * width))

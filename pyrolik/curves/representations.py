@@ -1,9 +1,4 @@
-r"""Simple representations (callables ``x -> features``) to compare on a loss-data curve.
-
-Any function from a batch of data ``(N, ...)`` to features ``(N, d)`` is a representation: a
-VAE encoder's mean ``lambda x: encoder(x)[0]``, the posterior mean of a GAN's latent from AIS
-samples, or the baselines below.
-"""
+"""Simple representations (callables ``x -> features`` ``(N, d)``) to compare on a loss-data curve."""
 
 from __future__ import annotations
 
@@ -31,11 +26,8 @@ def raw() -> Callable[[Tensor], Tensor]:
 
 
 def random_projection(dim: int, *, seed: int = 0) -> Callable[[Tensor], Tensor]:
-    r"""A fixed Gaussian random projection :math:`\phi(x) = x R`, :math:`R_{ij} \sim N(0, 1/d)`.
-
-    ``R`` (``D x dim``) is drawn from ``seed`` when the representation is applied, so the same
-    callable gives the same features on the training and the validation data.
-    """
+    r"""A fixed Gaussian random projection :math:`\phi(x) = x R`, :math:`R_{ij} \sim N(0, 1/d)`, drawn
+    from ``seed`` (the same on training and validation data)."""
     if not isinstance(dim, int) or dim < 1:
         raise ValueError(f"dim must be a positive integer; got {dim!r}")
 
@@ -49,11 +41,8 @@ def random_projection(dim: int, *, seed: int = 0) -> Callable[[Tensor], Tensor]:
 
 
 def pca(fit_data, dim: int) -> Callable[[Tensor], Tensor]:
-    r"""Projection on the top ``dim`` principal components of ``fit_data`` (labels unused).
-
-    :math:`\phi(x) = (x - \bar x) V_{:, 1:\text{dim}}`, with :math:`V` the right singular vectors
-    of the centred ``fit_data``. Fit it on the training pool only, never on validation data.
-    """
+    """Projection on the top ``dim`` principal components of ``fit_data`` (labels unused); fit it on the
+    training pool only."""
     x = _flat(fit_data)
     if not isinstance(dim, int) or not 1 <= dim <= min(x.shape):
         raise ValueError(f"dim must be an integer in 1..{min(x.shape)} (rank limit); got {dim!r}")

@@ -1,10 +1,4 @@
-r"""One annealing run, the whole curve: log p(x) against sigma, per-example sigma, rate-distortion.
-
-Annealing :math:`p(z)\,e^{-\beta d(x, f(z))}` from :math:`\beta = 0` up to :math:`\beta_{\max}`
-passes through every :math:`\beta = 1/(2\sigma^2)`; the running AIS log-weights there give
-:math:`\log p_\sigma(x)` for every :math:`\sigma \ge \sigma_{\min}` at once (Wu et al. 2017, figure
-2(a), Table 3) and the rate-distortion curve of Huang et al. (2020). See ``docs/sigma_and_rd.md``.
-"""
+"""One annealing run, the whole curve: log p(x) against sigma, rate-distortion."""
 
 from __future__ import annotations
 

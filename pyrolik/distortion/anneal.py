@@ -1,23 +1,4 @@
-r"""One AIS run along the distortion path, read at a grid of inverse temperatures.
-
-:func:`sigma_curve` gives :math:`\log p_\sigma(x)` for a grid of observation-noise levels (Wu et al.
-2017, figure 2(a) and Table 3) and :func:`rate_distortion` the rate-distortion curve of Huang,
-Makhzani, Cao & Grosse (2020), both from *one* forward AIS run from the prior:
-
-.. math:: \log f_\beta(z) = \log p(z) - \beta\, d(x, f(z)), \qquad 0 = \beta_0 < \dots < \beta_T =
-   \beta_{\max},
-
-whose running log-weights at every intermediate :math:`\beta` are themselves AIS estimates of
-:math:`Z_\beta(x)` (an AIS run stopped at step t is an AIS run to :math:`\beta_t`). The run costs
-what one AIS run to the smallest sigma costs, instead of one run per sigma
-(``benchmarks/sigma_curve_onerun.py`` measures the ratio). The path is the ordinary prior path of the
-model wrapped by :func:`pyrolik.model.distortion.distortion_model`, so every kernel, adaptation,
-batching and replay feature of :func:`pyrolik.ais` applies.
-
-Only the prior path gives the whole curve: from an encoder (``init=guide``) the intermediate
-distributions :math:`q^{1-b} (p\,e^{-\beta_{\max} d})^b` are not the tempered family, so there is no
-``init`` argument.
-"""
+"""One AIS run along the distortion path, read at a grid of inverse temperatures."""
 
 from __future__ import annotations
 
@@ -29,6 +10,7 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.run import shared_params
 from pyrolik.annealing.schedules import grid_from_betas
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve, run_curve
 from pyrolik.distortion.tolerance import curve_budget
@@ -38,6 +20,7 @@ from pyrolik.model.distortion import DistortionFn, distortion_model
 __all__ = ["sigma_curve", "rate_distortion"]
 
 
+@shared_params
 def sigma_curve(
     model: Callable[..., Any],
     x: Tensor,
@@ -57,59 +40,41 @@ def sigma_curve(
 ) -> DistortionCurve:
     r"""Per-example :math:`\log p_\sigma(x)` for every sigma of a grid, from one AIS run.
 
-    The model's Gaussian observation site(s) :math:`\mathcal N(x; f(z), \cdot)` get standard
-    deviation :math:`\sigma` (whatever the model sets); the run anneals
-    :math:`p(z) e^{-\lVert x - f(z)\rVert^2 / (2\sigma^2)}` from :math:`\sigma = \infty` down to the
-    smallest grid sigma and reads :math:`\log p_\sigma(x) = \log Z_\beta - \tfrac D2
-    \log(2\pi\sigma^2)`, :math:`\beta = 1/(2\sigma^2)`, at each grid sigma: a stochastic lower bound at
-    every one of them [1]_, [2]_.
+    The model's Gaussian observation sites get standard deviation :math:`\sigma`; the run anneals
+
+    .. math:: \log f_\beta(z) = \log p(z) - \beta \lVert x - f(z)\rVert^2, \qquad
+       \beta = 1/(2\sigma^2),
+
+    from :math:`\beta = 0` to the smallest grid sigma, and reads :math:`\log p_\sigma(x) = \log
+    Z_\beta - \tfrac D2 \log(2\pi\sigma^2)` at each grid sigma: an AIS run stopped at step t is an
+    AIS run to :math:`\beta_t`, so each is a stochastic lower bound [1]_, [2]_. Only the prior path
+    gives the whole curve, so there is no ``init``.
 
     Parameters
     ----------
     model : callable
-        Pyro model (the README's model convention) whose observed sites are ``Normal`` (a
-        Bernoulli or other observation site raises ``ValueError``: use :func:`rate_distortion`
-        with a ``distortion``).
-    x : torch.Tensor, shape ``(N, *event_shape)``
-        Observations.
+        Pyro model (``docs/models.md``) whose observed sites are ``Normal`` (others raise
+        ``ValueError``: use :func:`rate_distortion` with a ``distortion``).
     sigmas : sequence of float
         The grid (any order; all positive).
     num_steps : int or None
-        Steps of the base schedule; the grid sigmas are merged in (up to ``len(sigmas) - 1`` more
-        steps). ``None`` when ``schedule`` is a tensor or with ``tolerance``.
-    num_chains : int
-        AIS chains per example.
+        Steps of the base schedule; the grid sigmas are merged in (up to ``len(sigmas) - 1`` more).
+        ``None`` when ``schedule`` is a tensor or with ``tolerance``.
     schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
         Base schedule in :math:`b = \beta/\beta_{\max} = (\sigma_{\min}/\sigma)^2` from 0 to 1
-        (default geometric: equal steps in log sigma, :mod:`pyrolik.annealing.schedules`). Not
-        ``"auto"``/``"adaptive"`` (:func:`pyrolik.ais`'s default builds each batch's schedule from
-        its pilot; the grid needs fixed steps): a ``ValueError`` says so.
-    kernel, model_args, model_kwargs, seed, batch_size, progress
-        As in :func:`pyrolik.ais`.
+        (geometric: equal steps in log sigma). ``"auto"`` and ``"adaptive"`` raise ``ValueError``:
+        the grid needs fixed steps.
     tolerance : float, optional
-        Instead of ``num_steps``: choose the base number of steps by BDMC on data simulated from
-        the model (:mod:`pyrolik.distortion.tolerance`). Each grid sigma gets its own simulated
-        data set, shaped like ``x``, with noise sigma (exact draws of the tempered posterior), and
-        :func:`distortion_bdmc` runs on them at 25, 50, 100, ... base steps until the **worst grid
-        point's** gap upper confidence bound (mean + 2 standard errors over the simulated
-        examples; usually the smallest sigma's, at the end of the path) is within ``tolerance``
-        nats; then the curve runs on ``x`` with that budget (the same result as
-        ``num_steps=curve.budget.num_steps`` and the same seed). This bounds the average error
-        at every grid sigma **on simulated data**; real data can be harder (Wu et al. 2017,
-        section 4): the curve at half the steps on a subset of ``x`` warns
-        (``BudgetWarning``) when the estimate at some sigma rose by more than the tolerance.
-        ``curve.budget`` (:class:`pyrolik.infer.tolerance.Budget`) records the rounds (with the
-        deciding grid point), the simulated examples and the cost of the search.
-    max_steps : int
-        With ``tolerance``: the search's cap on the base steps; reaching it first warns and keeps
-        the curve at the cap.
+        Instead of ``num_steps``: the base steps are doubled from 25 until the **worst grid point's**
+        BDMC gap on data simulated at each sigma is within ``tolerance`` nats (:func:`distortion_bdmc`;
+        ``docs/tolerance.md``); ``curve.budget`` records the search.
 
     Returns
     -------
     DistortionCurve
-        ``log_likelihood`` (m, N) at ``sigmas`` (decreasing order), ``mcse``, ``stderr`` (m,),
-        ``best_sigma()``, ``optimal_sigma()`` (Table 3), ``rate``/``distortion``, ``summary()``;
-        ``budget`` with ``tolerance`` (else ``None``).
+        ``log_likelihood`` (m, N) at ``sigmas`` (decreasing), ``mcse``, ``stderr`` (m,),
+        ``best_sigma()``, ``optimal_sigma()`` (Table 3), ``rate``/``distortion``, ``summary()``,
+        ``budget`` (with ``tolerance``).
 
     References
     ----------
@@ -135,6 +100,7 @@ def sigma_curve(
     return _with_budget(curve, chosen)
 
 
+@shared_params
 def rate_distortion(
     model: Callable[..., Any],
     x: Tensor,
@@ -157,25 +123,22 @@ def rate_distortion(
 
     At each grid :math:`\beta`: distortion :math:`\hat D_\beta` (the weighted mean of
     :math:`d(x, f(z))` over the chains) and rate :math:`\hat R_\beta = -\beta \hat D_\beta - \log
-    \hat Z_\beta` in nats, a point on or above the model's rate-distortion curve in expectation
-    (:mod:`pyrolik.distortion.curve` has the argument). :func:`distortion_bdmc` checks the
-    estimates on simulated data.
+    \hat Z_\beta` in nats, a point on or above the model's rate-distortion curve in expectation.
+    :func:`distortion_bdmc` checks the estimates on simulated data.
 
     Parameters
     ----------
     betas : sequence of float
-        Inverse temperatures (positive); the largest is the end of the run.
+        Inverse temperatures (positive); the largest ends the run.
     distortion : callable, optional
-        ``d(x, x_hat)`` of the data and the observed site's mean, per element or per example.
-        Default: the squared error :math:`\lVert x - f(z)\rVert^2` through the model's Gaussian
-        observation sites (then ``sigmas`` and ``log_likelihood`` are defined too).
-    tolerance, max_steps
-        As in :func:`sigma_curve`, on :math:`\log Z_\beta` at every grid beta (the gap is also
-        the width of the rate sandwich of :func:`distortion_bdmc`); squared error only: a user
-        ``distortion`` is not a noise model, so there are no simulated data to search on
-        (``ValueError``).
-
-    Other parameters are those of :func:`sigma_curve`.
+        ``d(x, x_hat)`` of the data and the observed site's mean, per element or per example
+        (default: squared error through the Gaussian observation sites, which also defines ``sigmas``
+        and ``log_likelihood``).
+    num_steps, schedule, max_steps
+        As in :func:`sigma_curve`.
+    tolerance : float, optional
+        As in :func:`sigma_curve`, on :math:`\log Z_\beta`; squared error only (a user ``distortion``
+        has no simulated data: ``ValueError``).
 
     Returns
     -------

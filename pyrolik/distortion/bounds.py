@@ -1,40 +1,4 @@
-r"""Sandwiching the one-run curve: forward and reverse AIS at chosen betas of the distortion path.
-
-What reverse AIS needs. Reverse AIS from :math:`\beta_j` down to 0 is a stochastic *upper* bound on
-:math:`\log Z_{\beta_j}(x)` only when it starts from exact draws of :math:`q_{\beta_j}(z \mid x)
-\propto p(z) e^{-\beta_j d(x, f(z))}`. Two consequences:
-
-* One reverse run gives an upper bound at its starting beta *only*. Its running weights at an
-  intermediate :math:`\beta_i < \beta_j` estimate :math:`Z_{\beta_i}/Z_{\beta_j}` without bias, which
-  bounds :math:`\log Z_{\beta_i}` from neither side, and its states there are not exact draws of
-  :math:`q_{\beta_i}`. An upper bound at every grid beta needs exact draws at every grid beta.
-* Exact draws of :math:`q_\beta` for *real* data are not available in general. For the squared error
-  they are for *simulated* data: :math:`z \sim p(z)`, :math:`x = f(z) + \sigma\varepsilon`,
-  :math:`\sigma = 1/\sqrt{2\beta}`, makes :math:`z` an exact draw of
-  :math:`p(z \mid x) = q_\beta(z \mid x)` (the Gaussian mode of
-  :func:`pyrolik.model.distortion.distortion_model` is that noise model). A user distortion is not
-  a noise model (nothing to simulate from), so there the exact draws must be supplied (``data=``).
-
-So :func:`distortion_bdmc` does what Huang et al. (2020, section 5) did: at each checked beta it
-simulates data at that noise level and runs BDMC (forward and reverse AIS, as :func:`pyrolik.bdmc`)
-along the *same* betas the one-run curve visits up to there. The gap bounds the error of the
-one-run estimate at that beta on data like the model's. All checked betas share **one** batched
-pass: the examples of every point anneal along the path of the largest checked beta
-:math:`\beta_J`, each stopping at its own :math:`s_j = \beta_j / \beta_J`
-(:func:`pyrolik.annealing.engine.run`'s ``stops``: forward chains stay at :math:`s_j` once there, reverse
-chains start there and stay until the path comes down to it). A step at an unchanged beta adds
-nothing to the weights and its transition leaves :math:`q_{\beta_j}` invariant, so each point's
-bounds have the law of a BDMC run of its own with the pass's pilot table (the pilot's
-temperatures are spread over the longest path); the pass pays the
-longest path's transitions for every example but one run's per-step overheads instead of one per
-point.
-
-On simulated data the distortion of the exact draw, :math:`d(x, f(z))`, is an unbiased one-draw
-estimate of :math:`D_\beta(x)`, so the rate is sandwiched at the exact distortion:
-
-.. math:: \mathbb E[-\hat U - \beta d] \le R_\beta = -\beta D_\beta - \log Z_\beta
-   \le \mathbb E[-\hat L - \beta d].
-"""
+"""BDMC at chosen betas of the distortion path: sandwiching the one-run curve."""
 
 from __future__ import annotations
 
@@ -53,7 +17,13 @@ from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count
 from pyrolik.annealing.driver import drive
 from pyrolik.annealing.kernel import HMC
-from pyrolik.annealing.run import Recording, describe, expand_latents, latents_to_flat
+from pyrolik.annealing.run import (
+    Recording,
+    describe,
+    expand_latents,
+    latents_to_flat,
+    shared_params,
+)
 from pyrolik.annealing.schedules import (
     grid_from_betas,
     grid_from_sigmas,
@@ -165,6 +135,7 @@ class DistortionBDMC:
         return cls(**bdmc_fields(tree))
 
 
+@shared_params
 def distortion_bdmc(
     model: Callable[..., Any],
     num_examples: int | None = None,
@@ -188,29 +159,38 @@ def distortion_bdmc(
 ) -> DistortionBDMC:
     r"""BDMC at chosen points of the one-run curve, along the betas that curve visits.
 
-    The grid (``sigmas``, or ``betas`` with an optional ``distortion``) and ``num_steps`` /
-    ``schedule`` are those of the :func:`pyrolik.sigma_curve` / :func:`pyrolik.rate_distortion`
-    call to check: the path is built the same way. At each grid point in ``check`` (default all),
-    ``num_examples`` examples are simulated with noise :math:`\sigma = 1/\sqrt{2\beta}` (squared
-    error only) or taken from ``data[point] = (x, latents)`` (exact draws of :math:`q_\beta(z \mid x)`),
-    and forward and reverse AIS run from 0 to that beta. See the module docstring for why one
-    reverse run cannot bound every beta. All checked points run in **one** batched pass: every
-    point's examples anneal along the path of the largest checked beta and stop at their own point
-    (forward chains stay there, reverse chains start there; a step at an unchanged beta adds
-    nothing to the weights and its transition leaves the point's distribution invariant, so each
-    point gets the bounds of a BDMC run of its own with the pass's pilot table; they cost the
-    transitions of the longest path). ``results[j]`` holds point ``j``'s rows of the pass in its
-    own units (its schedule runs from 0 to 1, then stays at 1 while the pass goes on; its step-size
-    table is the pass's cut at the point); their ``settings``, acceptance and divergences count
-    every transition its chains made, ``settings["steps_to_point"]`` its own steps, and
-    ``wall_time`` is the pass's. ``step_sizes``: the pass's pilot table of an earlier call on the same data and checked
-    points (its ``.step_sizes``) instead of a new pilot (:func:`pyrolik.bdmc`'s ``step_sizes``).
+    The grid (``sigmas``, or ``betas`` with an optional ``distortion``), ``num_steps`` and
+    ``schedule`` are those of the :func:`pyrolik.sigma_curve` / :func:`pyrolik.rate_distortion` call
+    to check. At each point in ``check``, examples simulated with noise :math:`\sigma = 1/\sqrt{2\beta}`
+    (or ``data[point] = (x, latents)``, exact draws of :math:`q_\beta(z \mid x)`) get forward AIS, a
+    stochastic lower bound on :math:`\log Z_\beta`, and reverse AIS, an upper bound [1]_. All points
+    run in one batched pass, each stopping at its own beta, with the law of a BDMC run of its own.
+
+    Parameters
+    ----------
+    num_examples : int, optional
+        Examples to simulate at each checked point (with ``data_shape``), unless ``data`` has them.
+    sigmas, betas, distortion, num_steps, schedule
+        As in :func:`pyrolik.sigma_curve` / :func:`pyrolik.rate_distortion`.
+    check : sequence of float, optional
+        The grid points to check (default all).
+    data : dict, optional
+        ``{point: (x, latents)}``: exact draws instead of simulated data (required for a user
+        ``distortion``).
+    step_sizes : StepSizes, optional
+        The pass's pilot table of an earlier call on the same data and points (``.step_sizes``).
 
     Returns
     -------
     DistortionBDMC
-        ``lower``/``upper`` (c, N) on log Z_beta, ``gap`` (c,), ``rate_lower``/``rate_upper``,
-        ``log_likelihood_bounds()`` (Gaussian mode), ``summary()``.
+        ``lower``/``upper`` (c, N) on :math:`\log Z_\beta`, ``gap`` (c,), ``rate_lower``/``rate_upper``,
+        ``log_likelihood_bounds()`` (Gaussian mode), ``summary()``; ``results[j]``: point ``j``'s
+        BDMC result in its own units (``settings["steps_to_point"]`` its own steps).
+
+    References
+    ----------
+    .. [1] S. Huang, A. Makhzani, Y. Cao, R. Grosse. Evaluating lossy compression rates of deep
+       generative models. ICML, 2020.
     """
     start = time.perf_counter()
     check_count("num_chains", num_chains)

@@ -1,5 +1,4 @@
-"""A whole curve per example from one run along the distortion path: :class:`DistortionCurve`, and
-:func:`run_curve`, the run that makes it. Which way its errors go: ``docs/sigma_and_rd.md``."""
+"""A whole curve per example from one run along the distortion path."""
 
 from __future__ import annotations
 
@@ -93,12 +92,11 @@ def _se(t: Tensor) -> Tensor:
 
 @dataclass
 class DistortionCurve:
-    """Per-example curves from one run along the distortion path (see the module docstring).
+    r"""Per-example curves from one run along the distortion path.
 
-    ``log_weights`` and ``distortions`` are ``(m, K, N)``: recorded betas x chains x examples;
-    ``log_weights`` are already shifted to estimate :math:`\\log Z_\\beta` (the wrapped model's
-    constant removed). ``mode`` is ``"gaussian"`` (squared error; sigmas and log p_sigma defined)
-    or ``"user"`` (a user distortion; rate-distortion only).
+    ``log_weights`` (estimating :math:`\log Z_\beta`) and ``distortions`` are ``(m, K, N)``: recorded
+    betas x chains x examples. ``mode``: ``"gaussian"`` (squared error; sigmas and log p_sigma
+    defined) or ``"user"`` (rate-distortion only).
     """
 
     mode: str
@@ -242,9 +240,8 @@ class DistortionCurve:
 
     # -- tables -----------------------------------------------------------------------------------
     def summary(self) -> pd.DataFrame:
-        """One row per recorded beta: means over the examples of log Z (and log p_sigma), their
-        standard errors, the mean MCSE and ESS, distortion and rate; with ``tolerance=``, the
-        budget's tolerance, chosen steps, deciding BDMC gap and cost (the same on every row)."""
+        """One row per recorded beta: means over examples of log Z (and log p_sigma), standard errors,
+        MCSE, ESS, distortion, rate, and with ``tolerance=`` the budget."""
         ok = ~self.failed
         cols: dict[str, Any] = {"beta": self.betas}
         if self.mode == "gaussian":

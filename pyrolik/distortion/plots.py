@@ -1,5 +1,4 @@
-"""Plots of one-run curves: log p(x) against sigma (figure 2(a)), per-example sigma (Table 3), and
-the rate-distortion curve with its BDMC checks (Huang et al. 2020, figure 1)."""
+"""Plots of one-run curves: sigma curve, per-example sigma, rate-distortion."""
 
 from __future__ import annotations
 
@@ -22,9 +21,7 @@ def _axes(ax, size=(5, 3.5)):
 
 
 def _plain_log_x(ax) -> None:
-    """A log x axis labelled with plain numbers (0.3, 0.5, 1, 2) at 1, 2, 3, 5 x 10^k, thinned to
-    1 and 2 (or 1 alone) as the axis spans more decades: matplotlib's own labels of the minor ticks
-    (3 x 10^-1, 4 x 10^-1, ...) overlap on an axis that spans one to two decades."""
+    """A log x axis labelled with plain numbers (0.3, 0.5, 1, 2): matplotlib's minor labels overlap."""
     from matplotlib.ticker import Formatter
 
     class PlainLog(Formatter):

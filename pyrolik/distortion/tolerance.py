@@ -1,11 +1,4 @@
-r"""The base number of steps of a one-run curve for a tolerance: :func:`curve_budget`.
-
-A curve is as good as its worst grid point: each point gets its own data set simulated with its
-noise, a round is one :func:`~pyrolik.distortion.bounds.distortion_bdmc` pass over them all, and the
-round's gap is that of the point with the largest upper confidence bound (``Round.point``). The check
-on real data runs the curve at the chosen and at half the steps on a subset of ``x``. Costs and what
-the bound promises: ``docs/tolerance.md``.
-"""
+"""The base number of steps of a one-run curve for a tolerance."""
 
 from __future__ import annotations
 
@@ -20,6 +13,7 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
 from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.run import shared_params
 from pyrolik.annealing.schedules import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.distortion.bounds import distortion_bdmc
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve
@@ -52,6 +46,7 @@ def point_size(num_examples: int, num_points: int) -> int:
     return max(16, simulated_size(num_examples) // num_points)
 
 
+@shared_params
 def curve_budget(
     model: Callable[..., Any],
     x: Tensor,
@@ -73,14 +68,17 @@ def curve_budget(
     :func:`~pyrolik.rate_distortion` (``betas``) whose BDMC gap is within ``tolerance`` at every grid
     point, on data simulated at each point.
 
+    A round is one :func:`~pyrolik.distortion_bdmc` pass over all points; its gap is the point's
+    with the largest upper confidence bound (``Round.point``).
+
     Parameters
     ----------
     sigmas, betas : sequence of float
         The curve's grid: exactly one of them.
-    tolerance, max_steps
-        As in :func:`pyrolik.budget`.
-
-    Other parameters are the curve's.
+    tolerance : float
+        The largest BDMC gap to accept (nats), at every grid point.
+    schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
+        The curve's base schedule (:func:`~pyrolik.sigma_curve`).
     """
     if (sigmas is None) == (betas is None):
         raise ValueError("pass the curve's grid as sigmas= or betas=, exactly one of them")

@@ -1,9 +1,4 @@
-"""Splitting examples into batches, each with its own random stream, and the progress bar.
-
-Batch ``[start, stop)`` draws from a generator seeded with ``SeedSequence([seed, start])``: an
-example's result depends on the seed and on its batch, never on how many batches ran before it or
-on which process ran them (so sharding whole batches across processes is bit-identical).
-"""
+"""Examples in batches, each with its own random stream, and the progress bar."""
 
 from __future__ import annotations
 
@@ -48,12 +43,8 @@ def progress_bar(total: int, desc: str, enabled: bool) -> tqdm:
 
 @dataclass(frozen=True)
 class Execution:
-    """The execution options of one run (see the module docstring).
-
-    ``seed`` is the resolved seed every process agrees on (rank 0's, broadcast); ``desc`` labels
-    the progress bar; ``checkpoint`` is a file path or ``None`` (not checkpointed), written every
-    ``checkpoint_every`` steps.
-    """
+    """The execution options of one run: the resolved ``seed`` every process agrees on, ``batch_size``,
+    the progress bar's ``desc``, the ``checkpoint`` path (or ``None``) and ``checkpoint_every``."""
 
     seed: int
     shard: Shard = Shard()

@@ -1,21 +1,4 @@
-"""Checkpoint and resume for long AIS and BDMC runs, written atomically and checked on load.
-
-A checkpoint is the file ``path`` plus a folder ``path + ".batches"`` holding one file per completed
-batch. Every ``checkpoint_every`` annealing steps the run writes the file: the state of the batch in
-progress (HMC states with their density cache, running log-weights, acceptance sums, step sizes and
-the pilot table, the step index, the recorded diagnostics, the generator's state) and the list of
-completed batches with the SHA-256 of their files. Each write goes to a temporary file that is then
-moved over the old one with :func:`os.replace`, so a run killed at any moment leaves the previous
-checkpoint intact. Resuming restores everything exactly: on CPU the result is bit-identical to an
-uninterrupted run with the same seed.
-
-Every file starts with a magic line and the SHA-256 of its content (a truncated or corrupted file is
-detected), and the checkpoint carries a *fingerprint* of the run: the method, a hash of the data, the
-model's qualified name and a hash of its parameters (Pyro ``param`` sites and the tensors and modules
-the model holds), ``model_args``/``model_kwargs``, the guide, every setting that changes the numbers,
-the seed and the process's shard. Resuming with anything different raises a ``ValueError`` naming what
-differs, never a silently wrong result.
-"""
+"""Checkpoint and resume for long runs, written atomically and checked on load."""
 
 from __future__ import annotations
 
@@ -220,11 +203,8 @@ def _describe(saved: dict, current: dict) -> list[str]:
 
 
 class Checkpoint:
-    """The checkpoint of one run: completed batches on disk, and the batch in progress.
-
-    Opening an existing checkpoint checks its fingerprint against this run's and raises a
-    ``ValueError`` naming what differs.
-    """
+    """The checkpoint of one run: completed batches on disk, and the batch in progress; opening one of
+    another run raises ``ValueError`` naming what differs."""
 
     def __init__(self, path: str | os.PathLike, every: int, fingerprint: dict[str, Any],
                  device: torch.device | str = "cpu"):
@@ -302,10 +282,8 @@ class Checkpoint:
 
 
 def checkpoint_path(path: str | os.PathLike, shard: tuple[int, int] = (0, 1)) -> Path:
-    """Each process of a multi-process run keeps its own checkpoint: ``ckpt.rank1-of-4.pt``.
-
-    ``shard`` is ``(rank, world_size)``.
-    """
+    """Each process of a multi-process run keeps its own checkpoint, ``ckpt.rank1-of-4.pt``
+    (``shard = (rank, world_size)``)."""
     path = Path(path)
     rank, world_size = shard
     if world_size == 1:

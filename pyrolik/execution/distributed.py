@@ -1,15 +1,4 @@
-"""Sharding whole batches across the processes of a ``torch.distributed`` group (torchrun).
-
-With ``distributed=True`` an estimator runs batch ``j`` (of ``batch_size`` examples) on rank
-``j mod P`` and rank 0 gathers the per-batch outputs, in batch order, before the same final reduction
-a single process does. Because every batch draws from its own generator seeded by
-``(seed, first example)`` (:mod:`pyrolik.execution.batches`), the gathered result is bit-identical to a
-single-process run with the same ``batch_size`` and ``seed``. Other ranks return ``None``.
-
-The seed is drawn on rank 0 and broadcast, so ``seed=None`` stays consistent across ranks.
-:func:`init_from_env` starts the process group from torchrun's environment (gloo on CPU, NCCL on
-CUDA); it is what ``pyrolik evaluate`` calls.
-"""
+"""Sharding whole batches across the processes of a ``torch.distributed`` group."""
 
 from __future__ import annotations
 
@@ -78,11 +67,8 @@ def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
 
 def gather_batches(parts: dict[int, Any], shard: Shard, device: torch.device
                    ) -> list[Any] | None:
-    """Per-batch outputs ``{first example: payload}`` of all ranks, in batch order, on rank 0.
-
-    Payloads travel through CPU memory (``gather_object``), so ranks on other nodes or GPUs work.
-    Returns ``None`` on the other ranks.
-    """
+    """Per-batch outputs ``{first example: payload}`` of all ranks, in batch order, on rank 0 (through
+    CPU memory); ``None`` on the other ranks."""
     if shard.world_size == 1:
         return [parts[k] for k in sorted(parts)]
     cpu = {k: map_tensors(v, lambda t: t.detach().cpu()) for k, v in parts.items()}
@@ -104,8 +90,8 @@ def is_torchrun() -> bool:
 def init_from_env(device: str | torch.device, backend: str = "auto") -> tuple[Shard, torch.device]:
     """Start the default process group from torchrun's environment; return the shard and device.
 
-    ``backend="auto"`` picks NCCL for CUDA devices and gloo otherwise. On CUDA each rank takes the
-    GPU ``LOCAL_RANK`` (``device="cuda"``). Without torchrun's variables: ``Shard(0, 1)``.
+    ``backend="auto"``: NCCL for CUDA (each rank on GPU ``LOCAL_RANK``), else gloo. Without torchrun's
+    variables: ``Shard(0, 1)``.
     """
     device = torch.device(device)
     if not is_torchrun():
@@ -124,11 +110,8 @@ def init_from_env(device: str | torch.device, backend: str = "auto") -> tuple[Sh
 
 
 def main_result(result: _R | None, estimator: str) -> _R:
-    """The result of an estimator run with ``distributed=False`` (or on rank 0): never ``None``.
-
-    Estimators return ``None`` only on the non-zero ranks of a ``distributed=True`` run; code that
-    runs them in one process states that here, and a ``None`` raises instead of travelling on.
-    """
+    """The result of an estimator run in one process (or on rank 0); a ``None`` raises instead of
+    travelling on."""
     if result is None:
         raise RuntimeError(
             f"{estimator} returned None, which only the non-zero ranks of a distributed=True run "
@@ -158,21 +141,8 @@ def default_threads() -> int:
 
 
 def set_threads(num_threads: int | None = None) -> int:
-    """Set the number of CPU threads torch uses (``torch.set_num_threads``); return the old count.
-
-    Parameters
-    ----------
-    num_threads : int, optional
-        Threads for the operations that follow. ``None`` (default): ``$PYROLIK_NUM_THREADS`` if
-        set, else 1, the fastest for small networks and on any machine shared with other work.
-        More threads pay off only on a quiet machine with large decoders and large batches
-        (``benchmarks/RESULTS.md``, "Threads").
-
-    Returns
-    -------
-    int
-        The previous thread count, so that ``pyrolik.execution.set_threads(old)`` restores it.
-    """
+    """Set torch's CPU threads (``None``: ``$PYROLIK_NUM_THREADS``, else 1, the fastest for small
+    networks and on a shared machine; ``docs/design.md``); returns the old count."""
     if num_threads is None:
         num_threads = default_threads()
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:

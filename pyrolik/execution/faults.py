@@ -1,11 +1,4 @@
-"""Faults during a run: examples whose estimate failed, and out-of-memory errors on a batch.
-
-A model whose log-likelihood is NaN (or infinite) for some examples does not poison the whole result:
-those examples get a non-finite ``log_likelihood``, are flagged in ``result.failed`` and left out of
-``result.mean`` and ``result.stderr``, and the estimator warns once with a
-:class:`FailedExamplesWarning` that lists them. An out-of-memory error on a batch is re-raised as a
-:class:`MemoryError` that names the batch and suggests a ``batch_size`` that should fit.
-"""
+"""Faults during a run: examples whose estimate failed, out-of-memory on a batch."""
 
 from __future__ import annotations
 

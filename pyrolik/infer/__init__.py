@@ -1,5 +1,4 @@
-"""The estimators: forward and reverse AIS, BDMC, the evidence of a whole data set, the budget for a
-tolerance, importance sampling, KDE and CSL; each a front end of validation and one call."""
+"""The estimators: AIS, BDMC, evidence, budget, importance sampling, KDE and CSL."""
 
 from pyrolik.infer import chains
 from pyrolik.infer.annealing import ais, posterior_samples, reverse_ais

@@ -1,14 +1,4 @@
-r"""Forward and reverse annealed importance sampling: front ends of the annealing driver.
-
-Path: :math:`\log f_\beta(z) = (1-\beta) \log f_0(z) + \beta \log f_1(z)` with :math:`f_1 = p(z, x)`
-and :math:`f_0 = p(z)` (prior path) or :math:`f_0 = q(z \mid x)` (encoder path, ``init=guide``).
-:func:`ais` anneals one forward leg of chains from exact draws of :math:`f_0`; :func:`reverse_ais` one
-reverse leg, on the reversed schedule, from exact posterior draws, so that :math:`\mathbb E[w] =
-1/p(x)` and :math:`-\log \frac1K\sum_k w_k` is a stochastic *upper* bound on :math:`\log p(x)`
-(Grosse, Ghahramani & Adams 2015). The transition and its loop are in :mod:`pyrolik.annealing.engine`;
-the run's description in :mod:`pyrolik.annealing.run`; batches, tuning and results in
-:mod:`pyrolik.annealing.driver`.
-"""
+"""Forward and reverse annealed importance sampling: front ends of :func:`pyrolik.annealing.drive`."""
 
 from __future__ import annotations
 
@@ -23,7 +13,7 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik.annealing.driver import drive
 from pyrolik.annealing.kernel import HMC
-from pyrolik.annealing.run import Recording, describe
+from pyrolik.annealing.run import Recording, describe, shared_params
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed
@@ -33,6 +23,7 @@ from pyrolik.results import AISResult
 __all__ = ["ais", "reverse_ais", "posterior_samples", "plot_posterior_decodings"]
 
 
+@shared_params
 def ais(
     model: Callable[..., Any],
     x: Tensor,
@@ -63,75 +54,12 @@ def ais(
     + \beta \log p(x, z)`, started from exact guide draws. :math:`\mathbb E[w] = p(x)`, so the
     log-mean-exp of the chains' weights is a stochastic lower bound on :math:`\log p(x)` [1]_, [2]_.
 
-    Parameters
-    ----------
-    model : callable
-        Pyro model ``model(x, *model_args, **model_kwargs)`` (the model convention of the README).
-    x : torch.Tensor, shape ``(N, *event_shape)``
-        Observations; the model's data plate runs over dim 0.
-    num_steps : int
-        Annealing steps T (transitions); ``None`` when ``schedule`` is a tensor or with
-        ``tolerance``.
-    num_chains : int
-        Independent AIS chains per example (K).
-    schedule : {"auto", "adaptive", "adaptive_per_example", "sigmoid", "linear", "geometric"} or torch.Tensor
-        Betas from exactly 0 to exactly 1 (see :mod:`pyrolik.annealing.schedules`). ``"adaptive"``:
-        built per batch from the pilot run's variance of :math:`\log p(x \mid z)` along
-        :math:`\beta` (pooled over the batch's examples), at constant thermodynamic speed
-        (:func:`pyrolik.annealing.schedules.adaptive`); it needs ``adapt="pilot"`` and at least 2 pilot
-        chains. ``"adaptive_per_example"``: the same, one schedule per example from its own
-        variances (``schedule`` on the result is then ``(T + 1, N)``; on well-trained decoders
-        no better than the pooled one, whose variances are less noisy). ``"auto"`` (default):
-        adaptive when the kernel runs such a pilot, else sigmoid. ``settings["schedule"]`` records which, and
-        ``schedule`` on the result the betas visited.
-    kernel : pyrolik.HMC, optional
-        Transition kernel and its adaptation mode (default ``HMC()``: 3 leapfrog steps with half
-        the momentum kept between steps, step sizes from a pilot run, frozen per temperature; a
-        step costs ``num_leapfrog`` gradient evaluations per chain).
-    init : callable, optional
-        A Pyro guide ``q(z | x)``: start from it instead of the prior (AIS+encoder).
-    seed : int, optional
-        Makes the run reproducible (recorded in the result).
-    batch_size : int, optional
-        Examples per pass; results depend on it only through Monte Carlo noise.
-    record_every : int, optional
-        Stride of the recorded diagnostics (default: about 100 records).
-    record_states : bool
-        Also record the latent states at each recorded step (memory grows with the records).
-    progress : bool
-        Show a progress bar.
-    checkpoint : str or path, optional
-        Save the run's state to this file every ``checkpoint_every`` steps and after every batch
-        (atomically); if the file exists, resume from it. The result is bit-identical (on CPU) to
-        an uninterrupted run. A checkpoint of another run (model, parameters, data, settings or
-        seed) raises ``ValueError``. See :mod:`pyrolik.execution.checkpoint`.
-    checkpoint_every : int
-        Annealing steps between checkpoints.
-    distributed : bool
-        Shard whole batches round-robin across the processes of the initialised
-        ``torch.distributed`` group; rank 0 returns the gathered result (bit-identical to one
-        process with the same ``batch_size`` and ``seed``), the other ranks ``None``.
-    tolerance : float, optional
-        Instead of ``num_steps``: choose the number of steps by BDMC on data simulated from the
-        model, shaped like ``x`` (:mod:`pyrolik.infer.tolerance`): the steps double from 25 until the
-        BDMC gap's upper confidence bound (mean + 2 standard errors over the simulated examples) is
-        within ``tolerance`` nats, then forward AIS runs on ``x`` with that budget and the same
-        kernel, schedule, chains and path. This bounds the average error **on simulated data**;
-        real data can be harder (Wu et al. 2017, section 4): a check on a subset of ``x`` (the
-        estimate's rise when the steps double) warns (``BudgetWarning``) when they disagree.
-        ``result.budget`` (:class:`pyrolik.infer.tolerance.Budget`) records the rounds, the
-        simulated examples and the cost of the search against the final run.
-    max_steps : int
-        With ``tolerance``: the search's cap; reaching it first warns and keeps the estimate at
-        the cap.
-
     Returns
     -------
     AISResult
         ``log_likelihood`` (N,), ``log_weights`` (K, N), ``bound == "lower"``, final states
-        (``latents``: constrained, by site), recorded diagnostics in ``trace``, ``failed`` (N,).
-        ``settings["evaluation"]`` is ``"replay"`` when the model's recorded operations were replayed
-        (:mod:`pyrolik.model.replay`), else ``"eager"`` or ``"eager (why)"``: same numbers, slower.
+        (``latents``: constrained, by site), recorded diagnostics in ``trace``, ``failed`` (N,);
+        ``settings["evaluation"]`` says whether the model's operations were replayed.
 
     References
     ----------
@@ -172,6 +100,7 @@ def ais(
                                                         results[0].wall_time))
 
 
+@shared_params
 def reverse_ais(
     model: Callable[..., Any],
     x: Tensor,
@@ -195,30 +124,34 @@ def reverse_ais(
 ) -> AISResult | None:
     r"""Reverse AIS from exact posterior draws ``latents``: a stochastic upper bound on log p(x).
 
-    The same chain as :func:`ais` on the reversed schedule (:math:`\beta` from 1 to 0), started at
-    ``latents``. If ``latents`` are exact draws of :math:`p(z \mid x)`, then
-    :math:`\mathbb E[w] = 1/p(x)` and :math:`-\log\frac1K\sum_k w_k \ge \log p(x)` in expectation
-    (Grosse et al. 2015).
+    The chain of :func:`ais` on the reversed schedule (:math:`\beta` from 1 to 0), started at
+    ``latents``. If they are exact draws of :math:`p(z \mid x)`, :math:`\mathbb E[w] = 1/p(x)` and
+    :math:`-\log\frac1K\sum_k w_k \ge \log p(x)` in expectation [1]_.
 
     .. warning::
-       The bound holds **only** when ``latents`` are exact posterior samples for ``x``, which in
-       practice means ``(x, latents)`` were simulated from the model (:func:`pyrolik.simulate`).
-       Started from any other point (an encoder's mean, an AIS final state, real data with a guessed
-       latent) the result is not a bound on anything. Use it through :func:`pyrolik.bdmc`.
+       The bound holds **only** when ``latents`` are exact posterior samples for ``x``, in practice
+       ``(x, latents)`` simulated from the model (:func:`pyrolik.simulate`); from any other start the
+       result bounds nothing. Use it through :func:`pyrolik.bdmc`.
 
-    Step sizes: with ``adapt="pilot"`` they come from ``step_sizes`` (e.g. ``forward.step_sizes`` of
-    an :func:`ais` result on the same ``x`` and schedule) or, if absent, from a pilot run *forward*
-    from the initial distribution, whose chains are independent of ``latents``: the estimator stays
-    exact. With ``adapt="online"`` each chain adapts from its own history (slightly biased).
-
-    Parameters are those of :func:`ais` plus ``latents``: a dict ``{site: tensor}`` (or a tensor for a
-    single-site model) of shape ``(N, *site)`` (shared by all chains) or ``(num_chains, N, *site)``.
-    ``checkpoint``, ``checkpoint_every`` and ``distributed`` work as in :func:`ais`.
+    Parameters
+    ----------
+    latents : dict or torch.Tensor
+        ``{site: tensor}`` (a tensor for a single-site model), ``(N, *site)`` shared by the chains or
+        ``(num_chains, N, *site)``.
+    step_sizes : StepSizes, optional
+        A pilot table (e.g. ``forward.step_sizes`` of :func:`ais` on the same ``x`` and schedule);
+        without it the pilot runs *forward* from the initial distribution, independent of
+        ``latents``, so the estimator stays exact (``adapt="online"`` is slightly biased).
 
     Returns
     -------
     AISResult
         ``log_likelihood = -logmeanexp(log_weights)``, ``bound == "upper"``, ``direction == "reverse"``.
+
+    References
+    ----------
+    .. [1] R. Grosse, Z. Ghahramani, R. Adams. Sandwiching the marginal likelihood using
+       bidirectional Monte Carlo. arXiv:1511.02543, 2015.
     """
     problem = describe(model, x, directions=("reverse",), num_steps=num_steps,
                        num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
@@ -263,10 +196,9 @@ def plot_posterior_decodings(
     image_shape: tuple[int, int] | None = None,
     seed: int | None = 0,
 ):
-    """A grid: each row one example, its data first, then decodings of posterior samples.
+    """A grid: each row one example, its data, then decodings of posterior samples; returns the figure.
 
-    ``decode`` maps ``{site: (S * n, *site)}`` to decoded means ``(S * n, D)`` (e.g. the decoder's
-    output). Returns the matplotlib figure.
+    ``decode`` maps ``{site: (S * n, *site)}`` to decoded means ``(S * n, D)``.
     """
     import matplotlib.pyplot as plt
 

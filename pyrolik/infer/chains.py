@@ -1,18 +1,4 @@
-r"""Latent samples for CSL: alternating chains (RBM block Gibbs, encoder/decoder), prior draws.
-
-An alternating chain moves between the observed and the latent layer,
-
-.. math:: h_t \sim P(h \mid x_{t-1}), \qquad x_t \sim P(x \mid h_t),
-
-which is block Gibbs for an RBM and the chain :math:`z \sim q(z \mid x),\ x \sim p(x \mid z)` for a
-decoder with an encoder (Bengio, Yao & Cho, 2014, section 3). Its stationary latent marginal is
-the :math:`P(h)` whose :math:`\int P(h) P(x \mid h)\,dh` CSL estimates. With the exact posterior as
-encoder this is the model's prior, so CSL estimates the model's :math:`\log p(x)`; with an
-approximate encoder it estimates the log-likelihood of the chain's own stationary distribution,
-which is what the paper means by "the generative procedure".
-
-Latents are tensors (RBM: ``(C, H)`` for ``C`` chains) or ``{site: tensor}`` dicts (Pyro models).
-"""
+"""Latent samples for CSL: alternating chains (RBM block Gibbs, encoder/decoder), prior draws."""
 
 from __future__ import annotations
 
@@ -42,10 +28,8 @@ __all__ = [
 class AlternatingChain(NamedTuple):
     """The two conditional samplers of an alternating chain.
 
-    ``sample_latent_fn(x, generator) -> h`` draws the latents given observations ``(C, ...)``;
-    ``sample_obs_fn(h, x, generator) -> x'`` draws new observations given latents (``x`` is the
-    previous state, for its shape). Pyro-based samplers run their draws inside ``fork_rng`` seeded
-    from ``generator``.
+    ``sample_latent_fn(x, generator) -> h`` and ``sample_obs_fn(h, x, generator) -> x'`` (``x``: the
+    previous state, for its shape).
     """
 
     sample_latent_fn: Callable[[Tensor, torch.Generator | None], Latents]
@@ -115,14 +99,11 @@ def iterate_chain(
     chunk_size: int = 100,
     seed: int | None = None,
 ) -> Iterator[Latents]:
-    r"""Run ``x0.shape[0]`` chains and yield their latent states in chunks, shape ``(k * C, ...)``.
+    r"""Run ``x0.shape[0]`` chains and yield their kept latent states in chunks ``(k * C, ...)``.
 
-    Step :math:`t` draws :math:`h_t \sim P(h \mid x_{t-1})` then :math:`x_t \sim P(x \mid h_t)`;
-    :math:`h_t` is kept when :math:`t > \text{burn\_in}` and :math:`(t - \text{burn\_in})` is a
-    multiple of ``thin``, until ``num_samples`` states per chain are kept. Each chunk holds ``k``
-    kept steps of all ``C`` chains flattened sample-major, ready for :func:`pyrolik.csl` without
-    storing the whole run. All randomness comes from one ``torch.Generator`` seeded by ``seed``
-    (Pyro draws run inside ``fork_rng`` seeded from it): the user's global RNG is left alone.
+    Step :math:`t` draws :math:`h_t \sim P(h \mid x_{t-1})`, then :math:`x_t \sim P(x \mid h_t)`;
+    :math:`h_t` is kept after ``burn_in`` steps every ``thin`` steps, ``num_samples`` per chain. All
+    randomness comes from one generator seeded by ``seed``: the global RNG is left alone.
     """
     _check_counts(num_samples=num_samples, burn_in=burn_in)
     if not isinstance(thin, int) or thin < 1 or not isinstance(chunk_size, int) or chunk_size < 1:
@@ -154,10 +135,7 @@ def sample_chain(
     seed: int | None = None,
     flatten: bool = False,
 ) -> Latents:
-    """Run the chains of :func:`iterate_chain` and return the kept latents.
-
-    Shape ``(num_samples, C, ...)``, or ``(num_samples * C, ...)`` with ``flatten=True``.
-    """
+    """The kept latents of :func:`iterate_chain`: ``(num_samples, C, ...)``, or flattened."""
     if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
         raise ValueError(f"num_samples must be a positive int; got {num_samples!r}")
     (out,) = iterate_chain(chain, x0, num_samples=num_samples, thin=thin, burn_in=burn_in,
@@ -177,11 +155,9 @@ def prior_samples(
     model_kwargs: dict[str, Any] | None = None,
     seed: int | None = None,
 ) -> dict[str, Tensor]:
-    r"""``num_samples`` i.i.d. draws of every latent site from a Pyro model's prior.
+    """``num_samples`` i.i.d. prior draws of every latent site: ``{site: (num_samples, *site_shape)}``.
 
-    Returns ``{site: (num_samples, *site_shape)}`` (constrained values). ``x`` only tells the model
-    the shape of one observation. With these samples CSL is likelihood weighting with the samples
-    shared across examples: :math:`\log \frac1S \sum_s p(x \mid z_s)`, :math:`z_s \sim p(z)`.
+    ``x`` only gives the shape of one observation. With these samples CSL is likelihood weighting.
     """
     if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
         raise ValueError(f"num_samples must be a positive int; got {num_samples!r}")

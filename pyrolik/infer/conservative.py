@@ -1,8 +1,4 @@
-r"""Conservative sampling-based log-likelihood (CSL) and its biased variant (Bengio et al. 2014).
-
-CSL needs only the conditional :math:`P(x \mid h)` and latent samples :math:`h` from a Markov
-chain of the model; it never needs :math:`P(h)`. See ``docs/csl.md``.
-"""
+"""Conservative sampling-based log-likelihood (CSL) and its biased variant (``docs/csl.md``)."""
 
 from __future__ import annotations
 
@@ -91,50 +87,33 @@ def csl(
 
     .. math:: \log \hat f_S(x) = \log \frac{1}{|S|} \sum_{h \in S} P(x \mid h)
 
-    for each test example, with :math:`S` latent states collected from a Markov chain of the model
-    (every k-th state of one or more chains). By Jensen's inequality
-    :math:`\mathbb E_S[\log \hat f_S(x)] \le \log \mathbb E_h[P(x \mid h)] = \log f(x)`, where
-    :math:`f` is the data marginal of the chain's stationary distribution: a **stochastic lower
-    bound** that becomes exact as :math:`|S| \to \infty` (Propositions 1 and 2 of [1]_). For a
-    fixed :math:`|S|` a chain that mixes slowly gives a lower estimate, so CSL measures the
-    sampler's mixing as well as the model. With i.i.d. prior samples it is likelihood weighting.
-
-    The sum over samples streams over chunks with a running log-sum-exp, so latents may be a
-    generator of chunks (:func:`pyrolik.infer.chains.iterate_chain`) and are never all in memory.
+    with :math:`S` latent states of a Markov chain of the model. By Jensen's inequality
+    :math:`\mathbb E_S[\log \hat f_S(x)] \le \log f(x)`, :math:`f` the data marginal of the chain's
+    stationary distribution: a stochastic lower bound, exact as :math:`|S| \to \infty` [1]_; a slowly
+    mixing chain gives a lower estimate (``docs/csl.md``).
 
     Parameters
     ----------
     log_obs_fn_or_model : callable or object
-        One of: ``log_obs_fn(x, h) -> (S, N)``, the matrix :math:`\log P(x_n \mid h_s)`;
-        an object with such a ``log_obs`` method (e.g. ``models.oracles.rbm.RBM``); or a Pyro model
-        following the API convention, recognised by ``latents`` being ``{site: tensor}`` dicts.
+        ``log_obs_fn(x, h) -> (S, N)``, :math:`\log P(x_n \mid h_s)`; an object with such a
+        ``log_obs`` method; or a Pyro model (``latents`` then ``{site: tensor}``).
     x : Tensor, shape ``(N, *event_shape)``
         Test examples.
     latents : Tensor, dict of Tensors, or an iterable of either (chunks)
-        Samples of shape ``(S, *latent_shape)`` shared by all examples, or with
-        ``per_example=True`` ``(S, N, *latent_shape)``: samples of example ``n`` only.
-    per_example : bool
-        Latents are per example (the layout of :func:`biased_csl`); a function must then
-        return :math:`\log P(x_n \mid h_{s,n})` of shape (S, N).
+        Samples ``(S, *latent_shape)`` shared by all examples, or ``(S, N, *latent_shape)`` with
+        ``per_example=True``; a generator of chunks (:func:`pyrolik.infer.chains.iterate_chain`)
+        streams.
     chunk_size : int
         Samples per pass when ``latents`` is a tensor or dict.
-    keep_weights : bool
-        Keep the full ``(S, N)`` matrix :math:`\log P(x_n \mid h_s)` as ``log_weights``.
-    khat : bool
-        Compute the Pareto k-hat of the weights per example (ArviZ's PSIS: milliseconds per
-        example; turn it off for large test sets).
-    progress : bool
-        A progress bar over chunks.
+    keep_weights, khat, progress : bool
+        Keep the ``(S, N)`` log-weights; compute Pareto k-hat (off for large test sets); show a bar.
 
     Returns
     -------
     EstimateResult
-        ``log_likelihood`` (N,), ``bound="lower"``, ``method="csl"``, and per example ``ess``
-        :math:`(\sum_s w_s)^2 / \sum_s w_s^2`, ``mcse`` :math:`\sqrt{1/\mathrm{ESS} - 1/S}` and
-        Pareto ``khat`` of the weights :math:`w_s = P(x_n \mid h_s)`. Both treat the samples as
-        independent: correlated chain states make the real error larger (thin the chain, or
-        compare independent chains). ``khat`` is NaN when turned off, or when a generator of
-        chunks is streamed without ``keep_weights`` (its tail size needs the count up front).
+        ``log_likelihood`` (N,), ``bound="lower"``, ``method="csl"``, per example ``ess``, ``mcse``
+        and ``khat``, treating the samples as independent (correlated chain states make the real
+        error larger).
 
     References
     ----------
@@ -217,34 +196,20 @@ def biased_csl(
 ) -> EstimateResult:
     r"""Biased CSL for model comparison, section 6 of [1]_.
 
-    For each test example :math:`x`, run ``num_chains`` short alternating chains **started at**
-    :math:`x` and keep their ``num_steps`` consecutive latent states :math:`S_x` (the first is
-    :math:`h_1 \sim P(h \mid x)`); then :math:`\log \frac{1}{|S_x|} \sum_{h \in S_x} P(x \mid h)`.
-
-    The samples are local to :math:`x`, so the estimate is reliable with few samples but is **not
-    a bound**: it tends to **over-estimate** :math:`\log p(x)` (``bound=None``), since the
-    latents come from near the posterior of :math:`x` rather than from :math:`P(h)`. The paper
-    finds that it nonetheless orders models like the exact log-likelihood; use it to rank, not to
-    report.
+    :func:`csl` with, for each test example :math:`x`, the ``num_steps`` consecutive latent states of
+    ``num_chains`` short alternating chains **started at** :math:`x`. **Not a bound**: it tends to
+    over-estimate :math:`\log p(x)` (``bound=None``), yet orders models like the exact
+    log-likelihood: use it to rank, not to report.
 
     Parameters
     ----------
     log_obs_fn_or_model : callable or object
         As in :func:`csl`; a function receives per-example latents ``(S, N, *latent_shape)``.
-    x : Tensor, shape ``(N, *event_shape)``
-        Test examples; every chain starts at one of them.
     chain : AlternatingChain or RBM-like
-        :func:`pyrolik.infer.chains.block_gibbs` (an RBM object is accepted directly) or
+        :func:`pyrolik.infer.chains.block_gibbs` (or an RBM) or
         :func:`pyrolik.infer.chains.encoder_decoder`.
-    num_chains, num_steps : int
-        Chains per example and latent states kept per chain (``|S_x| = num_chains * num_steps``).
     seed : int, optional
         Seeds the chains; recorded in the result.
-
-    Returns
-    -------
-    EstimateResult
-        ``log_likelihood`` (N,), ``bound=None``, ``method="biased_csl"``.
 
     References
     ----------

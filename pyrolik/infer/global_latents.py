@@ -1,18 +1,4 @@
-r"""The evidence of a whole data set, :math:`\log p(x_{1:N})`, for models with global latents.
-
-When a latent is shared by all examples (a global mean, a Bayesian decoder's weights, a learned
-noise scale) the examples are dependent and per-example :math:`\log p(x_n)` is undefined; what is
-defined, and what Bayes factors compare, is the marginal likelihood of the whole data set,
-
-.. math:: p(x_{1:N}) = \int p(\theta) \prod_{n=1}^N \int p(z_n)\, p(x_n \mid z_n, \theta)
-          \,\mathrm d z_n \,\mathrm d\theta .
-
-:func:`evidence` anneals all latents jointly, :math:`(\theta, z_{1:N})`, along the geometric path
-:math:`p(\theta, z)\, p(x_{1:N} \mid \theta, z)^\beta`: the data set is one example of the model
-run as :class:`~pyrolik.model.dataset.WholeDataset`, and the run is one call of :func:`pyrolik.ais`
-on it (same engine, tuning, schedule, diagnostics and result type). :func:`evidence_bdmc` sandwiches
-it on whole data sets simulated from the model.
-"""
+"""The evidence of a whole data set, for models with global latents."""
 
 from __future__ import annotations
 
@@ -26,6 +12,7 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, check_model, validate_data
 from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.run import shared_params
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.sandwich import Simulated, bdmc
 from pyrolik.infer.tolerance import MAX_STEPS
@@ -71,6 +58,7 @@ def _relabel(result: AISResult, method: str, wrapped: WholeDataset) -> AISResult
     return result
 
 
+@shared_params
 def evidence(
     model: Callable[..., Any],
     x: Tensor,
@@ -92,49 +80,30 @@ def evidence(
 ) -> AISResult:
     r"""The log marginal likelihood of the whole data set, :math:`\log p(x_{1:N})`, by AIS.
 
-    For a Pyro model with global latents :math:`\theta` (sampled outside the plate over the
-    examples) and local ones :math:`z_n` (inside it), forward AIS anneals all of them jointly along
+    Forward AIS anneals the global latents :math:`\theta` and the local ones :math:`z_n` jointly along
 
-    .. math:: \log f_\beta(\theta, z) = \log p(\theta, z) + \beta \log p(x_{1:N} \mid \theta, z),
+    .. math:: \log f_\beta(\theta, z) = \log p(\theta, z) + \beta \log p(x_{1:N} \mid \theta, z).
 
-    with HMC transitions on the :math:`\dim\theta + N \dim z` latents. :math:`\mathbb E[w] =
-    p(x_{1:N})`, so the log-mean-exp of the chains' weights is a stochastic lower bound on the
-    evidence [1]_; two models' evidences give their Bayes factor (:func:`pyrolik.compare`). This is
-    what PyMC's ``sample_smc`` reports as ``log_marginal_likelihood``. A model without global latents
-    works too: its evidence is :math:`\sum_n \log p(x_n)`, which :func:`pyrolik.ais` estimates per
-    example at far lower cost.
-
-    The model runs once over all chains, vectorised in a plate ``"dataset"`` left of its own plates
-    (:class:`~pyrolik.model.dataset.WholeDataset`), so it must broadcast over a batch dim there, as
-    Pyro's ``Trace_ELBO(vectorize_particles=True)`` requires.
+    :math:`\mathbb E[w] = p(x_{1:N})`, so the log-mean-exp of the chains' weights is a stochastic lower
+    bound on the evidence [1]_; two models' evidences give their Bayes factor (:func:`pyrolik.compare`).
+    The model runs once over all chains in a plate ``"dataset"`` left of its own plates, so it must
+    broadcast there, as Pyro's ``Trace_ELBO(vectorize_particles=True)`` requires.
 
     Parameters
     ----------
-    model : callable
-        Pyro model ``model(x, *model_args, **model_kwargs)`` with a plate over the examples.
     x : torch.Tensor
         The data set, of shape ``(N, *event_shape)``.
-    num_steps, num_chains, schedule, kernel, seed
-        As in :func:`pyrolik.ais`; ``num_chains`` independent AIS chains over the whole data set.
-    record_every, record_states, progress, checkpoint, checkpoint_every
-        As in :func:`pyrolik.ais`.
-    model_args, model_kwargs
-        Passed to the model as they are (tensors with a leading dim of ``N`` are the examples').
-    tolerance, max_steps
-        As in :func:`pyrolik.ais`: choose ``num_steps`` by BDMC on whole data sets simulated from
-        the model, shaped like ``x``, until the gap's upper confidence bound is within
-        ``tolerance`` nats (``result.budget`` says how); the bound holds on simulated data sets.
+    num_chains : int
+        Independent AIS chains over the whole data set.
+    tolerance : float, optional
+        As in :func:`pyrolik.ais`, on whole data sets simulated from the model.
 
     Returns
     -------
     AISResult
-        One estimate: ``log_likelihood`` of shape ``(1,)`` (nats), ``log_weights`` ``(K, 1)``,
-        ``mcse``, ``ess``, ``khat``, ``bound == "lower"``, ``method == "evidence"``; ``x`` is the data
-        set as one row, ``(1, N, *event_shape)`` (or the observed sites' values, flattened, when the
-        model has several observed sites), so ``summary()`` reports bits per observed dimension of
-        the data set; ``latents`` ``{site: (K, 1, *shape)}`` are the chains' final states
-        (``shape``: the site's shape in the model as written, e.g. ``(D,)`` for a global ``mu``,
-        ``(N, d)`` for ``z``).
+        One estimate: ``log_likelihood`` ``(1,)``, ``log_weights`` ``(K, 1)``, ``bound == "lower"``,
+        ``method == "evidence"``; ``x`` the data set as one row; ``latents`` ``{site: (K, 1, *shape)}``
+        in the model's own site shapes.
 
     References
     ----------
@@ -161,6 +130,7 @@ def evidence(
     return _relabel(result, "evidence", wrapped)
 
 
+@shared_params
 def evidence_bdmc(
     model: Callable[..., Any],
     num_datasets: int,
@@ -178,23 +148,25 @@ def evidence_bdmc(
     record_every: int | None = None,
     progress: bool = True,
 ) -> BDMCResult:
-    r"""Bidirectional Monte Carlo for :func:`evidence`: sandwich :math:`\log p(x_{1:N})` on whole
-    data sets simulated from the model.
+    r"""BDMC for :func:`evidence`: sandwich :math:`\log p(x_{1:N})` on data sets simulated from the model.
 
-    Draws ``num_datasets`` data sets of shape ``data_shape = (N, *event_shape)`` with their global
-    and local latents from the model's joint (one vectorised run with the observed sites released),
-    then runs forward AIS over all latents (a stochastic lower bound on each data set's evidence) and
-    reverse AIS from the simulated latents (a stochastic upper bound), with the same schedule and
-    frozen step sizes, in one batched pass (:func:`pyrolik.bdmc` on the data sets as examples). The
-    gap bounds the error of :func:`evidence` with these settings on data like the model's: run it
-    before trusting an evidence, or a Bayes factor, on real data.
+    Draws ``num_datasets`` data sets with their global and local latents, then runs forward AIS (a
+    stochastic lower bound on each data set's evidence) and reverse AIS from the simulated latents (a
+    stochastic upper bound) in one pass, as :func:`pyrolik.bdmc`. The gap bounds the error of
+    :func:`evidence` with these settings on data like the model's.
+
+    Parameters
+    ----------
+    num_datasets : int
+        Data sets to simulate.
+    data_shape : tuple of int
+        The shape of one data set, ``(N, *event_shape)``.
 
     Returns
     -------
     BDMCResult
-        ``lower`` and ``upper`` (``method`` ``"evidence"`` and ``"reverse evidence"``, one estimate
-        per simulated data set), ``gap``, ``x`` ``(num_datasets, N, *event_shape)`` (the data sets as
-        rows), ``latents`` ``{site: (num_datasets, ...)}``.
+        ``lower`` and ``upper`` (one estimate per simulated data set), ``gap``, ``x``
+        ``(num_datasets, N, *event_shape)``, ``latents`` ``{site: (num_datasets, ...)}``.
     """
     check_model(model)
     check_count("num_datasets", num_datasets)

@@ -1,15 +1,4 @@
-r"""Simple importance sampling estimators of log p(x): likelihood weighting and the IWAE bound.
-
-Both draw ``K`` latents per example from a proposal :math:`r(z \mid x)`, form log-weights
-:math:`\log w_k = \log p(x, z_k) - \log r(z_k \mid x)` and report
-:math:`\log \frac1K \sum_k w_k`. Since :math:`\mathbb E[w] = p(x)`, Jensen's inequality makes this a
-stochastic lower bound on :math:`\log p(x)` (Burda, Grosse & Salakhutdinov 2016; Grosse et al. 2015),
-tight as :math:`K \to \infty` or when :math:`r` is the exact posterior.
-
-Samples stream in chunks of ``chunk_size`` per example with a running log-sum-exp, so memory is
-``O(chunk_size * batch_size * (d + D))`` for the model pass plus ``O(batch_size * sqrt(K))`` for the
-Pareto tail, whatever ``num_samples`` is; all weights are kept only when ``keep_weights``.
-"""
+"""Importance sampling estimators of log p(x): likelihood weighting and the IWAE bound."""
 
 from __future__ import annotations
 
@@ -21,6 +10,7 @@ import torch
 from torch import Tensor
 
 from pyrolik._validate import check_count, validate_data
+from pyrolik.annealing.run import shared_params
 from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batches
 from pyrolik.execution.faults import warn_failed
 from pyrolik.infer.resampling import RESAMPLING_STREAM, StreamingResampler
@@ -34,6 +24,7 @@ KEEP_WEIGHTS_MAX = 10_000_000  # keep all log-weights by default up to this many
 ROWS_PER_CHUNK = 16_384  # default chunk: about this many (sample, example) rows per model pass
 
 
+@shared_params
 def likelihood_weighting(
     model: Callable[..., Any],
     x: Tensor,
@@ -53,37 +44,9 @@ def likelihood_weighting(
 
     .. math:: \hat p(x) = \frac1K \sum_{k=1}^K p(x \mid z_k), \qquad z_k \sim p(z)
 
-    :math:`\log \hat p(x)` is a stochastic lower bound on :math:`\log p(x)`. It is only accurate when
-    the prior overlaps the posterior well, which is rare for decoder models: watch ``khat``.
-
-    Parameters
-    ----------
-    model : callable
-        A Pyro model ``model(x, *model_args, **model_kwargs)`` following the model convention of
-        the README (first argument ``x``, a plate over its dim 0, an observed site).
-    x : torch.Tensor, shape ``(N, *event_shape)``
-        Observations; the model's data plate runs over dim 0.
-    num_samples : int
-        Prior draws per example (K).
-    seed : int, optional
-        Makes the run reproducible; recorded in the result.
-    batch_size : int, optional
-        Examples per pass (all at once by default). Results depend on it only through Monte Carlo noise.
-    chunk_size : int, optional
-        Samples per example per model pass (default: about 16k rows per pass).
-    keep_weights : bool, optional
-        Keep all ``(num_samples, N)`` log-weights (default: when they are at most 1e7 numbers).
-    keep_samples : bool, optional
-        Keep every raw draw, ``samples`` by site ``(num_samples, N, *site)`` (default: when the
-        weights are kept and the draws are at most 1e7 numbers). Either way the result keeps
-        ``draws``: a bounded number of draws per example resampled by weight as the samples
-        stream by (:mod:`pyrolik.infer.resampling`), the export's ``posterior``; ``False`` bounds
-        the memory for huge models.
-    progress : bool
-        Show a progress bar.
-    distributed : bool
-        Shard whole batches across the processes of the initialised ``torch.distributed`` group;
-        rank 0 returns the gathered result, the others ``None`` (see :func:`pyrolik.ais`).
+    :math:`\mathbb E[\hat p(x)] = p(x)`, so :math:`\log \hat p(x)` is a stochastic lower bound on
+    :math:`\log p(x)` [1]_. It is accurate only when the prior overlaps the posterior well, which is
+    rare for decoder models: watch ``khat``.
 
     Returns
     -------
@@ -107,6 +70,7 @@ def likelihood_weighting(
     )
 
 
+@shared_params
 def iwae(
     model: Callable[..., Any],
     x: Tensor,
@@ -128,13 +92,15 @@ def iwae(
     .. math:: \mathcal L_K(x) = \log \frac1K \sum_{k=1}^K \frac{p(x, z_k)}{q(z_k \mid x)},
               \qquad z_k \sim q(z \mid x)
 
-    :math:`\mathbb E[\mathcal L_K] \le \log p(x)`, increasing in :math:`K`; with the exact posterior as
-    guide every weight equals :math:`p(x)` and the bound is exact with zero variance.
+    :math:`\mathbb E[\mathcal L_K] \le \log p(x)`, increasing in :math:`K` [1]_; with the exact
+    posterior as guide the bound is exact with zero variance.
 
-    Parameters are those of :func:`likelihood_weighting`, plus ``guide``: a Pyro guide with the
-    model's signature that samples every latent site of the model. A guide that also samples a
-    discrete site the model sums out (M2's :math:`q(y \mid x)\, q(z \mid x, y)`) is the mixture
-    proposal :math:`\sum_y q(y \mid x)\, q(z \mid x, y)` (:mod:`pyrolik.model.mixture_guides`).
+    Parameters
+    ----------
+    guide : callable
+        A Pyro guide with the model's signature that samples every latent site of the model. One
+        that also samples a discrete site the model sums out is the mixture proposal
+        :math:`\sum_y q(y \mid x)\, q(z \mid x, y)` (:mod:`pyrolik.model.mixture_guides`).
 
     Returns
     -------

@@ -1,13 +1,4 @@
-r"""The Parzen window (Gaussian kernel density) estimate of log p(x): the misleading baseline.
-
-.. math:: \hat p_h(x) = \frac1S \sum_{s=1}^S \mathcal N(x;\, x_s,\, h^2 I_D), \qquad x_s \sim p_\theta(x)
-
-It estimates the density of a *different* model (the samples smoothed by the kernel), not of the
-generative model, and in high dimensions it is badly biased: Wu et al. (2017) find its errors larger
-than the differences between the models it is used to rank. It is neither a lower nor an upper bound
-(``bound is None``). The bandwidth must be chosen on validation data, never on the evaluated data
-(choosing it on the test set inflates the baseline).
-"""
+"""The Parzen window (Gaussian kernel density) estimate of log p(x): the misleading baseline."""
 
 from __future__ import annotations
 
@@ -28,11 +19,7 @@ def kde_log_density(
     samples: Tensor, x: Tensor, bandwidths: Tensor, *, chunk_size: int = 1024,
     progress: bool = False,
 ) -> Tensor:
-    r"""Gaussian Parzen log-density of each ``x`` for each bandwidth: shape ``(len(bandwidths), N)``.
-
-    Streams over sample chunks with a running log-sum-exp (memory ``O(N * chunk_size)``); squared
-    distances are computed once per chunk and shared by all bandwidths.
-    """
+    """Gaussian Parzen log-density of each ``x`` for each bandwidth, ``(len(bandwidths), N)``, streamed."""
     s = samples.reshape(samples.shape[0], -1).to(x.dtype)
     xf = x.reshape(x.shape[0], -1)
     d = xf.shape[1]
@@ -64,23 +51,24 @@ def kde(
 ) -> EstimateResult:
     r"""Parzen window estimate of log p(x) from model samples, bandwidth chosen on validation data.
 
+    .. math:: \hat p_h(x) = \frac1S \sum_{s=1}^S \mathcal N(x;\, x_s,\, h^2 I_D), \qquad x_s \sim p_\theta(x)
+
+    It estimates the density of the smoothed samples, not of the model: no bound (``bound is None``),
+    and in high dimensions its errors exceed the differences between the models it ranks [2]_.
+
     Parameters
     ----------
     samples : torch.Tensor, shape ``(S, *event_shape)``
-        Draws from the model (e.g. ``pyrolik.simulate(...)[0]``; Wu et al. use S = 10,000).
-    x : torch.Tensor, shape ``(N, *event_shape)``
-        Examples to evaluate.
+        Draws from the model (Wu et al. use S = 10,000).
     bandwidth : float or sequence of floats
         The kernel's standard deviation h, or a grid of candidates.
     validation : torch.Tensor, optional
-        Held-out examples on which the best bandwidth of a grid is chosen (required for a grid;
-        must not be ``x``).
+        Held-out examples to choose a grid's bandwidth on (required for a grid; never ``x``).
 
     Returns
     -------
     EstimateResult
-        ``log_likelihood`` (N,) in nats, ``bound is None``; ``settings`` records the chosen bandwidth
-        and the validation score of every candidate.
+        ``log_likelihood`` (N,); ``settings`` the chosen bandwidth and every candidate's score.
 
     References
     ----------

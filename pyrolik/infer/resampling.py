@@ -1,18 +1,4 @@
-r"""Sampling-importance-resampling of draws that stream in chunks, in bounded memory.
-
-IWAE and likelihood weighting draw ``K`` weighted samples per example, too many to keep for a
-large model. :class:`StreamingResampler` keeps ``D`` equally weighted draws per block of ``M``
-consecutive samples (``C = K / M`` blocks, :mod:`pyrolik.ops.stats`'s rule) as the chunks go
-by: each of the ``D`` slots of a block independently holds sample ``j`` with probability
-:math:`w_j / \sum_{i \in \text{block}} w_i` (multinomial resampling, one chunk at a time: a slot
-is replaced by a draw from the new chunk, chosen by weight, with probability the chunk's share of
-the block's weight so far). Memory ``O(C D N d)`` whatever ``K``; at the end each block's slots are
-sorted by sample index so that copies of one sample are adjacent (ArviZ's ESS then sees them as
-the correlated draws they are).
-
-Reference: Rubin 1987 (SIR); Chao 1982 and Efraimidis & Spirakis 2006 (weighted reservoir
-sampling).
-"""
+"""Sampling-importance-resampling of draws streaming in chunks, in bounded memory."""
 
 from __future__ import annotations
 

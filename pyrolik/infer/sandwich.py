@@ -1,19 +1,4 @@
-r"""Bidirectional Monte Carlo: simulate from the model, then sandwich log p(x) between AIS bounds.
-
-For data simulated from the model, :math:`(x, z) \sim p(z) p(x \mid z)`, the latent :math:`z` is an
-exact posterior sample for :math:`x`. Forward AIS gives a stochastic lower bound and reverse AIS
-started at :math:`z` a stochastic upper bound (Grosse, Ghahramani & Adams 2015):
-
-.. math:: \mathbb E[\log \hat p_{\rm fwd}(x)] \le \log p(x) \le \mathbb E[-\log \hat w_{\rm rev}^{-1}]
-
-so the BDMC gap (upper minus lower, averaged over examples) bounds the error of either estimate on
-simulated data. Wu et al. (2017, section 5.3.1) use it to validate AIS on decoder models before
-trusting it on real data: if the gap is small with a given schedule and kernel, so (on data like the
-model's) is the error of forward AIS with them.
-
-Forward and reverse chains run in *one* batched pass (rows of both directions stacked), with the same
-frozen per-temperature step sizes from one pilot run, visited in opposite orders.
-"""
+"""Bidirectional Monte Carlo: simulate from the model, then sandwich log p(x) between AIS bounds."""
 
 from __future__ import annotations
 
@@ -30,7 +15,7 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count
 from pyrolik.annealing.driver import drive
-from pyrolik.annealing.run import Recording, describe
+from pyrolik.annealing.run import Recording, describe, shared_params
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.batches import Execution
@@ -50,6 +35,7 @@ class Simulated(NamedTuple):
     latents: dict[str, Tensor]  # {site: (N, *site)}, constrained
 
 
+@shared_params
 def simulate(
     model: Callable[..., Any],
     num_examples: int,
@@ -63,16 +49,19 @@ def simulate(
 ) -> Simulated:
     r"""Draw ``(x, latents)`` from the model's joint :math:`p(z)\,p(x \mid z)`.
 
-    As Pyro users expect (:func:`pyrolik.model.simulation.draw_joint`): the model runs with
-    ``x=None`` (the ``obs=x`` idiom samples the observed sites), or else on a placeholder ``x`` of
-    shape ``(num_examples, *data_shape)`` with its observed sites released
-    (``pyro.poutine.uncondition``); ``latents`` are exact posterior samples for the returned ``x``,
-    which is what :func:`reverse_ais` and :func:`bdmc` need. ``x`` is put together from the observed
-    sites' draws where the model reads them (:mod:`pyrolik.model.readmap`): one site holding all of
-    ``x``, one per time step (``obs=x[:, t]``), a gathered ``obs=x[:, idx]``; entries no observed
-    site scores (masked out, or not read) are **0**. Per-example arguments have ``num_examples``
-    rows. When the model cannot be simulated so (its structure reads the data, or an observed site
-    computes on ``x``), the error says why and points to ``bdmc(model, data=(x, latents))``.
+    The model runs with ``x=None`` (the ``obs=x`` idiom samples the observed sites), or else on a
+    placeholder ``x`` of shape ``(num_examples, *data_shape)`` with its observed sites released
+    (:func:`pyrolik.model.simulation.draw_joint`). ``latents`` are exact posterior samples for the
+    returned ``x``, as :func:`reverse_ais` and :func:`bdmc` need. ``x`` is assembled from the observed
+    sites where the model reads them (:mod:`pyrolik.model.readmap`); entries no observed site scores
+    are **0**. A model that cannot be simulated so raises ``ValueError`` saying why.
+
+    Parameters
+    ----------
+    num_examples : int
+        Examples to draw; per-example model arguments have as many rows.
+    seed : int, optional
+        Makes the draw reproducible.
     """
     check_count("num_examples", num_examples)
     data_shape = tuple(data_shape)
@@ -87,9 +76,8 @@ def simulate(
 def _check_posterior_start(target: Target, starts: list[Tensor], finals: list[Tensor]) -> None:
     """Warn when user latents explain x far worse than forward AIS's final states do.
 
-    Under the posterior, log p(x | z) spreads by about sqrt(d / 2) nats (Gaussian case); a start more
-    than ``5 sd + d + 5`` nats below the forward chains is not a posterior draw. ``target`` holds
-    the forward leg's K chains; ``starts`` and ``finals`` are the legs' rows (forward, reverse).
+    Under the posterior, log p(x | z) spreads by about sqrt(d / 2) nats (Gaussian case): a start more
+    than ``5 sd + d + 5`` nats below the forward chains is not a posterior draw.
     """
     k, d = target.num_chains, target.latent_dim
     lo_start, lo_final = target.log_obs(starts[1]), target.log_obs(finals[0])
@@ -106,6 +94,7 @@ def _check_posterior_start(target: Target, starts: list[Tensor], finals: list[Te
         )
 
 
+@shared_params
 def bdmc(
     model: Callable[..., Any],
     num_examples: int | None = None,
@@ -130,16 +119,16 @@ def bdmc(
 ) -> BDMCResult | None:
     r"""Bidirectional Monte Carlo: forward and reverse AIS on data simulated from the model.
 
-    Simulates ``num_examples`` examples (or takes ``data=(x, latents)`` that *were* simulated from
-    the model), then runs forward AIS (stochastic lower bound) and reverse AIS from the simulated
-    latents (stochastic upper bound) with the same schedule, kernel and frozen step sizes, in one
-    batched pass. ``init=guide`` runs both along the encoder path
-    :math:`q(z \mid x)^{1-\beta} p(x, z)^\beta`, a much shorter path: the gap closes with far
-    fewer steps. ``checkpoint``, ``checkpoint_every`` and ``distributed`` work as in
-    :func:`pyrolik.ais` (the simulated data are drawn again from ``seed`` on resume, and checked).
-    ``step_sizes``: a pilot table for these examples (``result.lower.step_sizes`` of an earlier
-    run on the same data) instead of a new pilot; its chains were independent of this run's, so
-    both bounds stay exact.
+    For :math:`(x, z) \sim p(z)\,p(x \mid z)`, :math:`z` is an exact posterior draw, so forward AIS and
+    reverse AIS started at :math:`z` sandwich the log-likelihood [1]_:
+
+    .. math:: \mathbb E[\log \hat p_{\rm fwd}(x)] \le \log p(x) \le \mathbb E[-\log \hat w_{\rm rev}^{-1}]
+
+    Both legs run in one batched pass with the same schedule, kernel and frozen step sizes. The gap
+    bounds the error of either estimate on data like the model's, which validates a schedule and
+    kernel before AIS is trusted on real data [2]_. ``init=guide`` anneals both along the encoder
+    path, where the gap closes with far fewer steps. On resume from a checkpoint the simulated data
+    are drawn again from ``seed`` and checked.
 
     Returns
     -------
@@ -151,7 +140,8 @@ def bdmc(
     ----------
     .. [1] R. Grosse, Z. Ghahramani, R. Adams. Sandwiching the marginal likelihood using
        bidirectional Monte Carlo. arXiv:1511.02543, 2015.
-    .. [2] Y. Wu et al. On the quantitative analysis of decoder-based generative models. ICLR, 2017.
+    .. [2] Y. Wu et al. On the quantitative analysis of decoder-based generative models. ICLR, 2017,
+       section 5.3.1.
     """
     start = time.perf_counter()
     execution = Execution.create(seed=seed, distributed=distributed, batch_size=batch_size,
@@ -187,6 +177,7 @@ def bdmc(
 
 
 
+@shared_params
 def bdmc_convergence(
     model: Callable[..., Any],
     num_examples: int | None = None,
@@ -198,12 +189,18 @@ def bdmc_convergence(
     seed: int | None = 0,
     **bdmc_kwargs: Any,
 ) -> pd.DataFrame:
-    """BDMC at each ``num_steps`` on the same simulated data: one row per entry.
+    """BDMC at each ``num_steps`` on the same simulated data: one row per entry (a DataFrame).
 
-    Columns: ``num_steps``, ``lower``, ``lower_se``, ``upper``, ``upper_se`` (means over examples
-    and their standard errors from the chains' MCSE), ``gap``, ``gap_se`` (over examples),
-    ``seconds`` (wall time of the run) and ``gradient_evals`` (per chain and example, pilot
-    included). Extra keyword arguments go to :func:`pyrolik.bdmc` (``kernel``, ``init``, ...).
+    Columns: ``num_steps``, ``lower``, ``lower_se``, ``upper``, ``upper_se`` (means over examples,
+    standard errors from the chains' MCSE), ``gap``, ``gap_se``, ``seconds`` and ``gradient_evals``
+    (per chain and example, pilot included).
+
+    Parameters
+    ----------
+    num_steps : sequence of int
+        The budgets to compare.
+    **bdmc_kwargs
+        Further keywords of :func:`pyrolik.bdmc` (``kernel``, ``init``, ...).
     """
     steps = [check_count("num_steps entries", s) for s in num_steps]
     if not steps:

@@ -1,11 +1,4 @@
-r"""The number of annealing steps for a tolerance: BDMC on simulated data, the steps doubled.
-
-:func:`budget` runs BDMC on data simulated from the model at 25, 50, 100, ... steps until the gap's
-upper confidence bound is within the tolerance, then checks the choice on a subset of the real data
-(the rise of the estimate when the steps double). ``ais(tolerance=)``, ``evidence(tolerance=)`` and
-the curves' ``tolerance=`` are one call of it. What the bound promises, and what not:
-``docs/tolerance.md``.
-"""
+"""The number of annealing steps for a tolerance: BDMC on simulated data, steps doubled."""
 
 from __future__ import annotations
 
@@ -23,7 +16,7 @@ from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
 from pyrolik.annealing.driver import drive
 from pyrolik.annealing.kernel import HMC
-from pyrolik.annealing.run import Recording, describe
+from pyrolik.annealing.run import Recording, describe, shared_params
 from pyrolik.exceptions import BudgetWarning
 from pyrolik.execution.batches import Execution, progress_bar
 from pyrolik.infer.sandwich import bdmc, simulate
@@ -72,13 +65,8 @@ class Check(NamedTuple):
 
 @dataclass(frozen=True)
 class Budget:
-    r"""How a tolerance chose ``num_steps``, and what the choice cost.
-
-    ``rounds`` are the BDMC runs on ``num_simulated`` examples simulated from the model (one data set
-    for all rounds); ``num_steps`` is the first whose gap bound was within ``tolerance``
-    (``converged``), else the cap; ``check`` compares, on a subset of the real data, the estimate at
-    ``num_steps`` with one at half the steps. Costs are model gradient evaluations (pilots included)
-    and seconds; those of the final run are known once it ran (:meth:`with_final`).
+    """How a tolerance chose ``num_steps`` (``rounds`` on ``num_simulated`` simulated examples, the real-data
+    ``check``), and what it cost in gradient evaluations and seconds (the final run's: :meth:`with_final`).
     """
 
     tolerance: float
@@ -165,10 +153,7 @@ class Budget:
 
 def check_tolerance(tolerance: Any, num_steps: Any, schedule: Any, max_steps: Any, *,
                     named: str = "auto") -> float:
-    """Validate ``tolerance=`` with the arguments it would contradict; return it as a float.
-
-    ``named``: a schedule name the estimator accepts, for the message refusing a tensor.
-    """
+    """Validate ``tolerance=`` with the arguments it would contradict; return it as a float."""
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)):
         raise TypeError(f"tolerance must be a number of nats (e.g. tolerance=0.3), got "
                         f"{type(tolerance).__name__}")
@@ -192,25 +177,8 @@ def check_tolerance(tolerance: Any, num_steps: Any, schedule: Any, max_steps: An
 def search_num_steps(bdmc_at: Callable[[int], Round], tolerance: float, *,
                      min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS,
                      progress: bool = True) -> tuple[int, bool, list[Round]]:
-    r"""Double the steps from ``min_steps`` until BDMC's gap is within ``tolerance``.
-
-    Parameters
-    ----------
-    bdmc_at : callable
-        ``bdmc_at(num_steps) -> Round``: BDMC at that many steps on one fixed simulated data set
-        (each call with fresh chains).
-    tolerance : float
-        The largest gap upper confidence bound :math:`\bar g + z\,\mathrm{se}` to accept (nats).
-    min_steps, max_steps : int
-        The first number of steps, and the cap: the search stops at the largest
-        :math:`T_0 2^k \le` ``max_steps``.
-
-    Returns
-    -------
-    (num_steps, converged, rounds)
-        The first number of steps whose bound was within the tolerance (``converged``), else the
-        last one tried; the rounds in order.
-    """
+    """Double the steps from ``min_steps`` until ``bdmc_at(num_steps) -> Round`` is within ``tolerance``,
+    or the cap; ``(num_steps, converged, rounds)``."""
     rounds: list[Round] = []
     total = int(math.floor(math.log2(max_steps / min_steps))) + 1
     bar = progress_bar(total, f"choosing num_steps (tolerance {tolerance:g} nats)", progress)
@@ -243,10 +211,8 @@ def choose_budget(
     stacklevel: int = 3,
     cap_fix: str = "raise max_steps, use more chains, or start from an encoder (init=guide)",
 ) -> Budget:
-    """The search (:func:`search_num_steps`), then ``check_at(num_steps)`` on the real data.
-
-    Warns (:class:`BudgetWarning`, naming the estimator ``what`` the budget is for) when the cap came
-    before the tolerance (``cap_fix`` says what to do) and when the check disagrees (``stacklevel``: the user's call, as seen from here).
+    """The search (:func:`search_num_steps`), then ``check_at(num_steps)`` on the real data; warns
+    (:class:`BudgetWarning`) when the cap came first (``cap_fix``: what to do) or the check disagrees.
     """
     steps, converged, rounds = search_num_steps(bdmc_at, tolerance, min_steps=min_steps,
                                                 max_steps=max_steps, progress=progress)
@@ -296,9 +262,8 @@ def evenly_spaced(num_examples: int, count: int) -> Tensor:
 
 def simulation_arguments(model_args: tuple, model_kwargs: dict | None, num_examples: int,
                          count: int) -> tuple[tuple[tuple, dict], bool, int, tuple[tuple, dict]]:
-    """The user's arguments marked per example (:func:`pyrolik.model.arguments.mark_arguments`),
-    whether any is, how many examples to simulate, and their arguments: per-example ones at up to
-    ``count`` rows evenly spaced over ``x`` (at most ``num_examples``), shared ones as they are."""
+    """The user's arguments marked per example, whether any is, how many examples to simulate, and
+    their arguments (per-example ones at up to ``count`` rows evenly spaced over ``x``)."""
     marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), num_examples)
     if not has_per_example(*marked):
         return marked, False, count, marked
@@ -309,9 +274,8 @@ def simulation_arguments(model_args: tuple, model_kwargs: dict | None, num_examp
 def run_on_check_subset(run_at: Callable[..., Any], x: Tensor, marked: tuple[tuple, dict],
                         per_example: bool,
                         steps: int, seed: int) -> tuple[Tensor, Any, float]:
-    """The real-data check's run: ``run_at(steps, x_subset, args, kwargs, seed=)`` on
-    :func:`check_size` examples evenly spaced over ``x`` (with their rows of the per-example
-    arguments), seeded apart from the final run; ``(indices, result, seconds)``."""
+    """The real-data check's run on :func:`check_size` examples evenly spaced over ``x``, seeded apart
+    from the final run; ``(indices, result, seconds)``."""
     n = x.shape[0]
     idx = evenly_spaced(n, check_size(n))
     sub_args = take_rows(*marked, 1, idx) if per_example else marked
@@ -333,8 +297,7 @@ def forward_ais(model: Callable[..., Any], x: Tensor, num_steps: int, *, num_cha
                 schedule: str | Tensor, kernel: HMC | None, init: Callable[..., Any] | None,
                 model_args: tuple, model_kwargs: dict | None, seed: int,
                 batch_size: int | None, progress: bool) -> AISResult:
-    """Forward AIS on one process, recording nothing: the check's runs (the estimator
-    :func:`pyrolik.ais` with its arguments already checked)."""
+    """Forward AIS on one process, recording nothing: the check's runs."""
     problem = describe(model, x, directions=("forward",), num_steps=num_steps,
                        num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
                        model_args=model_args, model_kwargs=model_kwargs)
@@ -345,6 +308,7 @@ def forward_ais(model: Callable[..., Any], x: Tensor, num_steps: int, *, num_cha
     return results[0]
 
 
+@shared_params
 def budget(
     model: Callable[..., Any],
     x: Tensor,
@@ -361,23 +325,18 @@ def budget(
     max_steps: int = MAX_STEPS,
     progress: bool = True,
 ) -> Budget:
-    r"""The number of annealing steps whose BDMC gap on simulated data is within ``tolerance``.
+    """The number of annealing steps whose BDMC gap on simulated data is within ``tolerance``.
 
-    One data set shaped like ``x`` is simulated from the model; BDMC runs on it at 25, 50, 100, ...
-    steps with the given kernel, schedule, chains and path until the gap's upper confidence bound
-    (mean + 2 standard errors over the simulated examples) is within ``tolerance`` nats, or until
-    ``max_steps``. Then forward AIS at the chosen and at half the steps on up to 50 examples of
-    ``x`` checks the choice on the real data, which can be harder (Wu et al. 2017, section 4): a
-    :class:`~pyrolik.BudgetWarning` says when the estimate rose by more than the tolerance.
+    BDMC on one data set simulated like ``x`` at 25, 50, 100, ... steps until the gap's upper
+    confidence bound (mean + 2 standard errors) is within ``tolerance`` nats or ``max_steps``; then
+    forward AIS at the chosen and half the steps on up to 50 examples of ``x`` warns
+    (:class:`~pyrolik.BudgetWarning`) when real data disagree (Wu et al. 2017, section 4;
+    ``docs/tolerance.md``). The other parameters are those of the :func:`pyrolik.ais` run it is for.
 
     Parameters
     ----------
-    model, x, num_chains, schedule, kernel, init, model_args, model_kwargs, seed, batch_size, progress
-        As in :func:`pyrolik.ais`, whose run at ``budget.num_steps`` the budget is for.
     tolerance : float
         The largest BDMC gap to accept (nats).
-    max_steps : int
-        The search's cap; reaching it first warns.
 
     Returns
     -------

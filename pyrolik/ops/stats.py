@@ -1,25 +1,4 @@
-r"""Reductions of importance log-weights: log-mean-exp, effective sample size, MCSE, Pareto k-hat.
-
-All functions reduce over dim 0 (chains or samples) and keep the example dims, so every diagnostic
-is per example, never pooled over the data set.
-
-For weights :math:`w_k = \exp(\log w_k)`, :math:`k = 1..K`:
-
-.. math::
-    \hat Z = \tfrac1K \sum_k w_k, \qquad
-    \mathrm{ESS} = \frac{(\sum_k w_k)^2}{\sum_k w_k^2}, \qquad
-    \mathrm{se}_\Delta(\log \hat Z) = \frac{\mathrm{sd}(w)}{\sqrt K\, \bar w}
-    = \sqrt{1/\mathrm{ESS} - 1/K}
-
-(the delta method). The MCSE that results report is the jackknife standard error of
-:math:`\log \hat Z` (:func:`mcse_log_mean_exp`), which agrees with the delta method when the weights
-are many and tame but, unlike it, holds with a handful of chains: the delta method can never exceed
-:math:`\sqrt{1 - 1/K}` nats (0.87 for K = 4) however far apart the weights are, and understated the
-spread of :math:`\log \hat Z` over repeated runs many times over with few chains or samples
-(``benchmarks/mcse_few_chains.py``, figures in ``benchmarks/RESULTS.md``). Pareto :math:`\hat k` comes from
-ArviZ's PSIS (Vehtari et al. 2024); above :func:`khat_threshold` the estimate of :math:`\log Z`, and
-its MCSE, are unreliable.
-"""
+"""Reductions of importance log-weights per example: log-mean-exp, ESS, MCSE, k-hat."""
 
 from __future__ import annotations
 
@@ -60,17 +39,8 @@ def _jackknife_se(sum_a: Tensor, sum_a2: Tensor, k: int) -> Tensor:
 
 def _mcse_from_top(top: Tensor, lse: Tensor, log_power_sums: dict[int, Tensor], count: int
                    ) -> Tensor:
-    r"""Jackknife MCSE of :math:`\log \hat Z` from the largest log-weights and power sums.
-
-    ``top`` ``(T, N)`` holds the T largest log-weights, largest first; ``lse`` is
-    :math:`\log \sum_k w_k` and ``log_power_sums[m]`` :math:`\log \sum_k w_k^m` (m = 2, 3, 4) over all
-    ``count`` weights. With :math:`r_i = w_i / \sum_k w_k`, the leave-one-out estimate is
-    :math:`\log \hat Z_{(i)} = \log \hat Z + \log(1 - r_i) + \log\tfrac{K}{K-1}`, so the jackknife
-    needs :math:`a_i = \log(1 - r_i)`: exact for the T largest weights; for the others
-    (:math:`r_i \le 1/(T+1)`) :math:`a_i = -(r_i + r_i^2/2 + r_i^3/3 + r_i^4/4) + O(r_i^5)`, whose
-    sums over the rest follow from the power sums minus the top's share. Exact when
-    ``count == T``.
-    """
+    r"""Jackknife MCSE from the ``top`` ``(T, N)`` log-weights (exact) and the power sums of the rest
+    (the series of :math:`\log(1 - r_i)` to fourth order); exact when ``count == T``."""
     dt = top.dtype
     top, lse = top.double(), lse.double()
     r_log = top - lse  # log r_i of the largest weights
@@ -105,19 +75,11 @@ def mcse_log_mean_exp(log_weights: Tensor, dim: int = 0, method: str = "jackknif
     .. math:: \mathrm{se}_J = \sqrt{\tfrac{K-1}{K} \textstyle\sum_i
               \big(\log \hat Z_{(i)} - \overline{\log \hat Z_{(\cdot)}}\big)^2}
 
-    over the K leave-one-out estimates :math:`\log \hat Z_{(i)}` [2]_. It equals the delta method
-    to first order when the weights are many, and, unlike it, holds with few chains: the jackknife
-    variance is biased upwards in expectation (the Efron-Stein inequality [1]_), and over repeated
-    runs with few chains or samples it was close to the observed spread of :math:`\log \hat Z`
-    on linear-Gaussian and Beta-latent models, AIS and likelihood weighting, where the delta
-    method understated it many times over (``benchmarks/RESULTS.md``); the exception was a point whose weights have
-    k-hat 1.2 (an infinite-mean tail, where no MCSE is consistent) (``benchmarks/mcse_few_chains.py``,
-    ``tests/ops/test_stats.py``). Infinite when one weight holds all the mass, NaN for one weight or
-    when every weight is zero. ``method="delta"``: :math:`\sqrt{1/\mathrm{ESS} - 1/K}`, bounded by
-    :math:`\sqrt{1 - 1/K}`.
-
-    Whatever the method, K weights cannot reveal a tail they did not sample: check
-    :func:`pareto_khat` against :func:`khat_threshold` (which needs K >= 25).
+    over the K leave-one-out estimates [2]_; its variance is biased upwards in expectation [1]_, so
+    it holds with few chains where the delta method does not (``docs/export.md``). Infinite when one
+    weight holds all the mass, NaN for one weight or all zero. ``method="delta"``:
+    :math:`\sqrt{1/\mathrm{ESS} - 1/K}`. Neither sees a tail K weights did not sample: check
+    :func:`pareto_khat` against :func:`khat_threshold`.
 
     References
     ----------
@@ -141,9 +103,8 @@ MIN_WEIGHTS_FOR_KHAT = MIN_WEIGHTS  # PSIS fits a tail of at least 5 of the larg
 def khat_threshold(num_samples: int) -> float:
     r"""The largest Pareto :math:`\hat k` at which K weights give a reliable estimate and MCSE.
 
-    :math:`\min(1 - 1/\log_{10} K,\ 0.7)` (Vehtari et al. 2024, sec. 3.2.4): with K draws, the
-    error of an importance-sampling estimate whose weights have tail index k shrinks too slowly
-    above it (0.29 at K = 25, 0.5 at K = 100, 0.7 from K = 2154). Below 10 draws no k qualifies.
+    :math:`\min(1 - 1/\log_{10} K,\ 0.7)` (Vehtari et al. 2024, sec. 3.2.4): 0.29 at K = 25, 0.5 at
+    K = 100; below 10 draws no k qualifies.
     """
     if num_samples <= 10:
         return -math.inf
@@ -156,11 +117,8 @@ def pareto_tail_size(num_samples: int) -> int:
 
 
 def pareto_khat(log_weights: Tensor, dim: int = 0) -> Tensor:
-    r"""Pareto :math:`\hat k` of the importance weights per example, by ArviZ's ``psislw``.
-
-    Returns NaN where k-hat cannot be estimated: fewer than 5 weights in the Pareto tail (fewer
-    than 25 samples), fewer than 5 finite weights, or a degenerate tail (e.g. all weights equal).
-    """
+    r"""Pareto :math:`\hat k` of the importance weights per example, by ArviZ's ``psislw`` (Vehtari et al.
+    2024); NaN with fewer than 25 samples, 5 finite weights, or a degenerate tail."""
     import arviz as az
 
     lw = log_weights.movedim(dim, -1).detach().cpu().double().numpy()
@@ -179,12 +137,8 @@ def pareto_khat(log_weights: Tensor, dim: int = 0) -> Tensor:
 
 
 def pareto_khat_from_tail(tail: Tensor, num_samples: int) -> Tensor:
-    """k-hat from the ``pareto_tail_size(num_samples) + 1`` largest log-weights per example.
-
-    PSIS only looks at the largest ``M`` weights and the ``(M+1)``-th as threshold, so padding the
-    tail with copies of the threshold up to ``num_samples`` gives ArviZ the same fit as the full set.
-    ``tail`` has shape ``(M + 1, N)`` (any order along dim 0).
-    """
+    """k-hat from the ``pareto_tail_size(num_samples) + 1`` largest log-weights ``(M + 1, N)``: padded
+    with the threshold up to ``num_samples``, ArviZ fits the same tail as on the full set."""
     m = pareto_tail_size(num_samples)
     if tail.shape[0] != m + 1:
         raise ValueError(f"tail must hold {m + 1} values per example, got {tail.shape[0]}")
@@ -198,11 +152,10 @@ def pareto_khat_from_tail(tail: Tensor, num_samples: int) -> Tensor:
 
 
 class RunningLogWeights:
-    """Streaming reduction of log-weights arriving in chunks of shape ``(k, N)``.
+    r"""Streaming reduction of log-weights arriving in chunks of shape ``(k, N)``.
 
-    Keeps :math:`\\log\\sum w^m` (m = 1..4) and the ``max(M + 1, 64)`` largest log-weights (for k-hat
-    and the jackknife MCSE, exact when there are no more weights than that): memory
-    ``O(N * sqrt(num_samples))`` whatever the number of chunks. Optionally keeps every weight.
+    Keeps :math:`\log\sum w^m` (m = 1..4) and the ``max(M + 1, 64)`` largest log-weights (k-hat and
+    the jackknife MCSE): memory ``O(N * sqrt(num_samples))``; optionally every weight.
     """
 
     EXACT_TOP = 64  # the jackknife is exact up to this many weights, a 4-term series beyond
@@ -294,12 +247,8 @@ def num_blocks(num_chains: int, requested: int = DEFAULT_BLOCKS) -> int:
 
 
 def systematic(log_weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Sorted systematic-resampling indices along axis 1 of ``log_weights`` ``(C, M, N)``.
-
-    Returns ``(C, M, N)`` integer indices into axis 1 (each column nondecreasing). A column whose
-    weights are all zero (``-inf``) or not finite falls back to the identity (its draws stay
-    unweighted, and its ``log_weight`` in ``sample_stats`` shows why).
-    """
+    """Sorted systematic-resampling indices ``(C, M, N)`` along axis 1 of ``log_weights`` ``(C, M, N)``;
+    a column with no finite positive weight falls back to the identity."""
     c, m, n = log_weights.shape
     lw = np.asarray(log_weights, dtype=np.float64)
     top = np.max(lw, axis=1, keepdims=True)

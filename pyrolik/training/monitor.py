@@ -1,24 +1,4 @@
-r"""Evaluate log p(x) on fixed train and test subsets while a model trains (Wu et al. 2017, figure 3).
-
-Wu et al. track AIS (and the IWAE bound) on training and validation examples over the epochs of
-training and see a VAE's train-test gap open up while a GAN's does not. :class:`TrainingMonitor` is that
-measurement as a callback: call it once per epoch from any training loop (Pyro SVI or plain torch);
-every ``every`` epochs it evaluates the model *as it is now* with
-
-* ``"ais"``: :func:`pyrolik.ais` from the guide (AIS+encoder) when a guide is given, else from the
-  prior, a stochastic lower bound on :math:`\log p(x)`;
-* ``"iwae"``: :func:`pyrolik.iwae` with the guide as proposal, the IWAE bound :math:`\mathcal L_K`;
-
-on the same examples and with the same seed each time (common random numbers: differences between
-epochs are not blurred by fresh Monte Carlo noise). It is cheap by design (a few dozen examples, AIS+
-encoder at tens of steps) and measures its own cost: the seconds of each evaluation against the seconds
-the loop spent between two calls, stated as a fraction of an epoch.
-
-The monitor leaves training alone: the model is put in ``eval()`` mode for the evaluation (when it is a
-``torch.nn.Module``, or ``module=`` names one) and handed back in the mode it was in, the estimators draw
-from their own seeded generators (the global torch and Pyro random streams are not advanced), and no
-parameter gradient is accumulated.
-"""
+"""Evaluate log p(x) on fixed train and test subsets while a model trains."""
 
 from __future__ import annotations
 
@@ -48,43 +28,31 @@ SUBSETS = ("train", "test")
 
 
 class TrainingMonitor:
-    r"""A callback that tracks log p(x) of fixed train and test examples every ``every`` epochs.
+    """A callback that tracks log p(x) of fixed train and test examples every ``every`` epochs
+    (Wu et al. 2017, figure 3; ``docs/sigma_and_rd.md``).
+
+    Each evaluation runs :func:`pyrolik.ais` (from the guide when given: a stochastic lower bound)
+    and/or :func:`pyrolik.iwae` on the model as it is now, in ``eval()`` mode, with the same seed each
+    time, leaving the global random streams and the gradients alone; it measures its own cost.
 
     Parameters
     ----------
     model : callable
-        The Pyro model being trained (the README's model convention); evaluated with its current
-        parameters.
+        The Pyro model being trained.
     x_train, x_test : torch.Tensor, shape ``(n, *event_shape)``
-        Fixed subsets (a few dozen examples each is the intended size).
+        Fixed subsets (a few dozen examples each).
     guide : callable, optional
-        The encoder: the AIS start (AIS+encoder) and the IWAE proposal. Required for ``"iwae"``.
+        The encoder: the AIS start and the IWAE proposal (required for ``"iwae"``).
     every : int
         Evaluate at epochs ``0, every, 2 * every, ...`` (and whenever ``force=True``).
     methods : sequence of {"ais", "iwae"}
         What to evaluate.
-    num_steps, num_chains : int
-        AIS settings (tens of steps: AIS+encoder converges fast).
-    num_samples : int
-        IWAE samples per example.
-    kernel : pyrolik.HMC, optional
-        AIS transition kernel (default ``HMC()``).
+    num_steps, num_chains, num_samples, kernel, seed
+        The estimators' settings (tens of AIS steps: AIS+encoder converges fast).
     model_args, model_kwargs : tuple, dict
-        Passed to the model and guide at every evaluation (shared by both subsets: no
-        per-example tensors).
+        Passed to the model and guide (no per-example tensors).
     module : torch.nn.Module, optional
-        Put in ``eval()`` mode while evaluating (default: ``model`` itself when it is a module).
-    seed : int
-        The seed of every evaluation (the same each time).
-
-    Examples
-    --------
-    >>> monitor = pyrolik.training.TrainingMonitor(vae, x_train[:50], x_test[:50], guide=vae.guide,
-    ...                                   every=10)                     # doctest: +SKIP
-    >>> for epoch in range(300):                                         # doctest: +SKIP
-    ...     loss = train_one_epoch()
-    ...     monitor(epoch, loss=loss)
-    >>> monitor.to_dataset(); monitor.plot()                             # doctest: +SKIP
+        Put in ``eval()`` mode while evaluating (default: ``model`` when it is a module).
     """
 
     def __init__(
@@ -257,10 +225,7 @@ def _table(series: dict[str, list], epochs: int, width: int) -> np.ndarray:
 
 
 def monitor_dataset(monitor: Any) -> xr.Dataset:
-    """See :meth:`pyrolik.training.TrainingMonitor.to_dataset`.
-
-    Subsets of different sizes share the ``example`` dim, the shorter one padded with NaN.
-    """
+    """See :meth:`pyrolik.training.TrainingMonitor.to_dataset` (subsets of different sizes padded with NaN)."""
     e = len(monitor.epochs)
     width = max(len(x) for x in monitor.subsets.values())
     coords = {"epoch": np.asarray(monitor.epochs, dtype=np.int64), "subset": list(SUBSETS),
