@@ -35,7 +35,7 @@ def build() -> dict:
         x = LG.sample(3, g)
         kernel = pyrolik.HMC(num_leapfrog=3, mass_matrix=True)
         out = {"ais": pyrolik.ais(two_sites, x, num_steps=10, num_chains=8, kernel=kernel, seed=0,
-                                  record_every=2, record_states=True, progress=False)}
+                                  record_every=2, keep_states=True, progress=False)}
         fwd = pyrolik.ais(LG, x, num_steps=10, num_chains=8, kernel=pyrolik.HMC(num_leapfrog=3),
                           seed=0, progress=False)
         post = LG.exact_posterior(x).sample()

@@ -155,7 +155,7 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
     def hooks(schedule: Tensor) -> dict:
         return {"totals": engine.Totals(k_all * n, schedule),
                 "recorder": engine.Recorder(schedule, k_all, stride=recording.every,
-                                            steps=recording.steps, record_states=recording.states,
+                                            steps=recording.steps, keep_states=recording.states,
                                             record_log_ratio=recording.log_ratio)}
 
     phase = Phase("anneal", _columns(problem.legs, betas), path.value_and_grad, start,

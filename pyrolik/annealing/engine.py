@@ -120,21 +120,21 @@ class Recorder:
     r"""Diagnostics at chosen steps: every ``stride`` steps and the last, or the given ``steps``.
 
     ``acceptance_rate``, ``step_size``, ``energy_error``, ``diverging``, ``log_weight`` ``(rows,)``,
-    ``beta``, the states ``z`` with ``record_states``, and with ``record_log_ratio`` the states'
+    ``beta``, the states ``z`` with ``keep_states``, and with ``record_log_ratio`` the states'
     :math:`r` (with ``log_weight`` a properly weighted draw of :math:`f_\beta`).
     """
 
     NAMES = ("acceptance_rate", "step_size", "log_weight", "beta", "diverging", "energy_error")
 
     def __init__(self, schedule: Tensor, num_chains: int, *, stride: int | None = None,
-                 steps: Sequence[int] | None = None, record_states: bool = False,
+                 steps: Sequence[int] | None = None, keep_states: bool = False,
                  record_log_ratio: bool = False):
         num_steps = schedule.shape[0] - 1
         self.schedule, self.num_chains, self.num_steps = schedule, num_chains, num_steps
         self.stride = stride or max(1, num_steps // 100)
         self.steps = None if steps is None else frozenset(int(s) for s in steps)
         self.records: dict[str, list[Tensor]] = {name: [] for name in self.NAMES}
-        if record_states:
+        if keep_states:
             self.records["z"] = []
         if record_log_ratio:
             self.records["log_ratio"] = []

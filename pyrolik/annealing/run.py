@@ -119,7 +119,7 @@ class Recording:
 
     def settings(self) -> dict[str, Any]:
         """What a checkpoint of the run must match."""
-        out: dict[str, Any] = {"record_every": self.every, "record_states": self.states}
+        out: dict[str, Any] = {"record_every": self.every, "keep_states": self.states}
         if self.steps is not None or self.log_ratio:
             out.update(record_steps=self.steps, record_log_ratio=self.log_ratio)
         return out
@@ -252,7 +252,7 @@ PARAMETERS: dict[str, str] = {
     Examples per pass; results depend on it only through Monte Carlo noise.""",
     "record_every": """record_every : int, optional
     Stride of the recorded diagnostics (default: about 100 records).""",
-    "record_states": """record_states : bool
+    "keep_states": """keep_states : bool
     Also record the latent states at each recorded step (memory grows with the records).""",
     "progress": """progress : bool
     Show a progress bar.""",

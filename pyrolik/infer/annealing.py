@@ -38,7 +38,7 @@ def ais(
     seed: int | None = None,
     batch_size: int | None = None,
     record_every: int | None = None,
-    record_states: bool = False,
+    keep_states: bool = False,
     progress: bool = True,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 100,
@@ -90,7 +90,7 @@ def ais(
     execution = Execution.create(seed=seed, distributed=distributed, batch_size=batch_size,
                                  progress=progress, desc="AIS", checkpoint=checkpoint,
                                  checkpoint_every=checkpoint_every)
-    results = drive("ais", problem, execution, Recording(record_every, record_states))
+    results = drive("ais", problem, execution, Recording(record_every, keep_states))
     if results is None:
         return None
     warn_failed(results[0], "ais")

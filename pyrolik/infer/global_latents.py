@@ -71,7 +71,7 @@ def evidence(
     model_kwargs: dict | None = None,
     seed: int | None = None,
     record_every: int | None = None,
-    record_states: bool = False,
+    keep_states: bool = False,
     progress: bool = True,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 100,
@@ -119,7 +119,7 @@ def evidence(
     try:
         result = ais(wrapped, rows, num_steps=num_steps, num_chains=num_chains, schedule=schedule,
                      kernel=kernel, seed=seed, record_every=record_every,
-                     record_states=record_states, progress=progress, checkpoint=checkpoint,
+                     keep_states=keep_states, progress=progress, checkpoint=checkpoint,
                      checkpoint_every=checkpoint_every, tolerance=tolerance, max_steps=max_steps)
     except ValueError as err:
         explained = _explained(err)

@@ -76,7 +76,7 @@ def test_run_records_at_the_chosen_steps_and_counts(lg, seed):
     state = engine.init(path.sample_initial(g), path.value_and_grad, HMC(num_leapfrog=2),
                         rows_of(schedule[0], k, n))
     totals = engine.Totals(k * n, schedule)
-    recorder = engine.Recorder(schedule, k, steps=[2, 5, 10], record_states=True)
+    recorder = engine.Recorder(schedule, k, steps=[2, 5, 10], keep_states=True)
     seen = []
     state, _ = engine.run(state, schedule, tuning, kernel=HMC(num_leapfrog=2),
                           density=path.value_and_grad, generator=g, num_examples=n,

@@ -25,7 +25,7 @@ def test_recorder_keeps_the_states_log_ratio(lg, seed):
     schedule = torch.linspace(0, 1, 7).unsqueeze(-1)
     state = engine.init(path.sample_initial(g), path.value_and_grad, HMC(num_leapfrog=2),
                         rows_of(schedule[0], k, n))
-    recorder = engine.Recorder(schedule, k, steps=[3, 6], record_states=True,
+    recorder = engine.Recorder(schedule, k, steps=[3, 6], keep_states=True,
                                record_log_ratio=True)
     engine.run(state, schedule, Fixed(0.2).tuning(None, k, n, schedule), kernel=HMC(num_leapfrog=2),
                density=path.value_and_grad, generator=g, num_examples=n, hooks=[recorder])

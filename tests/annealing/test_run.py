@@ -62,6 +62,6 @@ def test_settings_count_every_gradient_evaluation(lg, x):
 
 
 def test_recording_settings_name_only_what_was_asked():
-    assert Recording().settings() == {"record_every": None, "record_states": False}
+    assert Recording().settings() == {"record_every": None, "keep_states": False}
     steps = Recording(steps=(2, 4), log_ratio=True).settings()
     assert steps["record_steps"] == (2, 4) and steps["record_log_ratio"] is True

@@ -72,7 +72,7 @@ def test_ais_resumes_bit_identically(tmp_path, monkeypatch, saves, kernel, seed)
     online, at steps 4 and 8 of each of the 3 batches."""
     x = sm.sample(7, seed)
     kw = dict(num_steps=12, num_chains=3, kernel=kernel, seed=seed, batch_size=3, progress=False,
-              record_every=2, record_states=True)
+              record_every=2, keep_states=True)
     reference = pyrolik.ais(sm.model, x, **kw)
     path = tmp_path / "run.ckpt"
     interrupt_after(monkeypatch, saves)

@@ -129,7 +129,7 @@ def test_recording_memory_does_not_grow_with_num_steps(lg, seed):
     assert r.trace["acceptance_rate"].shape == (100, 3, 2)
     assert r.trace_steps[-1] == 500 and "z" not in r.trace
     r = pyrolik.ais(lg, x, num_steps=10, num_chains=3, seed=seed, progress=False,
-                    record_every=1, record_states=True)
+                    record_every=1, keep_states=True)
     assert r.trace["z"].shape == (10, 3, 2, 2)
     assert r.latents["z"].shape == (3, 2, 2)
 

@@ -148,7 +148,7 @@ def test_weight_increments_are_beta_steps_times_the_log_likelihood(schedule, k, 
         r = pyrolik.reverse_ais(sm.model, x, z0, **kw)
         betas, start = schedule.flip(0), z0
     else:
-        r = pyrolik.ais(sm.model, x, record_states=True, **kw)
+        r = pyrolik.ais(sm.model, x, keep_states=True, **kw)
         betas, start = schedule, None
     target = make_target(sm.model, x, k)
     log_w = r.trace["log_weight"]  # (T, K, N)
