@@ -26,7 +26,7 @@ from pyrolik.mcmc.hmc import HMC
 from pyrolik.mcmc.step_sizes import StepSizes
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 from pyrolik.results.annealing_group import DERIVED
-from pyrolik.results.datatree import DEFAULT_EXAMPLE_DIM, NESTED, SITE_GROUPS, flatten, to_datatree
+from pyrolik.results.datatree import NESTED, flatten, to_datatree
 from pyrolik.results.weighted import PARTICLE_STATS
 
 __all__ = ["from_datatree", "save", "load", "register_reader", "NOT_A_RESULT"]
@@ -81,8 +81,7 @@ def _unflatten(tree: xr.DataTree) -> xr.DataTree:
     out = xr.DataTree.from_dict(groups)
     out.attrs = dict(tree.attrs)
     for name in NESTED:  # each flattened group carries its run's attrs
-        group = next(g for g in (f"{name}_evidence", f"{name}_log_weights") if g in tree.children)
-        out[name].attrs = dict(tree[group].attrs)
+        out[name].attrs = dict(tree[f"{name}_evidence"].attrs)
     return out
 
 
@@ -132,8 +131,6 @@ def from_datatree(tree: Any) -> Result:
         latents = {} if sim is None else {str(s): _t(da) for s, da in sim.items()}
         return BDMCResult(lower=lower, upper=upper, x=lower.x, latents=latents,
                           wall_time=float(tree.attrs.get("wall_time", np.nan)))
-    if "evidence" not in tree.children:  # written before the resampled layout (no "layout" attr)
-        return _legacy_estimate(tree)
     return _estimate(tree)
 
 
@@ -208,11 +205,8 @@ def _estimate(tree: xr.DataTree) -> Result:
 
 
 def _kernel(attrs: dict) -> HMC | None:
-    """The recorded kernel. Files written before ``momentum_persistence`` existed ran without it
-    (0), whatever today's default."""
-    if "kernel" not in attrs:
-        return None
-    return HMC(**{"momentum_persistence": 0.0, **json.loads(attrs["kernel"])})
+    """The recorded kernel, rebuilt from its parameters."""
+    return HMC(**json.loads(attrs["kernel"])) if "kernel" in attrs else None
 
 
 def _budget(attrs: dict) -> Budget | None:
@@ -226,55 +220,6 @@ def _table(const: xr.Dataset | None, ex: str) -> StepSizes | None:
     return StepSizes(_t(const["pilot_beta"]), _t(const["log_step_size"], "pilot_step"),
                      _opt(const, "inv_mass", "pilot_step", ex),
                      _opt(const, "log_ratio_var", "pilot_step", ex))
-
-
-def _legacy_estimate(tree: xr.DataTree) -> Result:
-    """Rebuild from the first layout (a ``log_weights`` group, one draw per AIS chain)."""
-    kind = tree.attrs["pyrolik_result"]
-    attrs = tree.attrs
-    get = tree.children.get
-    lw = _required(tree, "log_weights")
-    ex = _dim(lw["log_likelihood"].dims[0]) if lw["log_likelihood"].dims else DEFAULT_EXAMPLE_DIM
-    obs = get("observed_data")
-    sample_dim = "chain" if kind == "AISResult" else "sample"
-    common = dict(
-        method=attrs["method"], log_likelihood=_t(lw["log_likelihood"]),
-        bound=None if attrs["bound"] == "none" else attrs["bound"],
-        log_weights=_opt(lw, "log_weight", sample_dim, ex), ess=_opt(lw, "ess"),
-        mcse=_opt(lw, "mcse"), khat=_opt(lw, "khat"),
-        x=None if obs is None else _t(obs.to_dataset()["x"], ex),
-        settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
-        wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
-        num_observed=_opt(None if obs is None else obs.to_dataset(), "num_observed"),
-    )
-    if kind != "AISResult":  # EstimateResult, or a newer estimator's subclass: the common fields
-        return EstimateResult(**common)
-    site_group, flat_group = SITE_GROUPS[attrs["direction"]]
-    sites, flat = get(site_group), get(flat_group)
-    latents = None if sites is None else {
-        str(s): _t(da, "chain", "draw", ex)[:, 0] for s, da in sites.to_dataset().items()}
-    const = _group(tree, "constant_data")
-    trace: dict[str, torch.Tensor] | None = None
-    steps = None
-    if "sample_stats" in tree.children:
-        stats = _required(tree, "sample_stats")
-        trace = {str(name): _t(da, "draw", "chain", ex) for name, da in stats.items()}
-        k = stats.sizes["chain"]
-        beta = _t(stats["beta"]) if stats["beta"].ndim == 1 else None
-        trace["beta"] = (beta.unsqueeze(1).expand(-1, k).contiguous() if beta is not None
-                         else _t(stats["beta"], "draw", "chain"))
-        if "trajectory" in tree.children:
-            trace["z"] = _t(_required(tree, "trajectory")["u"], "draw", "chain", ex)
-        steps = torch.from_numpy(np.array(stats["draw"].values))
-    return AISResult(
-        **common, direction=attrs["direction"], path=attrs["path"],
-        schedule=_opt(const, "schedule", "step"), step_sizes=_table(const, ex),
-        kernel=_kernel(attrs),
-        final_state=None if flat is None else _t(flat.to_dataset()["u"], "chain", "draw")[:, 0],
-        latents=latents, acceptance_rate=_opt(lw, "mean_acceptance_rate", "chain"),
-        num_divergent=_opt(lw, "num_divergent", "chain"), trace=trace, trace_steps=steps,
-        budget=_budget(attrs),
-    )
 
 
 def _engine(path: Path, engine: str | None) -> str:

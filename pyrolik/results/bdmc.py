@@ -9,7 +9,6 @@ exact latents a stochastic upper bound on each example's :math:`\log p(x)`; the 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,16 +103,6 @@ class BDMCResult(_Exports):
         estimate** of log p(x) (neither bound's; use ``lower.log_likelihood`` for forward AIS). Its
         distance to either bound is half the per-example gap."""
         return 0.5 * (self.upper.log_likelihood + self.lower.log_likelihood)
-
-    @property
-    def log_likelihood(self) -> Tensor:
-        """Deprecated name of :attr:`midpoint` (a ``DeprecationWarning``): the midpoint of the
-        bounds, easy to take for an estimate."""
-        warnings.warn("BDMCResult.log_likelihood is the midpoint of the two bounds, not an "
-                      "estimate; use result.midpoint for it, result.lower.log_likelihood for the "
-                      "forward AIS estimate, or result.lower/.upper for the sandwich",
-                      DeprecationWarning, stacklevel=2)
-        return self.midpoint
 
     @property
     def mean(self) -> float:

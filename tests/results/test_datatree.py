@@ -1,10 +1,9 @@
 """The resampled ArviZ layout: blocks, systematic resampling, and ArviZ's numbers against an exact
-posterior (linear-Gaussian), old files, and every result type through ArviZ's own calls."""
+posterior (linear-Gaussian), and every result type through ArviZ's own calls."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,12 +11,9 @@ import torch
 from numpy.testing import assert_array_equal
 
 import pyrolik
-from pyrolik.results import AISResult, BDMCResult, EstimateResult
+from pyrolik.results import EstimateResult
 from tests.export_cases import build, summary_where_defined
 from tests.oracles import LG_NARROW as LG
-
-DATA = Path(__file__).parents[1] / "data"  # tests/data
-
 
 # --- blocks and systematic resampling -------------------------------------------------------------
 
@@ -113,27 +109,6 @@ def test_the_export_is_reproducible_and_num_blocks_is_honoured(lg_runs):
     one = r.to_inference_data(num_blocks=1)
     assert one.posterior.sizes["chain"] == 1 and one.posterior.sizes["draw"] == 64
     assert r.to_datatree(num_blocks=8)["posterior"].sizes["chain"] == 8
-
-
-# --- files written by earlier versions ----------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", ["ais", "bdmc", "iwae"])
-def test_files_written_before_the_resampled_layout_still_load(name):
-    back = pyrolik.load(DATA / f"v0_{name}.nc")
-    runs = [back.lower, back.upper] if isinstance(back, BDMCResult) else [back]
-    for r in runs:
-        assert r.log_weights.shape == (6 if name != "iwae" else 30, 3)
-        lme = torch.logsumexp(r.log_weights, 0) - math.log(r.log_weights.shape[0])
-        expected = lme if getattr(r, "direction", "forward") == "forward" else -lme
-        torch.testing.assert_close(r.log_likelihood, expected)
-        if isinstance(r, AISResult):
-            assert r.latents["z"].shape[:2] == (6, 3) and r.trace["log_weight"].shape[1:] == (6, 3)
-    # and they export in today's layout
-    idata = back.to_inference_data()
-    assert "evidence" in idata.groups()
-    if name != "iwae":  # the old IWAE files kept no draws
-        summary_where_defined(idata)
 
 
 def test_estimate_results_without_draws_export_their_evidence(results):
