@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
@@ -21,6 +21,7 @@ from pyrolik.advice import (
     NEGATIVE_GAP_SE,
     inverted_gap_advice,
 )
+from pyrolik.results.convert import EX, BDMCConverter, stored
 from pyrolik.results.estimates import AISResult, _Exports, _mean, _stderr
 from pyrolik.results.table import Summary
 
@@ -31,11 +32,14 @@ __all__ = ["BDMCResult"]
 class BDMCResult(_Exports):
     """Bidirectional Monte Carlo on simulated data: a sandwich ``lower <= log p(x) <= upper``."""
 
-    lower: AISResult
-    upper: AISResult
-    x: Tensor
-    latents: dict[str, Tensor]
-    wall_time: float = float("nan")
+    converter: ClassVar[type] = BDMCConverter
+
+    lower: AISResult = stored("lower", codec="result")
+    upper: AISResult = stored("upper", codec="result")
+    x: Tensor = stored("lower/observed_data", "x", [EX])
+    # the exact latents that generated x: each (N, *site), or (K, N, *site)
+    latents: dict[str, Tensor] = stored("simulated", None, ["sample", EX], default_factory=dict)
+    wall_time: float = stored("attrs", "wall_time", default=float("nan"))
 
     @property
     def bound(self) -> str:

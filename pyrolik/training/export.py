@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from pyrolik.results.datatree import _versions
+from pyrolik.results.convert import _versions
 
 __all__ = ["monitor_dataset", "plot_monitor"]
 
