@@ -32,6 +32,7 @@ a function of each example's path parameter, the same in every round).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -180,5 +181,4 @@ def curve_with_tolerance(
                                        check_at=check_at, num_simulated=num_pt * m,
                                        max_steps=max_steps, progress=progress, what=what,
                                        cap_fix=CAP_FIX)
-    curve.budget = budget
-    return curve
+    return dataclasses.replace(curve, budget=budget)

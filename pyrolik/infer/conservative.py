@@ -6,6 +6,7 @@ chain of the model; it never needs :math:`P(h)`. See ``docs/csl.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -269,9 +270,6 @@ def biased_csl(
         model_args=model_args, model_kwargs=model_kwargs, keep_log_weights=keep_log_weights,
         khat=False,  # a handful of local, correlated samples: no importance-sampling tail to fit
     )
-    result.method = "biased_csl"
-    result.bound = None
-    result.seed = seed
-    result.settings.update(num_chains=num_chains, num_steps=num_steps)
-    result.wall_time = time.perf_counter() - start_time
-    return result
+    return dataclasses.replace(
+        result, method="biased_csl", bound=None, seed=seed, wall_time=time.perf_counter() - start_time,
+        settings={**result.settings, "num_chains": num_chains, "num_steps": num_steps})

@@ -17,6 +17,7 @@ frozen per-temperature step sizes from one pilot run, visited in opposite orders
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import warnings
@@ -173,9 +174,8 @@ def bdmc(
     results = drive("bdmc", problem, execution, Recording(record_every))
     if results is None:
         return None
-    lower, upper = results
     wall = time.perf_counter() - start
-    lower.wall_time = upper.wall_time = wall
+    lower, upper = (dataclasses.replace(r, wall_time=wall) for r in results)
     reverse = problem.legs[1].latents
     assert reverse is not None  # describe gives the reverse leg its latents
     simulated = {name: v[0] for name, v in reverse.items()}

@@ -17,6 +17,7 @@ Costs in model gradient evaluations: a BDMC round at ``T`` steps on ``n`` exampl
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -173,5 +174,4 @@ def ais_with_tolerance(
     result, budget = run_with_tolerance(tolerance, bdmc_at=bdmc_at, final_at=final_at,
                                         check_at=check_at, num_simulated=num_sim,
                                         max_steps=max_steps, progress=progress, what="ais")
-    result.budget = budget
-    return result
+    return dataclasses.replace(result, budget=budget)

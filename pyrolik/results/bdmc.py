@@ -28,7 +28,7 @@ from pyrolik.results.table import Summary
 __all__ = ["BDMCResult"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class BDMCResult(_Exports):
     """Bidirectional Monte Carlo on simulated data: a sandwich ``lower <= log p(x) <= upper``."""
 

@@ -76,7 +76,7 @@ class _Exports:
         return to_inference_data(self, num_blocks=num_blocks)
 
 
-@dataclass
+@dataclass(frozen=True)
 class EstimateResult(_Exports):
     """Per-example estimates of log p(x) in nats from one estimator.
 
@@ -304,7 +304,7 @@ class EstimateResult(_Exports):
                 f"N={self.num_examples}, mean={self.mean:.4f}, stderr={self.stderr:.4f})")
 
 
-@dataclass(repr=False)
+@dataclass(frozen=True, repr=False)
 class AISResult(EstimateResult):
     """A forward or reverse AIS run.
 
