@@ -128,7 +128,7 @@ print(idata)
 az.summary(idata, var_names=["z"], coords={"data": [0]})
 '''),
     ("code", '''
-idata.evidence.to_dataframe().drop(columns="bound").head()
+idata.evidence.to_dataframe().head()  # one draw of the estimator per example
 '''),
     ("code", '''
 fig = pyrolik.diagnostics.plots.plot_diagnostics(ais)

@@ -62,7 +62,7 @@ az.summary(idata, var_names=["z"], coords={ex: [0]})
   off: the mean of the weights converges much faster than a weighted mean of z.
 """),
     ("code", '''
-idata.evidence.to_dataframe().drop(columns="bound").head()
+idata.evidence.to_dataframe().head()  # one draw of the estimator per digit
 '''),
     ("code", '''
 elpd = pyrolik.diagnostics.to_elpd(idata)   # ArviZ's ELPDData of the evidence (not leave-one-out)
@@ -117,11 +117,13 @@ the 32 draws there are. Read the weights' ESS (in `evidence`) for how many chain
     ("md", """
 ## Along the annealing path
 
-The `annealing` group is indexed by `step`, with `beta` as a coordinate: plot anything against
-`beta` with xarray. Acceptance of the HMC moves, and the ESS of each block's weights:
+The `annealing` group is indexed by `step`, with the `beta` each chain was at: make the schedule
+(the same for every chain here) a coordinate and plot anything against it with xarray. Acceptance
+of the HMC moves, and the ESS of each block's weights:
 """),
     ("code", '''
 ann = idata.annealing
+ann = ann.assign_coords(beta=ann.beta.isel(chain=0, particle=0, drop=True))
 fig, axes = plt.subplots(1, 2, figsize=(10, 3), layout="constrained")
 ann.acceptance_rate.mean(["chain", "particle", ex]).plot(x="beta", ax=axes[0])
 ann.ess.mean(ex).plot.line(x="beta", hue="chain", ax=axes[1])
@@ -148,7 +150,9 @@ ev = bd_idata.evidence
 print(f"BDMC gap {float(ev.gap.mean()):.3f} nats (mean gap_mcse {float(ev.gap_mcse.mean()):.3f})")
 fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
 for side, color in (("lower", "C0"), ("upper", "C3")):
-    lz = bd_idata[f"{side}_annealing"].log_marginal_likelihood.mean(["chain", ex])
+    ann = bd_idata[f"{side}_annealing"]
+    lz = ann.log_marginal_likelihood.mean(["chain", ex])
+    lz = lz.assign_coords(beta=ann.beta.isel(chain=0, particle=0, drop=True))
     lz.plot(x="beta", ax=ax, color=color, label=f"{side} (mean over digits)")
 ax.set_xscale("log"); ax.legend(); ax.set_title("running log Z: forward and reverse");
 '''),

@@ -30,6 +30,7 @@ from pyrolik.results.convert import (
     BLOCK,
     DERIVED,
     EX,
+    LAYOUT,
     NESTED,
     Stored,
     declared,
@@ -108,6 +109,9 @@ def from_datatree(tree: Any) -> Result:
                          "load files made by pyrolik.save or result.to_datatree()")
     if kind in READERS:
         return READERS[kind](tree)
+    if tree.attrs.get("layout") != LAYOUT:
+        raise ValueError(f"this {kind} tree has layout {tree.attrs.get('layout')}, not {LAYOUT}: it "
+                         "was written by another pyrolik version; load it with that version")
     if kind == "BDMCResult" and "lower" not in tree.children:
         tree = _unflatten(tree)
     cls = CLASSES.get(kind, EstimateResult)  # a newer estimator's class: the common fields
@@ -135,6 +139,8 @@ def _tensor(da: xr.DataArray, template: tuple[str, ...], ex: str) -> torch.Tenso
     """A variable back in its field's shape: dims in the declared order, blocks back to chains."""
     dims = [d for t in template for d in (("chain", "particle") if t == BLOCK else
                                           (ex if t == EX else t,))]
+    one = [d for d in ("chain", "draw") if d in da.dims and d not in dims]  # a group of one draw
+    da = da.squeeze(one, drop=True)
     t = torch.from_numpy(np.array(da.transpose(*[d for d in dims if d in da.dims], ...).values))
     if "particle" not in da.dims:
         return t
@@ -172,20 +178,10 @@ def _read(tree: xr.DataTree, spec: Stored, ex: str, named: set[str]) -> Any:
     derived = DERIVED.get(spec.group, ())
     sites = {str(s): _tensor(da, spec.dims, ex) for s, da in ds.data_vars.items()
              if s not in named and s not in derived}
-    if spec.codec == "trace":
-        _trace(tree, ds, sites, ex)
+    traj = _group(tree, "trajectory") if spec.codec == "trace" else None
+    if traj is not None:  # the recorded states
+        sites["z"] = _tensor(traj["u"], spec.dims, ex)
     return sites or None
-
-
-def _trace(tree: xr.DataTree, ann: xr.Dataset, trace: dict[str, torch.Tensor], ex: str) -> None:
-    """The recorded betas (a coordinate along ``step``) and states (``trajectory``) into ``trace``."""
-    k = ann.sizes["chain"] * ann.sizes["particle"]
-    beta = _tensor(ann["beta"], ("step", EX), ex)
-    trace["beta"] = (beta.unsqueeze(1).expand(-1, k).contiguous() if beta.dim() == 1
-                     else beta.unsqueeze(1).expand(-1, k, -1).contiguous())
-    traj = _group(tree, "trajectory")
-    if traj is not None:
-        trace["z"] = _tensor(traj["u"], ("step", BLOCK, EX), ex)
 
 
 def _engine(path: Path, engine: str | None) -> str:

@@ -25,12 +25,14 @@ group                        variables (dims)
                              block ``log_marginal_likelihood``, ``ess (chain, <plate>)``; AIS:
                              ``mean_acceptance_rate``, ``num_divergent``
 ``unconstrained_particles``  AIS: ``u (chain, particle, <plate>, latent_dim)``
-``evidence``                 pooled over all ``K``: ``log_marginal_likelihood``, ``mcse``, ``ess``,
-                             ``pareto_k`` (attrs ``good_k``, ``n_samples``) ``(<plate>)``; scalar
-                             coordinate ``bound``
-``annealing``                per recorded step: the trace ``(step, chain, particle, <plate>)``, per
-                             block the running ``log_marginal_likelihood`` and ``ess``; ``beta``
-                             a coordinate along ``step`` (``(step, <plate>)`` per-batch schedules)
+``evidence``                 pooled over all ``K``, one draw of the estimator: ``log_marginal_
+                             likelihood``, ``mcse``, ``ess``, ``pareto_k`` (attrs ``good_k``,
+                             ``n_samples``) ``(chain, draw, <plate>)``, one chain of one draw;
+                             attr ``bound``
+``annealing``                per recorded step: the trace, ``beta`` included, ``(step, chain,
+                             particle, <plate>)`` (``beta``: ``(step, chain, particle)`` for a
+                             shared schedule); per block the running ``log_marginal_likelihood``
+                             and ``ess``
 ``trajectory``               recorded states ``u (step, chain, particle, <plate>, latent_dim)``
 ``observed_data``            ``x (<plate>, x_dim_i)``, ``num_observed (<plate>)``
 ``constant_data``            ``schedule``, the pilot table (``pilot_beta``, ``log_step_size``,
@@ -45,10 +47,13 @@ Reverse AIS ends at :math:`\beta = 0`: its final states go unresampled into ``pr
 streamed by (:mod:`pyrolik.infer.resampling`); KDE has ``evidence`` only. A BDMC result is a tree
 with ``lower`` and ``upper`` subtrees and a root ``evidence`` (``(bound, <plate>)``, ``gap``,
 ``gap_mcse``), ``simulated`` latents, their ``calibration`` (PIT among the forward draws) and the
-lower run's ``posterior`` and ``sample_stats``; :func:`flatten` turns it into the one-level layout
+lower run's ``posterior`` and ``sample_stats`` (the root groups but these are one draw: ``chain``
+and ``draw`` of size 1); :func:`flatten` turns it into the one-level layout
 (``lower_posterior``, ...) that ArviZ 0.x sees. Root attrs are plain ``str``, ``int`` or ``float``:
 the versions, ``pyrolik_result``, the declared attrs (``method``, ``bound``, ``settings``, ...),
-``created_at``, ``num_blocks`` and ``layout`` (2).
+``created_at``, ``num_blocks`` and ``layout`` (3). Every group but ``observed_data`` and
+``constant_data`` has ``chain`` or ``draw`` on every variable and no non-index coordinate, so
+ArviZ's ``idata.to_dataframe()`` tabulates every export.
 
 Imports no pyrolik module but :mod:`pyrolik._version` and :mod:`pyrolik.ops.resample`: results are
 read by their attributes, so the estimators build results and never see xarray.
@@ -86,7 +91,7 @@ BLOCK = "<block>"  # in a declaration's dims: K chains as (chain, particle), C b
 DERIVED = {"particles": ("log_marginal_likelihood", "ess"),
            "annealing": ("log_marginal_likelihood", "ess")}
 NESTED = ("lower", "upper")  # the subtrees of a BDMC export
-LAYOUT = 2  # the version of the layout, a root attr
+LAYOUT = 3  # the version of the layout, a root attr
 DEFAULT_EXAMPLE_DIM = "example"
 RESAMPLING_STREAM = 20240  # mixed with the result's seed: the export's own random stream
 SITE_GROUPS = {"forward": ("posterior", "unconstrained_posterior", "sample_stats"),
@@ -274,6 +279,12 @@ def _attr(value: Any, codec: str | None) -> Any:
     return value if isinstance(value, str | int | float) else str(value)
 
 
+def _one_draw(ds: xr.Dataset) -> xr.Dataset:
+    """A group that is not a sample (a pooled estimate, the simulated truth) as one draw of one
+    chain, so that ArviZ's tables (``to_dataframe``) line it up with the draws."""
+    return ds.expand_dims({"chain": [0], "draw": [0]})
+
+
 def _tree(groups: dict[str, xr.Dataset | None], attrs: dict[str, Any]) -> xr.DataTree:
     tree = xr.DataTree.from_dict({k: v for k, v in groups.items() if v is not None})
     tree.attrs = attrs
@@ -296,7 +307,7 @@ class EstimateConverter:
             np.float64)
         self.k = self.lw.shape[0] if self.lw is not None else result.num_weights
         self.c: Any = (self.draws["draw_index"].shape[0] if self.draws
-                  else None if self.lw is None else num_blocks_of(self.k, num_blocks))
+                       else None if self.lw is None else num_blocks_of(self.k, num_blocks))
         self.sites = getattr(result, "latents", None) or getattr(result, "samples", None) or {}
         self.direction = getattr(result, "direction", "forward")
 
@@ -359,9 +370,6 @@ class EstimateConverter:
     def flat(self) -> Any:
         return getattr(self.result, "final_state", None)
 
-    def _draw_coords(self, d: int) -> dict[str, Any]:
-        return self.coords(draw=np.arange(d))
-
     # one method per group
 
     def posterior_to_xarray(self) -> xr.Dataset | None:
@@ -370,7 +378,7 @@ class EstimateConverter:
             values = {s: v for s, v in self.draws.items() if not s.startswith("draw_")}
             if not values:
                 return None
-            variables = {s: (self.layout(s, _np(v), ("chain", "draw", EX))[0][2:], _np(v))
+            variables = {s: ([self.ex, *_event_dims(s, v.dim() - 3)], _np(v))
                          for s, v in values.items()}
         elif self.index is not None and self.sites:
             variables = {s: (d[2:], _gather(v, self.index)) for s, (d, v) in
@@ -408,7 +416,7 @@ class EstimateConverter:
 
     def _sampled(self, variables: Variables) -> xr.Dataset:
         d = next(iter(variables.values()))[1].shape[1]
-        return _dataset(variables, self._draw_coords(d), ["chain", "draw"])
+        return _dataset(variables, self.coords(draw=np.arange(d)), ["chain", "draw"])
 
     def particles_to_xarray(self) -> xr.Dataset | None:
         """The raw draws and weights by block, and each block's estimate and ESS."""
@@ -441,7 +449,7 @@ class EstimateConverter:
         ds = _dataset(self.variables("evidence"), {self.ex: np.arange(self.n)}, [])
         if "pareto_k" in ds and self.k is not None:
             ds["pareto_k"].attrs.update(good_k=float(good_k(self.k)), n_samples=int(self.k))
-        return ds.assign_coords(bound=str(self.result.bound or "none"))
+        return _one_draw(ds).assign_attrs(bound=str(self.result.bound or "none"))
 
     def observed_data_to_xarray(self) -> xr.Dataset | None:
         variables = self.variables("observed_data")
@@ -484,12 +492,6 @@ class EstimateConverter:
 class AISConverter(EstimateConverter):
     """Forward and reverse AIS: the estimate's groups, and what the run recorded along its path."""
 
-    @cached_property
-    def beta(self) -> Any:
-        """``(R, K)`` or ``(R, K, N)`` recorded betas -> a ``beta`` coordinate along ``step``."""
-        beta = _np(self.result.trace["beta"])
-        return (["step", self.ex], beta[:, 0, :]) if beta.ndim == 3 else ("step", beta[:, 0])
-
     def _path_coords(self) -> dict[str, Any]:
         return self.coords(step=_np(self.result.trace_steps), particle=np.arange(self.k // self.c))
 
@@ -499,7 +501,7 @@ class AISConverter(EstimateConverter):
         if not trace:
             return None
         variables = {name: self.layout(name, _np(v), ("step", BLOCK, EX))
-                     for name, v in trace.items() if name not in ("beta", "z")}
+                     for name, v in trace.items() if name != "z"}
         if "log_weight" in variables:
             lw = variables["log_weight"][1].astype(np.float64)
             lml = _log_mean_exp(lw, axis=2)
@@ -507,14 +509,14 @@ class AISConverter(EstimateConverter):
                 lml = lml - _log_mean_exp(blocked(self.lw, self.c), axis=1)
             variables["log_marginal_likelihood"] = (["step", "chain", self.ex], lml)
             variables["ess"] = (["step", "chain", self.ex], kish_ess(lw, axis=2))
-        return _dataset(variables, self._path_coords(), []).assign_coords(beta=self.beta)
+        return _dataset(variables, self._path_coords(), [])
 
     def trajectory_to_xarray(self) -> xr.Dataset | None:
         trace = self.result.trace
         if not trace or "z" not in trace:
             return None
         u = self.layout("u", _np(trace["z"]), ("step", BLOCK, EX, "latent_dim"))
-        return _dataset({"u": u}, self._path_coords(), []).assign_coords(beta=self.beta)
+        return _dataset({"u": u}, self._path_coords(), [])
 
     def constant_data_to_xarray(self) -> xr.Dataset | None:
         variables = self.variables("constant_data")
@@ -545,8 +547,8 @@ class BDMCConverter:
             mcse = np.stack([_np(lo.mcse), _np(up.mcse)])
             ev["mcse"] = (("bound", ex), mcse)
             ev["gap_mcse"] = ((ex,), np.sqrt((mcse ** 2).sum(0)))
-        return xr.Dataset(ev, coords={ex: np.arange(len(self.result.x)),
-                                      "bound": ["lower", "upper"]})
+        return _one_draw(xr.Dataset(ev, coords={ex: np.arange(len(self.result.x)),
+                                                "bound": ["lower", "upper"]}))
 
     def simulated_to_xarray(self) -> xr.Dataset | None:
         """The exact latents that generated ``x``, ``(<plate>, ...)`` or ``(sample, <plate>, ...)``."""
@@ -555,16 +557,17 @@ class BDMCConverter:
             return None
         variables = {s: _laid_out(s, _np(v), (EX,) if v.shape[0] == n else ("sample", EX), self.ex)
                      for s, v in lat.items()}
-        return _dataset(variables, {self.ex: np.arange(n)}, [])
+        return _one_draw(_dataset(variables, {self.ex: np.arange(n)}, []))
 
     def calibration_to_xarray(self, simulated: xr.Dataset | None) -> xr.Dataset | None:
         """The PIT of each simulated latent among the forward run's resampled draws."""
         post = self.subtrees["lower"].children.get("posterior")
         if simulated is None or post is None or any(
-                da.dims[0] != self.ex for da in simulated.data_vars.values()):
+                da.dims[2] != self.ex for da in simulated.data_vars.values()):
             return None
-        return xr.Dataset({s: pit(post.dataset[s], simulated[s]) for s in simulated.data_vars
-                           if s in post.dataset})
+        truth = simulated.squeeze(("chain", "draw"), drop=True)
+        return _one_draw(xr.Dataset({s: pit(post.dataset[s], truth[s]) for s in truth.data_vars
+                                     if s in post.dataset}))
 
     def groups(self) -> dict[str, xr.Dataset | None]:
         simulated = self.simulated_to_xarray()

@@ -84,7 +84,7 @@ def test_sample_stats_match_the_posterior_draws(lg_runs):
     assert post.sizes["draw"] == stats.sizes["draw"] == 16
     assert set(stats.data_vars) >= {"particle", "log_weight", "acceptance_rate", "diverging",
                                     "max_energy_error"}
-    assert "annealing" in tree.children and "beta" in tree["annealing"].coords
+    assert "annealing" in tree.children and "beta" in tree["annealing"]
 
 
 def test_the_annealing_group_has_the_per_block_running_evidence(lg_runs):
@@ -116,7 +116,7 @@ def test_estimate_results_without_draws_export_their_evidence(results):
     assert isinstance(r, EstimateResult)
     tree = r.to_datatree()
     assert set(tree.children) == {"evidence", "observed_data", "constant_data"}
-    assert str(tree["evidence"]["bound"].values) == "none"
+    assert tree["evidence"].attrs["bound"] == "none"
 
 
 # --- IWAE and likelihood weighting: sampling-importance-resampling --------------------------
@@ -188,12 +188,12 @@ def test_bdmc_calibration_pit_is_uniform_only_when_the_posterior_is_right():
         b = pyrolik.bdmc(LG, 100, data_shape=(5,), num_steps=steps, num_chains=16,
                          kernel=pyrolik.HMC(num_leapfrog=5), seed=0, progress=False)
         tree = b.to_datatree()
-        pit = tree["calibration"]["z"]
+        pit = tree["calibration"]["z"]  # one draw, as the simulated latents
         draws = tree["posterior"]["z"].values  # (C, D, N, 2)
         truth = b.latents["z"].numpy()
         by_hand = ((draws < truth).mean((0, 1)) + 0.5 * (draws == truth).mean((0, 1)))
-        assert_array_equal(pit.values, by_hand)
-        assert pit.dims == tree["simulated"]["z"].dims == ("data", "z_dim_0")
+        assert_array_equal(pit.values[0, 0], by_hand)
+        assert pit.dims == tree["simulated"]["z"].dims == ("chain", "draw", "data", "z_dim_0")
         pvalues[steps] = stats.kstest(pit.values.ravel(), "uniform").pvalue
     assert pvalues[100] > 1e-3 and pvalues[5] < 1e-2
 
@@ -224,10 +224,10 @@ def test_per_batch_adaptive_schedules_and_reverse_runs_round_trip(tmp_path):
                     progress=False)
     assert r.trace["beta"].dim() == 3
     tree = r.to_datatree()
-    assert tree["annealing"]["beta"].dims == ("step", "data")
+    assert tree["annealing"]["beta"].dims == ("step", "chain", "particle", "data")
     assert_same_result(pyrolik.load(pyrolik.save(r, tmp_path / "r.nc")), r)
     rev = build()["reverse_ais"]
     ann = rev.to_datatree()["annealing"]
     np.testing.assert_allclose(ann["log_marginal_likelihood"].isel(step=-1).values, 0.0,
                                atol=1e-12)
-    assert float(ann["beta"].isel(step=-1)) == 0.0
+    assert (ann["beta"].isel(step=-1) == 0.0).all()
