@@ -32,8 +32,8 @@ def _evidence(data: Any, bound: str) -> xr.Dataset:
             ds = data[path].to_dataset()
         except KeyError:
             continue
-        if "pareto_k" in ds:
-            return ds
+        if "pareto_k" in ds:  # one draw of the estimator: per example
+            return ds.squeeze([d for d in ("chain", "draw") if d in ds.dims], drop=True)
     raise ValueError("no evidence group with pareto_k: export a result that kept its weights "
                      "(AIS, IWAE or likelihood weighting) with pyrolik >= this layout, e.g. "
                      "pyrolik.load(path).to_inference_data()")

@@ -47,7 +47,7 @@ from pyrolik.results.table import Summary
 __all__ = ["distortion_bdmc", "DistortionBDMC"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class DistortionBDMC:
     r"""BDMC along the distortion path at a few betas: per beta its own (simulated) data.
 

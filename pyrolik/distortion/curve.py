@@ -90,7 +90,7 @@ def _se(t: Tensor) -> Tensor:
     return t.std(-1) / math.sqrt(n) if n > 1 else torch.full_like(t.sum(-1), math.nan)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DistortionCurve:
     r"""Per-example curves from one run along the distortion path.
 

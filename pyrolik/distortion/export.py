@@ -37,7 +37,7 @@ import xarray as xr
 
 from pyrolik.infer.tolerance import Budget
 from pyrolik.io.netcdf import from_datatree
-from pyrolik.results.datatree import _versions, to_datatree
+from pyrolik.results.convert import _versions, to_datatree
 
 __all__ = ["curve_to_datatree", "curve_fields", "bdmc_to_datatree", "bdmc_fields"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -234,9 +235,6 @@ def biased_csl(
         model_args=model_args, model_kwargs=model_kwargs, keep_weights=keep_weights,
         khat=False,  # a handful of local, correlated samples: no importance-sampling tail to fit
     )
-    result.method = "biased_csl"
-    result.bound = None
-    result.seed = seed
-    result.settings.update(num_chains=num_chains, num_steps=num_steps)
-    result.wall_time = time.perf_counter() - start_time
-    return result
+    return dataclasses.replace(
+        result, method="biased_csl", bound=None, seed=seed, wall_time=time.perf_counter() - start_time,
+        settings={**result.settings, "num_chains": num_chains, "num_steps": num_steps})

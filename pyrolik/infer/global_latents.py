@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
@@ -50,12 +51,12 @@ def _explained(err: ValueError) -> ValueError:
 
 
 def _relabel(result: AISResult, method: str, wrapped: WholeDataset) -> AISResult:
-    result.method = method
-    if result.latents is not None:  # (K, 1, ...) in the model's own shapes, without the padding
-        result.latents = wrapped.unpad(result.latents, 2)
-    result.settings["observed_sites"] = list(wrapped.observed)
-    result.settings["data_rows"] = "data set" if wrapped.is_whole_x else "observed values"
-    return result
+    # latents: (K, 1, ...) in the model's own shapes, without the padding
+    return dataclasses.replace(
+        result, method=method,
+        latents=None if result.latents is None else wrapped.unpad(result.latents, 2),
+        settings={**result.settings, "observed_sites": list(wrapped.observed),
+                  "data_rows": "data set" if wrapped.is_whole_x else "observed values"})
 
 
 @shared_params
@@ -192,7 +193,6 @@ def evidence_bdmc(
             raise
         raise explained from err
     assert result is not None
-    _relabel(result.lower, "evidence", wrapped)
-    _relabel(result.upper, "reverse evidence", wrapped)
-    result.latents = wrapped.unpad(result.latents, 1)
-    return result
+    return dataclasses.replace(result, lower=_relabel(result.lower, "evidence", wrapped),
+                               upper=_relabel(result.upper, "reverse evidence", wrapped),
+                               latents=wrapped.unpad(result.latents, 1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import warnings
@@ -165,9 +166,8 @@ def bdmc(
     results = drive("bdmc", problem, execution, Recording(record_every))
     if results is None:
         return None
-    lower, upper = results
     wall = time.perf_counter() - start
-    lower.wall_time = upper.wall_time = wall
+    lower, upper = (dataclasses.replace(r, wall_time=wall) for r in results)
     reverse = problem.legs[1].latents
     assert reverse is not None  # describe gives the reverse leg its latents
     simulated = {name: v[0] for name, v in reverse.items()}

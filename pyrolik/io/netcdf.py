@@ -1,19 +1,20 @@
 """Result files: save a result to netCDF (or zarr) atomically, load it back, rebuild it from a tree.
 
-The reverse of :mod:`pyrolik.results.datatree`. Files are written with xarray's own writer, so ArviZ's
-and xarray's readers open them (``az.from_netcdf``, ``xr.open_datatree``); a BDMC result is written
-in the flat layout of :func:`pyrolik.results.datatree.flatten`, whose groups ArviZ 0.x sees. Files are
-never unpickled: a netCDF/zarr store holds arrays and plain attributes only.
+The reverse of :mod:`pyrolik.results.convert`, driven by the same declaration of where each field
+is stored. Files are written with xarray's own writer, so ArviZ's and xarray's readers open them
+(``az.from_netcdf``, ``xr.open_datatree``); a BDMC result is written in the flat layout of
+:func:`pyrolik.results.convert.flatten`, whose groups ArviZ 0.x sees. Files are never unpickled: a
+netCDF/zarr store holds arrays and plain attributes only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
 import shutil
 import uuid
-from collections.abc import Hashable
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -25,9 +26,17 @@ from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.infer.tolerance import Budget
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
-from pyrolik.results.annealing_group import DERIVED
-from pyrolik.results.datatree import DEFAULT_EXAMPLE_DIM, NESTED, SITE_GROUPS, flatten, to_datatree
-from pyrolik.results.weighted import PARTICLE_STATS
+from pyrolik.results.convert import (
+    BLOCK,
+    DERIVED,
+    EX,
+    LAYOUT,
+    NESTED,
+    Stored,
+    declared,
+    flatten,
+    to_datatree,
+)
 
 __all__ = ["from_datatree", "save", "load", "register_reader", "NOT_A_RESULT"]
 
@@ -37,42 +46,18 @@ NOT_A_RESULT = ("make one with pyrolik.save(result, 'run.nc') or the pyrolik eva
 _NETCDF_MAGIC = (b"CDF\x01", b"CDF\x02", b"\x89HDF")
 
 
-def _t(da: xr.DataArray, *dims: str) -> torch.Tensor:
-    values = da.transpose(*dims, ...).values if dims else da.values
-    return torch.from_numpy(np.array(values))
-
-
-def _opt(ds: xr.Dataset | None, name: str, *dims: str) -> torch.Tensor | None:
-    return _t(ds[name], *dims) if ds is not None and name in ds else None
-
-
-def _group(tree: xr.DataTree, name: str) -> xr.Dataset | None:
-    """The variables of the child group ``name`` of ``tree``; ``None`` when there is no such group."""
-    node = tree.children.get(name)
-    return None if node is None else node.to_dataset()
-
-
-def _missing(tree: xr.DataTree, name: str) -> ValueError:
-    return ValueError(f"this {tree.attrs.get('pyrolik_result')} tree has no {name!r} group: it was "
-                      "not written whole by pyrolik; load files made by pyrolik.save or "
-                      "result.to_datatree()")
-
-
-def _required(tree: xr.DataTree, name: str) -> xr.Dataset:
-    """The child group ``name``, which every pyrolik result tree of this layout has."""
-    ds = _group(tree, name)
-    if ds is None:
-        raise _missing(tree, name)
-    return ds
-
-
-def _dim(dim: Hashable) -> str:
-    """A dim name read off a file (netCDF/zarr dim names are strings)."""
-    return str(dim)
+def _group(tree: xr.DataTree, path: str) -> xr.Dataset | None:
+    """The variables of the group at ``path`` under ``tree``; ``None`` when there is no such group."""
+    node: Any = tree
+    for name in path.split("/"):
+        node = node.children.get(name)
+        if node is None:
+            return None
+    return node.to_dataset()
 
 
 def _unflatten(tree: xr.DataTree) -> xr.DataTree:
-    """Undo :func:`~pyrolik.results.datatree.flatten` for a BDMC tree."""
+    """Undo :func:`~pyrolik.results.convert.flatten` for a BDMC tree."""
     groups: dict[str, Any] = {}
     for name, node in tree.children.items():
         head, _, rest = name.partition("_")
@@ -81,19 +66,23 @@ def _unflatten(tree: xr.DataTree) -> xr.DataTree:
     out = xr.DataTree.from_dict(groups)
     out.attrs = dict(tree.attrs)
     for name in NESTED:  # each flattened group carries its run's attrs
-        group = next(g for g in (f"{name}_evidence", f"{name}_log_weights") if g in tree.children)
-        out[name].attrs = dict(tree[group].attrs)
+        out[name].attrs = dict(tree[f"{name}_evidence"].attrs)
     return out
-
-
-def _seed(attrs: dict) -> int | None:
-    return int(attrs["seed"]) if "seed" in attrs else None  # an int, or a str past int64
 
 
 #: Readers of trees that other packages write themselves (``exports_itself`` results), by their
 #: ``pyrolik_result`` attribute; registered by those packages (:func:`register_reader`), so that
 #: this module imports none of them.
 READERS: dict[str, Any] = {}
+#: The result classes :func:`from_datatree` rebuilds from their declared fields.
+CLASSES: dict[str, Any] = {cls.__name__: cls for cls in (EstimateResult, AISResult, BDMCResult)}
+#: How a declared attr or structured field is decoded, by its codec (the writer encodes objects with
+#: their ``to_dict()``).
+DECODE: dict[str, Any] = {"json": json.loads, "seed": int,
+                          "none": lambda v: None if v == "none" else v,
+                          "kernel": lambda v: HMC(**json.loads(v)),
+                          "budget": lambda v: Budget.from_dict(json.loads(v)),
+                          "step_sizes": StepSizes}
 
 
 def register_reader(kind: str, reader: Any) -> None:
@@ -104,9 +93,9 @@ def register_reader(kind: str, reader: Any) -> None:
 def from_datatree(tree: Any) -> Result:
     """Rebuild the result object from :func:`to_datatree`'s (or :func:`to_inference_data`'s) output.
 
-    Summaries, warnings, diagnostics and plots then work without rerunning anything. The kernel is
-    rebuilt from its recorded parameters. Trees written before the example dim was named after the
-    model's plate (dim ``example``) load the same way: the dim is read off ``log_likelihood``.
+    Summaries, warnings, diagnostics and plots then work without rerunning anything. Each field is
+    read where its class declares it (:func:`~pyrolik.results.convert.stored`); the kernel is
+    rebuilt from its recorded parameters. The example dim is read off ``log_marginal_likelihood``.
     """
     if not isinstance(tree, xr.DataTree):
         if hasattr(tree, "to_datatree"):  # arviz.InferenceData
@@ -120,161 +109,79 @@ def from_datatree(tree: Any) -> Result:
                          "load files made by pyrolik.save or result.to_datatree()")
     if kind in READERS:
         return READERS[kind](tree)
-    if kind == "BDMCResult":
-        if "lower" not in tree.children:
-            tree = _unflatten(tree)
-        lower, upper = from_datatree(tree["lower"]), from_datatree(tree["upper"])
-        if not isinstance(lower, AISResult) or not isinstance(upper, AISResult) or lower.x is None:
-            raise ValueError("this BDMCResult tree's lower and upper runs are not AIS runs on "
-                             "observed data; load files made by pyrolik.save or "
-                             "result.to_datatree()")
-        sim = _group(tree, "simulated")
-        latents = {} if sim is None else {str(s): _t(da) for s, da in sim.items()}
-        return BDMCResult(lower=lower, upper=upper, x=lower.x, latents=latents,
-                          wall_time=float(tree.attrs.get("wall_time", np.nan)))
-    if "evidence" not in tree.children:  # written before the resampled layout (no "layout" attr)
-        return _legacy_estimate(tree)
-    return _estimate(tree)
+    if tree.attrs.get("layout") != LAYOUT:
+        raise ValueError(f"this {kind} tree has layout {tree.attrs.get('layout')}, not {LAYOUT}: it "
+                         "was written by another pyrolik version; load it with that version")
+    if kind == "BDMCResult" and "lower" not in tree.children:
+        tree = _unflatten(tree)
+    cls = CLASSES.get(kind, EstimateResult)  # a newer estimator's class: the common fields
+    evidence = _group(tree, "evidence")
+    if evidence is None:
+        raise ValueError(f"this {kind} tree has no 'evidence' group: it was not written whole by "
+                         "pyrolik; load files made by pyrolik.save or result.to_datatree()")
+    ex = str(evidence["log_marginal_likelihood"].dims[-1])
+    specs = declared(cls)
+    named: dict[str, set[str]] = {}  # the variables each group's declared fields take
+    for spec in specs.values():
+        names = spec.name if isinstance(spec.name, tuple) else (spec.name,)
+        named.setdefault(spec.group, set()).update(n for n in names if n)
+    required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING}
+    fields: dict[str, Any] = {"example_dim": ex} if hasattr(cls, "example_dim") else {}
+    for field, spec in specs.items():
+        value = _read(tree, spec, ex, named.get(spec.group, set()))
+        if value is not None or field in required:
+            fields[field] = value
+    return cls(**fields)
 
 
-def _common(tree: xr.DataTree, ex: str, log_weights: torch.Tensor | None) -> dict[str, Any]:
-    attrs = tree.attrs
-    ev = _required(tree, "evidence")
-    obs = _group(tree, "observed_data")
-    return dict(
-        method=attrs["method"], log_likelihood=_t(ev["log_marginal_likelihood"]),
-        bound=None if attrs["bound"] == "none" else attrs["bound"], log_weights=log_weights,
-        ess=_opt(ev, "ess"), mcse=_opt(ev, "mcse"), khat=_opt(ev, "pareto_k"),
-        x=None if obs is None else _t(obs["x"], ex), num_observed=_opt(obs, "num_observed"),
-        settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
-        wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
-    )
-
-
-def _unblock(da: xr.DataArray, ex: str, *lead: str) -> torch.Tensor:
-    """``(..., chain, particle, <plate>, ...)`` -> ``(..., K, N, ...)``: blocks back to chains."""
-    t = _t(da, *lead, "chain", "particle", ex)
-    i = len(lead)
+def _tensor(da: xr.DataArray, template: tuple[str, ...], ex: str) -> torch.Tensor:
+    """A variable back in its field's shape: dims in the declared order, blocks back to chains."""
+    dims = [d for t in template for d in (("chain", "particle") if t == BLOCK else
+                                          (ex if t == EX else t,))]
+    one = [d for d in ("chain", "draw") if d in da.dims and d not in dims]  # a group of one draw
+    da = da.squeeze(one, drop=True)
+    t = torch.from_numpy(np.array(da.transpose(*[d for d in dims if d in da.dims], ...).values))
+    if "particle" not in da.dims:
+        return t
+    i = dims.index("chain")
     return t.reshape(*t.shape[:i], -1, *t.shape[i + 2:])
 
 
-def _estimate(tree: xr.DataTree) -> Result:
-    """Rebuild from the resampled layout: raw values from ``particles``, ``evidence``, ``annealing``."""
-    kind, attrs = tree.attrs["pyrolik_result"], tree.attrs
-    ex = _dim(_required(tree, "evidence")["log_marginal_likelihood"].dims[0])
-    part = _group(tree, "particles")
-    lw = None if part is None else _unblock(part["log_weight"], ex)
-    sites = {} if part is None else {str(s): _unblock(part[s], ex) for s in part.data_vars
-                                     if s not in PARTICLE_STATS}
-    common = _common(tree, ex, lw)
-    if kind != "AISResult":
-        draws = None
-        if "sample_stats" in tree.children:
-            stats = _required(tree, "sample_stats")
-            post = _group(tree, "posterior")
-            draws = {"draw_index": _t(stats["particle"], "chain", "draw", ex),
-                     "draw_log_weight": _t(stats["log_weight"], "chain", "draw", ex),
-                     **({} if post is None else {str(s): _t(da, "chain", "draw", ex) for s, da in
-                                                 post.data_vars.items()})}
-        return EstimateResult(**common, samples=sites or None, draws=draws)
-    if part is None or lw is None:  # an AIS tree has its particles
-        raise _missing(tree, "particles")
-    flat_ds = _group(tree, "unconstrained_particles")
-    flat = None if flat_ds is None else _unblock(flat_ds["u"], ex)
-    const = _group(tree, "constant_data")
-    trace: dict[str, torch.Tensor] | None = None
-    steps = None
-    if "annealing" in tree.children:
-        ann = _required(tree, "annealing")
-        k = lw.shape[0]
-        trace = {str(name): _unblock(da, ex, "step") for name, da in ann.data_vars.items()
-                 if name not in DERIVED}
-        beta = _t(ann["beta"], "step")
-        trace["beta"] = (beta.unsqueeze(1).expand(-1, k).contiguous() if beta.dim() == 1
-                         else beta.unsqueeze(1).expand(-1, k, -1).contiguous())
-        if "trajectory" in tree.children:
-            trace["z"] = _unblock(_required(tree, "trajectory")["u"], ex, "step")
-        steps = torch.from_numpy(np.array(ann["step"].values))
-    return AISResult(
-        **common, direction=attrs["direction"], path=attrs["path"],
-        schedule=_opt(const, "schedule", "step"), step_sizes=_table(const, ex),
-        kernel=_kernel(attrs),
-        final_state=flat, latents=sites,
-        acceptance_rate=None if "mean_acceptance_rate" not in part else _unblock(
-            part["mean_acceptance_rate"], ex),
-        num_divergent=None if "num_divergent" not in part else _unblock(part["num_divergent"], ex),
-        trace=trace, trace_steps=steps, budget=_budget(attrs),
-    )
-
-
-def _kernel(attrs: dict) -> HMC | None:
-    """The recorded kernel. Files written before ``momentum_persistence`` existed ran without it
-    (0), whatever today's default."""
-    if "kernel" not in attrs:
+def _read(tree: xr.DataTree, spec: Stored, ex: str, named: set[str]) -> Any:
+    """The value of one declared field, or ``None`` where the tree does not hold it."""
+    if spec.group == "attrs":
+        value = tree.attrs.get(str(spec.name))
+        if value is None:
+            return None
+        value = value.item() if isinstance(value, np.generic) else value
+        return DECODE[spec.codec](value) if spec.codec else value
+    if spec.codec == "result":
+        return from_datatree(tree[spec.group]) if spec.group in tree.children else None
+    ds = _group(tree, spec.group)
+    if ds is None:
         return None
-    return HMC(**{"momentum_persistence": 0.0, **json.loads(attrs["kernel"])})
-
-
-def _budget(attrs: dict) -> Budget | None:
-    """How ``ais(tolerance=)`` chose the number of steps, if it did (the ``budget`` attr)."""
-    return Budget.from_dict(json.loads(attrs["budget"])) if "budget" in attrs else None
-
-
-def _table(const: xr.Dataset | None, ex: str) -> StepSizes | None:
-    if const is None or "pilot_beta" not in const:
-        return None
-    return StepSizes(_t(const["pilot_beta"]), _t(const["log_step_size"], "pilot_step"),
-                     _opt(const, "inv_mass", "pilot_step", ex),
-                     _opt(const, "log_ratio_var", "pilot_step", ex))
-
-
-def _legacy_estimate(tree: xr.DataTree) -> Result:
-    """Rebuild from the first layout (a ``log_weights`` group, one draw per AIS chain)."""
-    kind = tree.attrs["pyrolik_result"]
-    attrs = tree.attrs
-    get = tree.children.get
-    lw = _required(tree, "log_weights")
-    ex = _dim(lw["log_likelihood"].dims[0]) if lw["log_likelihood"].dims else DEFAULT_EXAMPLE_DIM
-    obs = get("observed_data")
-    sample_dim = "chain" if kind == "AISResult" else "sample"
-    common = dict(
-        method=attrs["method"], log_likelihood=_t(lw["log_likelihood"]),
-        bound=None if attrs["bound"] == "none" else attrs["bound"],
-        log_weights=_opt(lw, "log_weight", sample_dim, ex), ess=_opt(lw, "ess"),
-        mcse=_opt(lw, "mcse"), khat=_opt(lw, "khat"),
-        x=None if obs is None else _t(obs.to_dataset()["x"], ex),
-        settings=json.loads(attrs.get("settings", "{}")), seed=_seed(attrs),
-        wall_time=float(attrs.get("wall_time", np.nan)), example_dim=ex,
-        num_observed=_opt(None if obs is None else obs.to_dataset(), "num_observed"),
-    )
-    if kind != "AISResult":  # EstimateResult, or a newer estimator's subclass: the common fields
-        return EstimateResult(**common)
-    site_group, flat_group = SITE_GROUPS[attrs["direction"]]
-    sites, flat = get(site_group), get(flat_group)
-    latents = None if sites is None else {
-        str(s): _t(da, "chain", "draw", ex)[:, 0] for s, da in sites.to_dataset().items()}
-    const = _group(tree, "constant_data")
-    trace: dict[str, torch.Tensor] | None = None
-    steps = None
-    if "sample_stats" in tree.children:
-        stats = _required(tree, "sample_stats")
-        trace = {str(name): _t(da, "draw", "chain", ex) for name, da in stats.items()}
-        k = stats.sizes["chain"]
-        beta = _t(stats["beta"]) if stats["beta"].ndim == 1 else None
-        trace["beta"] = (beta.unsqueeze(1).expand(-1, k).contiguous() if beta is not None
-                         else _t(stats["beta"], "draw", "chain"))
-        if "trajectory" in tree.children:
-            trace["z"] = _t(_required(tree, "trajectory")["u"], "draw", "chain", ex)
-        steps = torch.from_numpy(np.array(stats["draw"].values))
-    return AISResult(
-        **common, direction=attrs["direction"], path=attrs["path"],
-        schedule=_opt(const, "schedule", "step"), step_sizes=_table(const, ex),
-        kernel=_kernel(attrs),
-        final_state=None if flat is None else _t(flat.to_dataset()["u"], "chain", "draw")[:, 0],
-        latents=latents, acceptance_rate=_opt(lw, "mean_acceptance_rate", "chain"),
-        num_divergent=_opt(lw, "num_divergent", "chain"), trace=trace, trace_steps=steps,
-        budget=_budget(attrs),
-    )
+    if spec.codec == "draws":  # the resampled draws: sample_stats and posterior
+        post = _group(tree, "posterior")
+        order = ("chain", "draw", EX)
+        return {"draw_index": _tensor(ds["particle"], order, ex),
+                "draw_log_weight": _tensor(ds["log_weight"], order, ex),
+                **({} if post is None else {str(s): _tensor(da, order, ex)
+                                            for s, da in post.data_vars.items()})}
+    if isinstance(spec.name, tuple):  # a NamedTuple, one variable per entry
+        if spec.name[0] not in ds:
+            return None
+        return DECODE[str(spec.codec)](*(_tensor(ds[n], spec.dims, ex) if n in ds else None
+                                         for n in spec.name))
+    if spec.name is not None:
+        return _tensor(ds[spec.name], spec.dims, ex) if spec.name in ds else None
+    derived = DERIVED.get(spec.group, ())
+    sites = {str(s): _tensor(da, spec.dims, ex) for s, da in ds.data_vars.items()
+             if s not in named and s not in derived}
+    traj = _group(tree, "trajectory") if spec.codec == "trace" else None
+    if traj is not None:  # the recorded states
+        sites["z"] = _tensor(traj["u"], spec.dims, ex)
+    return sites or None
 
 
 def _engine(path: Path, engine: str | None) -> str:

@@ -9,9 +9,8 @@ exact latents a stochastic upper bound on each example's :math:`\log p(x)`; the 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
@@ -23,21 +22,25 @@ from pyrolik.advice import (
     inverted_gap_advice,
 )
 from pyrolik.exceptions import prefixed, remark
+from pyrolik.results.convert import EX, BDMCConverter, stored
 from pyrolik.results.estimates import AISResult, _Exports, _mean, _stderr
 from pyrolik.results.table import Summary
 
 __all__ = ["BDMCResult"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class BDMCResult(_Exports):
     """Bidirectional Monte Carlo on simulated data: a sandwich ``lower <= log p(x) <= upper``."""
 
-    lower: AISResult
-    upper: AISResult
-    x: Tensor
-    latents: dict[str, Tensor]
-    wall_time: float = float("nan")
+    converter: ClassVar[type] = BDMCConverter
+
+    lower: AISResult = stored("lower", codec="result")
+    upper: AISResult = stored("upper", codec="result")
+    x: Tensor = stored("lower/observed_data", "x", [EX])
+    # the exact latents that generated x: each (N, *site), or (K, N, *site)
+    latents: dict[str, Tensor] = stored("simulated", None, ["sample", EX], default_factory=dict)
+    wall_time: float = stored("attrs", "wall_time", default=float("nan"))
 
     @property
     def bound(self) -> str:
@@ -105,16 +108,6 @@ class BDMCResult(_Exports):
         estimate** of log p(x) (neither bound's; use ``lower.log_likelihood`` for forward AIS). Its
         distance to either bound is half the per-example gap."""
         return 0.5 * (self.upper.log_likelihood + self.lower.log_likelihood)
-
-    @property
-    def log_likelihood(self) -> Tensor:
-        """Deprecated name of :attr:`midpoint` (a ``DeprecationWarning``): the midpoint of the
-        bounds, easy to take for an estimate."""
-        warnings.warn("BDMCResult.log_likelihood is the midpoint of the two bounds, not an "
-                      "estimate; use result.midpoint for it, result.lower.log_likelihood for the "
-                      "forward AIS estimate, or result.lower/.upper for the sandwich",
-                      DeprecationWarning, stacklevel=2)
-        return self.midpoint
 
     @property
     def mean(self) -> float:

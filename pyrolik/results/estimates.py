@@ -10,8 +10,8 @@ and Pareto ``khat``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
@@ -26,7 +26,15 @@ from pyrolik.advice import (
 )
 from pyrolik.exceptions import Message, remark
 from pyrolik.ops.stats import khat_threshold
-from pyrolik.results.datatree import to_datatree, to_inference_data
+from pyrolik.results.convert import (
+    BLOCK,
+    EX,
+    AISConverter,
+    EstimateConverter,
+    stored,
+    to_datatree,
+    to_inference_data,
+)
 from pyrolik.results.table import Summary
 
 __all__ = ["EstimateResult", "AISResult", "KHAT_WARN", "MIN_WEIGHTS_FOR_MCSE", "bits_per_dim"]
@@ -52,11 +60,11 @@ def bits_per_dim(log_likelihood: Tensor | float, num_dims: int | Tensor) -> Tens
 
 
 class _Exports:
-    """Export methods shared by every result (the work is in :mod:`pyrolik.results.datatree`, which
+    """Export methods shared by every result (the work is in :mod:`pyrolik.results.convert`, which
     reads results by their attributes and does not import this module)."""
 
     def to_datatree(self, *, num_blocks: int = 4):
-        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.results.datatree`).
+        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.results.convert`).
 
         ``posterior`` holds equally weighted (resampled) draws; its ``chain`` is one of
         ``num_blocks`` independent blocks of chains (:mod:`pyrolik.ops.stats`).
@@ -64,37 +72,45 @@ class _Exports:
         return to_datatree(self, num_blocks=num_blocks)
 
     def to_inference_data(self, *, num_blocks: int = 4):
-        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.results.datatree`); ArviZ's
+        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.results.convert`); ArviZ's
         ``az.summary`` of it gives weighted posterior means, and ``r_hat`` / ``ess`` across the
         ``num_blocks`` blocks of chains."""
         return to_inference_data(self, num_blocks=num_blocks)
 
 
-@dataclass
+@dataclass(frozen=True)
 class EstimateResult(_Exports):
-    """Per-example estimates of log p(x) in nats from one estimator."""
+    """Per-example estimates of log p(x) in nats from one estimator.
 
-    method: str
-    log_likelihood: Tensor  # (N,)
-    bound: str | None
-    log_weights: Tensor | None = None  # (K, N), importance log-weights where kept
-    ess: Tensor | None = None  # (N,)
-    mcse: Tensor | None = None  # (N,)
-    khat: Tensor | None = None  # (N,)
-    x: Tensor | None = None  # (N, *event_shape), the evaluated data
-    settings: dict[str, Any] = field(default_factory=dict)
-    seed: int | None = None
-    wall_time: float = float("nan")
+    Each field declares where its export stores it (:func:`~pyrolik.results.convert.stored`): the
+    writer and :func:`pyrolik.load` both follow that one declaration.
+    """
+
+    converter: ClassVar[type] = EstimateConverter
+
+    method: str = stored("attrs", "method")
+    log_likelihood: Tensor = stored("evidence", "log_marginal_likelihood", [EX])  # (N,)
+    bound: str | None = stored("attrs", "bound", codec="none")
+    # (K, N), importance log-weights where kept
+    log_weights: Tensor | None = stored("particles", "log_weight", [BLOCK, EX], default=None)
+    ess: Tensor | None = stored("evidence", "ess", [EX], default=None)  # (N,)
+    mcse: Tensor | None = stored("evidence", "mcse", [EX], default=None)  # (N,)
+    khat: Tensor | None = stored("evidence", "pareto_k", [EX], default=None)  # (N,)
+    # (N, *event_shape), the evaluated data
+    x: Tensor | None = stored("observed_data", "x", [EX], default=None)
+    settings: dict[str, Any] = stored("attrs", "settings", codec="json", default_factory=dict)
+    seed: int | None = stored("attrs", "seed", codec="seed", default=None)
+    wall_time: float = stored("attrs", "wall_time", default=float("nan"))
     # the name of the model's plate over the examples: the example dim of the export
     example_dim: str = "example"
     # (N,) entries of each example the model's observed sites score, masks included (bits/dim's
     # D, pyrolik.model.observed); None: every entry of x (estimators that do not run a model)
-    num_observed: Tensor | None = None
+    num_observed: Tensor | None = stored("observed_data", "num_observed", [EX], default=None)
     # IWAE / likelihood weighting: the raw draws behind log_weights, each (K, N, *site), when kept
-    samples: dict[str, Tensor] | None = None
+    samples: dict[str, Tensor] | None = stored("particles", None, [BLOCK, EX], default=None)
     # IWAE / likelihood weighting: draws resampled by weight per block of samples (C, D, N, ...):
     # "draw_index" (the sample each copies), "draw_log_weight", and the sites by name
-    draws: dict[str, Tensor] | None = None
+    draws: dict[str, Tensor] | None = stored("sample_stats", codec="draws", default=None)
 
     @property
     def num_examples(self) -> int:
@@ -312,7 +328,7 @@ class EstimateResult(_Exports):
                 f"N={self.num_examples}, mean={self.mean:.4f}, stderr={self.stderr:.4f})")
 
 
-@dataclass(repr=False)
+@dataclass(frozen=True, repr=False)
 class AISResult(EstimateResult):
     """A forward or reverse AIS run.
 
@@ -320,18 +336,36 @@ class AISResult(EstimateResult):
     Reverse: the weights estimate ``1 / p(x)``, so ``log_likelihood = -logmeanexp(log_weights)``.
     """
 
-    direction: str = "forward"
-    path: str = "prior"
-    schedule: Tensor | None = None  # (num_steps + 1,) betas in the order they were visited
-    step_sizes: Any = None  # adaptation.StepSizes: the frozen pilot table (adapt="pilot")
-    kernel: Any = None  # the HMC kernel used
-    final_state: Tensor | None = None  # (K, N, d) unconstrained latents at the end
-    latents: dict[str, Tensor] | None = None  # constrained final states, each (K, N, *site)
-    acceptance_rate: Tensor | None = None  # (K, N) mean over the run
-    num_divergent: Tensor | None = None  # (K, N) count of non-finite proposals
-    trace: dict[str, Tensor] | None = None  # recorded diagnostics, each (R, ...), see ``ais``
-    trace_steps: Tensor | None = None  # (R,) the annealing step index of each record
-    budget: Any = None  # infer.budget.Budget: how tolerance= chose num_steps (None without it)
+    converter: ClassVar[type] = AISConverter
+
+    samples: dict[str, Tensor] | None = None  # AIS keeps its final states in latents
+    draws: dict[str, Tensor] | None = None  # and resamples them when exported
+    direction: str = stored("attrs", "direction", default="forward")
+    path: str = stored("attrs", "path", default="prior")
+    # (num_steps + 1,) betas in the order they were visited ((num_steps + 1, N) per batch)
+    schedule: Tensor | None = stored("constant_data", "schedule", ["step", EX], default=None)
+    # mcmc.StepSizes: the frozen pilot table (adapt="pilot")
+    step_sizes: Any = stored("constant_data", ("pilot_beta", "log_step_size", "inv_mass",
+                                               "log_ratio_var"), ["pilot_step", EX, "latent_dim"],
+                             codec="step_sizes", default=None)
+    kernel: Any = stored("attrs", "kernel", codec="kernel", default=None)  # the HMC kernel used
+    # (K, N, d) unconstrained latents at the end
+    final_state: Tensor | None = stored("unconstrained_particles", "u", [BLOCK, EX, "latent_dim"],
+                                        default=None)
+    # constrained final states, each (K, N, *site)
+    latents: dict[str, Tensor] | None = stored("particles", None, [BLOCK, EX], default=None)
+    # (K, N) mean over the run
+    acceptance_rate: Tensor | None = stored("particles", "mean_acceptance_rate", [BLOCK, EX],
+                                            default=None)
+    # (K, N) count of non-finite proposals
+    num_divergent: Tensor | None = stored("particles", "num_divergent", [BLOCK, EX], default=None)
+    # recorded diagnostics, each (R, K, N, ...), see ``ais``: in annealing ("z" in trajectory)
+    trace: dict[str, Tensor] | None = stored("annealing", None, ["step", BLOCK, EX], codec="trace",
+                                             default=None)
+    # (R,) the annealing step index of each record
+    trace_steps: Tensor | None = stored("annealing", "step", ["step"], codec="coord", default=None)
+    # infer.budget.Budget: how tolerance= chose num_steps (None without it)
+    budget: Any = stored("attrs", "budget", codec="budget", default=None)
 
     @property
     def _weight_unit(self) -> str:

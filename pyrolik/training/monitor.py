@@ -19,7 +19,7 @@ from pyrolik.execution.distributed import main_result
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.importance import iwae
 from pyrolik.results import EstimateResult
-from pyrolik.results.datatree import _versions
+from pyrolik.results.convert import _versions
 
 __all__ = ["TrainingMonitor", "monitor_dataset", "plot_monitor"]
 

@@ -56,7 +56,7 @@ def test_evidence_is_unbiased_for_the_exact_joint(glg, data, seed):
     assert r.x.shape == (1, 6, 4) and torch.equal(r.x[0], data)
     assert r.summary().loc["evidence", "examples"] == 1
     idata = r.to_inference_data()
-    assert float(idata.evidence["log_marginal_likelihood"].values[0]) == float(r.log_likelihood[0])
+    assert float(idata.evidence["log_marginal_likelihood"].values[0, 0, 0]) == float(r.log_likelihood[0])
     # resampled: 4 blocks of 8 chains (chain, draw, dataset, mu's own dim); the raw final states
     # of the 32 chains in particles, block by block
     assert idata.posterior["mu"].shape == (4, 8, 1, 4)

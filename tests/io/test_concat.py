@@ -27,7 +27,7 @@ def test_concat_joins_chains_and_recomputes_the_evidence(lg_runs):
     assert both.settings["num_chains"] == 32 and both.seed is None
     tree = both.to_datatree()
     assert tree["posterior"].sizes["chain"] == 4 and tree["posterior"].sizes["draw"] == 8
-    np.testing.assert_allclose(tree["evidence"]["log_marginal_likelihood"].values,
+    np.testing.assert_allclose(tree["evidence"]["log_marginal_likelihood"].values[0, 0],
                                both.log_likelihood.numpy())
     assert torch.equal(both.trace["log_weight"], torch.cat([a.trace["log_weight"],
                                                             b.trace["log_weight"]], 1))

@@ -16,7 +16,7 @@ from numpy.testing import assert_array_equal
 import pyrolik
 from pyrolik.io import export
 from pyrolik.results import AISResult, BDMCResult
-from pyrolik.results.datatree import example_dim
+from pyrolik.results.convert import example_dim
 from tests.export_cases import ESTIMATORS, summary_where_defined
 
 
@@ -26,22 +26,23 @@ def n(t):
 
 def unblock(da, ex, *lead):
     """``(..., chain, particle, <plate>, ...)`` -> numpy ``(..., K, N, ...)``."""
-    v = da.transpose(*lead, "chain", "particle", ex, ...).values
+    v = da.transpose(*lead, "chain", "particle", ex, ..., missing_dims="ignore").values
     i = len(lead)
     return v.reshape(*v.shape[:i], -1, *v.shape[i + 2:])
 
 
 def check_estimate(tree: xr.DataTree, r) -> None:
     ex = example_dim(r)
-    ev = tree["evidence"]
-    assert ev["log_marginal_likelihood"].dims == (ex,)
-    assert_array_equal(ev["log_marginal_likelihood"].values, n(r.log_likelihood))
-    assert str(ev["bound"].values) == (r.bound or "none")
+    ev = tree["evidence"]  # one draw of the estimator
+    assert ev["log_marginal_likelihood"].dims == ("chain", "draw", ex)
+    assert ev.sizes["chain"] == ev.sizes["draw"] == 1
+    assert_array_equal(ev["log_marginal_likelihood"].values[0, 0], n(r.log_likelihood))
+    assert ev.attrs["bound"] == (r.bound or "none")
     for name, attr in (("ess", "ess"), ("mcse", "mcse"), ("pareto_k", "khat")):
         if getattr(r, attr) is None:
             assert name not in ev
         else:
-            assert_array_equal(ev[name].values, n(getattr(r, attr)))  # NaN == NaN here
+            assert_array_equal(ev[name].values[0, 0], n(getattr(r, attr)))  # NaN == NaN here
     if r.log_weights is not None:
         k = r.log_weights.shape[0]
         assert ev["pareto_k"].attrs["n_samples"] == k
@@ -103,8 +104,9 @@ def check_ais(tree: xr.DataTree, r: AISResult) -> None:
         assert ann[name].dims == ("step", "chain", "particle", ex)
         assert_array_equal(unblock(ann[name], ex, "step"), n(r.trace[name]))
     assert_array_equal(ann["step"].values, n(r.trace_steps))
-    assert ann["beta"].dims == ("step",)
-    assert_array_equal(ann["beta"].values, n(r.trace["beta"][:, 0]))
+    assert ann["beta"].dims == ("step", "chain", "particle")
+    assert_array_equal(unblock(ann["beta"], ex, "step"), n(r.trace["beta"]))
+    assert not set(ann.coords) - set(ann.dims)  # only index coordinates (ArviZ's tables)
     if "z" in r.trace:
         assert_array_equal(unblock(tree["trajectory"]["u"], ex, "step"), n(r.trace["z"]))
     const = tree["constant_data"]
@@ -123,7 +125,7 @@ def check_any(tree, r) -> None:
     if isinstance(r, BDMCResult):
         check_ais(tree["lower"], r.lower)
         check_ais(tree["upper"], r.upper)
-        g = tree["evidence"]
+        g = tree["evidence"].to_dataset().squeeze(("chain", "draw"))  # one draw of each estimator
         assert_array_equal(g["log_marginal_likelihood"].sel(bound="lower").values,
                            n(r.lower.log_likelihood))
         assert_array_equal(g["log_marginal_likelihood"].sel(bound="upper").values,
@@ -131,9 +133,9 @@ def check_any(tree, r) -> None:
         assert_array_equal(g["gap"].values, n(r.per_example_gap))
         np.testing.assert_allclose(g["gap_mcse"].values, np.hypot(n(r.lower.mcse),
                                                                    n(r.upper.mcse)))
-        for site, v in r.latents.items():
-            assert tree["simulated"][site].dims == tree["posterior"][site].dims[2:]
-            assert_array_equal(tree["simulated"][site].values, n(v))
+        for site, v in r.latents.items():  # one exact draw
+            assert tree["simulated"][site].dims == tree["posterior"][site].dims
+            assert_array_equal(tree["simulated"][site].values[0, 0], n(v))
         xr.testing.assert_identical(tree["posterior"].to_dataset(),
                                     tree["lower/posterior"].to_dataset())
         assert tree.attrs["gap"] == r.gap and tree.attrs["bound"] == "sandwich"
@@ -308,6 +310,13 @@ def test_bad_input_raises():
         export.load("/nonexistent/run.nc")
 
 
+def test_a_tree_of_another_layout_is_refused(results):
+    tree = results["iwae"].to_datatree()
+    tree.attrs["layout"] = 2
+    with pytest.raises(ValueError, match="layout 2, not 3"):
+        export.from_datatree(tree)
+
+
 # --- ArviZ's and xarray's own readers and writers -----------------------------------------------
 
 
@@ -389,9 +398,9 @@ def test_arviz_sees_both_bdmc_bounds(results, tmp_path):
             "posterior"} <= groups
     ex = example_dim(r)
     assert_array_equal(unblock(idata.lower_particles["log_weight"], ex), n(r.lower.log_weights))
-    assert_array_equal(idata.upper_evidence["log_marginal_likelihood"].values,
+    assert_array_equal(idata.upper_evidence["log_marginal_likelihood"].values[0, 0],
                        n(r.upper.log_likelihood))
-    assert_array_equal(idata.evidence["gap"].values, n(r.per_example_gap))
+    assert_array_equal(idata.evidence["gap"].values[0, 0], n(r.per_example_gap))
     # each bound's groups carry its run's description
     assert idata.lower_posterior.attrs["bound"] == "lower"
     assert idata.upper_prior.attrs["bound"] == "upper"
@@ -458,7 +467,8 @@ def test_plate_names_that_clash_with_the_layout_export_as_example(results):
     r = results["ais"]
     for clash in ("chain", "draw", "sample", "latent_dim", "x_dim_0", ""):
         tree = dataclasses.replace(r, example_dim=clash).to_datatree()
-        assert tree["evidence"]["log_marginal_likelihood"].dims == ("example",), clash
+        assert tree["evidence"]["log_marginal_likelihood"].dims == ("chain", "draw", "example"), \
+            clash
 
 
 def test_energy_error_goes_to_sample_stats_and_round_trips(results, tmp_path):
@@ -493,20 +503,18 @@ def test_a_seed_beyond_int64_is_kept_as_a_string(results, tmp_path):
 
 def test_the_export_does_not_import_the_results_module():
     """The export reads results by their attributes: it imports neither the result classes nor any
-    layer above them (only its sibling export modules, pure tensor ops and the version)."""
+    layer above them (only pure tensor ops and the version)."""
     import ast
     from pathlib import Path
 
-    import pyrolik.results.datatree as datatree
+    import pyrolik.results.convert as convert
 
-    tree = ast.parse(Path(datatree.__file__).read_text())
+    tree = ast.parse(Path(convert.__file__).read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                  for a in node.names}
-    export_modules = {"pyrolik.results.annealing_group", "pyrolik.results.bdmc_tree",
-                      "pyrolik.results.common", "pyrolik.results.weighted"}
     assert not {m for m in imported if m and m.startswith("pyrolik") and m != "pyrolik._version"
-                and m not in export_modules and not m.startswith("pyrolik.ops.")}
+                and not m.startswith("pyrolik.ops.")}
     assert "pyrolik.results" not in imported
 
 

@@ -78,7 +78,7 @@ def test_the_arviz_1_libraries_read_the_datatree(name, converter, monkeypatch):
     ArviZ 0.x's converter or by ``arviz_base``'s (what ArviZ 1.x uses)."""
     azb = pytest.importorskip("arviz_base", minversion="0.8")
     azs = pytest.importorskip("arviz_stats", minversion="0.8")
-    monkeypatch.setattr("pyrolik.results.common.CONVERTER", converter)
+    monkeypatch.setattr("pyrolik.results.convert.CONVERTER", converter)
     r = result(name)
     tree = r.to_datatree()
     assert tree[group_of(name)].attrs["inference_library"] == "pyrolik"
@@ -105,3 +105,26 @@ def test_the_arviz_1_libraries_read_the_datatree(name, converter, monkeypatch):
     if "evidence" in tree.children:
         ev = tree["evidence"]
         assert np.isfinite(ev["log_marginal_likelihood"].values).all()
+
+
+# ArviZ 0.23's to_dataframe sorts in place and merges with copy=, which pandas 3.1 deprecates
+@pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame.sort_index")
+@pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")
+@pytest.mark.parametrize("name", ["ais", "reverse_ais", "bdmc", "iwae", "likelihood_weighting",
+                                  "kde"])
+def test_arviz_tables_every_export(name):
+    """``idata.to_dataframe()``, ArviZ's own call with its defaults, on every export: one row per
+    (chain, draw), the evidence (one draw of the estimator) on the row of chain 0, draw 0."""
+    r = build()[name]
+    idata = r.to_inference_data()
+    df = idata.to_dataframe()
+    assert {"chain", "draw"} <= set(df.columns)
+    group = "evidence" if name == "kde" else group_of(name)
+    assert len(df) == idata[group].sizes["chain"] * idata[group].sizes["draw"]
+    ev = idata.to_dataframe(groups="evidence")  # one row: the pooled estimate of every example
+    lml = [c for c in ev.columns if isinstance(c, tuple) and c[0].startswith(
+        "log_marginal_likelihood")]
+    assert len(ev) == 1 and len(lml) == r.num_examples * (2 if name == "bdmc" else 1)
+    expected = (np.stack([r.lower.log_likelihood, r.upper.log_likelihood]) if name == "bdmc"
+                else r.log_likelihood.numpy())
+    np.testing.assert_array_equal(np.sort(ev[lml].to_numpy().ravel()), np.sort(expected.ravel()))

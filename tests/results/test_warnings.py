@@ -62,10 +62,8 @@ def test_an_inverted_gap_is_read_in_units_of_its_mcse():
     assert "inverted gap" not in r.summary().columns
 
 
-def test_the_midpoint_is_named_and_the_old_name_is_deprecated():
+def test_the_midpoint_is_named():
     r = _sandwich([0.0, 1.0], [0.2, 1.6], [0.03] * 2, [0.04] * 2)
     torch.testing.assert_close(r.midpoint, torch.tensor([0.1, 1.3], dtype=torch.float64))
     assert r.mean == pytest.approx(0.7)
-    with pytest.warns(DeprecationWarning, match="midpoint of the two bounds, not an estimate"):
-        old = r.log_likelihood
-    assert torch.equal(old, r.midpoint)
+    assert not hasattr(r, "log_likelihood")  # the midpoint is not an estimate: no such name
