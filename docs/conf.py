@@ -13,8 +13,6 @@ import warnings
 
 sys.path.insert(0, os.path.abspath(".."))
 warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
-# autodoc looks up names the modules keep for one release behind a warning (pyrolik.__getattr__)
-warnings.filterwarnings("ignore", message=r"pyrolik\..* is now", category=FutureWarning)
 
 import pyrolik  # noqa: E402
 

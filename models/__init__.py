@@ -18,8 +18,6 @@ those that have an encoder::
     vae = load("vae")                # the pretrained scikit-learn-digits VAE (64 pixels)
 """
 
-import sys as _sys
-from types import ModuleType as _ModuleType
 
 from . import oracles, training, zoo  # noqa: F401 (the subpackages)
 from .oracles import linear_gaussian, quadrature, rbm
@@ -80,20 +78,3 @@ __all__ = [
     "train_gmmn",
     "train_vae",
 ]
-
-# Module paths from before the subpackages (``models.oracles.linear_gaussian``, ``models.oracles.rbm``,
-# ``models.zoo.serialization``, ...) keep working: each old name is the module at its new place. (The
-# ``train_digits`` and ``train_mnist`` scripts keep small files of their own, for ``python -m``.)
-_MOVED: dict[str, _ModuleType] = {
-    "base": base, "decoders": decoders, "encoder": encoder, "serialization": serialization,
-    "vae": zoo.vae, "gan": zoo.gan, "gmmn": zoo.gmmn, "iwae": zoo.iwae,
-    "mmd": mmd, "sigma": sigma,
-    # ``training.train_vae`` is the function (re-exported over its module): take the modules
-    **{name: _sys.modules[f"{training.__name__}.{name}"]
-       for name in ("train_vae", "train_gan", "train_gmmn")},
-    "linear_gaussian": linear_gaussian, "quadrature": quadrature, "rbm": rbm,
-}
-for _old, _module in _MOVED.items():
-    _sys.modules.setdefault(f"{__name__}.{_old}", _module)
-    globals().setdefault(_old, _module)
-del _old, _module

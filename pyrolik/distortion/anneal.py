@@ -13,7 +13,7 @@ from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.run import shared_params
 from pyrolik.annealing.schedules import grid_from_betas
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve, run_curve
-from pyrolik.distortion.tolerance import curve_budget
+from pyrolik.distortion.tolerance import curve_search
 from pyrolik.infer.tolerance import MAX_STEPS, Budget, check_tolerance, gradient_evals
 from pyrolik.model.distortion import DistortionFn, distortion_model
 
@@ -87,10 +87,11 @@ def sigma_curve(
     if tolerance is not None:
         check_tolerance(tolerance, num_steps, schedule, max_steps, named="geometric")
         seed = resolve_seed(seed)  # one seed for the search and the run
-        chosen = curve_budget(model, x, tolerance, sigmas=sigmas, num_chains=num_chains,
-                              schedule=schedule, kernel=kernel, model_args=model_args,
-                              model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
-                              max_steps=max_steps, progress=progress)
+        chosen = curve_search(model, x, tolerance, sigmas=sigmas, betas=None,
+                              num_chains=num_chains, schedule=schedule, kernel=kernel,
+                              model_args=model_args, model_kwargs=model_kwargs, seed=seed,
+                              batch_size=batch_size, max_steps=max_steps, progress=progress,
+                              what="sigma_curve", stacklevel=4)
         num_steps = chosen.num_steps
     _require_steps(num_steps, schedule)
     curve = gaussian_curve(model, x, sigmas=sigmas, num_steps=num_steps, num_chains=num_chains,
@@ -155,10 +156,11 @@ def rate_distortion(
                              "data={beta: (x, latents)}) on exact draws you have")
         check_tolerance(tolerance, num_steps, schedule, max_steps, named="geometric")
         seed = resolve_seed(seed)  # one seed for the search and the run
-        chosen = curve_budget(model, x, tolerance, betas=betas, num_chains=num_chains,
-                              schedule=schedule, kernel=kernel, model_args=model_args,
-                              model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
-                              max_steps=max_steps, progress=progress)
+        chosen = curve_search(model, x, tolerance, sigmas=None, betas=betas,
+                              num_chains=num_chains, schedule=schedule, kernel=kernel,
+                              model_args=model_args, model_kwargs=model_kwargs, seed=seed,
+                              batch_size=batch_size, max_steps=max_steps, progress=progress,
+                              what="rate_distortion", stacklevel=4)
         num_steps = chosen.num_steps
     _require_steps(num_steps, schedule)
     run: dict[str, Any] = dict(num_steps=num_steps, num_chains=num_chains, schedule=schedule, kernel=kernel,

@@ -112,7 +112,7 @@ class DistortionCurve:
     seed: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     wall_time: float = float("nan")
-    budget: Any = None  # infer.budget.Budget: how tolerance= chose num_steps (None without it)
+    budget: Any = None  # infer.tolerance.Budget: how tolerance= chose num_steps (None without it)
 
     exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.io.export.to_datatree call ours
     optimal_sigma_warning: ClassVar[str] = OPTIMAL_SIGMA_WARNING

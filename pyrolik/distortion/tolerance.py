@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -24,6 +25,7 @@ from pyrolik.infer.tolerance import (
     Budget,
     Check,
     Round,
+    check_size,
     check_tolerance,
     choose_budget,
     gradient_evals,
@@ -35,7 +37,7 @@ from pyrolik.model.distortion import distortion_model
 from pyrolik.model.reuse import TargetCache
 from pyrolik.model.target import make_target
 
-__all__ = ["curve_budget", "point_size"]
+__all__ = ["curve_budget", "curve_search", "point_size"]
 
 CAP_FIX = "raise max_steps or use more chains"
 
@@ -80,9 +82,24 @@ def curve_budget(
     schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
         The curve's base schedule (:func:`~pyrolik.sigma_curve`).
     """
+    return curve_search(model, x, tolerance, sigmas=sigmas, betas=betas, num_chains=num_chains,
+                        schedule=schedule, kernel=kernel, model_args=model_args,
+                        model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
+                        max_steps=max_steps, progress=progress, what="curve_budget",
+                        stacklevel=4)
+
+
+def curve_search(model: Callable[..., Any], x: Tensor, tolerance: float, *,
+                 sigmas: Sequence[float] | Tensor | None, betas: Sequence[float] | Tensor | None,
+                 num_chains: int, schedule: str | Tensor, kernel: HMC | None, model_args: tuple,
+                 model_kwargs: dict | None, seed: int | None, batch_size: int | None,
+                 max_steps: int, progress: bool, what: str, stacklevel: int) -> Budget:
+    """:func:`curve_budget`, its warnings naming ``what`` and pointing ``stacklevel`` frames up."""
     if (sigmas is None) == (betas is None):
         raise ValueError("pass the curve's grid as sigmas= or betas=, exactly one of them")
     tolerance = check_tolerance(tolerance, None, schedule, max_steps, named="geometric")
+    if kernel is not None and not isinstance(kernel, HMC):
+        raise TypeError(f"kernel must be a pyrolik.HMC, got {type(kernel).__name__}")
     check_count("num_chains", num_chains)
     x, seed = validate_data(x), resolve_seed(seed)
     if sigmas is not None:
@@ -157,7 +174,7 @@ def curve_budget(
 
     def check_at(steps: int) -> Check | None:
         half = steps // 2
-        if half < 1:
+        if half < 1 or check_size(n) < 2:  # one example has no standard error to test
             return None
         _, full, s_full = run_on_check_subset(curve_at, x, marked, per_example, steps, seed)
         _, r, s_half = run_on_check_subset(curve_at, x, marked, per_example, half, seed)
@@ -172,6 +189,7 @@ def curve_budget(
         return Check(k, half, float(change[j]), float(se[j]), sim,
                      gradient_evals(full.ais) + gradient_evals(r.ais), s_full + s_half, labels[j])
 
-    return choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at, num_simulated=num_pt * m,
-                         max_steps=max_steps, progress=progress, cap_fix=CAP_FIX,
-                         what="sigma_curve" if sigmas is not None else "rate_distortion")
+    chosen = choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at,
+                           num_simulated=num_pt * m, max_steps=max_steps, progress=progress,
+                           cap_fix=CAP_FIX, what=what, stacklevel=stacklevel)
+    return replace(chosen, seed=seed)

@@ -17,7 +17,7 @@ from pyrolik.annealing.run import Recording, describe, shared_params
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed
-from pyrolik.infer.tolerance import MAX_STEPS, budget, check_tolerance, gradient_evals
+from pyrolik.infer.tolerance import MAX_STEPS, check_tolerance, gradient_evals, search
 from pyrolik.results import AISResult
 
 __all__ = ["ais", "reverse_ais", "posterior_samples", "plot_posterior_decodings"]
@@ -75,10 +75,10 @@ def ais(
                              "distributed=True")
         check_tolerance(tolerance, num_steps, schedule, max_steps)
         seed = resolve_seed(seed)  # one seed for the search and the run
-        chosen = budget(model, x, tolerance, num_chains=num_chains, schedule=schedule,
+        chosen = search(model, x, tolerance, num_chains=num_chains, schedule=schedule,
                         kernel=kernel, init=init, model_args=model_args,
                         model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
-                        max_steps=max_steps, progress=progress)
+                        max_steps=max_steps, progress=progress, what="ais", stacklevel=4)
         num_steps = chosen.num_steps
     if num_steps is None and isinstance(schedule, str):
         raise ValueError("num_steps is required with a named schedule: pass num_steps= "

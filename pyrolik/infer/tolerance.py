@@ -25,7 +25,7 @@ from pyrolik.model.autoguides import is_autoguide
 from pyrolik.model.reuse import TargetCache
 from pyrolik.results import AISResult
 
-__all__ = ["budget", "Budget", "Round", "Check", "search_num_steps", "choose_budget",
+__all__ = ["budget", "search", "Budget", "Round", "Check", "search_num_steps", "choose_budget",
            "check_tolerance", "CONFIDENCE_Z", "MIN_STEPS", "MAX_STEPS"]
 
 CONFIDENCE_Z = 2.0  # the gap's upper confidence bound: mean + 2 standard errors (one-sided 97.7%)
@@ -80,6 +80,7 @@ class Budget:
     max_steps: int = MAX_STEPS
     confidence_z: float = CONFIDENCE_Z
     notes: list[str] = field(default_factory=list)  # the warnings it gave, in plain words
+    seed: int | None = None  # the search's seed: the same seed makes the same budget
 
     def with_final(self, gradient_evals: float, seconds: float) -> Budget:
         """The budget with the final run's cost."""
@@ -341,9 +342,24 @@ def budget(
     Returns
     -------
     Budget
-        ``num_steps``, the rounds, the check, the notes it warned with.
+        ``num_steps``, the rounds, the check, the notes it warned with, the seed.
     """
+    return search(model, x, tolerance, num_chains=num_chains, schedule=schedule, kernel=kernel,
+                  init=init, model_args=model_args, model_kwargs=model_kwargs, seed=seed,
+                  batch_size=batch_size, max_steps=max_steps, progress=progress, what="budget",
+                  stacklevel=4)
+
+
+def search(model: Callable[..., Any], x: Tensor, tolerance: float, *, num_chains: int,
+           schedule: str | Tensor, kernel: HMC | None, init: Callable[..., Any] | None,
+           model_args: tuple, model_kwargs: dict | None, seed: int | None,
+           batch_size: int | None, max_steps: int, progress: bool, what: str,
+           stacklevel: int) -> Budget:
+    """:func:`budget`, its warnings naming ``what`` and pointing ``stacklevel`` frames up."""
     tolerance = check_tolerance(tolerance, None, schedule, max_steps)
+    kernel = HMC() if kernel is None else kernel
+    if not isinstance(kernel, HMC):
+        raise TypeError(f"kernel must be a pyrolik.HMC, got {type(kernel).__name__}")
     check_count("num_chains", num_chains)
     x = validate_data(x)
     seed = resolve_seed(seed)
@@ -364,7 +380,6 @@ def budget(
                          "data you simulate yourself") from err
     lowers: dict[int, float] = {}
     tables: dict[int | None, Any] = {}  # pilot length -> the table a round's pilot of that length made
-    kernel = HMC() if kernel is None else kernel
     pilot_steps = getattr(kernel.adaptation, "pilot_steps", None)
     targets = TargetCache()
     common: dict[str, Any] = dict(num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
@@ -394,7 +409,7 @@ def budget(
 
     def check_at(steps: int) -> Check | None:
         half = steps // 2
-        if half < 1:
+        if half < 1 or check_size(x.shape[0]) < 2:  # one example has no standard error to test
             return None
         idx, full, s_full = run_on_check_subset(run_at, x, marked, per_example, steps, seed)
         _, r, s_half = run_on_check_subset(run_at, x, marked, per_example, half, seed)
@@ -405,5 +420,7 @@ def budget(
         return Check(len(diff), half, float(diff.mean()) if len(diff) else float("nan"), se,
                      sim_change, gradient_evals(full) + gradient_evals(r), s_full + s_half)
 
-    return choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at, num_simulated=num_sim,
-                         max_steps=max_steps, progress=progress)
+    chosen = choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at, num_simulated=num_sim,
+                           max_steps=max_steps, progress=progress, what=what,
+                           stacklevel=stacklevel)
+    return replace(chosen, seed=seed)

@@ -344,7 +344,7 @@ class AISResult(EstimateResult):
     path: str = stored("attrs", "path", default="prior")
     # (num_steps + 1,) betas in the order they were visited ((num_steps + 1, N) per batch)
     schedule: Tensor | None = stored("constant_data", "schedule", ["step", EX], default=None)
-    # mcmc.StepSizes: the frozen pilot table (adapt="pilot")
+    # annealing.step_sizes.StepSizes: the frozen pilot table (adapt="pilot")
     step_sizes: Any = stored("constant_data", ("pilot_beta", "log_step_size", "inv_mass",
                                                "log_ratio_var"), ["pilot_step", EX, "latent_dim"],
                              codec="step_sizes", default=None)
@@ -364,7 +364,7 @@ class AISResult(EstimateResult):
                                              default=None)
     # (R,) the annealing step index of each record
     trace_steps: Tensor | None = stored("annealing", "step", ["step"], codec="coord", default=None)
-    # infer.budget.Budget: how tolerance= chose num_steps (None without it)
+    # infer.tolerance.Budget: how tolerance= chose num_steps (None without it)
     budget: Any = stored("attrs", "budget", codec="budget", default=None)
 
     @property

@@ -56,7 +56,7 @@ def test_the_pilot_records_the_variance_of_the_log_likelihood_per_temperature(se
     variance of log p(x | z) matches the linear-Gaussian closed form (4 MC standard errors)."""
     import math
 
-    from models.linear_gaussian import LinearGaussian
+    from models.oracles.linear_gaussian import LinearGaussian
 
     from pyrolik.annealing import schedules
     from pyrolik.annealing.driver import run_pilot

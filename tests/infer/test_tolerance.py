@@ -75,7 +75,9 @@ def test_cap_before_tolerance_warns_and_keeps_the_estimate(seed):
         r = pyrolik.ais(LG, x, tolerance=1e-3, max_steps=50, num_chains=4, seed=seed,
                         progress=False)
     assert any("reached max_steps=50 before the tolerance" in str(w.message) for w in record)
-    assert not r.budget.converged and r.budget.num_steps == 50
+    # the warnings point at the user's call, not into pyrolik
+    assert all(w.filename == __file__ for w in record if issubclass(w.category, BudgetWarning))
+    assert not r.budget.converged and r.budget.num_steps == 50 and r.budget.seed == seed
     assert r.settings["num_steps"] == 50 and torch.isfinite(r.log_likelihood).all()
     assert any("max_steps=50" in w for w in r.warnings())
     assert "cap" in str(r.summary())
@@ -110,6 +112,14 @@ def test_real_data_harder_than_simulated_warns(seed):
 def test_bad_tolerance_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         pyrolik.ais(LG, _data(3, 0), num_chains=2, progress=False, **kwargs)
+
+
+def test_budget_refuses_a_kernel_that_is_not_hmc_before_simulating():
+    with pytest.raises(TypeError, match="kernel must be a pyrolik.HMC"):
+        pyrolik.budget(LG, _data(3, 0), 0.3, num_chains=2, kernel="hmc", progress=False)
+    with pytest.raises(TypeError, match="kernel must be a pyrolik.HMC"):
+        pyrolik.distortion.curve_budget(LG, _data(3, 0), 0.3, sigmas=[0.5], num_chains=2,
+                                        kernel="hmc", progress=False)
 
 
 def test_model_that_cannot_be_simulated():

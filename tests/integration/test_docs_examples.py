@@ -81,8 +81,8 @@ def test_doc_examples_run_from_an_installed_package(name, tmp_path):
 def test_the_layout_hides_the_checkout(tmp_path):
     """The check above can fail: ``models`` (the checkout's name) is not importable there."""
     site = installed_layout(tmp_path)
-    proc = subprocess.run([sys.executable, "-c", "import pyrolik_models.rbm, pyrolik; "
-                           "print(pyrolik.__file__); import models.rbm"], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "-c", "import pyrolik_models.oracles.rbm, pyrolik; "
+                           "print(pyrolik.__file__); import models.oracles.rbm"], cwd=tmp_path,
                           env=environment(site), capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "No module named 'models'" in proc.stderr
     assert proc.stdout.strip() == str(site / "pyrolik" / "__init__.py")

@@ -9,6 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 TESTED_ELSEWHERE = {
+    "results/convert.py": "results/test_datatree.py",  # the converters: every group, every kind
     "_validate.py": "infer/test_annealing.py",  # bad input at every estimator's boundary
     "_version.py": "io/test_export.py",  # versions recorded in every export
     "advice.py": "results/test_warnings.py",
@@ -35,12 +36,7 @@ TESTED_ELSEWHERE = {
     "model/readmap.py": "model/test_simulation_sites.py",
     "model/modules.py": "integration/test_idioms.py",
     "model/sampling.py": "infer/test_conservative.py",
-    "model/supports.py": "integration/test_idioms_more.py",
     "results/bdmc.py": "results/test_warnings.py",  # the gap, its MCSE, an inverted gap
-    "results/annealing_group.py": "results/test_datatree.py",
-    "results/bdmc_tree.py": "results/test_datatree.py",
-    "results/common.py": "results/test_datatree.py",
-    "results/weighted.py": "results/test_datatree.py",
 }
 
 
