@@ -20,7 +20,6 @@ those that have an encoder::
 
 
 from . import oracles, training, zoo  # noqa: F401 (the subpackages)
-from .oracles import linear_gaussian, quadrature, rbm
 from .oracles.linear_gaussian import LinearGaussian
 from .training import (
     SigmaChoice,
