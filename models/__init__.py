@@ -26,9 +26,7 @@ from .training import (
     TrainHistory,
     choose_sigma,
     make_elbo,
-    mmd,
     mmd2,
-    sigma,
     train_gan,
     train_gmmn,
     train_vae,
@@ -43,13 +41,9 @@ from .zoo import (
     BernoulliDecoderModel,
     DecoderModel,
     GaussianDecoderModel,
-    base,
     build,
-    decoders,
-    encoder,
     load,
     save,
-    serialization,
     shipped_checkpoint,
 )
 
