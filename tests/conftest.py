@@ -49,3 +49,48 @@ def _float64_and_clean_state():
 @pytest.fixture
 def seed() -> int:
     return SEED
+
+
+# The integration stage, `python -m pytest -m integration` (README's Quick start; .ci/run runs it after
+# the everyday suite, so nothing is tested less): the wheel in a fresh environment, the notebooks, the
+# documents' examples, the runs that spawn or kill processes, and the largest statistical runs. A file
+# stands for all its tests, `file::test` for one test (all its parameters). pyproject's addopts
+# deselects the stage from the everyday `python -m pytest`; tests marked `slow` stay slow only.
+INTEGRATION = (
+    # the wheel, the notebooks, the documents
+    "tests/integration/test_wheel.py",
+    "tests/integration/test_tutorials.py",
+    "tests/integration/test_docs_examples.py",
+    "tests/integration/test_curves_docs.py",
+    "tests/integration/test_readme.py",
+    "tests/app/test_demo.py::test_quick_demo_writes_table_results_and_plots",
+    # processes: torchrun, SIGKILL at random moments
+    "tests/execution/test_distributed.py::test_two_processes_with_torchrun_equal_one_process",
+    "tests/execution/test_checkpoint.py::test_sigkill_at_any_moment_then_resume_is_bit_identical",
+    # the largest statistical runs (tolerances met against exact answers)
+    "tests/distortion/test_tolerance.py::test_sigma_curve_within_tolerance_of_exact_at_every_sigma",
+    "tests/distortion/test_tolerance.py::test_rate_distortion_within_tolerance_of_exact_log_z",
+    "tests/infer/test_evidence.py::test_evidence_with_tolerance_lands_within_it_of_the_exact_joint",
+    "tests/infer/test_evidence.py::test_evidence_is_unbiased_for_the_exact_joint",
+    "tests/infer/test_budget.py::test_estimate_within_tolerance_of_exact",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    root = config.rootpath
+    for entry in INTEGRATION:
+        if not (root / entry.split("::")[0]).is_file():
+            raise pytest.UsageError(f"tests/conftest.py INTEGRATION names a missing file: {entry}")
+    matched: set[str] = set()
+    files = {item.nodeid.split("::")[0] for item in items}
+    for item in items:
+        test = item.nodeid.split("[")[0]
+        entry = next((e for e in (test, test.split("::")[0]) if e in INTEGRATION), None)
+        if entry is not None:
+            matched.add(entry)
+            if item.get_closest_marker("slow") is None:
+                item.add_marker(pytest.mark.integration)
+    stale = [e for e in INTEGRATION if "::" in e and e.split("::")[0] in files and e not in matched]
+    if stale:
+        raise pytest.UsageError(f"tests/conftest.py INTEGRATION names tests that do not exist: {stale}")

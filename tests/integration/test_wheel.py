@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import pathlib
+import site
 import subprocess
 import sys
+import sysconfig
 import venv
 import zipfile
 
@@ -40,12 +42,35 @@ def test_wheel_holds_every_subpackage_and_data_file(wheel):
     assert any(n.endswith("licenses/LICENSE") for n in names)
 
 
-def test_wheel_installs_and_runs_in_a_fresh_venv(wheel, tmp_path):
-    env_dir = tmp_path / "venv"
-    # the dependencies (torch, pyro, arviz, ...) come from this interpreter's site-packages: the
-    # machine reaches no index for torch's CPU build; pyrolik itself comes from the wheel alone
-    venv.create(env_dir, system_site_packages=True, with_pip=True)
+def _running_site_dirs() -> list[str]:
+    """The site-packages folders of the environment running the tests, whatever its kind (a
+    virtualenv, a conda environment, the system interpreter), with the user site where it is on."""
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+
+
+def _venv_seeing_running_env(env_dir: pathlib.Path) -> pathlib.Path:
+    """A fresh virtual environment that imports the dependencies (torch, pyro, arviz, ...) from the
+    running environment: its site-packages folders are listed in a .pth file of the new one. Not
+    `system_site_packages=True`, which would give the *base* interpreter's packages, not those of the
+    virtualenv the tests run in. A .pth file's plain lines are added to sys.path without reading the
+    .pth files in those folders, so the running environment's editable pyrolik (an import hook or a
+    path installed by its own .pth file) stays out: pyrolik comes from the wheel alone."""
+    venv.create(env_dir, system_site_packages=False, with_pip=True)
     python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    assert purelib != sysconfig.get_path("purelib")
+    pathlib.Path(purelib, "_running_environment.pth").write_text("\n".join(_running_site_dirs()) + "\n")
+    return python
+
+
+def test_wheel_installs_and_runs_in_a_fresh_venv(wheel, tmp_path):
+    # the dependencies come from the running environment (the machine reaches no index for torch's
+    # CPU build); pyrolik itself comes from the wheel alone
+    python = _venv_seeing_running_env(tmp_path / "venv")
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed",
                     str(wheel)], check=True,
                    capture_output=True)
@@ -55,6 +80,9 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(wheel, tmp_path):
         "from pyrolik_models.oracles.linear_gaussian import LinearGaussian\n"
         "for m in (pyrolik, pyrolik_models):\n"
         "    assert pathlib.Path(m.__file__).is_relative_to(sys.prefix), m.__file__\n"
+        "assert not pathlib.Path(torch.__file__).is_relative_to(sys.prefix), torch.__file__\n"
+        f"assert {str(ROOT)!r} not in map(str, sys.path), sys.path\n"
+        "assert not [n for n in sys.modules if n.startswith('__editable__')], 'editable pyrolik'\n"
         "lg = LinearGaussian.random(data_dim=3, latent_dim=2)\n"
         "x = lg.marginal().sample((2,))\n"
         "r = pyrolik.ais(lg, x, num_steps=5, num_chains=4, seed=0, progress=False)\n"
