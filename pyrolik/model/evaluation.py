@@ -1,16 +1,4 @@
-r"""The plain evaluation: run the Pyro program at given latents and read off its per-row log-densities.
-
-:class:`Program` is the model (and guide) bound to the data, the arguments and the
-:class:`~pyrolik.model.layout.Layout`. Its :meth:`Program.value_and_grad` is the one callable the
-annealing path evaluates,
-
-.. math:: \log f_\beta = \log f_0 + \beta\,(\log f_1 - \log f_0), \qquad f_1 = p(x, z),
-
-returning both terms and their gradients; ``f_0`` is the prior :math:`p(z)` or, given a guide density,
-:math:`q(z \mid x)` (AIS+encoder). The speed layers wrap it without changing its numbers: the kept
-guide (:mod:`pyrolik.model.guide_cache`) replaces the guide density, replay
-(:mod:`pyrolik.model.replay`) replaces the whole call by a recording of its tensor operations.
-"""
+r"""The plain evaluation: run the Pyro program at given latents and read off its per-row log-densities."""
 
 from __future__ import annotations
 

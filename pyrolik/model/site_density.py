@@ -1,20 +1,6 @@
 r"""Per-example log-density of one Pyro sample site: ``fn.log_prob(value)`` summed over all but the data plate.
 
-The adapter's hot loop evaluates this for every site at every leapfrog step, so the two families that
-dominate deep generative models get a path with fewer full-size tensor operations; every other
-distribution (and any site with a ``scale`` or ``mask``) takes the generic path
-``scale_and_mask(fn.log_prob(value))``. The fast paths return the same number up to floating-point
-summation order (tested in ``tests/model/test_site_density.py``):
-
-* Bernoulli with logits (the observation site of binarized-image decoders). torch computes
-  ``log p = -bce(logits, x)`` elementwise, which negates the full ``rows x pixels`` matrix forward
-  and again backward; here the elementwise cross-entropy is summed first and the ``(rows,)`` sum
-  negated: :math:`\log p(x \mid z) = -\sum_j \mathrm{bce}(\ell_j, x_j)`. Negation is exact in floating
-  point, so the result is bitwise that of summing torch's own ``log_prob``.
-* Normal (Gaussian priors, Gaussian observation noise):
-  :math:`\sum_j \log \mathcal{N}(v_j; \mu_j, \sigma_j) = -\tfrac12 \sum_j w_j^2 - \sum_j \log\sigma_j
-  - \tfrac{n}{2}\log 2\pi` with :math:`w = (v - \mu)/\sigma`, i.e. four elementwise operations instead
-  of torch's seven, and none on a broadcast scale when it is a single number (``Normal(0., 1.)``).
+Bernoulli-with-logits and Normal sites take a path with fewer full-size operations, equal to summation order.
 """
 
 from __future__ import annotations

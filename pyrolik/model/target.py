@@ -1,19 +1,4 @@
-r"""Turn a Pyro model (and optionally a guide) into batched log-density functions: the adapter's facade.
-
-Given a model that follows the model convention of the README (first argument ``x`` of shape ``(N,
-*event_shape)``, a plate over dim 0 of ``x``, observed sites conditioned on ``x``), :func:`make_target`
-traces it to discover the latent sites, the observed sites and the plate over examples
-(:mod:`pyrolik.model.discovery`, frozen in a :class:`~pyrolik.model.layout.Layout`), then offers
-functions over a flat *unconstrained* latent tensor ``u`` of shape ``(K * N, d)``: ``K`` chains (or
-samples) of ``N`` examples folded into the data plate, row ``k * N + n`` holding chain ``k`` of
-example ``n``.
-
-The evaluation is one callable (:meth:`pyrolik.model.evaluation.Program.value_and_grad`: run the
-Pyro program through :mod:`pyrolik.model.messenger`, with Pyro's argument validation off) wrapped in
-optional layers that keep its numbers: the kept guide (:mod:`pyrolik.model.guide_cache`) on the
-encoder path and, from the third call on, replay of the recorded tensor operations
-(:mod:`pyrolik.model.replay`). ``benchmarks/RESULTS.md`` has the measured cost.
-"""
+r"""Turn a Pyro model (and optionally a guide) into batched log-density functions: the adapter's facade."""
 
 from __future__ import annotations
 
