@@ -1,14 +1,4 @@
-r"""Diagnostics of an estimate, per example and per temperature, and warnings in plain words.
-
-Importance diagnostics (per example, from :mod:`pyrolik.ops.stats`): Kish's effective sample size
-:math:`(\sum_k w_k)^2 / \sum_k w_k^2`, the jackknife MCSE of :math:`\log \hat Z` (the delta method
-:math:`\sqrt{1/\mathrm{ESS} - 1/K}` when the weights are many and tame), and the Pareto :math:`\hat k` of ArviZ's PSIS (Vehtari et al.
-2024): above 0.7 a few weights dominate and the estimate is unreliable. AIS diagnostics per recorded
-temperature: the HMC acceptance rate and step size, the divergences, and the running estimate
-:math:`\log \frac1K \sum_k w_k^{(t)}` of :math:`\log Z_{\beta_t}` (forward AIS; a stochastic lower
-bound on it, Neal 2001). BDMC: the per-example gap :math:`\hat u_n - \hat l_n`, which bounds the
-error of either estimate on simulated data (Grosse, Ghahramani & Adams 2015).
-"""
+r"""Diagnostics of an estimate, per example and per temperature, and warnings in plain words."""
 
 from __future__ import annotations
 

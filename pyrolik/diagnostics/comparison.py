@@ -1,11 +1,4 @@
-r"""Paired comparison of models on the same held-out examples: tests, corrections, ranked tables.
-
-The recipe of Chakraborty, Das & Lavoie ("How to show a probabilistic model is better"): score every
-held-out example under every model with a proper scoring rule (the log-likelihood is the log score),
-then test the paired per-example differences. A difference of mean log scores estimates a
-difference of KL divergences from the data distribution, because the entropy term cancels.
-See ``docs/compare.md``.
-"""
+r"""Paired comparison of models on the same held-out examples: tests, corrections, ranked tables (``docs/compare.md``)."""
 
 from __future__ import annotations
 

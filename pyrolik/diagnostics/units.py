@@ -1,11 +1,6 @@
-r"""Units for log-likelihoods: nats and bits/dim, rescaled or affinely mapped data, dequantization.
+r"""Units for log-likelihoods: nats and bits/dim, rescaled or affinely mapped data, dequantization (``docs/units.md``).
 
-Everything here takes and returns **log-likelihoods** (higher is better, natural log, per example or
-averaged); the negative log-likelihood (NLL) is their negation. Functions accept floats, numpy
-arrays and torch tensors alike.
-
-The derivations follow the note on evaluation metrics in the pyrolik seeds (after Theis, van den
-Oord & Bethge, 2016, "A note on the evaluation of generative models", arXiv:1511.01844).
+Everything takes and returns log-likelihoods (higher is better, natural log), as floats, arrays or tensors.
 """
 
 from __future__ import annotations
