@@ -160,10 +160,7 @@ class Program:
 
         Without ``guide_density``: :math:`\log f_0 = \log p(u)`, ratio :math:`\log p(x \mid u)`.
         With it: :math:`\log f_0 = \log q(u \mid x)`, ratio :math:`\log p(u) + \log p(x \mid u) -
-        \log q(u \mid x)`. One model pass (and one guide pass), forward and backward; keeping the two
-        gradients apart lets a change of beta cost no new pass: no tempered
-        cache to go stale). Normal sites with gradient-free parameters contribute their closed-form score
-        :math:`-(z - \mu)/\sigma^2` instead of a backward pass; the sum is the same gradient.
+        \log q(u \mid x)`. The two gradients are kept apart, so a change of beta costs no new pass.
         """
         with torch.enable_grad():
             u = u.detach().requires_grad_(True)

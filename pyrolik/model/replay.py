@@ -164,14 +164,9 @@ def _metadata_only() -> set:
 def fold_constants(graph) -> int:
     """Compute once what the program recomputes identically at every call; in place.
 
-    A node is *fresh* when it is a pure, non-random operator whose tensor arguments are all fresh:
-    tensors the program makes from Python numbers (``lift_fresh_copy``, factories such as
-    ``new_zeros``, which read only metadata) and what is computed from them alone, e.g. the
-    ``-log(sigma) - log(2 pi)/2`` of a ``Normal(0, 1)`` prior or the backward pass's seed. Tensors
-    the program closed over (parameters, data) are never fresh, so an in-place update of them is
-    still seen. The fresh nodes that feed the rest of the graph are replaced by their values; nothing
-    is folded where the program writes into a fresh tensor in place. Returns the number of operations
-    removed.
+    Only what derives from Python numbers alone is folded (e.g. a ``Normal(0, 1)`` prior's constant);
+    parameters and data are never folded, so their in-place updates are still seen. Returns the
+    number of operations removed.
     """
     aten, metadata_only = torch.ops.aten, _metadata_only()
     nodes = list(graph.graph.nodes)
@@ -250,12 +245,9 @@ def _in_place_variants() -> dict:
 def reuse_buffers(graph) -> int:
     """Write ``c = a op b`` as ``a.op_(b)`` where ``a`` is a fresh result used only there; in place.
 
-    Eager autograd does so in its backward formulas (e.g. Bernoulli-logits: ``(sigmoid(l) - x) * g``
-    computed in place), but under a tracer it takes the out-of-place variants, which at batch 1000 x
-    784 cost two new 3 MB buffers per evaluation. Conditions: ``a`` is a buffer of its own (from an
-    operator whose schema returns a new tensor and mutates nothing, or from an operation this pass
-    already made in place on such a buffer), ``a`` has no other user (so no view of it either) and it
-    has the shape and dtype of ``c``. Returns the number of operations rewritten.
+    As eager autograd's backward formulas do (a tracer takes the out-of-place variants). Only where
+    ``a`` is a new buffer with no other user and the shape and dtype of ``c``. Returns the number of
+    operations rewritten.
     """
     variants = _in_place_variants()
     owned: set = set()  # nodes whose result is a buffer no other node sees

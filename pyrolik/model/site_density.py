@@ -37,11 +37,8 @@ def normal_log_prob_and_score(fn, value: Tensor, scale, mask, plate_dim: int, ro
                               ) -> tuple[Tensor, Tensor] | None:
     r"""Per-row log-density and score of a Normal latent site, without autograd; None if not applicable.
 
-    For a site ``Normal(loc, sigma)`` (optionally ``.to_event``) whose ``loc`` and ``sigma`` need no
-    gradient (they depend neither on other latents nor on parameters), the score is closed form,
-    :math:`\partial_v \log \mathcal{N}(v; \mu, \sigma) = -(v - \mu) / \sigma^2`, so the prior's gradient
-    costs one elementwise operation instead of a backward pass, as in a hand-written potential.
-    Returns ``(log_prob (rows,), score)``, ``score`` shaped like ``value``; both carry no graph.
+    Where ``loc`` and ``sigma`` need no gradient the score is :math:`-(v - \mu) / \sigma^2`, with no
+    backward pass. Returns ``(log_prob (rows,), score)``, both without a graph.
     """
     if not is_unscaled(scale, mask):
         return None

@@ -52,11 +52,8 @@ def pushed_forward(fn: Any) -> Any:
     """The transform of a distribution pushed through a map from the real line whose support torch
     reports as ``Real()``, or None.
 
-    ``dist.TransformedDistribution(dist.Normal(loc, scale), biject_to(support))`` is the guide the
-    refusal below suggests; where ``biject_to(support)`` ends in an ``AffineTransform`` (a
-    ``GreaterThan``, ``LessThan`` or ``Interval`` support: ``positive`` is ``exp`` then ``+ 0``),
-    torch gives it the codomain, and so the support, ``Real()``. Its values still lie in the model's
-    support; :func:`check_guide_supports` compares the map itself."""
+    The refusal's fix, ``TransformedDistribution(base, biject_to(support))``, reports ``Real()`` when
+    the map ends in an ``AffineTransform``; :func:`check_guide_supports` compares the map itself."""
     fn = _base(fn)
     if not isinstance(fn, torch.distributions.TransformedDistribution) \
             or not is_real(fn.support) or not is_real(fn.base_dist.support):

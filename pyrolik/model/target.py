@@ -186,13 +186,8 @@ class Target:
     def value_and_grad(self, u: Tensor, path: str = "prior") -> ValueAndGrad:
         r"""Both terms of :math:`\log f_\beta = \log f_0 + \beta (\log f_1 - \log f_0)` and their gradients.
 
-        ``path="prior"``: :math:`\log f_0 = \log p(u)`, ratio :math:`\log p(x \mid u)`.
-        ``path="guide"``: :math:`\log f_0 = \log q(u \mid x)`, ratio
-        :math:`\log p(u) + \log p(x \mid u) - \log q(u \mid x)`
-        (:meth:`pyrolik.model.evaluation.Program.value_and_grad`). From the third call of a path on,
-        the evaluation's tensor operations are replayed from a recording instead of re-running the
-        Pyro program (:mod:`pyrolik.model.replay`: same numbers, checked when recorded;
-        ``replay_status`` says whether it is in use).
+        ``path="prior"``: :math:`\log f_0 = \log p(u)`; ``path="guide"``: :math:`\log q(u \mid x)`.
+        From the third call on, replayed from a recording (``replay_status`` says whether).
         """
         return self._evaluation(path)(u)
 
