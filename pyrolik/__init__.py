@@ -1,23 +1,6 @@
 """pyrolik: log-likelihood estimation with honest bounds for decoder-based Pyro models.
 
-The top level holds what a user calls: the estimators, :func:`budget`, :func:`simulate`, the kernel
-:class:`HMC`, :mod:`pyrolik.schedules`, :func:`save` / :func:`load` / :func:`concat`,
-:func:`compare`, and the warnings. Everything else is reached through its subpackage, each layer
-importing only the layers after it (checked by ``lint-imports``, configured in ``pyproject.toml``):
-
-- :mod:`pyrolik.app`: the command line and the demo;
-- :mod:`pyrolik.training`: log p(x) of fixed subsets inside a training loop;
-- :mod:`pyrolik.distortion`: one run along the distortion path (sigma and rate-distortion curves);
-- :mod:`pyrolik.curves`: loss-data curves of representations;
-- :mod:`pyrolik.diagnostics`: checks in plain words, plots, comparison, scores and units;
-- :mod:`pyrolik.io`: result files and data sets;
-- :mod:`pyrolik.infer`: the estimators (AIS, BDMC, evidence, importance sampling, KDE, CSL);
-- :mod:`pyrolik.annealing`: the annealing machine (transition, tuning, schedules, engine, driver);
-- :mod:`pyrolik.results`: the result classes and their ArviZ/xarray export;
-- :mod:`pyrolik.execution`: batches with their own random streams, processes, faults, checkpoints;
-- :mod:`pyrolik.model`: a Pyro program as batched log-density functions;
-- :mod:`pyrolik.ops`, the random streams, argument checks, advice texts and
-  :mod:`pyrolik.exceptions`.
+The top level holds what a user calls; the subpackages and their layers are in ``docs/design.md``.
 """
 
 from __future__ import annotations

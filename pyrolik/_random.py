@@ -1,10 +1,6 @@
 """Random streams: the recorded seed, one generator per batch, and Pyro's draws seeded from it.
 
-Randomness flows from the top-level ``seed=`` into one :class:`torch.Generator` per batch, seeded by
-``SeedSequence([seed, first example])``: an example's result depends on the seed and on its batch,
-never on how many batches ran before it or on which process ran them. Pyro samples from torch's
-global RNG; :func:`fork_rng_from` runs it seeded from a batch's generator and leaves the user's
-global stream untouched.
+An example's draws depend on the seed and its batch only; the user's global torch stream is untouched.
 """
 
 from __future__ import annotations

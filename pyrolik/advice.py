@@ -1,25 +1,4 @@
-r"""The thresholds behind pyrolik's warnings, and the advice they give, in one place.
-
-Every number a warning compares against is defined here once (results, diagnostics and plots import
-it), with where it comes from:
-
-- :data:`KHAT_WARN`: Pareto :math:`\hat k` above 0.7, a few importance weights dominate and the
-  estimate is unreliable whatever the number of weights (Vehtari et al. 2024, "Pareto smoothed
-  importance sampling"); below it, :func:`pyrolik.ops.stats.khat_threshold` lowers the bar
-  to :math:`\min(1 - 1/\log_{10} K, 0.7)` for K weights.
-- :data:`MIN_WEIGHTS`: PSIS fits a tail of :math:`\min(K/5, 3\sqrt K)` weights and needs at least 5,
-  so with fewer than 25 weights per example there is no :math:`\hat k`, and the MCSE cannot be
-  checked against the tail it depends on.
-- :data:`ACCEPTANCE_COLLAPSE`: a mean HMC acceptance below 0.1 means the chains barely moved.
-- :data:`NEGATIVE_GAP_SE`: a BDMC upper bound below the lower one by more than 4 standard errors
-  is not noise: reverse AIS did not start from exact posterior samples; within them it is
-  (:func:`inverted_gap_advice`).
-- :data:`DIVERGENT_REMARK`: divergent (non-finite) HMC proposals in under 1% of the transitions
-  are a remark, not a problem: each is rejected, so the chain stays where it was and the
-  transition still leaves its distribution invariant (AIS stays valid); that step is lost.
-- :data:`BDMC_GAP_WARN`: a mean BDMC gap above 1 nat: AIS has not converged (Grosse, Ghahramani &
-  Adams 2015 read gaps of this size as "not yet accurate").
-"""
+"""The thresholds behind pyrolik's warnings, and the advice they give, in one place."""
 
 from __future__ import annotations
 
@@ -30,12 +9,12 @@ from pyrolik.exceptions import remark
 __all__ = ["KHAT_WARN", "MIN_WEIGHTS", "ACCEPTANCE_COLLAPSE", "NEGATIVE_GAP_SE", "BDMC_GAP_WARN",
            "DIVERGENT_REMARK", "acceptance_fix", "inverted_gap_advice"]
 
-KHAT_WARN = 0.7
-MIN_WEIGHTS = 25
-ACCEPTANCE_COLLAPSE = 0.1
-NEGATIVE_GAP_SE = 4.0
-BDMC_GAP_WARN = 1.0
-DIVERGENT_REMARK = 0.01
+KHAT_WARN = 0.7  # Pareto k-hat above it: a few weights dominate (Vehtari et al. 2024)
+MIN_WEIGHTS = 25  # PSIS fits a tail of min(K/5, 3 sqrt K) >= 5 weights: no k-hat below 25
+ACCEPTANCE_COLLAPSE = 0.1  # mean HMC acceptance below it: the chains barely moved
+NEGATIVE_GAP_SE = 4.0  # an inverted BDMC gap beyond this many standard errors is not noise
+BDMC_GAP_WARN = 1.0  # nats: a mean gap above it, AIS has not converged (Grosse et al. 2015)
+DIVERGENT_REMARK = 0.01  # divergences (each rejected, AIS stays valid) below 1% are a remark
 
 
 def _adaptation(kernel: Any) -> str | None:

@@ -1,27 +1,6 @@
-"""Every warning pyrolik issues, under one base class.
+"""Every warning pyrolik issues, under one base class, and the severity of a result's messages.
 
-``warnings.filterwarnings("error", category=pyrolik.PyrolikWarning)`` turns all of them into errors,
-``"ignore"`` silences them; the subclasses say what kind of problem it is:
-
-- :class:`DiagnosticWarning`: a diagnostic of a finished estimate (acceptance, k-hat, ESS, an
-  inverted BDMC gap) says it should not be trusted as it stands;
-- :class:`IdiomWarning`: a Pyro construct that pyrolik evaluates differently from SVI's objective
-  (``docs/idioms.md``);
-- :class:`FailedExamplesWarning`: some examples got a non-finite estimate (also a
-  :class:`RuntimeWarning`, as before);
-- :class:`BudgetWarning`: ``tolerance=``'s search stopped at its cap, or the real data disagree
-  with the simulated ones it chose the budget on.
-
-Warnings with no narrower kind (a resumed checkpoint written by other library versions, a default
-chosen for a command-line option, latents that do not look like exact posterior samples) are issued
-as :class:`PyrolikWarning` itself.
-
-The messages of ``result.warnings()`` carry a severity, decided where each is written: a
-:class:`Message` is a ``str`` whose ``severity`` is :data:`ACT` (something to act on: the estimate
-should not be trusted as it stands) or :data:`REMARK` (at the level of Monte Carlo noise, or a
-standing caveat of the settings that nothing in the data points to); plain strings are
-:data:`ACT`. :func:`pyrolik.diagnostics.warn` issues remarks as :class:`RemarkWarning`, and the
-command line and the demo fold them into one line (:mod:`pyrolik.app.report`).
+``warnings.filterwarnings("error", category=pyrolik.PyrolikWarning)`` turns all of them into errors.
 """
 
 from __future__ import annotations

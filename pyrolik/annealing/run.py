@@ -1,11 +1,10 @@
-"""A run's description (:class:`Problem`, :class:`Recording`), and shared parameter texts."""
+"""A run's description: :class:`Problem`, :class:`Recording`, the legs and the latents' layout."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -22,8 +21,7 @@ from pyrolik.annealing.schedules import Schedule, resolve_schedule
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.model.target import Target, make_target, prepare_inputs
 
-__all__ = ["Leg", "Problem", "Recording", "describe", "expand_latents", "latents_to_flat",
-           "PARAMETERS", "shared_params"]
+__all__ = ["Leg", "Problem", "Recording", "describe", "expand_latents", "latents_to_flat"]
 
 Check = Callable[[Target, list[Tensor], list[Tensor]], None]
 
@@ -207,128 +205,3 @@ def latents_to_flat(target: Target, latents: dict[str, Tensor]) -> Tensor:
     values = {s.name: latents[s.name].reshape(k * n, *latents[s.name].shape[2:])
               .movedim(0, s.plate_index) for s in target.sites}
     return target.ravel(values)
-
-
-# The estimators' shared parameters, documented once; :func:`shared_params` adds them to a docstring.
-PARAMETERS: dict[str, str] = {
-    "model": """model : callable
-    Pyro model ``model(x, *model_args, **model_kwargs)`` with a plate over dim 0 of ``x`` and an
-    observed site (``docs/models.md``).""",
-    "x": """x : torch.Tensor, shape ``(N, *event_shape)``
-    Observations; the model's data plate runs over dim 0.""",
-    "num_examples": """num_examples : int, optional
-    Examples to simulate from the model (with ``data_shape``), unless ``data`` is given.""",
-    "data_shape": """data_shape : tuple of int
-    The shape of one simulated example, ``x.shape[1:]``.""",
-    "num_steps": """num_steps : int
-    Annealing steps T (transitions); ``None`` when ``schedule`` is a tensor or with
-    ``tolerance``.""",
-    "num_chains": """num_chains : int
-    Independent AIS chains per example (K).""",
-    "schedule": """schedule : {"auto", "adaptive", "adaptive_per_example", "sigmoid", "linear", "geometric"} or torch.Tensor
-    Betas from exactly 0 to exactly 1 (:mod:`pyrolik.annealing.schedules`). ``"auto"``: adaptive
-    when the kernel runs a pilot, else sigmoid. ``"adaptive"`` spaces the betas at constant
-    thermodynamic speed from the pilot's variance of :math:`\\log p(x \\mid z)`, pooled over the
-    batch (``"adaptive_per_example"``: one schedule per example); both need ``adapt="pilot"`` with
-    at least 2 pilot chains. ``settings["schedule"]`` records which, ``schedule`` the betas.""",
-    "kernel": """kernel : pyrolik.HMC, optional
-    Transition kernel and its adaptation (default ``HMC()``: 3 leapfrog steps, half the momentum
-    kept, step sizes from a pilot run frozen per temperature; ``docs/kernel.md``).""",
-    "init": """init : callable, optional
-    A Pyro guide :math:`q(z \\mid x)`: anneal from it instead of the prior (AIS+encoder).""",
-    "data": """data : (x, latents), optional
-    Data simulated from the model and their latents (exact posterior draws), instead of
-    simulating; e.g. the output of :func:`pyrolik.simulate`.""",
-    "step_sizes": """step_sizes : StepSizes, optional
-    A pilot table of an earlier run on the same data (``result.step_sizes``) instead of a new
-    pilot; its chains were independent of this run's, so the estimate stays exact.""",
-    "model_args": """model_args : tuple
-    Further positional arguments of the model (tensors with N rows are per example).""",
-    "model_kwargs": """model_kwargs : dict, optional
-    Keyword arguments of the model (tensors with N rows are per example).""",
-    "seed": """seed : int, optional
-    Makes the run reproducible (recorded in the result).""",
-    "batch_size": """batch_size : int, optional
-    Examples per pass; results depend on it only through Monte Carlo noise.""",
-    "record_every": """record_every : int, optional
-    Stride of the recorded diagnostics (default: about 100 records).""",
-    "keep_states": """keep_states : bool
-    Also record the latent states at each recorded step (memory grows with the records).""",
-    "progress": """progress : bool
-    Show a progress bar.""",
-    "checkpoint": """checkpoint : str or path, optional
-    Save the run's state to this file every ``checkpoint_every`` steps and after every batch; if it
-    exists, resume from it, bit-identically (on CPU); one of another run raises ``ValueError``
-    (``docs/scale.md``).""",
-    "checkpoint_every": """checkpoint_every : int
-    Annealing steps between checkpoints.""",
-    "distributed": """distributed : bool
-    Shard whole batches across the processes of the initialised ``torch.distributed`` group;
-    rank 0 returns the gathered result (as one process with the same ``batch_size`` and ``seed``),
-    the others ``None`` (``docs/scale.md``).""",
-    "tolerance": """tolerance : float, optional
-    Instead of ``num_steps``: choose them with :func:`pyrolik.budget`, doubling from 25 until the
-    BDMC gap on data simulated like ``x`` is within ``tolerance`` nats (mean + 2 standard errors);
-    ``result.budget`` records the search. The bound holds on simulated data; a check on a subset of
-    ``x`` warns (``BudgetWarning``) when real data disagree (``docs/tolerance.md``).""",
-    "max_steps": """max_steps : int
-    With ``tolerance``: the search's cap; reaching it first warns and keeps the estimate there.""",
-    "num_samples": """num_samples : int
-    Draws per example (K).""",
-    "chunk_size": """chunk_size : int, optional
-    Draws per example per model pass (default: about 16k rows per pass); memory does not grow with
-    ``num_samples``.""",
-    "keep_weights": """keep_weights : bool, optional
-    Keep all ``(num_samples, N)`` log-weights (default: when they are at most 1e7 numbers).""",
-    "keep_samples": """keep_samples : bool, optional
-    Keep every draw, ``samples`` by site ``(num_samples, N, *site)`` (default: when the weights are
-    kept and the draws are at most 1e7 numbers). The result keeps ``draws`` either way: a bounded
-    number per example resampled by weight as they stream by (:mod:`pyrolik.infer.resampling`).""",
-    "dtype": """dtype : torch.dtype, optional
-    Of the simulated data (default: torch's default dtype).""",
-    "device": """device : torch.device or str, optional
-    Of the simulated data.""",
-}
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _section(lines: list[str], i: int) -> bool:
-    return i + 1 < len(lines) and bool(lines[i]) and set(lines[i + 1]) == {"-"}
-
-
-def shared_params(fn: _F) -> _F:
-    """Complete ``fn``'s numpydoc ``Parameters`` with :data:`PARAMETERS`, in signature order.
-
-    An entry written in the docstring (``name : type`` or ``a, b``) wins over the shared one.
-    """
-    lines = inspect.cleandoc(fn.__doc__ or "").splitlines()
-    heads = [i for i in range(len(lines)) if _section(lines, i)]
-    start = next((i for i in heads if lines[i] == "Parameters"), None)
-    if start is None:
-        start = heads[0] if heads else len(lines) + 1
-        lines[start - 1:start - 1] = ["", "Parameters", "----------"] if not heads else []
-        lines[start:start] = ["Parameters", "----------", ""] if heads else []
-        heads = [i for i in range(len(lines)) if _section(lines, i)]
-    end = next((i for i in heads if i > start), len(lines))
-    entries: list[list[str]] = []
-    for line in lines[start + 2:end]:
-        if line and not line[0].isspace():
-            entries.append([line])
-        elif entries and line:
-            entries[-1].append(line)
-    local = {name.strip(): entry for entry in entries
-             for name in entry[0].split(" : ")[0].split(",")}
-    body: list[str] = []
-    done: set[int] = set()
-    for name in inspect.signature(fn).parameters:
-        entry = local.get(name)
-        if entry is not None and id(entry) not in done:
-            done.add(id(entry))
-            body += entry
-        elif entry is None and name in PARAMETERS:
-            body += PARAMETERS[name].splitlines()
-    body += [line for entry in entries if id(entry) not in done for line in entry]
-    lines[start + 2:end] = body + ([""] if end < len(lines) else [])
-    fn.__doc__ = "\n".join(lines) + "\n"
-    return fn

@@ -1,15 +1,4 @@
-"""The ``pyrolik`` command line: ``evaluate``, ``bdmc``, ``summary`` and ``demo``.
-
-Run ``pyrolik COMMAND --help`` for every option and its default. Errors print one line on stderr
-and exit with status 1 (2 for a malformed command line, 130 on Ctrl-C), on a line of their own
-even when a progress bar was showing; ``--debug`` shows the traceback instead. Warnings print on
-stderr as ``pyrolik: warning: ...``, also under ``--quiet``, which silences the progress bars only;
-a result's remarks at the level of Monte Carlo noise are counted in one ``pyrolik: note: ...`` line
-(``pyrolik summary --all RESULT`` prints each, :mod:`pyrolik.app.report`).
-Each process uses one CPU thread unless ``--threads`` or ``PYROLIK_NUM_THREADS`` says otherwise
-(:func:`pyrolik.execution.set_threads`). Under ``torchrun`` the work is sharded across the processes (see
-``docs/scale.md``).
-"""
+"""The ``pyrolik`` command line: ``evaluate``, ``bdmc``, ``summary`` and ``demo`` (``docs/scale.md``)."""
 
 from __future__ import annotations
 

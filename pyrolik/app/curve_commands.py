@@ -1,10 +1,4 @@
-"""``pyrolik sigma-curve``, ``pyrolik rate-distortion`` and ``pyrolik distortion-bdmc``: one run, the whole curve.
-
-Registered by :mod:`pyrolik.app.cli` (:func:`add_parsers`, :data:`COMMANDS`). Each writes a netCDF
-file (read back by ``pyrolik summary`` and :func:`pyrolik.load`) and prints the curve's summary;
-``sigma-curve`` also prints the best fixed sigma and Table 3 of Wu et al. (2017) (sigma per example,
-with its warning). Single process only: under ``torchrun`` they stop with an error.
-"""
+"""``pyrolik sigma-curve``, ``pyrolik rate-distortion`` and ``pyrolik distortion-bdmc``: one run, the whole curve."""
 
 from __future__ import annotations
 

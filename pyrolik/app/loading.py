@@ -1,26 +1,6 @@
 """Load what the command line names: a model or guide spec, its weights, a data file, a result file.
 
-Model convention for ``pyrolik evaluate`` / ``pyrolik bdmc``:
-
-- ``MODEL`` is ``path/to/file.py:name`` or ``package.module:name``; ``name`` may be dotted
-  (``file.py:vae.model`` takes the attribute ``model`` of the object ``vae``). It must be a Pyro
-  model following the model convention of the README (first argument ``x``, a plate over the
-  examples). The file's folder is
-  put on ``sys.path`` so it can import its neighbours.
-- ``--weights PATH`` loads trained parameters: if the model's module defines a function
-  ``load(path)``, it is called (it loads ``path`` into the model's modules, e.g.
-  ``DECODER.load_state_dict(torch.load(path))``). Otherwise, if the model is itself a
-  ``torch.nn.Module`` (a ``PyroModule``, or a model of ``pyrolik_models``),
-  ``model.load_state_dict(...)`` with the file's state dict (or its ``"state_dict"`` entry).
-  Otherwise an error says to add ``load(path)``. A file that defines ``load(path)`` run without
-  ``--weights`` gets a warning: its model would run with untrained parameters.
-- With ``--dtype auto``, floating data must have the dtype of the model's parameters (an error
-  names the ``--dtype`` to pass); integer or boolean data become that dtype.
-- ``pyrolik summary`` reads result files with :func:`pyrolik.io.netcdf.load`: netCDF or zarr
-  only, never a pickle.
-- Every ``torch.nn.Module`` at the top level of the model's module (and the model itself, if it is
-  one) is put in ``eval()`` mode (chains must not interact through batch statistics) and moved to
-  ``--device``.
+The model convention of ``pyrolik evaluate`` / ``pyrolik bdmc`` is in ``docs/scale.md``.
 """
 
 from __future__ import annotations
@@ -95,7 +75,7 @@ def load_callable(spec: str, what: str = "model") -> tuple[Any, ModuleType]:
 
 
 def load_weights(model: Any, module: ModuleType, path: str | os.PathLike) -> None:
-    """Load trained parameters following the convention of the module docstring."""
+    """Load trained parameters following the convention of ``docs/scale.md``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"weights file {path} does not exist")

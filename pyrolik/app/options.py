@@ -1,8 +1,4 @@
-"""Command-line options that several ``pyrolik`` subcommands share, defined once.
-
-The kernel options map one to one onto :class:`pyrolik.HMC` (see ``commands._kernel``), and the data
-options onto :func:`pyrolik.app.loading.load_data`; each help text gives the default.
-"""
+"""Command-line options that several ``pyrolik`` subcommands share, defined once."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""One progress display for a run made of several stages (the demo): not one bar per estimator.
-
-On a terminal it is a single bar, weighted by each stage's expected cost, whose clock and estimate
-of the time left tick every second; elsewhere (a log file, a pipe) it writes one short line per
-stage, so a redirected stderr stays a few hundred bytes.
-"""
+"""One progress display for a run made of several stages (the demo): not one bar per estimator."""
 
 from __future__ import annotations
 

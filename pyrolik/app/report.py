@@ -1,14 +1,4 @@
-"""How the demo and the command line show warnings: what to act on in full, remarks in one line.
-
-Every message of ``result.warnings()`` has a severity, set where it is written
-(:func:`pyrolik.exceptions.severity`): :data:`~pyrolik.exceptions.ACT` (the estimate should not be
-trusted as it stands: shown in full) or :data:`~pyrolik.exceptions.REMARK` (at the level of Monte
-Carlo noise, or a standing caveat of the settings: counted in one line that says where to read
-them). :func:`group` is the one place that sorts them; :func:`warning_lines` (the demo, under its
-table) and :func:`stderr_lines` (the ``pyrolik`` commands, on stderr) print what it returns.
-Nothing is dropped: ``result.warnings()``, :func:`pyrolik.diagnostics.check` and
-``pyrolik summary --all`` give every message.
-"""
+"""How the demo and the command line show warnings: what to act on in full, remarks in one line."""
 
 from __future__ import annotations
 

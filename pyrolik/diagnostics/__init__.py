@@ -1,9 +1,4 @@
-"""Diagnostics: importance statistics, checks in plain words, plots, comparison, scores and units.
-
-``pyrolik.diagnostics.check(result)`` and the per-example / per-temperature tables live in
-:mod:`pyrolik.diagnostics.checks`; the other modules are reached as ``pyrolik.diagnostics.plots``,
-``pyrolik.diagnostics.units``, ``pyrolik.diagnostics.scoring`` and ``pyrolik.compare``.
-"""
+"""Diagnostics: importance statistics, checks in plain words, plots, comparison, scores and units."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-r"""Bayes factors from whole-data-set evidences: what :func:`pyrolik.compare` does with them.
-
-For two models :math:`a, b` of the same data set :math:`x_{1:N}`, the log Bayes factor is the
-difference of their evidences,
-
-.. math:: \log \mathrm{BF}_{ab} = \log p(x_{1:N} \mid a) - \log p(x_{1:N} \mid b)
-
-(Kass & Raftery 1995, "Bayes factors", JASA 90:773). Each evidence comes from an independent AIS run
-(:func:`pyrolik.evidence`) with its Monte Carlo standard error, so the difference has standard error
-:math:`\sqrt{\mathrm{mcse}_a^2 + \mathrm{mcse}_b^2}` and a normal interval. There is one data set,
-so no test over examples: ``better`` names the model with the higher evidence when the interval
-excludes zero (the sign is beyond Monte Carlo noise). Both estimates are stochastic lower bounds;
-their difference also holds the difference of their biases, which :func:`pyrolik.evidence_bdmc`
-bounds.
-"""
+r"""Bayes factors from whole-data-set evidences: what :func:`pyrolik.compare` does with them (``docs/compare.md``)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-r"""Diagnostics of an estimate, per example and per temperature, and warnings in plain words.
-
-Importance diagnostics (per example, from :mod:`pyrolik.ops.stats`): Kish's effective sample size
-:math:`(\sum_k w_k)^2 / \sum_k w_k^2`, the jackknife MCSE of :math:`\log \hat Z` (the delta method
-:math:`\sqrt{1/\mathrm{ESS} - 1/K}` when the weights are many and tame), and the Pareto :math:`\hat k` of ArviZ's PSIS (Vehtari et al.
-2024): above 0.7 a few weights dominate and the estimate is unreliable. AIS diagnostics per recorded
-temperature: the HMC acceptance rate and step size, the divergences, and the running estimate
-:math:`\log \frac1K \sum_k w_k^{(t)}` of :math:`\log Z_{\beta_t}` (forward AIS; a stochastic lower
-bound on it, Neal 2001). BDMC: the per-example gap :math:`\hat u_n - \hat l_n`, which bounds the
-error of either estimate on simulated data (Grosse, Ghahramani & Adams 2015).
-"""
+r"""Diagnostics of an estimate, per example and per temperature, and warnings in plain words."""
 
 from __future__ import annotations
 
@@ -84,13 +74,8 @@ def temperature_trace(result: AISResult) -> pd.DataFrame:
 def running_log_normalizer(result: AISResult) -> torch.Tensor:
     r"""The run's estimate of :math:`\log Z_{\beta}` at each recorded step, per example: ``(R, N)``.
 
-    :math:`Z_\beta = \int f_0^{1-\beta} f_1^\beta`, with :math:`Z_0 = 1` (prior or guide path).
-    Forward AIS: :math:`\log\frac1K\sum_k w_k^{(t)}`, a stochastic lower bound on
-    :math:`\log Z_{\beta_t}` that ends at the estimate. Reverse AIS from exact posterior draws has
-    :math:`\mathbb E[w^{(t)}] = Z_{\beta_t}/Z_1`, so its curve is
-    :math:`\log\frac1K\sum_k w_k^{(t)} - \log\frac1K\sum_k w_k^{(T)}`: it is 0 at
-    :math:`\beta = 0` and the upper estimate at :math:`\beta = 1`. On a BDMC run the two curves
-    open up where annealing is hardest.
+    Forward AIS: :math:`\log\frac1K\sum_k w_k^{(t)}`, a stochastic lower bound ending at the
+    estimate. Reverse AIS: shifted to 0 at :math:`\beta = 0`, ending at the upper estimate.
     """
     if not result.trace:
         raise ValueError("this result recorded no trace; rerun with record_every set")

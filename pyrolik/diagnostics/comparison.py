@@ -1,11 +1,4 @@
-r"""Paired comparison of models on the same held-out examples: tests, corrections, ranked tables.
-
-The recipe of Chakraborty, Das & Lavoie ("How to show a probabilistic model is better"): score every
-held-out example under every model with a proper scoring rule (the log-likelihood is the log score),
-then test the paired per-example differences. A difference of mean log scores estimates a
-difference of KL divergences from the data distribution, because the entropy term cancels.
-See ``docs/compare.md``.
-"""
+r"""Paired comparison of models on the same held-out examples: tests, corrections, ranked tables (``docs/compare.md``)."""
 
 from __future__ import annotations
 
@@ -31,13 +24,9 @@ _CORRECTIONS = ("holm", "bonferroni", "none")
 def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
     r"""Holm's step-down adjusted p-values (controls the family-wise error rate).
 
-    With the :math:`m` p-values sorted increasingly, :math:`p_{(1)} \le \dots \le p_{(m)}`,
+    .. math:: \tilde p_{(i)} = \max_{j \le i} \min\{1, (m - j + 1)\, p_{(j)}\}
 
-    .. math:: \tilde p_{(i)} = \max_{j \le i} \min\{1, (m - j + 1)\, p_{(j)}\},
-
-    and a hypothesis is rejected at level :math:`\alpha` when :math:`\tilde p \le \alpha` (Holm,
-    1979, "A simple sequentially rejective multiple test procedure"). Uniformly more powerful
-    than Bonferroni, :math:`\min\{1, m p\}`.
+    for the p-values sorted increasingly (Holm, 1979); uniformly more powerful than Bonferroni.
     """
     p = np.asarray(pvalues, dtype=np.float64)
     if p.ndim != 1 or ((p < 0) | (p > 1)).any() or np.isnan(p).any():
@@ -308,19 +297,10 @@ def compare(
 ) -> Comparison:
     r"""Compare models scored on the same examples, pair by pair, with paired tests.
 
-    For each pair :math:`(a, b)` and per-example scores :math:`s^a_n, s^b_n` (log-likelihoods, or a
-    proper scoring rule), the differences :math:`d_n = s^a_n - s^b_n` give the mean difference,
-    its standard error :math:`\mathrm{sd}(d)/\sqrt N`, a paired t-test and a Wilcoxon signed-rank
-    test (``scipy.stats.ttest_rel`` / ``wilcoxon``, two-sided). With more than two models every pair
-    is tested and the chosen test's p-values are corrected (Holm by default); the winner of a pair
-    is the model with the higher mean when the corrected p-value is at most ``level``.
-
-    Estimates of :math:`\log p(x)` are not exact: AIS and IWAE are stochastic lower bounds of
-    different tightness, reverse AIS an upper bound, biased CSL and KDE no bound. The result's
-    ``notes`` say when the compared estimates are of different kinds, and put a BDMC gap (an upper
-    bound on AIS's bias on simulated data) beside the difference where one is known. The tests
-    treat per-example estimates as data: their Monte Carlo noise is part of the variance, their
-    bias is not.
+    The per-example differences :math:`d_n = s^a_n - s^b_n` give the mean difference, its standard
+    error, a paired t-test and a Wilcoxon signed-rank test; over several pairs the p-values are
+    corrected. The tests see the estimates' Monte Carlo noise, not their bias: ``notes`` say when
+    the estimates are bounds of different kinds, and show BDMC gaps where known (``docs/compare.md``).
 
     Parameters
     ----------
@@ -347,9 +327,8 @@ def compare(
     Comparison
         ``pairs``, ``table`` (ranked), ``notes``, ``better`` (two models).
 
-    Evidences of one data set (:func:`pyrolik.evidence` results, one estimate each) are compared by
-    their log Bayes factors (:mod:`pyrolik.diagnostics.bayes_factor`): ``mean_diff`` is
-    :math:`\log p(x_{1:N} \mid a) - \log p(x_{1:N} \mid b)`, ``se`` its Monte Carlo standard error.
+    Evidences of one data set (:func:`pyrolik.evidence` results) are compared by their log Bayes
+    factors: ``mean_diff`` is the difference of the evidences, ``se`` its Monte Carlo standard error.
     """
     if not (isinstance(level, float | int) and 0 < level < 1):
         raise ValueError(f"level must be in (0, 1); got {level!r}")

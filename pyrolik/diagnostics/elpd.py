@@ -1,11 +1,6 @@
 r"""The ``evidence`` group as ArviZ's ``ELPDData``, so that ``az.plot_khat`` draws its Pareto k-hat.
 
-``az.plot_khat`` takes the per-point Pareto :math:`\hat k` and the threshold ``good_k`` from an
-``ELPDData``. :func:`to_elpd` builds one from an export's ``evidence`` group: the points are the
-examples, ``pareto_k`` the :math:`\hat k` of each example's importance (AIS) weights,
-``good_k = min(1 - 1/log10 K, 0.7)`` for ``K`` weights (Vehtari et al. 2024), and ``elpd`` the sum
-of the per-example ``log_marginal_likelihood`` with ``se`` from their MCSEs. It is not a
-leave-one-out estimate: its printed form says so, and ``az.compare`` should not be given it.
+Not a leave-one-out estimate: its printed form says so, and ``az.compare`` should not be given it.
 """
 
 from __future__ import annotations

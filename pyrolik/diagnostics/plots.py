@@ -1,19 +1,6 @@
 r"""Plots of an evaluation: log-weights, ESS and k-hat per example, annealing traces, BDMC bounds.
 
-Matplotlib. Every function takes a result (fresh, or reloaded with :func:`pyrolik.load`), draws on
-``ax`` when given, and returns the axes.
-Diagnostics come from :mod:`pyrolik.diagnostics.checks`; what the panels mean:
-
-- log-weights centred per example, :math:`\log w_k - \log\frac1K\sum_j w_j`: a wide spread, or one
-  point far above the rest, means a few chains carry the estimate (low ESS, high k-hat);
-- ESS as a fraction of the chains or samples, and Pareto :math:`\hat k` (unreliable above 0.7;
-  with fewer than 25 weights per example PSIS cannot fit a tail, and the panel shows the largest
-  normalised weight instead);
-- acceptance rate and step size against :math:`\beta` (a collapse of acceptance at some temperature
-  is the trap of a stale density cache), and the running estimate of
-  :math:`\log Z_\beta`;
-- BDMC: per example the lower and upper bounds with the gap between them (Grosse et al. 2015); the
-  bounds against the number of steps are :func:`pyrolik.diagnostics.plots.plot_bdmc_convergence`.
+Each takes a result (fresh or loaded), draws on ``ax`` when given and returns the axes; ``docs/export.md``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,4 @@
-r"""Proper scoring rules for categorical predictive distributions, per example, higher is better.
-
-For a predicted distribution :math:`q` over :math:`K` classes and an observed class :math:`i`:
-
-- logarithmic: :math:`\ln q_i`; its expected value under the true :math:`f` is
-  :math:`-\mathrm{KL}(f \| q) - H(f)`;
-- quadratic: :math:`2 q_i - \|q\|^2`; expected value :math:`\|f\|^2 - \|f - q\|^2`, so it measures
-  squared Euclidean distance. The Brier score is :math:`\|q - e_i\|^2 = 1 - (2 q_i - \|q\|^2)`;
-- spherical: :math:`q_i / \|q\|`; expected value :math:`\|f\| \cos\angle(f, q)`.
-
-All three are strictly proper: the expected score under :math:`f` is maximised only at
-:math:`q = f`, so differences between models' average scores estimate differences in a divergence
-from the truth (Chakraborty, Das & Lavoie, "How to show a probabilistic model is better", sections 2
-and 4; Gneiting & Raftery, 2007). The quadratic and spherical scores stay finite when a model puts
-zero probability on an observed class, where the log score is :math:`-\infty`.
-"""
+r"""Proper scoring rules for categorical predictive distributions, per example, higher is better (``docs/compare.md``)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-r"""Units for log-likelihoods: nats and bits/dim, rescaled or affinely mapped data, dequantization.
+r"""Units for log-likelihoods: nats and bits/dim, rescaled or affinely mapped data, dequantization (``docs/units.md``).
 
-Everything here takes and returns **log-likelihoods** (higher is better, natural log, per example or
-averaged); the negative log-likelihood (NLL) is their negation. Functions accept floats, numpy
-arrays and torch tensors alike.
-
-The derivations follow the note on evaluation metrics in the pyrolik seeds (after Theis, van den
-Oord & Bethge, 2016, "A note on the evaluation of generative models", arXiv:1511.01844).
+Everything takes and returns log-likelihoods (higher is better, natural log), as floats, arrays or tensors.
 """
 
 from __future__ import annotations
@@ -58,14 +53,10 @@ def _dims(name: str, value: Any) -> Any:
 
 def observed_dims(model: Any, x: Any, *, model_args: tuple = (),
                   model_kwargs: dict | None = None) -> torch.Tensor:
-    r"""``(N,)``: the entries of each example that ``model``'s observed sites score, the :math:`D_n`
-    that bits/dim divides by.
+    r"""``(N,)``: the entries of each example that ``model``'s observed sites score (:math:`D_n` of bits/dim).
 
-    Masked entries (``poutine.mask``, ``.mask(m)``, ``obs_mask=``, ragged sequences) are not
-    observed; a gathered observation (``obs=x[:, idx]``) observes the entries it reads; every
-    observed site counts (one per time step, slices of ``x``). For a model that observes all of
-    ``x`` once, every entry is ``x[0].numel()``. Results carry the same count
-    (``result.observed_dims``), and ``summary()`` divides by it.
+    Masked entries are not observed; a gathered observation observes the entries it reads
+    (``docs/units.md``). Results carry the same count, ``result.observed_dims``.
     """
     counts = make_target(model, x, 1, model_args=model_args, model_kwargs=model_kwargs).num_observed
     if counts is None:  # discovery always counts; a target built otherwise has no count
@@ -88,10 +79,8 @@ def nats_to_bits_per_dim(nats: Any, num_dims: int) -> Any:
 
     .. math:: \text{bits/dim} = \frac{n}{D \ln 2}
 
-    Apply it to an NLL (positive) to get the usual bits/dim figure; a log-likelihood gives its
-    negation. ``num_dims`` may be per example, :math:`D_n` (:func:`observed_dims`: the entries a
-    masked model observes), dividing elementwise. For images the NLL must first be of the *discrete* data, see
-    :func:`nll_bits_per_dim`.
+    ``num_dims`` may be per example (:func:`observed_dims`). For images the NLL must first be of the
+    *discrete* data (:func:`nll_bits_per_dim`).
     """
     return nats / (_dims("num_dims", num_dims) * LN2)
 
@@ -102,15 +91,9 @@ def bits_per_dim_to_nats(bits_per_dim: Any, num_dims: int) -> Any:
 
 
 def rescale_log_density(log_p_scaled: Any, scale: Any, num_dims: int | None = None) -> Any:
-    r"""Log-density of the original data from that of data scaled by ``1 / scale``.
+    r"""Log-density of the original data from that of data scaled by ``1 / scale`` (``docs/units.md``).
 
-    If the model saw :math:`\tilde x = x / \sigma` in :math:`k` dimensions, the change of
-    variables :math:`p(x) = \tilde p(\tilde x)\,|\det \partial\tilde x / \partial x|
-    = \tilde p(x/\sigma)\,\sigma^{-k}` gives
-
-    .. math::
-        \log p(x) = \log \tilde p(x / \sigma) - k \log \sigma, \qquad
-        \text{NLL} = \widetilde{\text{NLL}} + k \log \sigma .
+    .. math:: \log p(x) = \log \tilde p(x / \sigma) - k \log \sigma
 
     Parameters
     ----------
@@ -141,12 +124,7 @@ def rescale_log_density(log_p_scaled: Any, scale: Any, num_dims: int | None = No
 def affine_log_density(log_p_transformed: Any, A: Any, num_dims: int | None = None) -> Any:
     r"""Log-density of the original data from that of affinely transformed data :math:`y = A x + c`.
 
-    For an invertible :math:`A`, :math:`p_x(x) = p_y(A x + c)\,|\det A|`, so
-
-    .. math:: \log p_x(x) = \log p_y(A x + c) + \log |\det A| ,
-
-    whatever the shift :math:`c`. Scaling by :math:`1/\sigma` is :math:`A = I/\sigma`,
-    :math:`\log|\det A| = -k \log \sigma`, which is :func:`rescale_log_density`.
+    .. math:: \log p_x(x) = \log p_y(A x + c) + \log |\det A| \quad \text{(invertible } A\text{, any } c)
 
     Parameters
     ----------
@@ -178,22 +156,10 @@ def discrete_log_prob_bound(
 ) -> Any:
     r"""Lower bound on the log-probability of integer data from a density on dequantized data.
 
-    Integer data :math:`k \in \{0, \dots, L-1\}^D` are dequantized as :math:`\tilde x = k + u`,
-    :math:`u \sim U[0, 1)^D`. A continuous model :math:`\tilde p` defines the discrete model
-    :math:`P(k) = \int_{[0,1)^D} \tilde p(k + u)\,du` (at most 1 in total over
-    the grid, exactly 1 when :math:`\tilde p` lives on :math:`[0, L)^D`), and by Jensen's inequality
-
-    .. math::
-        \mathbb E_u[\log \tilde p(k + u)] \le \log \int \tilde p(k + u)\,du = \log P(k),
-
-    so the continuous NLL of dequantized data **upper-bounds** the discrete NLL, with equality when
-    :math:`\tilde p` is constant on each cell. With the usual rescaling to :math:`[0, 1]`,
-    :math:`x = (k + u)/L` and :math:`p(x) = L^D \tilde p(L x)`, hence
+    For integer data :math:`k` dequantized as :math:`(k + u)/L`, :math:`u \sim U[0, 1)^D`, Jensen's
+    inequality gives (derivation in ``docs/units.md``)
 
     .. math:: \log P(k) \ge \mathbb E_u[\log p((k + u)/L)] - D \log L .
-
-    A single draw of :math:`u` gives an unbiased estimate of the left side of the first line, so
-    averaging per-example values over a test set estimates a bound on the average.
 
     Parameters
     ----------

@@ -9,8 +9,8 @@ from typing import Any
 from torch import Tensor
 
 from pyrolik._random import resolve_seed
+from pyrolik._validate import shared_params
 from pyrolik.annealing.kernel import HMC
-from pyrolik.annealing.run import shared_params
 from pyrolik.annealing.schedules import grid_from_betas
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve, run_curve
 from pyrolik.distortion.tolerance import curve_search

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from pyrolik._random import resolve_seed
-from pyrolik._validate import check_count
+from pyrolik._validate import check_count, shared_params
 from pyrolik.annealing.driver import drive
 from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.run import (
@@ -22,7 +22,6 @@ from pyrolik.annealing.run import (
     describe,
     expand_latents,
     latents_to_flat,
-    shared_params,
 )
 from pyrolik.annealing.schedules import (
     grid_from_betas,

@@ -12,9 +12,8 @@ import torch
 from torch import Tensor
 
 from pyrolik._random import resolve_seed
-from pyrolik._validate import check_count, validate_data
+from pyrolik._validate import check_count, shared_params, validate_data
 from pyrolik.annealing.kernel import HMC
-from pyrolik.annealing.run import shared_params
 from pyrolik.annealing.schedules import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.distortion.bounds import distortion_bdmc
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve

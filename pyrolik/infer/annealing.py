@@ -11,9 +11,10 @@ import torch
 from torch import Tensor
 
 from pyrolik._random import resolve_seed
+from pyrolik._validate import shared_params
 from pyrolik.annealing.driver import drive
 from pyrolik.annealing.kernel import HMC
-from pyrolik.annealing.run import Recording, describe, shared_params
+from pyrolik.annealing.run import Recording, describe
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed

@@ -11,9 +11,8 @@ import torch
 from torch import Tensor
 
 from pyrolik._random import resolve_seed
-from pyrolik._validate import check_count, check_model, validate_data
+from pyrolik._validate import check_count, check_model, shared_params, validate_data
 from pyrolik.annealing.kernel import HMC
-from pyrolik.annealing.run import shared_params
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.sandwich import Simulated, bdmc
 from pyrolik.infer.tolerance import MAX_STEPS

@@ -9,8 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pyrolik._validate import check_count, validate_data
-from pyrolik.annealing.run import shared_params
+from pyrolik._validate import check_count, shared_params, validate_data
 from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batches
 from pyrolik.execution.faults import warn_failed
 from pyrolik.infer.resampling import RESAMPLING_STREAM, StreamingResampler

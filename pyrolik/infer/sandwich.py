@@ -14,9 +14,9 @@ import torch
 from torch import Tensor
 
 from pyrolik._random import resolve_seed
-from pyrolik._validate import check_count
+from pyrolik._validate import check_count, shared_params
 from pyrolik.annealing.driver import drive
-from pyrolik.annealing.run import Recording, describe, shared_params
+from pyrolik.annealing.run import Recording, describe
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.batches import Execution

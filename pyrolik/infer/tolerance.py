@@ -13,10 +13,10 @@ import torch
 from torch import Tensor
 
 from pyrolik._random import resolve_seed
-from pyrolik._validate import check_count, validate_data
+from pyrolik._validate import check_count, shared_params, validate_data
 from pyrolik.annealing.driver import drive
 from pyrolik.annealing.kernel import HMC
-from pyrolik.annealing.run import Recording, describe, shared_params
+from pyrolik.annealing.run import Recording, describe
 from pyrolik.exceptions import BudgetWarning
 from pyrolik.execution.batches import Execution, progress_bar
 from pyrolik.infer.sandwich import bdmc, simulate

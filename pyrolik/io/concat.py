@@ -1,12 +1,4 @@
-r"""Join the chains (or samples) of runs on the same data into one result: ``pyrolik.concat``.
-
-AIS weights of independent runs with the same path are draws of one unbiased estimator of
-:math:`p(x)` per example, so the joined weights give the pooled estimate
-:math:`\log\frac{1}{K_a + K_b}\sum_k w_k` (reverse AIS: minus that of the reverse weights), and its
-ESS, jackknife MCSE and Pareto :math:`\hat k` are recomputed from all of them. The export of the
-joined result has the blocks of every run side by side (``chain``), so ArviZ's ``r_hat`` across them
-also compares the runs.
-"""
+r"""Join the chains (or samples) of runs on the same data into one result: ``pyrolik.concat``."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 r"""Data loaders: scikit-learn digits (always there), binarized MNIST and the MNIST test set.
 
-MNIST files are never downloaded: they are read from a directory given as ``data_dir`` or by the
-environment variable ``PYROLIK_DATA``. :func:`find_data_dir` returns ``None`` when neither holds the
-file, so that callers (benchmarks, tests) can skip cleanly.
-
-Units. Continuous data follow Wu et al. (2017), section 5.1, after Uria et al. (2013): integer grey
-levels :math:`k \in \{0, \dots, 255\}` are dequantized as :math:`(k + u) / 256`, :math:`u \sim U[0, 1)`,
-so that the data live in :math:`[0, 1]^D`. A log-density of such data in nats converts to the
-log-probability of the integer data as :math:`\log P(k) \ge \log p(x) - D \log 256` (see
-:mod:`pyrolik.diagnostics.units`).
+MNIST is never downloaded: it is read from ``data_dir`` or ``$PYROLIK_DATA``; units: ``docs/units.md``.
 """
 
 from __future__ import annotations

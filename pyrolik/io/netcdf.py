@@ -1,11 +1,4 @@
-"""Result files: save a result to netCDF (or zarr) atomically, load it back, rebuild it from a tree.
-
-The reverse of :mod:`pyrolik.results.convert`, driven by the same declaration of where each field
-is stored. Files are written with xarray's own writer, so ArviZ's and xarray's readers open them
-(``az.from_netcdf``, ``xr.open_datatree``); a BDMC result is written in the flat layout of
-:func:`pyrolik.results.convert.flatten`, whose groups ArviZ 0.x sees. Files are never unpickled: a
-netCDF/zarr store holds arrays and plain attributes only.
-"""
+"""Result files: save a result to netCDF (or zarr) atomically, load it back, rebuild it from a tree."""
 
 from __future__ import annotations
 

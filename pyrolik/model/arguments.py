@@ -1,17 +1,7 @@
 """Per-example arguments: tensors among ``model_args``/``model_kwargs`` that follow their rows.
 
-A conditional model's labels, a per-example mask, covariates: a tensor argument whose leading
-dimension is the number of examples ``N`` belongs to the examples (see the README). The estimators run
-``K`` chains of every example folded into the data plate (row ``k * N + n`` is chain ``k`` of example
-``n``) and split the examples into batches, so such a tensor is repeated across the chains
-(:func:`repeat_arguments`, inside :func:`~pyrolik.model.target.make_target`) and sliced with the
-batches (:func:`slice_arguments`, by the batch drivers), exactly as ``x`` is.
-
-The rule reads the leading dimension, decided once against the whole data set
-(:func:`mark_arguments`). Where it is ambiguous (a weight matrix whose first dimension happens to be
-``N``; ``N == 1``), say it explicitly: ``pyrolik.model.per_example(t)`` marks a tensor as per example (its
-leading dimension must then be ``N``), ``pyrolik.model.shared(t)`` as the same for every example. The guide
-receives the same arguments as the model.
+A tensor whose leading dimension is ``N`` is repeated over chains and sliced with batches, as ``x`` is;
+:func:`per_example`/:func:`shared` settle ambiguous cases (``docs/idioms.md``).
 """
 
 from __future__ import annotations

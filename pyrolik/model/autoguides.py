@@ -1,24 +1,7 @@
 r"""Pyro's Gaussian AutoGuides, fitted on the examples being evaluated, as per-example proposals.
 
-``AutoNormal``, ``AutoDiagonalNormal``, ``AutoMultivariateNormal`` and ``AutoLowRankMultivariateNormal``
-(and an ``AutoGuideList`` of them) are Gaussian in the unconstrained space of the model's latents,
-the space pyrolik's samplers work in (both use ``biject_to(support)``). Fitted by SVI on ``N``
-examples, their parameters hold one block per example; a joint guide (the multivariate ones couple all
-``N * d`` coordinates) serves example ``n`` through its marginal,
-
-.. math:: q_n(u_n) = \mathcal N(u_n;\ \mu_{I_n},\ \Sigma_{I_n I_n}), \qquad
-          \Sigma = L L^\top \ \text{or}\ F F^\top + \mathrm{diag}(D),
-
-with :math:`I_n` the coordinates of example ``n``. :func:`fitted_gaussian` reads these per-example
-parameters once (no gradient), and the target repeats them over the chains: the AutoGuide itself is
-never run again (the kept-guide path of :mod:`pyrolik.model.guide_cache`). Its log-density and
-score are closed form, :math:`-\tfrac12\|w\|^2 - \sum\log\mathrm{diag}\,L_n - \tfrac d2\log 2\pi` and
-:math:`-L_n^{-\top} w`, :math:`w = L_n^{-1}(u - \mu_n)`.
-
-A guide fitted on other examples (another number of examples, or a subsampling plate over a larger
-data set) is refused: its parameters belong to examples pyrolik cannot identify. So are the
-``AutoMessenger`` guides (``AutoNormalMessenger``, ``AutoHierarchicalNormalMessenger``,
-``AutoRegressiveMessenger``), which run the model inside the guide: pyrolik does not read them.
+Each example's Gaussian marginal in unconstrained space is read once; other AutoGuides are refused
+(``docs/idioms.md``).
 """
 
 from __future__ import annotations

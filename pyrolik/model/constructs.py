@@ -1,22 +1,4 @@
-r"""Pyro constructs, each evaluated as the model's density or refused in words (``docs/idioms.md``).
-
-pyrolik estimates :math:`\log p(x_n)` per example under the model's *unscaled, unsubsampled* density.
-Discovery (:mod:`pyrolik.model.discovery`) runs the checks here on its traces; each construct either
-has a meaning pyrolik evaluates exactly (the evaluation itself is :mod:`pyrolik.model.messenger`), or
-raises a ``ValueError``/``TypeError`` that names the construct, the site and the fix:
-
-- a subsampling plate over the examples (``pyro.plate("data", 60000, subsample_size=len(x))``) is
-  evaluated as the full plate of the given rows, without its ``size / subsample_size`` scale, once the
-  model (and guide) are seen not to read the subsample indices; any other subsampling plate is refused;
-- ``poutine.scale`` and other scale messengers are left out, with an :class:`IdiomWarning`;
-- ``poutine.mask``/``.mask()`` on an observed site leaves the masked entries unobserved (their density
-  is not part of :math:`\log p(x)`); on a latent site it is lifted (the masked entries get their own,
-  proper density) if the masked entries affect no other site, checked by autograd, and refused
-  otherwise (the model's density would be improper there); ``obs_mask`` is the first two together;
-- ``pyro.factor`` is refused (an unnormalised term: pyrolik cannot tell a normalised likelihood of
-  ``x`` from a penalty); ``poutine.block`` hiding a sample site is refused (its density would be left
-  out, or it would draw afresh at every evaluation); a point-mass (``Delta``) latent is refused.
-"""
+r"""Pyro constructs, each evaluated as the model's density or refused in words (``docs/idioms.md``)."""
 
 from __future__ import annotations
 

@@ -1,23 +1,4 @@
-r"""A model with global latents as a model of whole data sets: the data set is one example.
-
-Per-example :math:`\log p(x_n)` is undefined when latents are shared by all examples (a global mean,
-a Bayesian decoder's weights, a learned noise scale): the examples are dependent. What is defined is
-the evidence of the whole data set,
-
-.. math:: \log p(x_{1:N}) = \log \int p(\theta) \prod_n \int p(z_n)\, p(x_n \mid z_n, \theta)
-          \,\mathrm d z_n \,\mathrm d\theta .
-
-:class:`WholeDataset` turns ``model(x)`` into a Pyro program of *rows* of whole data sets: the
-user's model runs once, vectorised over an outer plate ``"dataset"`` at the dim left of all its own
-plates (Pyro's ``vectorize_particles`` convention), with its observed sites conditioned on each
-row's values. Every latent, global or local, is then inside the outer plate, so the adapter treats
-one data set as one example whose latent vector is all of :math:`(\theta, z_{1:N})`, and the AIS
-engine folds chains into the outer plate as it folds them into a data plate.
-
-A row is the data set itself, ``(N, *event_shape)``, when the model has one observed site whose
-value is all of ``x`` (the common case); otherwise the flat concatenation of every observed site's
-values, in the order the model samples them.
-"""
+r"""A model with global latents as a model of whole data sets: the data set is one example (``docs/evidence.md``)."""
 
 from __future__ import annotations
 
@@ -71,7 +52,7 @@ def _refuse_local_discrete(tr) -> None:
 
 
 class WholeDataset:
-    """``model`` as a Pyro program whose examples are whole data sets (see the module docstring).
+    """``model`` as a Pyro program whose examples are whole data sets (``docs/evidence.md``).
 
     Parameters
     ----------

@@ -1,12 +1,4 @@
-"""Discovery: trace a model once to find its latent sites, observed sites and plate over the examples.
-
-The model is traced on the data as the estimators will run it (``K`` stacked copies of ``x``) and on
-twice as many rows: the data plate is the plate around the observed sites whose size follows the
-number of rows. What discovery finds is frozen in a :class:`~pyrolik.model.layout.Layout`. On the
-way, every Pyro construct is checked against ``docs/idioms.md`` (:mod:`pyrolik.model.constructs`):
-evaluated as the model's unscaled, unsubsampled density, or refused. Every failure is a
-``ValueError``/``TypeError`` that names the construct, the site and the fix.
-"""
+"""Discovery: trace a model once to find its latent sites, observed sites and plate over the examples."""
 
 from __future__ import annotations
 

@@ -1,30 +1,6 @@
 r"""The distortion path: a model whose observation term is :math:`-\beta_{\max}\, d(x, f(z))` (+ a constant).
 
-Huang, Makhzani, Cao & Grosse (2020) anneal :math:`q_\beta(z \mid x) \propto p(z)\,e^{-\beta d(x, f(z))}`
-from :math:`\beta = 0` upwards; the normaliser :math:`Z_\beta(x) = \int p(z) e^{-\beta d(x, f(z))} dz`
-gives the rate-distortion curve, and, for the squared error :math:`d = \lVert x - f(z)\rVert^2`, the
-log-likelihood under Gaussian observation noise of *every* standard deviation
-:math:`\sigma = 1/\sqrt{2\beta}` (Wu et al. 2017, figure 2(a)):
-
-.. math::
-    \log p_\sigma(x) = \log \int p(z)\, \mathcal N(x; f(z), \sigma^2 I)\, dz
-    = \log Z_{1/(2\sigma^2)}(x) - \tfrac D2 \log(2\pi\sigma^2).
-
-:func:`distortion_model` wraps a Pyro model so that pyrolik's ordinary prior path
-:math:`\log p(z) + b \log p(x \mid z)`, :math:`b \in [0, 1]`, *is* this path:
-
-* ``sigma=s`` (the model's Gaussian observation sites get scale ``s``): the observation term is
-  :math:`\log \mathcal N(x; f(z), s^2 I) = -d/(2s^2) - \tfrac D2 \log(2\pi s^2)`, so
-  :math:`\beta = b / (2 s^2)` and the path passes every :math:`\sigma = s/\sqrt b \ge s`;
-* ``distortion=fn, beta_max=B`` (any observation site): the term is :math:`-B\, d(x, \hat x)` with
-  ``fn(x, x_hat)`` the user's distortion of the site's mean :math:`\hat x` (the decoder output), so
-  :math:`\beta = b B`.
-
-In both cases the observation term is :math:`-\beta_{\max} d + c` with :math:`c` known
-(:attr:`DistortionModel.offset`), so the AIS log-weights at :math:`b` estimate
-:math:`\log Z_\beta + b c`. The wrapper is a Pyro messenger that swaps each observed site's
-distribution before pyrolik's adapter sees it; nothing else of the model changes (its latent sites,
-plate, parameters and arguments stay as written).
+The derivation (Huang et al. 2020; Wu et al. 2017, figure 2(a)) is in ``docs/sigma_and_rd.md``.
 """
 
 from __future__ import annotations
@@ -111,7 +87,7 @@ class _SwapObservation(Messenger):
 
 
 class DistortionModel:
-    r"""A Pyro model with its observation sites swapped for the distortion path (see the module docstring).
+    r"""A Pyro model with its observation sites swapped for the distortion path (``docs/sigma_and_rd.md``).
 
     Call it like the wrapped model. ``sigma`` (Gaussian mode) or ``distortion`` and ``beta_max``
     (user mode) define the largest inverse temperature :attr:`beta_max` and the constant

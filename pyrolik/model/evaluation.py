@@ -1,16 +1,4 @@
-r"""The plain evaluation: run the Pyro program at given latents and read off its per-row log-densities.
-
-:class:`Program` is the model (and guide) bound to the data, the arguments and the
-:class:`~pyrolik.model.layout.Layout`. Its :meth:`Program.value_and_grad` is the one callable the
-annealing path evaluates,
-
-.. math:: \log f_\beta = \log f_0 + \beta\,(\log f_1 - \log f_0), \qquad f_1 = p(x, z),
-
-returning both terms and their gradients; ``f_0`` is the prior :math:`p(z)` or, given a guide density,
-:math:`q(z \mid x)` (AIS+encoder). The speed layers wrap it without changing its numbers: the kept
-guide (:mod:`pyrolik.model.guide_cache`) replaces the guide density, replay
-(:mod:`pyrolik.model.replay`) replaces the whole call by a recording of its tensor operations.
-"""
+r"""The plain evaluation: run the Pyro program at given latents and read off its per-row log-densities."""
 
 from __future__ import annotations
 
@@ -172,10 +160,7 @@ class Program:
 
         Without ``guide_density``: :math:`\log f_0 = \log p(u)`, ratio :math:`\log p(x \mid u)`.
         With it: :math:`\log f_0 = \log q(u \mid x)`, ratio :math:`\log p(u) + \log p(x \mid u) -
-        \log q(u \mid x)`. One model pass (and one guide pass), forward and backward; keeping the two
-        gradients apart lets a change of beta cost no new pass: no tempered
-        cache to go stale). Normal sites with gradient-free parameters contribute their closed-form score
-        :math:`-(z - \mu)/\sigma^2` instead of a backward pass; the sum is the same gradient.
+        \log q(u \mid x)`. The two gradients are kept apart, so a change of beta costs no new pass.
         """
         with torch.enable_grad():
             u = u.detach().requires_grad_(True)

@@ -1,21 +1,7 @@
 r"""Mean-field Gaussian guides evaluated without rerunning the guide (AIS+encoder's hot loop).
 
-On the encoder path the tempered density is :math:`\log f_\beta = (1-\beta)\log q(z \mid x) +
-\beta \log p(x, z)`, so every leapfrog step needs :math:`\log q(z \mid x)` and its score at a new
-``z``. For the usual amortised guide, :math:`q(z \mid x) = \prod_s \mathcal N(z_s; \mu_s(x),
-\sigma_s(x))`, the encoder's outputs depend on ``x`` only: running the encoder again at every step
-recomputes the same :math:`\mu, \sigma`. This module checks, once, that a guide is of that kind and
-keeps its Normal parameters, so later evaluations cost a few elementwise operations:
-:math:`\log q = \sum -\tfrac12 w^2 - \log\sigma - \tfrac12\log 2\pi`, score :math:`-w/\sigma`,
-:math:`w = (z - \mu)/\sigma`.
-
-A guide qualifies when every site is a Normal (optionally ``.to_event``) on the real line, with no
-``scale``/``mask``, whose ``loc`` and ``scale`` (i) do not depend on the values of the latents
-(checked by autograd: no gradient path to ``z``) and (ii) come out identical when the guide is run a
-second time at other latent values (no dropout or other randomness in the encoder, no dependence
-hidden behind ``detach``). Any other guide is simply rerun at every
-step. The kept parameters are re-derived if one of the guide's parameter tensors is modified in place
-(its ``_version`` counter moves), e.g. by an optimiser step between two evaluations.
+A guide qualifies when its Normal parameters depend on ``x`` only (checked by autograd and a second run);
+they are re-read when a guide parameter changes in place.
 """
 
 from __future__ import annotations
@@ -113,7 +99,7 @@ def cache_guide(first: list[SiteRecord], second: list[SiteRecord], z: Tensor) ->
     """The guide's Normal parameters from two runs of it, or None if it does not qualify.
 
     ``first`` was recorded with the latent values computed from ``z`` (which requires grad),
-    ``second`` from a second run at other values; see the module docstring for the conditions.
+    ``second`` from a second run at other values; the conditions are in the module docstring.
     """
     if not first or [r.name for r in first] != [r.name for r in second]:
         return None

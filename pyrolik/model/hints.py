@@ -1,10 +1,4 @@
-"""Why running a model on the data failed, in the user's words: dtype, support, event shape, arguments.
-
-When discovery cannot run a model on ``x`` (:mod:`pyrolik.model.discovery`), torch and Pyro say what
-broke deep inside the program ("mat1 and mat2 must have the same dtype", "Shape mismatch inside
-plate('data') at site x dim -1, 24 vs 64"). :func:`explain` names the cause and the fix instead,
-counting rows as the user counts them (examples, not chains x examples).
-"""
+"""Why running a model on the data failed, in the user's words: dtype, support, event shape, arguments."""
 
 from __future__ import annotations
 

@@ -1,19 +1,6 @@
 r"""Where a model's latents live: the frozen description of its sites, data plate and transforms.
 
-The samplers work on one flat *unconstrained* tensor ``u`` of shape ``(rows, d)``: ``K`` chains of
-``N`` examples folded into the data plate (row ``k * N + n`` holds chain ``k`` of example ``n``), each
-row the concatenation of every latent site's unconstrained values for that example. The model works on
-*per-site constrained* values in its own layout (the data plate wherever the site has it). Between the
-two spaces there are two pairs of inverse maps and one reshaping:
-
-================================  =============================================================
-``split(u)`` / ``join(parts)``    flat ``u`` <-> per-site, both unconstrained, model layout
-``constrain(u)`` / ``unconstrain``  flat unconstrained ``u`` <-> per-site constrained, model layout
-``by_chain(values)``              per-site, model layout -> ``{site: (K, N, *site_shape)}``
-================================  =============================================================
-
-``constrain`` applies :math:`T_s` = ``biject_to(support_s)`` to each site; the log-Jacobian is added
-where the density is evaluated (:mod:`pyrolik.model.messenger`), not here.
+Row ``k * N + n`` of the flat unconstrained ``u`` holds chain ``k`` of example ``n``.
 """
 
 from __future__ import annotations

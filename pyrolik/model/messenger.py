@@ -1,24 +1,6 @@
 r"""The effect handler behind every evaluation: set the latents, sum each site's log-density per row.
 
-.. math::
-    \log p(u) = \sum_{\text{latent } s} \log p_s(T_s(u_s)) + \log |\det J_{T_s}(u_s)|,
-    \qquad \log p(x \mid u) = \sum_{\text{observed } o} \log p_o(x_o \mid T(u)),
-
-both per-row sums over every dimension but the data plate's. Each site's density comes from
-:mod:`pyrolik.model.site_density` (fewer full-size operations for Bernoulli and Normal sites, and the
-closed-form score of a Normal latent whose parameters need no gradient).
-
-What pyrolik evaluates is the model's density *unscaled and unsubsampled* (``docs/idioms.md``): a
-site's ``scale`` (``poutine.scale``, a subsampling plate's ``size / subsample_size``) is left out; a
-subsampling plate gets fixed indices (``arange(subsample_size) % size``, the indices were checked not
-to matter by :mod:`pyrolik.model.constructs`); masks stay on observed sites (the masked entries are
-not observed) and are lifted from latent sites, whose masked entries were checked to affect nothing
-else, so that every latent has a proper density. A guide's density is that of its draws: unscaled
-and unmasked. Discrete latents marked ``infer={"enumerate": "parallel"}`` are summed out
-(``enum_dims``): the per-site log-densities keep Pyro's enumeration dimensions and
-
-.. math:: \log p(z) = \log \sum_c p(c, z), \qquad \log p(x \mid z) =
-          \log \sum_c p(c, z)\, p(x \mid z, c) - \log p(z).
+The density is the model's, unscaled and unsubsampled, with enumerated sites summed out (``docs/idioms.md``).
 """
 
 from __future__ import annotations
@@ -215,7 +197,7 @@ class SiteDensities(Messenger):
                 "(for a model with global latents, pyrolik.evidence estimates log p(x_1..N) of the "
                 "whole data set)"
             )
-        # unscaled; masks kept on observed sites only (see the module docstring)
+        # unscaled; masks kept on observed sites only (``docs/idioms.md``)
         observed = msg["is_observed"]
         fn, scale = (msg["fn"], 1.0) if observed else (unmasked(msg["fn"]), 1.0)
         mask = msg["mask"] if observed else None

@@ -1,22 +1,4 @@
-r"""M2-style guides: a guide that samples a discrete latent the model sums out is a mixture proposal.
-
-Kingma et al.'s M2 model (semi-supervised VAE) has a discrete label :math:`y` and a continuous
-:math:`z`; its guide samples :math:`y \sim q(y \mid x)`, then :math:`z \sim q(z \mid x, y)`. pyrolik
-sums :math:`y` out of the model exactly (``infer={"enumerate": "parallel"}``), so the proposal for
-the remaining latent :math:`z` is the guide's marginal, the mixture
-
-.. math:: q(z \mid x) = \sum_y q(y \mid x)\, q(z \mid x, y),
-
-drawn by running the guide as written (ancestral sampling) and evaluated by running it with
-:math:`y` enumerated in parallel and :math:`z` fixed (a log-sum-exp over :math:`y`). With it,
-``iwae`` is the natural M2 bound :math:`\mathbb E \log \frac1K \sum_k p(x, z_k) / q(z_k \mid x)`
-with :math:`p(x, z) = \sum_y p(x, y, z)`, and ``ais(init=guide)`` starts from and anneals away from
-that mixture.
-
-As in Pyro's SS-VAE example, enumeration may be marked in the guide only
-(``config_enumerate(guide)``, for ``TraceEnum_ELBO``): a discrete site the guide marks
-``infer={"enumerate": "parallel"}`` is summed out in the model too.
-"""
+r"""M2-style guides: a guide that samples a discrete latent the model sums out is a mixture proposal (``docs/idioms.md``)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-r"""Modules in training mode, and evaluations that are not deterministic at a fixed latent.
-
-Right after SVI a model's networks are in training mode: dropout draws a new mask at every call and
-batch normalisation normalises with the statistics of the batch, which couples the chains and the
-examples folded into it. Either way :math:`\log p(x \mid z)` is not a function of :math:`(x, z)`.
-pyrolik evaluates a model and its guide with every module they call in eval mode (as ``.eval()``
-would, for the duration of each call only: the user's modules keep their flags), and warns with an
-:class:`~pyrolik.model.constructs.IdiomWarning` when that changes the density. An evaluation that is
-still not deterministic at a fixed latent (``torch.randn`` in the model, a custom random layer) is
-refused.
-"""
+r"""Modules in training mode, and evaluations that are not deterministic at a fixed latent (``docs/idioms.md``)."""
 
 from __future__ import annotations
 

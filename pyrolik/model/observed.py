@@ -1,17 +1,4 @@
-r"""How many entries of each example a model observes: the :math:`D` of bits per dimension.
-
-A model's :math:`\log p(x_n)` is a density of the entries its observed sites score, which need not be
-all of ``x[n]``: a mask (``poutine.mask``, ``.mask(m)``, ``obs_mask=``, ragged sequences) leaves
-entries out, and a gathered observation (``obs=x[:, idx]``) reads some of them. Bits per dimension
-divides by the entries observed,
-
-.. math:: D_n = \sum_{\text{observed } o}\ \sum_{j \in \text{entries of } o \text{ in example } n}
-          m_{o,j}, \qquad \text{bits/dim} = \frac{-\sum_n \log p(x_n)}{\ln 2\, \sum_n D_n},
-
-where :math:`m_{o,j} \in \{0, 1\}` is the site's mask (its ``poutine.mask`` times every
-distribution-level mask, broadcast over the event entries). For a model that observes every entry of
-``x`` once, :math:`D_n` is ``x[n].numel()``.
-"""
+r"""How many entries of each example a model observes: the :math:`D` of bits per dimension (``docs/units.md``)."""
 
 from __future__ import annotations
 

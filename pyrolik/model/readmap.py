@@ -1,18 +1,4 @@
-r"""Which entries of ``x`` each observed site reads, and ``x`` put back together from their values.
-
-A model observes ``x`` through its own code: ``obs=x``, a slice per time step ``obs=x[:, t]``, a
-gathered ``obs=x[:, idx]`` or ``x.gather(...)``, a reshape or a cast. The adapter reads the observed
-values by running the model on ``x``; :func:`read_map` finds that same map by running it on *coded*
-data, each example's entries numbered :math:`0 \dots E-1` (``E = x[0].numel()``), so that an
-observed site's value holds the numbers of the entries it reads. A second coding,
-:math:`2E - 1 - j`, confirms that the value is a selection of entries and not a computation on them
-(a value that changes under neither coding does not read ``x`` at all: a label observed from a
-per-example argument, which simulation keeps observed).
-
-:func:`assemble` inverts the map for simulation: each observed site's drawn entries go where the map
-says, masked entries (``poutine.mask``, ``.mask``, ``obs_mask``) are left out, and every entry of
-``x`` no observed site scores is :data:`FILL` (0).
-"""
+r"""Which entries of ``x`` each observed site reads, and ``x`` put back together from their values."""
 
 from __future__ import annotations
 

@@ -1,37 +1,6 @@
 r"""Replay the tensor operations of a recorded evaluation, without re-running the Pyro program's Python.
 
-An HMC transition evaluates the same Pyro program, at new latent values, L times; AIS does so
-thousands of times. Each evaluation runs Pyro's effect handlers, messages, plates and distribution
-objects: a fixed cost of Python per call whatever the batch, a sizeable share of a batch-1000
-decoder pass on a CPU (measured in ``benchmarks/RESULTS.md``). As Pyro's ``HMC(jit_compile=True)`` and NumPyro's ``jit`` do,
-pyrolik records the operations of one evaluation -- forward *and* backward, down to ATen operators --
-with :func:`torch.fx.experimental.proxy_tensor.make_fx` (the tracer under ``torch.compile`` and
-``torch.export``) and from then on replays them: the same kernels in the same order, so the replay's
-numbers are those of the Pyro program (bit for bit in the tests), without its Python.
-
-A recording is used only where it is safe; otherwise the evaluation stays eager, for the rest of the
-target's life, and :attr:`ReplayCache.status` says why:
-
-- ``make_fx`` refuses Python control flow on tensor values (``bool(t)``, ``t.item()``, ``float(t)``);
-- the replay must agree with the eager program at the recording point and at a second point
-  (``other_point``): a value taken out of a tensor some other way (``t.tolist()``, ``t.numpy()``), a
-  random operation (dropout left on), or a Python-side random number makes them differ;
-- recording and checking run on a forked RNG, so a run's random stream is the same with or without
-  replay;
-- a replay that raises hands the evaluation back to the program, for good;
-- the caller passes a ``state`` with each call (for a :class:`~pyrolik.model.target.Target`: which tensors
-  Pyro's param store holds, and the kept encoder guide); a new state means a new recording, and a
-  program that changes after each of :data:`MAX_RECORDINGS` recordings is left eager.
-
-Three passes make the recorded graph cheaper than the program it came from, checked like the rest:
-:func:`fold_constants` computes once what the program rebuilds from Python numbers at every call,
-:func:`reuse_buffers` works in place where nobody else sees a buffer (as eager autograd's backward
-formulas do), and unused pure operations are dropped.
-
-The replay holds the tensors the program closed over (parameters, data) by reference: an in-place
-update, such as an optimiser step, is seen; *re-assigning* a parameter or changing the program's
-Python state after the recording is not (build a new target, or switch replay off with
-``PYROLIK_REPLAY=0`` or ``make_target(..., replay=False)``).
+When replay is used, when it stays eager and how to switch it off: ``docs/scale.md``.
 """
 
 from __future__ import annotations
@@ -195,14 +164,9 @@ def _metadata_only() -> set:
 def fold_constants(graph) -> int:
     """Compute once what the program recomputes identically at every call; in place.
 
-    A node is *fresh* when it is a pure, non-random operator whose tensor arguments are all fresh:
-    tensors the program makes from Python numbers (``lift_fresh_copy``, factories such as
-    ``new_zeros``, which read only metadata) and what is computed from them alone, e.g. the
-    ``-log(sigma) - log(2 pi)/2`` of a ``Normal(0, 1)`` prior or the backward pass's seed. Tensors
-    the program closed over (parameters, data) are never fresh, so an in-place update of them is
-    still seen. The fresh nodes that feed the rest of the graph are replaced by their values; nothing
-    is folded where the program writes into a fresh tensor in place. Returns the number of operations
-    removed.
+    Only what derives from Python numbers alone is folded (e.g. a ``Normal(0, 1)`` prior's constant);
+    parameters and data are never folded, so their in-place updates are still seen. Returns the
+    number of operations removed.
     """
     aten, metadata_only = torch.ops.aten, _metadata_only()
     nodes = list(graph.graph.nodes)
@@ -281,12 +245,9 @@ def _in_place_variants() -> dict:
 def reuse_buffers(graph) -> int:
     """Write ``c = a op b`` as ``a.op_(b)`` where ``a`` is a fresh result used only there; in place.
 
-    Eager autograd does so in its backward formulas (e.g. Bernoulli-logits: ``(sigmoid(l) - x) * g``
-    computed in place), but under a tracer it takes the out-of-place variants, which at batch 1000 x
-    784 cost two new 3 MB buffers per evaluation. Conditions: ``a`` is a buffer of its own (from an
-    operator whose schema returns a new tensor and mutates nothing, or from an operation this pass
-    already made in place on such a buffer), ``a`` has no other user (so no view of it either) and it
-    has the shape and dtype of ``c``. Returns the number of operations rewritten.
+    As eager autograd's backward formulas do (a tracer takes the out-of-place variants). Only where
+    ``a`` is a new buffer with no other user and the shape and dtype of ``c``. Returns the number of
+    operations rewritten.
     """
     variants = _in_place_variants()
     owned: set = set()  # nodes whose result is a buffer no other node sees

@@ -1,19 +1,4 @@
-r"""Targets reused between the runs of one call: the rounds of a ``tolerance=`` search.
-
-A :class:`~pyrolik.model.target.Target` traces the model when it is built and records its
-evaluation on first use (:mod:`pyrolik.model.replay`: tracing, recording and checking cost about
-what a few hundred transitions of a small batch cost), and every run builds its own. A budget
-search runs BDMC on the same simulated data at 25, 50, 100, ... steps, so inside
-``with cache:`` (a :class:`TargetCache`), :func:`~pyrolik.model.target.make_target` returns the
-target that an earlier run under the same cache built for an equal model, equal data, equal
-arguments and as many chains, recordings included.
-
-Only inside such a block, which the search opens around its own rounds, where no user code runs
-between the runs: the key holds the model, the data, the arguments and the chains, not what the
-model reads besides them (Pyro's param store, a module's re-assigned parameters, its Python state,
-a mutable argument changed in place), which a user may change between two calls. A target with a
-guide is never reused (its kept guide follows its run).
-"""
+r"""Targets reused between the runs of one call: the rounds of a ``tolerance=`` search."""
 
 from __future__ import annotations
 

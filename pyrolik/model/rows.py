@@ -1,24 +1,4 @@
-r"""Per-example densities: the density of row ``n`` must depend on row ``n`` only.
-
-pyrolik folds ``K`` chains of ``N`` examples into the model's data plate and splits the examples into
-batches, so the model sees batches of ``K * B`` rows whose composition depends on ``num_chains``,
-``batch_size`` and the order of ``x``. Every estimate is exact only if the model's per-row density is a
-function of that row's data, latents and per-example arguments,
-
-.. math:: \log p(x_r, z_r) = f(x_r, z_r, a_r) \quad \text{for every row } r \text{ of every batch},
-
-which a Pyro program breaks, silently, by reading across the plate: batch statistics (``x.mean(0)``,
-``z - z.mean(0)``, ``F.batch_norm(..., training=True)``, a softmax over the batch), row positions
-(``torch.arange(len(x))``, noise drawn after a ``torch.manual_seed`` inside the model), one row's
-latent feeding another's density. Pyro's ELBO does not notice: it sums over the plate.
-
-:func:`check_rows_independent` runs the model once more, at the same latents, on a probe of two rows
-and refuses it if a probed row's ``log p(z)`` or ``log p(x | z)`` differs from its value in the full
-batch. The probe is the last two rows in reverse order (other examples, other positions, a smaller
-batch); in a batch of one example (``batch_size=1``, ``x`` of one row) it is the last row followed
-by a row of other data (the row's values rolled by one position: same dtype, same values) at other
-latents. Cost: one model pass on two rows per target (``benchmarks/RESULTS.md``).
-"""
+r"""Per-example densities: the density of row ``n`` must depend on row ``n`` only (``docs/idioms.md``)."""
 
 from __future__ import annotations
 

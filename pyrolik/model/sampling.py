@@ -1,12 +1,4 @@
-r"""Pyro-model helpers for CSL and its chains: log p(x | z) for every pair, and the samplers.
-
-A model follows the API convention (``model(x, *model_args, **model_kwargs)`` with a plate over
-dim 0 of ``x``). Latent values travel as ``{site name: tensor}`` dicts of *constrained* values with
-the sample dimension first (and, per example, the example dimension second), then the site's
-per-example shape: the layout of ``Target.unravel``. Densities and prior draws go through
-:func:`pyrolik.model.target.make_target`; drawing from the guide and from the observation site, which the
-target does not offer, traces the guide or model directly.
-"""
+r"""Pyro-model helpers for CSL and its chains: log p(x | z) for every pair, and the samplers."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-r"""Draw ``(x, latents)`` from a model's joint :math:`p(z)\,p(x \mid z)`, as Pyro users expect.
-
-A Pyro model conditioned with ``obs=x`` samples that site when ``x`` is ``None``: the usual way to
-simulate. :func:`draw_joint` first runs the model so, with ``x=None`` (the number of examples then
-comes from the model's arguments, e.g. per-example labels); if the model cannot run without data, it
-runs the model on a placeholder ``x`` of zeros of the requested shape with the observed sites that
-read ``x`` released (``poutine.uncondition``; an observation of a per-example argument, M2's labels,
-stays conditioned, so the draws are of the joint given it). Either way ``x`` is put together from the values the observed sites drew,
-by the map the model reads them with (:mod:`pyrolik.model.readmap`): one site holding all of ``x``,
-one site per time step (``obs=x[:, t]``), a gathered observation (``obs=x[:, idx]``). Entries of
-``x`` that no observed site scores (masked out, or not read) are 0 (:data:`~pyrolik.model.readmap.FILL`).
-
-A model whose structure reads the data (ProdLDA's ``total_count = x.sum(-1)``) draws differently on
-two placeholders and cannot be simulated from one: then the error says so and points to
-``bdmc(model, data=(x, latents))`` with data simulated by the user's own code.
-"""
+r"""Draw ``(x, latents)`` from a model's joint :math:`p(z)\,p(x \mid z)`, as Pyro users expect (``docs/idioms.md``)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,6 @@
 r"""Per-example log-density of one Pyro sample site: ``fn.log_prob(value)`` summed over all but the data plate.
 
-The adapter's hot loop evaluates this for every site at every leapfrog step, so the two families that
-dominate deep generative models get a path with fewer full-size tensor operations; every other
-distribution (and any site with a ``scale`` or ``mask``) takes the generic path
-``scale_and_mask(fn.log_prob(value))``. The fast paths return the same number up to floating-point
-summation order (tested in ``tests/model/test_site_density.py``):
-
-* Bernoulli with logits (the observation site of binarized-image decoders). torch computes
-  ``log p = -bce(logits, x)`` elementwise, which negates the full ``rows x pixels`` matrix forward
-  and again backward; here the elementwise cross-entropy is summed first and the ``(rows,)`` sum
-  negated: :math:`\log p(x \mid z) = -\sum_j \mathrm{bce}(\ell_j, x_j)`. Negation is exact in floating
-  point, so the result is bitwise that of summing torch's own ``log_prob``.
-* Normal (Gaussian priors, Gaussian observation noise):
-  :math:`\sum_j \log \mathcal{N}(v_j; \mu_j, \sigma_j) = -\tfrac12 \sum_j w_j^2 - \sum_j \log\sigma_j
-  - \tfrac{n}{2}\log 2\pi` with :math:`w = (v - \mu)/\sigma`, i.e. four elementwise operations instead
-  of torch's seven, and none on a broadcast scale when it is a single number (``Normal(0., 1.)``).
+Bernoulli-with-logits and Normal sites take a path with fewer full-size operations, equal to summation order.
 """
 
 from __future__ import annotations
@@ -51,11 +37,8 @@ def normal_log_prob_and_score(fn, value: Tensor, scale, mask, plate_dim: int, ro
                               ) -> tuple[Tensor, Tensor] | None:
     r"""Per-row log-density and score of a Normal latent site, without autograd; None if not applicable.
 
-    For a site ``Normal(loc, sigma)`` (optionally ``.to_event``) whose ``loc`` and ``sigma`` need no
-    gradient (they depend neither on other latents nor on parameters), the score is closed form,
-    :math:`\partial_v \log \mathcal{N}(v; \mu, \sigma) = -(v - \mu) / \sigma^2`, so the prior's gradient
-    costs one elementwise operation instead of a backward pass, as in a hand-written potential.
-    Returns ``(log_prob (rows,), score)``, ``score`` shaped like ``value``; both carry no graph.
+    Where ``loc`` and ``sigma`` need no gradient the score is :math:`-(v - \mu) / \sigma^2`, with no
+    backward pass. Returns ``(log_prob (rows,), score)``, both without a graph.
     """
     if not is_unscaled(scale, mask):
         return None

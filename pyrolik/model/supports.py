@@ -1,30 +1,6 @@
 r"""Latent supports pyrolik can sample on: one fixed map from the real line, a normalised density there.
 
-pyrolik's samplers move a flat unconstrained ``u`` in :math:`\mathbb R^d` and evaluate each latent at
-:math:`z_s = T_s(u_s)`, :math:`T_s` = ``biject_to(support_s)``, with the log-Jacobian
-(:mod:`pyrolik.model.layout`). The estimate is :math:`\log p(x)` exactly when, for every latent site,
-
-1. torch has such a map. A mixture (``MixtureSameFamily``, whose support torch wraps in a
-   ``MixtureSameFamilyConstraint`` it has no map for) lives on its components' support, and is mapped
-   as they are (:func:`mappable_support`; its density stays the mixture's). ``ProjectedNormal``
-   (support ``Sphere``) has no map: refused, with the fix
-   ``poutine.reparam(config={name: ProjectedNormalReparam()})`` (a Normal latent, projected);
-2. the support is the same wherever the other latents are: a support read from the data or from a
-   per-example argument is fixed, one whose bounds move with another latent (``u ~ Uniform(z - 1,
-   z + 1)``) would be mapped with the bounds of the first trace, and is refused (checked by autograd:
-   the support's bounds must not depend on the latent values), with the rewrite ``u = low + (high -
-   low) * pyro.sample("u_unit", dist.Uniform(0., 1.))``;
-3. the density is normalised over the line. A *circular* latent (``VonMises`` and its kin) has support
-   ``Real()`` in torch but a density that repeats every :math:`2\pi`: its draws (prior or a circular
-   guide) stay on one turn :math:`[-\pi, \pi)`, where the density is normalised, so importance sampling
-   (``iwae``, ``likelihood_weighting``) is exact; HMC moves it along the whole line, over many turns,
-   where it is not. Annealing (``ais``, ``reverse_ais``, ``bdmc``) and a guide that samples the angle
-   from a distribution over the whole line are refused.
-
-A guide is evaluated at the model's ``u`` through its own ``biject_to``: a guide site whose map differs
-from the model's (a ``Normal`` guide for a ``Beta`` latent) is refused. A guide pushed through the
-model's map, ``dist.TransformedDistribution(base, biject_to(support))`` (the refusal's fix), is
-compared by that map even where torch reports its support as ``Real()`` (:func:`pushed_forward`).
+Which supports are mapped, and the fixes for those refused: ``docs/idioms.md``.
 """
 
 from __future__ import annotations
@@ -76,11 +52,8 @@ def pushed_forward(fn: Any) -> Any:
     """The transform of a distribution pushed through a map from the real line whose support torch
     reports as ``Real()``, or None.
 
-    ``dist.TransformedDistribution(dist.Normal(loc, scale), biject_to(support))`` is the guide the
-    refusal below suggests; where ``biject_to(support)`` ends in an ``AffineTransform`` (a
-    ``GreaterThan``, ``LessThan`` or ``Interval`` support: ``positive`` is ``exp`` then ``+ 0``),
-    torch gives it the codomain, and so the support, ``Real()``. Its values still lie in the model's
-    support; :func:`check_guide_supports` compares the map itself."""
+    The refusal's fix, ``TransformedDistribution(base, biject_to(support))``, reports ``Real()`` when
+    the map ends in an ``AffineTransform``; :func:`check_guide_supports` compares the map itself."""
     fn = _base(fn)
     if not isinstance(fn, torch.distributions.TransformedDistribution) \
             or not is_real(fn.support) or not is_real(fn.base_dist.support):

@@ -1,19 +1,4 @@
-r"""Turn a Pyro model (and optionally a guide) into batched log-density functions: the adapter's facade.
-
-Given a model that follows the model convention of the README (first argument ``x`` of shape ``(N,
-*event_shape)``, a plate over dim 0 of ``x``, observed sites conditioned on ``x``), :func:`make_target`
-traces it to discover the latent sites, the observed sites and the plate over examples
-(:mod:`pyrolik.model.discovery`, frozen in a :class:`~pyrolik.model.layout.Layout`), then offers
-functions over a flat *unconstrained* latent tensor ``u`` of shape ``(K * N, d)``: ``K`` chains (or
-samples) of ``N`` examples folded into the data plate, row ``k * N + n`` holding chain ``k`` of
-example ``n``.
-
-The evaluation is one callable (:meth:`pyrolik.model.evaluation.Program.value_and_grad`: run the
-Pyro program through :mod:`pyrolik.model.messenger`, with Pyro's argument validation off) wrapped in
-optional layers that keep its numbers: the kept guide (:mod:`pyrolik.model.guide_cache`) on the
-encoder path and, from the third call on, replay of the recorded tensor operations
-(:mod:`pyrolik.model.replay`). ``benchmarks/RESULTS.md`` has the measured cost.
-"""
+r"""Turn a Pyro model (and optionally a guide) into batched log-density functions: the adapter's facade."""
 
 from __future__ import annotations
 
@@ -201,13 +186,8 @@ class Target:
     def value_and_grad(self, u: Tensor, path: str = "prior") -> ValueAndGrad:
         r"""Both terms of :math:`\log f_\beta = \log f_0 + \beta (\log f_1 - \log f_0)` and their gradients.
 
-        ``path="prior"``: :math:`\log f_0 = \log p(u)`, ratio :math:`\log p(x \mid u)`.
-        ``path="guide"``: :math:`\log f_0 = \log q(u \mid x)`, ratio
-        :math:`\log p(u) + \log p(x \mid u) - \log q(u \mid x)`
-        (:meth:`pyrolik.model.evaluation.Program.value_and_grad`). From the third call of a path on,
-        the evaluation's tensor operations are replayed from a recording instead of re-running the
-        Pyro program (:mod:`pyrolik.model.replay`: same numbers, checked when recorded;
-        ``replay_status`` says whether it is in use).
+        ``path="prior"``: :math:`\log f_0 = \log p(u)`; ``path="guide"``: :math:`\log q(u \mid x)`.
+        From the third call on, replayed from a recording (``replay_status`` says whether).
         """
         return self._evaluation(path)(u)
 

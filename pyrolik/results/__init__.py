@@ -1,11 +1,4 @@
-"""Result objects and their views: the per-example estimates every estimator returns, their
-fixed-width summary tables (:mod:`~pyrolik.results.table`) and their xarray / ArviZ export
-(:mod:`~pyrolik.results.convert`: one converter per result kind).
-
-The classes live in :mod:`pyrolik.results.estimates` and :mod:`pyrolik.results.bdmc`, each field
-declaring where its export stores it; the export reads results by their attributes and does not
-import those modules, so the estimators (one layer up) build results and never see xarray.
-"""
+"""Result objects and their views: per-example estimates, summary tables, xarray / ArviZ export."""
 
 from __future__ import annotations
 

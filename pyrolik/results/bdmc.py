@@ -1,10 +1,4 @@
-r"""The result of BDMC: a forward (lower) and a reverse (upper) AIS run on simulated data, and their gap.
-
-On data simulated from the model, forward AIS is a stochastic lower bound and reverse AIS from the
-exact latents a stochastic upper bound on each example's :math:`\log p(x)`; the gap
-:math:`\hat u_n - \hat l_n` bounds the error of either (Grosse, Ghahramani & Adams 2015; Wu et al.
-2017). An inverted gap is read in units of its Monte Carlo standard error.
-"""
+r"""The result of BDMC: a forward (lower) and a reverse (upper) AIS run on simulated data, and their gap."""
 
 from __future__ import annotations
 

@@ -1,62 +1,6 @@
 r"""Results to ``xarray.DataTree`` / ``arviz.InferenceData``: one converter per result kind.
 
-Modelled on ArviZ's ``io_numpyro.py``: a converter class per result kind (:class:`EstimateConverter`
-for IWAE, likelihood weighting and KDE; :class:`AISConverter` for forward and reverse AIS;
-:class:`BDMCConverter`), one ``<group>_to_xarray`` method per group and :meth:`groups` listing them.
-Where a result field is stored is declared once, on the result class (:func:`stored`): the writer
-lays the declared fields out from it, and :func:`pyrolik.io.netcdf.from_datatree` reads them back
-from it; what the methods add (resampled draws, per-block estimates, PIT) is derived and not read.
-
-The principle (PyMC's ``sample_smc`` layout): ``posterior`` holds equally weighted draws; ``chain``
-indexes independent blocks of chains (``K`` chains in ``C`` blocks of ``M``,
-:mod:`pyrolik.ops.stats`); ``sample_stats`` matches the posterior's draws; everything indexed by
-annealing step lives in its own group on a ``step`` dim. ``<plate>`` is the example dim, named after
-the model's data plate (e.g. ``data``), or ``example``:
-
-===========================  ==================================================================
-group                        variables (dims)
-===========================  ==================================================================
-``posterior``                per latent site, each block's ``M`` final states systematically
-                             resampled by their weights ``(chain, draw, <plate>, <site>_dim_i)``
-``unconstrained_posterior``  ``u (chain, draw, <plate>, latent_dim)``, the same draws
-``sample_stats``             per draw: ``particle`` (the chain it copies), ``log_weight``,
-                             ``acceptance_rate``, ``diverging``, ``max_energy_error``
-``particles``                raw final states and ``log_weight (chain, particle, <plate>)``; per
-                             block ``log_marginal_likelihood``, ``ess (chain, <plate>)``; AIS:
-                             ``mean_acceptance_rate``, ``num_divergent``
-``unconstrained_particles``  AIS: ``u (chain, particle, <plate>, latent_dim)``
-``evidence``                 pooled over all ``K``, one draw of the estimator: ``log_marginal_
-                             likelihood``, ``mcse``, ``ess``, ``pareto_k`` (attrs ``good_k``,
-                             ``n_samples``) ``(chain, draw, <plate>)``, one chain of one draw;
-                             attr ``bound``
-``annealing``                per recorded step: the trace, ``beta`` included, ``(step, chain,
-                             particle, <plate>)`` (``beta``: ``(step, chain, particle)`` for a
-                             shared schedule); per block the running ``log_marginal_likelihood``
-                             and ``ess``
-``trajectory``               recorded states ``u (step, chain, particle, <plate>, latent_dim)``
-``observed_data``            ``x (<plate>, x_dim_i)``, ``num_observed (<plate>)``
-``constant_data``            ``schedule``, the pilot table (``pilot_beta``, ``log_step_size``,
-                             ``inv_mass``, ``log_ratio_var`` on ``pilot_step``); KDE:
-                             ``bandwidth_grid``, ``validation_log_likelihood``
-===========================  ==================================================================
-
-Reverse AIS ends at :math:`\beta = 0`: its final states go unresampled into ``prior``,
-``unconstrained_prior`` and ``sample_stats_prior``, and its block, running and pooled
-``log_marginal_likelihood`` are upper estimates (the running one shifted to 0 at
-:math:`\beta = 0`). IWAE and likelihood weighting keep the draws they resampled as the samples
-streamed by (:mod:`pyrolik.infer.resampling`); KDE has ``evidence`` only. A BDMC result is a tree
-with ``lower`` and ``upper`` subtrees and a root ``evidence`` (``(bound, <plate>)``, ``gap``,
-``gap_mcse``), ``simulated`` latents, their ``calibration`` (PIT among the forward draws) and the
-lower run's ``posterior`` and ``sample_stats`` (the root groups but these are one draw: ``chain``
-and ``draw`` of size 1); :func:`flatten` turns it into the one-level layout
-(``lower_posterior``, ...) that ArviZ 0.x sees. Root attrs are plain ``str``, ``int`` or ``float``:
-the versions, ``pyrolik_result``, the declared attrs (``method``, ``bound``, ``settings``, ...),
-``created_at``, ``num_blocks`` and ``layout`` (3). Every group but ``observed_data`` and
-``constant_data`` has ``chain`` or ``draw`` on every variable and no non-index coordinate, so
-ArviZ's ``idata.to_dataframe()`` tabulates every export.
-
-Imports no pyrolik module but :mod:`pyrolik._version` and :mod:`pyrolik.ops.stats`: results are
-read by their attributes, so the estimators build results and never see xarray.
+Modelled on ArviZ's ``io_numpyro.py``; the layout of every group is in ``docs/export.md``.
 """
 
 from __future__ import annotations
@@ -295,7 +239,7 @@ def _tree(groups: dict[str, xr.Dataset | None], attrs: dict[str, Any]) -> xr.Dat
 
 
 class EstimateConverter:
-    """Importance-sampling estimates (IWAE, likelihood weighting) and KDE: see the module docstring."""
+    """Importance-sampling estimates (IWAE, likelihood weighting) and KDE (``docs/export.md``)."""
 
     def __init__(self, result: Any, num_blocks: int = DEFAULT_BLOCKS):
         self.result = result
@@ -593,7 +537,7 @@ class BDMCConverter:
 def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree:
     """Export a result (AIS, reverse AIS, IWAE, likelihood weighting, KDE or BDMC) to a DataTree.
 
-    Groups and dims are listed in the module docstring. ``num_blocks`` (C, default 4) is the number
+    Groups and dims are listed in ``docs/export.md``. ``num_blocks`` (C, default 4) is the number
     of ArviZ chains the K chains or samples are split into (:mod:`pyrolik.ops.stats` states the
     rule when K is not a multiple of C). Raw values equal the result's tensors; ``posterior`` holds
     the resampled draws, drawn from a stream fixed by the result's seed.

@@ -1,11 +1,4 @@
-"""Result objects returned by every estimator: per-example estimates, weights and diagnostics.
-
-Fields every result has (the public API): ``log_likelihood`` (N,), ``log_weights`` (K, N) where
-kept, ``bound`` (``"lower"``, ``"upper"`` or ``None``), ``mean`` and ``stderr`` (over examples), ``summary()``,
-``to_datatree()`` and ``to_inference_data()``. Per-example diagnostics: ``ess``, ``mcse`` (the
-jackknife standard error of ``log_likelihood``, see :func:`pyrolik.ops.stats.mcse_log_mean_exp`)
-and Pareto ``khat``.
-"""
+"""Result objects returned by every estimator: per-example estimates, weights and diagnostics."""
 
 from __future__ import annotations
 

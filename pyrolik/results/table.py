@@ -1,11 +1,6 @@
 """The printed form of a result's summary: a fixed-width table that never hides the estimate.
 
-pandas fits a wide one-row table to ``display.width`` by eliding middle columns as ``...`` (80
-columns in a terminal, and in a log file), which hid ``log p(x) [nats]`` and ``stderr``.
-:class:`Summary` is the :class:`pandas.DataFrame` that ``result.summary()`` returns (one row per
-estimate, one column per quantity, for indexing and export); printed, it is transposed -- one
-line per quantity, one column per estimate -- and columns that do not fit the width are put in
-further blocks rather than elided. :func:`render` draws any such table that way.
+Printed transposed (one line per quantity); columns that do not fit go to further blocks, never elided.
 """
 
 from __future__ import annotations
