@@ -70,9 +70,9 @@ INTEGRATION = (
     # the largest statistical runs (tolerances met against exact answers)
     "tests/distortion/test_tolerance.py::test_sigma_curve_within_tolerance_of_exact_at_every_sigma",
     "tests/distortion/test_tolerance.py::test_rate_distortion_within_tolerance_of_exact_log_z",
-    "tests/infer/test_evidence.py::test_evidence_with_tolerance_lands_within_it_of_the_exact_joint",
-    "tests/infer/test_evidence.py::test_evidence_is_unbiased_for_the_exact_joint",
-    "tests/infer/test_budget.py::test_estimate_within_tolerance_of_exact",
+    "tests/infer/test_global_latents.py::test_evidence_with_tolerance_lands_within_it_of_the_exact_joint",
+    "tests/infer/test_global_latents.py::test_evidence_is_unbiased_for_the_exact_joint",
+    "tests/infer/test_tolerance.py::test_estimate_within_tolerance_of_exact",
 )
 
 

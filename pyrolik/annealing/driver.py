@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, cast
 import torch
 from torch import Tensor
 
-from pyrolik.annealing import engine
+import pyrolik.annealing.engine as engine
 from pyrolik.annealing.run import Leg, Problem, Recording, latents_to_flat
 from pyrolik.annealing.step_sizes import StepSizes, rows_of
 from pyrolik.annealing.transition import HMCTransition, ValueAndGradFn

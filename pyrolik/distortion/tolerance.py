@@ -175,8 +175,9 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: float, *,
         half = steps // 2
         if half < 1 or check_size(n) < 2:  # one example has no standard error to test
             return None
-        _, full, s_full = run_on_check_subset(curve_at, x, marked, per_example, steps, seed)
-        _, r, s_half = run_on_check_subset(curve_at, x, marked, per_example, half, seed)
+        with targets:  # both runs on the same subset: one target, one recording
+            _, full, s_full = run_on_check_subset(curve_at, x, marked, per_example, steps, seed)
+            _, r, s_half = run_on_check_subset(curve_at, x, marked, per_example, half, seed)
         diff = (full.log_z - r.log_z).double()  # (m, n): log p_sigma too
         diff = diff[:, torch.isfinite(diff).all(0)]
         k = diff.shape[1]

@@ -411,8 +411,9 @@ def search(model: Callable[..., Any], x: Tensor, tolerance: float, *, num_chains
         half = steps // 2
         if half < 1 or check_size(x.shape[0]) < 2:  # one example has no standard error to test
             return None
-        idx, full, s_full = run_on_check_subset(run_at, x, marked, per_example, steps, seed)
-        _, r, s_half = run_on_check_subset(run_at, x, marked, per_example, half, seed)
+        with targets:  # both runs on the same subset: one target, one recording
+            idx, full, s_full = run_on_check_subset(run_at, x, marked, per_example, steps, seed)
+            _, r, s_half = run_on_check_subset(run_at, x, marked, per_example, half, seed)
         diff = (full.log_likelihood - r.log_likelihood).double()
         diff = diff[torch.isfinite(diff)]
         se = float(diff.std() / len(diff) ** 0.5) if len(diff) > 1 else float("inf")

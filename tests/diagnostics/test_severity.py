@@ -5,6 +5,7 @@ Monte Carlo noise / a standing caveat of the settings (issue 33 item 6). Every m
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import pickle
 import warnings
@@ -79,9 +80,7 @@ def test_with_enough_chains_there_is_no_caveat_and_no_dominance_message():
 
 
 def _leg(lw, bound):
-    r = _ais(lw)
-    r.bound = bound
-    return r
+    return dataclasses.replace(_ais(lw), bound=bound)
 
 
 def test_a_bdmc_leg_resting_on_one_chain_is_a_remark_when_the_sandwich_is_tight():
@@ -90,15 +89,15 @@ def test_a_bdmc_leg_resting_on_one_chain_is_a_remark_when_the_sandwich_is_tight(
     lower = _leg(lw, "lower")
     # reverse AIS: log p(x) = -logmeanexp(reverse weights); choose them so that the gap is small
     upper = _leg(-lw, "upper")
-    upper.log_likelihood = lower.log_likelihood + 0.2
-    tight = BDMCResult(lower=lower, upper=upper, x=torch.zeros(3, 2), latents={})
+    tight = BDMCResult(lower=lower, x=torch.zeros(3, 2), latents={},
+                       upper=dataclasses.replace(upper, log_likelihood=lower.log_likelihood + 0.2))
     assert tight.gap == pytest.approx(0.2)
     dominated = [m for m in tight.warnings() if "dominated by one of the" in m]
     assert dominated and all(severity(m) == REMARK for m in dominated)
     assert all("bounds what it costs" in m for m in dominated)
     # a gap above 1 nat: the gap is to act on, and so is the chain that holds the weight
-    upper.log_likelihood = lower.log_likelihood + 3.0
-    loose = BDMCResult(lower=lower, upper=upper, x=torch.zeros(3, 2), latents={})
+    loose = BDMCResult(lower=lower, x=torch.zeros(3, 2), latents={},
+                       upper=dataclasses.replace(upper, log_likelihood=lower.log_likelihood + 3.0))
     got = _by_severity(loose.warnings())
     assert any(m.startswith("forward: for 1 of 3 examples the weights are dominated by one of")
                for m in got[ACT])

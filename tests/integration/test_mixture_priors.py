@@ -106,8 +106,9 @@ def test_the_arviz_export_holds_the_mixture_latent(seed):
         assert z.shape[0] * z.shape[1] == 100 and z.shape[2:] == (4, 2)
         # the components' support is the real line: the unconstrained draws are the draws
         assert (idata[f"unconstrained_{group}"]["u"].values == idata[group]["z"].values).all()
-        torch.testing.assert_close(torch.as_tensor(idata.evidence.log_marginal_likelihood.values),
-                                   r.log_likelihood)
+        torch.testing.assert_close(  # evidence is one draw: (chain, draw, examples) of 1 x 1 x N
+            torch.as_tensor(idata.evidence.log_marginal_likelihood.values).reshape(-1),
+            r.log_likelihood)
         summary_where_defined(idata, group)
     idata = b.to_inference_data()
     assert (idata.simulated["z"].values == b.latents["z"].numpy()).all()
