@@ -20,7 +20,7 @@ def exact_guide(lg, x_arg_is_data=True):
     return guide
 
 
-def exact_iwae(model, guide, x, truth, **kw):
+def exact_iwae(model, x, guide, truth, **kw):
     r = pyrolik.iwae(model, x, guide, num_samples=5, seed=0, progress=False, **kw)
     torch.testing.assert_close(r.log_weights, truth.expand(5, -1), rtol=1e-9, atol=1e-9)
 

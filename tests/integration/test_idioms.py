@@ -30,7 +30,7 @@ def test_a_minibatch_plate_over_the_data_is_the_full_plate_of_the_given_rows(lg,
         lg_body(lg, x, pyro.plate("data", 60000, subsample_size=x.shape[0]))
 
     same_density(minibatch, lg, x)
-    exact_iwae(minibatch, exact_guide(lg), x, lg.exact_log_marginal(x))
+    exact_iwae(minibatch, x, exact_guide(lg), lg.exact_log_marginal(x))
     r = pyrolik.likelihood_weighting(minibatch, x, num_samples=4000, seed=0, progress=False)
     assert_unbiased(r.log_weights, lg.exact_log_marginal(x), min_ess_frac=0.01)
 
@@ -82,7 +82,7 @@ def test_poutine_scale_is_left_out_with_a_warning(lg, x):
                       r"\(x0.00\d+\), 'x' \(x0.0\d+\).*poutine.scale"):
         same_density(kl_annealed, lg, x)
     with pytest.warns(pyrolik.IdiomWarning):
-        exact_iwae(kl_annealed, exact_guide(lg), x, lg.exact_log_marginal(x))
+        exact_iwae(kl_annealed, x, exact_guide(lg), lg.exact_log_marginal(x))
 
 
 def test_a_scale_of_one_warns_nothing(lg, x):
@@ -186,8 +186,8 @@ def test_a_masked_observation_is_not_observed(lg, x):
             z = pyro.sample("z", dist.Normal(x.new_zeros(2), 1.0).to_event(1))
             pyro.sample("x", dist.Normal(z @ lg.W.T + lg.b, lg.s).mask(OBSERVED).to_event(1), obs=x)
 
-    exact_iwae(poutine_masked, guide_2, x, truth)
-    exact_iwae(dist_masked, guide, x, truth)
+    exact_iwae(poutine_masked, x, guide_2, truth)
+    exact_iwae(dist_masked, x, guide, truth)
 
 
 def test_obs_mask_integrates_the_missing_entries_as_latents(lg, x):
@@ -212,7 +212,7 @@ def test_obs_mask_integrates_the_missing_entries_as_latents(lg, x):
 
     t = make_target(imputing, x, 2, model_args=(mask,))
     assert [s.name for s in t.sites] == ["z", "x_unobserved"] and t.observed == ("x_observed",)
-    exact_iwae(imputing, guide, x, truth, model_args=(mask,))
+    exact_iwae(imputing, x, guide, truth, model_args=(mask,))
     r = pyrolik.ais(imputing, x, num_steps=10, num_chains=3, init=guide, model_args=(mask,),
                     seed=0, progress=False)
     torch.testing.assert_close(r.log_weights, truth.expand(3, -1), rtol=1e-8, atol=1e-8)
@@ -270,7 +270,7 @@ def test_pyro_markov_without_enumeration_is_the_plain_chain():
             cond = mean[:, 1] + cov[1, 0] / cov[0, 0] * (z1 - mean[:, 0])
             pyro.sample("z1", dist.Normal(cond, (cov[1, 1] - cov[1, 0] ** 2 / cov[0, 0]).sqrt()))
 
-    exact_iwae(chain, guide, x, marginal.log_prob(x))
+    exact_iwae(chain, x, guide, marginal.log_prob(x))
 
 
 def test_deterministic_sites_and_reparameterised_latents_carry_no_density(lg, x):
@@ -298,7 +298,7 @@ def test_deterministic_sites_and_reparameterised_latents_carry_no_density(lg, x)
             pyro.sample("z_decentered", dist.MultivariateNormal(post.loc,
                                                                 scale_tril=post.scale_tril))
 
-    exact_iwae(decentered, guide, x, lg.exact_log_marginal(x))
+    exact_iwae(decentered, x, guide, lg.exact_log_marginal(x))
 
 
 def test_poutine_do_fixes_a_site_without_scoring_it(lg, x):
@@ -316,7 +316,7 @@ def test_poutine_do_fixes_a_site_without_scoring_it(lg, x):
             pyro.sample("z", dist.MultivariateNormal(post.loc, scale_tril=post.scale_tril))
             pyro.sample("shift", dist.Normal(x.new_zeros(3), 1.0).to_event(1))
 
-    exact_iwae(intervened, guide, x, lg.exact_log_marginal(x))
+    exact_iwae(intervened, x, guide, lg.exact_log_marginal(x))
 
 
 def test_a_plate_without_a_size_follows_the_data(lg, x):
@@ -379,12 +379,12 @@ class _PriorModule(pyro.nn.PyroModule):
 def test_pyro_modules_and_pyro_samples(lg, x):
     truth = lg.exact_log_marginal(x)
     model, encoder = _Decoder(lg), _Encoder(lg)
-    exact_iwae(model, encoder, x, truth)
+    exact_iwae(model, x, encoder, truth)
     r = pyrolik.ais(model, x, num_steps=5, num_chains=3, init=encoder, seed=0, progress=False)
     torch.testing.assert_close(r.log_weights, truth.expand(3, -1), rtol=1e-9, atol=1e-9)
     prior_module = _PriorModule(lg)
     assert [s.name for s in make_target(prior_module, x).sites] == ["z"]
-    exact_iwae(prior_module, encoder, x, truth)
+    exact_iwae(prior_module, x, encoder, truth)
     assert model.training and encoder.training  # left as they were
 
 
@@ -425,7 +425,7 @@ def test_enumerated_discrete_latents_are_summed_out_exactly():
     truth = mix.log_marginal(x)
     t = make_target(mix, x, 3)
     assert [s.name for s in t.sites] == ["z"] and t.layout.enumerated == ("c",)
-    exact_iwae(mix, mix.guide, x, truth)
+    exact_iwae(mix, x, mix.guide, truth)
     r = pyrolik.ais(mix, x, num_steps=5, num_chains=3, init=mix.guide, seed=0, progress=False)
     torch.testing.assert_close(r.log_weights, truth.expand(3, -1), rtol=1e-9, atol=1e-9)
     r = pyrolik.likelihood_weighting(mix, x, num_samples=3000, seed=0, progress=False)
@@ -486,7 +486,7 @@ def test_modules_in_training_mode_are_evaluated_in_eval_mode(lg, x, make, names)
     model = net_model(lg, net)
     with pytest.warns(pyrolik.IdiomWarning, match=rf"model calls modules in training mode \({names}\)"
                       r".*evaluates them in eval mode"):
-        exact_iwae(model, exact_guide(lg), x, lg.exact_log_marginal(x))
+        exact_iwae(model, x, exact_guide(lg), lg.exact_log_marginal(x))
     assert net.training and all(m.training for m in net.modules())  # flags as they were
     for k, v in net.state_dict().items():  # batch-norm statistics untouched
         torch.testing.assert_close(v, before[k])
@@ -527,7 +527,7 @@ def test_a_minibatch_plate_smaller_than_the_rows_of_all_chains(lg, x):
         lg_body(lg, x, pyro.plate("data", 10, subsample_size=x.shape[0]))
 
     same_density(minibatch, lg, x, k=3)
-    exact_iwae(minibatch, exact_guide(lg), x, lg.exact_log_marginal(x))
+    exact_iwae(minibatch, x, exact_guide(lg), lg.exact_log_marginal(x))
 
 
 def test_a_sequential_plate_over_the_examples_is_refused(lg, x):

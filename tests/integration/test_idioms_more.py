@@ -78,7 +78,7 @@ def test_reparameterisers_and_transformed_latents(lg, x):
             pyro.sample("x", dist.Normal(z @ lg.W.T + lg.b, lg.s).to_event(1), obs=x)
 
     same_density(transformed, lg, x)
-    exact_iwae(transformed, exact_guide(lg), x, lg.exact_log_marginal(x))
+    exact_iwae(transformed, x, exact_guide(lg), lg.exact_log_marginal(x))
     t = make_target(transformed, x, 2, model_kwargs={"reparam": True})
     assert [s.name for s in t.sites] == ["z_base"]
     _lw(transformed, x, lg.exact_log_marginal(x), model_kwargs={"reparam": True})
@@ -109,7 +109,7 @@ def test_a_guide_may_sample_in_another_order_or_under_scale(lg, x):
             pyro.sample("z1", dist.Normal(loc, sd).to_event(1))
 
     truth = lg.exact_log_marginal(x)
-    exact_iwae(two_sites, z2_first, x, truth)
+    exact_iwae(two_sites, x, z2_first, truth)
     r = pyrolik.ais(two_sites, x, init=z2_first, num_steps=5, num_chains=3, seed=0, progress=False)
     torch.testing.assert_close(r.log_weights, truth.expand(3, -1), rtol=1e-9, atol=1e-9)
 

@@ -84,7 +84,7 @@ def lg_model(lg, plate=None, observe=None):
 
 
 def exact(lg, model, x, **kw):
-    exact_iwae(model, exact_guide(lg), x, lg.exact_log_marginal(x), **kw)
+    exact_iwae(model, x, exact_guide(lg), lg.exact_log_marginal(x), **kw)
 
 
 X1 = torch.tensor([[0.3], [1.5], [-2.0], [0.0]], dtype=torch.float64)  # four 1-D observations
@@ -169,7 +169,7 @@ def subsampled_inside_an_example(lg, x):
     return Case(lambda: lw(model, x),
                 r"pyro.plate\('pixels', 3, subsample_size=2\) subsamples inside each example.*"
                 r"set subsample_size=None when evaluating",
-                lambda: exact_iwae(model, guide, x, lg.exact_log_marginal(x),
+                lambda: exact_iwae(model, x, guide, lg.exact_log_marginal(x),
                                    model_kwargs={"subsample_size": None}))
 
 
@@ -212,7 +212,7 @@ def reads_subsample_indices(lg, x):
     return Case(lambda: lw(refused, x),
                 r"reads the subsample indices.*Pass the rows' indices explicitly: "
                 r"pyro.plate\('data', 60000, subsample=idx\) with idx a per-example argument",
-                lambda: (exact_iwae(fixed, guide, x, truth, model_args=(idx,)),
+                lambda: (exact_iwae(fixed, x, guide, truth, model_args=(idx,)),
                          refuse_plate_over_x()))
 
 
@@ -384,7 +384,7 @@ def labelled(enumerate=None, markov=False):
 
 def _mixture_exact(model):
     x = MIX.sample(4, torch.Generator().manual_seed(0))
-    exact_iwae(model, MIX.exact_guide, x, MIX.exact_log_marginal(x))
+    exact_iwae(model, x, MIX.exact_guide, MIX.exact_log_marginal(x))
 
 
 @case
@@ -555,14 +555,14 @@ def guide_misses_a_site(lg, x):
     return Case(lambda: _iwae(lg, _post_guide(lg, name="w"), x),
                 r"the guide misses the latent site\(s\) \['z'\]: a guide must sample every latent "
                 r"site of the model, under the same name",
-                lambda: exact_iwae(lg, _post_guide(lg, name="z"), x, lg.exact_log_marginal(x)))
+                lambda: exact_iwae(lg, x, _post_guide(lg, name="z"), lg.exact_log_marginal(x)))
 
 
 @case
 def guide_auxiliary_site(lg, x):
     return Case(lambda: _iwae(lg, _post_guide(lg, aux=True), x),
                 r"marked infer=\{'is_auxiliary': True\}.*use a guide without auxiliary sites",
-                lambda: exact_iwae(lg, _post_guide(lg), x, lg.exact_log_marginal(x)))
+                lambda: exact_iwae(lg, x, _post_guide(lg), lg.exact_log_marginal(x)))
 
 
 @case
@@ -570,7 +570,7 @@ def guide_outside_the_plate(lg, x):
     return Case(lambda: _iwae(lg, _post_guide(lg, plate="batch"), x),
                 r"the guide samples 'z' outside the model's plate 'data'.*inside a plate of the "
                 r"model's name, pyro.plate\('data', x.shape\[0\]\)",
-                lambda: exact_iwae(lg, _post_guide(lg, plate="data"), x, lg.exact_log_marginal(x)))
+                lambda: exact_iwae(lg, x, _post_guide(lg, plate="data"), lg.exact_log_marginal(x)))
 
 
 @case
@@ -578,7 +578,7 @@ def guide_of_another_shape(lg, x):
     return Case(lambda: _iwae(lg, _post_guide(lg, dim=-2), x),
                 r"the guide samples 'z' with shape .* give the guide's site the model's plate dims "
                 r"and event shape",
-                lambda: exact_iwae(lg, _post_guide(lg, dim=-1), x, lg.exact_log_marginal(x)))
+                lambda: exact_iwae(lg, x, _post_guide(lg, dim=-1), lg.exact_log_marginal(x)))
 
 
 @case
@@ -920,7 +920,7 @@ def no_observed_site_reads_x(lg, x):
 
         with warnings.catch_warnings():
             warnings.simplefilter("error", IdiomWarning)
-            exact_iwae(conditioned, guide, ys, truth, model_kwargs={"xs": xs})
+            exact_iwae(conditioned, ys, guide, truth, model_kwargs={"xs": xs})
 
     return Case(lambda: lw(cvae, xs, model_kwargs={"ys": ys}),
                 r"no observed site reads x.*def conditioned\(ys, xs\): return model\(xs, ys=ys\), "

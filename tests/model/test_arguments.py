@@ -36,7 +36,7 @@ def test_per_example_arguments_follow_their_rows(lg, tmp_path):
     truth = lg.exact_log_marginal(x - y @ V.T)
     model, guide = _conditional(lg)
     for batch_size in (None, 2):
-        exact_iwae(model, guide, x, truth, model_args=(y,), batch_size=batch_size)
+        exact_iwae(model, x, guide, truth, model_args=(y,), batch_size=batch_size)
         r = pyrolik.likelihood_weighting(model, x, num_samples=3000, model_kwargs={"y": y},
                                          batch_size=batch_size, seed=0, progress=False)
         assert_unbiased(r.log_weights, truth, min_ess_frac=0.01)
@@ -74,7 +74,7 @@ def test_per_example_arguments_are_named_when_they_do_not_fit(lg):
                        r"its leading dimension is the number of examples\).*pyrolik.model.shared"):
         make_target(model, x, 2, model_kwargs={"y": y, "shift": V})
     truth = lg.exact_log_marginal(x - y @ V.T)
-    exact_iwae(model, guide, x, truth, model_kwargs={"y": y, "shift": pyrolik.model.shared(V)})
+    exact_iwae(model, x, guide, truth, model_kwargs={"y": y, "shift": pyrolik.model.shared(V)})
 
 
 def test_the_command_line_passes_per_example_arguments(tmp_path, capsys):

@@ -64,7 +64,7 @@ def test_autoguides_fitted_on_these_examples_are_proposals(cls):
     guide = _coupled_mvn(lg, x) if cls is autoguide.AutoMultivariateNormal \
         else _exact_autonormal(lg, x, cls)
     for batch_size in (None, 3):
-        exact_iwae(lg, guide, x, truth, batch_size=batch_size)
+        exact_iwae(lg, x, guide, truth, batch_size=batch_size)
     for batch_size in (None, 3):
         r = pyrolik.ais(lg, x, num_steps=5, num_chains=3, init=guide, batch_size=batch_size,
                         seed=0, progress=False)
@@ -90,7 +90,7 @@ def test_an_autoguide_list_and_a_fitted_autoguide():
     guides[0].loc, guides[0].scale = exact.loc, exact.scale.detach().clone()
     guides[1].locs.w = torch.zeros(5)
     guides[1].scales.w = torch.ones(5)  # log w ~ N(0, 1): the prior of w, exactly
-    exact_iwae(two_sites, guides, x, truth)
+    exact_iwae(two_sites, x, guides, truth)
     pyro.clear_param_store()
     fitted = autoguide.AutoMultivariateNormal(lg)
     svi = pyro.infer.SVI(lg, fitted, pyro.optim.Adam({"lr": 0.05}), pyro.infer.Trace_ELBO())

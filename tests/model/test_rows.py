@@ -105,7 +105,7 @@ def test_row_wise_models_pass_with_arguments_subsampling_and_batches(lg, x):
 
     truth = lg.exact_log_marginal(x - shift)
     for batch_size in (None, 1, 3):
-        exact_iwae(with_arguments, guide, x, truth, model_args=(shift,), batch_size=batch_size)
+        exact_iwae(with_arguments, x, guide, truth, model_args=(shift,), batch_size=batch_size)
     same_density(lg, lg, x[:1], k=1)  # a batch of one row
 
 
