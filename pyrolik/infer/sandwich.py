@@ -184,8 +184,14 @@ def bdmc_convergence(
     """BDMC at each ``num_steps`` on the same simulated data: one row per entry (a DataFrame).
 
     Columns: ``num_steps``, ``lower``, ``upper``, ``gap`` (means over examples) with ``_se``
-    standard errors, ``seconds`` and ``gradient_evals`` (per chain and example, pilot included);
-    ``bdmc_kwargs`` go to :func:`pyrolik.bdmc`.
+    standard errors, ``seconds`` and ``gradient_evals`` (per chain and example, pilot included).
+
+    Parameters
+    ----------
+    num_steps : sequence of int
+        The budgets to compare.
+    **bdmc_kwargs
+        Further keywords of :func:`pyrolik.bdmc`.
     """
     steps = [check_count("num_steps entries", s) for s in num_steps]
     if not steps:

@@ -75,11 +75,9 @@ def mcse_log_mean_exp(log_weights: Tensor, dim: int = 0, method: str = "jackknif
     .. math:: \mathrm{se}_J = \sqrt{\tfrac{K-1}{K} \textstyle\sum_i
               \big(\log \hat Z_{(i)} - \overline{\log \hat Z_{(\cdot)}}\big)^2}
 
-    over the K leave-one-out estimates [2]_; its variance is biased upwards in expectation [1]_, so
-    it holds with few chains where the delta method does not (``docs/export.md``). Infinite when one
-    weight holds all the mass, NaN for one weight or all zero. ``method="delta"``:
-    :math:`\sqrt{1/\mathrm{ESS} - 1/K}`. Neither sees a tail K weights did not sample: check
-    :func:`pareto_khat` against :func:`khat_threshold`.
+    over the K leave-one-out estimates [2]_, biased upwards [1]_ (``docs/export.md``).
+    ``method="delta"``: :math:`\sqrt{1/\mathrm{ESS} - 1/K}`. Neither sees an unsampled tail:
+    check :func:`pareto_khat`.
 
     References
     ----------
