@@ -123,12 +123,9 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
 def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
     r"""Pareto k-hat per example, with lines at 0.5, 0.7 (unreliable above) and 1.
 
-    PSIS fits a generalised Pareto tail to the largest weights and needs at least 25 weights per
-    example (Vehtari et al. 2024). With fewer (8 AIS chains, say) k-hat is undefined and the panel
-    shows, with a title that says so, the largest normalised weight
-    :math:`\max_k w_k / \sum_j w_j` per example instead: near :math:`1/K` when the chains share
-    the estimate, near 1 when one chain carries it. A BDMC result draws its forward (blue) and
-    reverse (red) runs on the same axes. Drawn with matplotlib (the same under ArviZ 0.x and 1.x).
+    PSIS needs at least 25 weights per example (Vehtari et al. 2024); with fewer the panel shows
+    the largest normalised weight :math:`\max_k w_k / \sum_j w_j` instead (near 1: one chain
+    carries the estimate). A BDMC result draws forward (blue) and reverse (red) runs.
     """
     ax = _axes(ax)
     parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]

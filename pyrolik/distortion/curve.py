@@ -218,11 +218,10 @@ class DistortionCurve:
     def optimal_sigma(self, fixed_sigma: float | None = None) -> OptimalSigma:
         """Sigma tuned independently for each example (Table 3 of Wu et al. 2017).
 
-        .. warning:: This is not a generative model: see :data:`OPTIMAL_SIGMA_WARNING`. The maximum
-           over the grid of per-sigma lower bounds may exceed the true maximum by about the MCSE.
+        .. warning:: Not a generative model (:data:`OPTIMAL_SIGMA_WARNING`); the maximum of
+           lower bounds may exceed the true maximum by about the MCSE.
 
-        ``fixed_sigma``: the comparison (a grid sigma, e.g. chosen on validation data with
-        :meth:`best_sigma`); default: the best fixed sigma on these examples.
+        ``fixed_sigma``: the comparison (default: the best fixed sigma on these examples).
         """
         sigmas, ll = self._gaussian("optimal_sigma")  # every example; a failed one gets NaN rows
         best = torch.argmax(torch.nan_to_num(ll, nan=-math.inf), dim=0)

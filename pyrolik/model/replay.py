@@ -78,11 +78,9 @@ class Replayed:
 class ReplayCache:
     """Per-target recordings of one function of ``u``, keyed by the caller (path, shape, dtype, ...).
 
-    :meth:`run` evaluates eagerly for the first :data:`RECORD_AFTER` calls of a key, then records,
-    checks and from then on replays, as long as the caller's ``state`` (what the program reads besides
-    the tensors the recording holds, e.g. which tensors Pyro's param store holds) is the one it was
-    recorded in; a new state means a new recording. ``status`` maps each key to ``"replay"``,
-    ``"eager"`` (not recorded yet) or the reason it stays eager.
+    :meth:`run` is eager for the first :data:`RECORD_AFTER` calls of a key, then records and
+    replays while the caller's ``state`` is unchanged. ``status``: ``"replay"``, ``"eager"`` or why
+    a key stays eager.
     """
 
     def __init__(self, enabled: bool = True):

@@ -285,12 +285,8 @@ def make_target(
 ) -> Target:
     """Trace ``model`` on ``x`` once and return its :class:`Target` for ``num_chains`` copies.
 
-    ``replay``: replay recorded evaluations in :meth:`Target.value_and_grad` (:mod:`pyrolik.model.replay`);
-    ``None`` means yes unless the environment sets ``PYROLIK_REPLAY=0``.
-
-    Raises ``ValueError``/``TypeError`` naming the fix for: non-finite data, data that do not fit the
-    model, no observed site, no plate over the examples, a discrete latent site, a latent outside the
-    data plate, and a guide that misses a latent site.
+    ``replay``: replay recorded evaluations (:mod:`pyrolik.model.replay`); ``None``: yes unless
+    ``PYROLIK_REPLAY=0``. Models that cannot be annealed raise ``ValueError``/``TypeError``.
     """
     x = validate_data(x)
     check_count("num_chains", num_chains)

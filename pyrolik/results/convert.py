@@ -59,12 +59,9 @@ CONVERTER = "auto"
 class Stored:
     """Where a result field lives in its export.
 
-    ``group``: a group (``"lower/observed_data"``: one of a subtree), ``"attrs"`` (a root attr) or,
-    with ``codec="result"``, a subtree. ``name``: the variable or attr; a tuple for a NamedTuple
-    field (one variable per entry); ``None`` for a dict field (one variable per key: the latent
-    sites, beside the group's declared and derived variables). ``dims``: the variable's dims,
-    truncated to its rank, further dims named ``<name>_dim_i``. ``codec``: how an attr or a
-    structured field is encoded (the reader's key).
+    ``group``: a group, ``"attrs"`` or (``codec="result"``) a subtree. ``name``: the variable or
+    attr; a tuple for a NamedTuple field, ``None`` for a dict field (one variable per key).
+    ``dims``: truncated to the rank, extra dims ``<name>_dim_i``. ``codec``: the reader's key.
     """
 
     group: str
