@@ -45,10 +45,8 @@ def other_point(u: Tensor) -> Tensor:
 class Replayed:
     """The replay layer: a function of ``u`` replayed from a recording of its tensor operations.
 
-    Called like ``fn`` and gives its numbers. Recordings are kept per memory layout of ``u`` (shape,
-    strides, dtype, device: a view needs its own); ``state_fn(u)`` says what else the program reads
-    (e.g. which tensors Pyro's param store holds), and a new state means a new recording. With
-    ``enabled=False`` every call runs ``fn``.
+    Called like ``fn``; one recording per memory layout of ``u`` and per ``state_fn(u)``.
+    ``enabled=False`` runs ``fn``.
     """
 
     def __init__(self, fn: Callable[[Tensor], object], enabled: bool = True,
@@ -162,9 +160,7 @@ def _metadata_only() -> set:
 def fold_constants(graph) -> int:
     """Compute once what the program recomputes identically at every call; in place.
 
-    Only what derives from Python numbers alone is folded (e.g. a ``Normal(0, 1)`` prior's constant);
-    parameters and data are never folded, so their in-place updates are still seen. Returns the
-    number of operations removed.
+    Only what derives from Python numbers alone (never parameters or data). Returns the count removed.
     """
     aten, metadata_only = torch.ops.aten, _metadata_only()
     nodes = list(graph.graph.nodes)
@@ -243,9 +239,7 @@ def _in_place_variants() -> dict:
 def reuse_buffers(graph) -> int:
     """Write ``c = a op b`` as ``a.op_(b)`` where ``a`` is a fresh result used only there; in place.
 
-    As eager autograd's backward formulas do (a tracer takes the out-of-place variants). Only where
-    ``a`` is a new buffer with no other user and the shape and dtype of ``c``. Returns the number of
-    operations rewritten.
+    As eager autograd does; only for an unshared ``a`` shaped like ``c``. Returns the count rewritten.
     """
     variants = _in_place_variants()
     owned: set = set()  # nodes whose result is a buffer no other node sees

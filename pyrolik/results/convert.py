@@ -168,8 +168,7 @@ def _dataset(variables: Variables, coords: dict[str, Any], sample_dims: list[str
 def example_dim(result: Any) -> str:
     """The name of the example dim: the result's ``example_dim`` (the model's data plate).
 
-    ``"example"`` when the result does not say, or when the plate's name is one the layout uses for
-    something else (``chain``, ``draw``, ``sample``, ``latent_dim``, ``<name>_dim_<i>``, ...).
+    ``"example"`` when unknown or reserved by the layout (``chain``, ``draw``, ...).
     """
     if hasattr(result, "lower") and hasattr(result, "upper"):  # BDMC: its runs' plate
         result = result.lower
@@ -534,10 +533,8 @@ class BDMCConverter:
 def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree:
     """Export a result (AIS, reverse AIS, IWAE, likelihood weighting, KDE or BDMC) to a DataTree.
 
-    Groups and dims are listed in ``docs/export.md``. ``num_blocks`` (C, default 4) is the number
-    of ArviZ chains the K chains or samples are split into (:mod:`pyrolik.ops.stats` states the
-    rule when K is not a multiple of C). Raw values equal the result's tensors; ``posterior`` holds
-    the resampled draws, drawn from a stream fixed by the result's seed.
+    Groups and dims: ``docs/export.md``. ``num_blocks``: ArviZ chains the K chains are split into
+    (:mod:`pyrolik.ops.stats`); ``posterior`` holds draws resampled with the result's seed.
     """
     if getattr(result, "exports_itself", False):  # e.g. pyrolik.distortion's curves
         return result.to_datatree()
@@ -552,10 +549,8 @@ def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree
 def flatten(tree: xr.DataTree) -> xr.DataTree:
     """One level of groups: a BDMC tree's ``lower/posterior`` becomes ``lower_posterior``, ....
 
-    ArviZ 0.x's ``InferenceData`` and ``az.from_netcdf`` only see the groups under the root, so
-    this is the layout of :func:`to_inference_data` and of the files :func:`pyrolik.save` writes.
-    The attrs of ``lower`` and ``upper`` (method, bound, settings, ...) are carried onto each of
-    their groups. A tree that is already flat is returned as it is.
+    The layout ArviZ 0.x reads (:func:`to_inference_data`, :func:`pyrolik.save`); the attrs of
+    ``lower`` and ``upper`` go onto each of their groups. A flat tree is returned as it is.
     """
     if not any(node.children for node in tree.children.values()):
         return tree
@@ -573,10 +568,7 @@ def flatten(tree: xr.DataTree) -> xr.DataTree:
 def to_inference_data(result: Any, *, num_blocks: int = DEFAULT_BLOCKS):
     """Export to an :class:`arviz.InferenceData` (ArviZ 0.x); a DataTree under ArviZ 1.x.
 
-    ``num_blocks``: see :func:`to_datatree`. A BDMC result's nested tree is flattened
-    (:func:`flatten`): its groups are ``lower_posterior``, ``lower_sample_stats``, ...,
-    ``upper_prior``, ..., beside the root ``posterior`` (the lower run's), ``evidence``,
-    ``simulated`` and ``calibration``.
+    ``num_blocks``: see :func:`to_datatree`. A BDMC tree is flattened (:func:`flatten`).
     """
     import arviz as az
 
