@@ -140,8 +140,7 @@ def default_sizes(num_pool: int, num: int = 8, smallest: int = 10) -> np.ndarray
 def default_lr(probe: str, num_features: int) -> float:
     """Default Adam learning rate: ``min(0.03, 0.5 / d)`` (linear), ``min(0.01, 0.5 / d)`` (MLP).
 
-    Keeping ``lr * d`` fixed makes one setting serve 8 PCA features and 784 pixels
-    (``docs/curves.md``).
+    ``lr * d`` fixed serves 8 PCA features and 784 pixels alike (``docs/curves.md``).
     """
     cap = {"linear": 0.03, "mlp": 0.01}
     if probe not in cap:
@@ -315,9 +314,8 @@ def evaluate_representations(
 ) -> dict[str, LossDataCurve]:
     """Loss-data curves of several representations of the same task: ``{name: LossDataCurve}``.
 
-    ``representations`` maps names to callables ``x -> features (N, d)``; ``train`` and ``valid`` are
-    ``(x, y)`` pairs; other keywords go to :func:`loss_data_curve` (the same ``seed`` gives every
-    representation the same data subsets).
+    ``representations``: ``{name: x -> features}``; ``train``, ``valid``: ``(x, y)``; other
+    keywords go to :func:`loss_data_curve`.
     """
     if not isinstance(representations, Mapping) or not representations:
         raise TypeError("representations must be a non-empty dict of name -> callable")

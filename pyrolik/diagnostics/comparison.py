@@ -24,9 +24,7 @@ _CORRECTIONS = ("holm", "bonferroni", "none")
 def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
     r"""Holm's step-down adjusted p-values (controls the family-wise error rate).
 
-    .. math:: \tilde p_{(i)} = \max_{j \le i} \min\{1, (m - j + 1)\, p_{(j)}\}
-
-    for the p-values sorted increasingly (Holm, 1979); uniformly more powerful than Bonferroni.
+    .. math:: \tilde p_{(i)} = \max_{j \le i} \min\{1, (m - j + 1)\, p_{(j)}\} \quad \text{(Holm, 1979)}
     """
     p = np.asarray(pvalues, dtype=np.float64)
     if p.ndim != 1 or ((p < 0) | (p > 1)).any() or np.isnan(p).any():
@@ -111,10 +109,8 @@ class Comparison:
                  ) -> pd.DataFrame:
         r"""``arviz.compare`` on the per-example scores: ELPD differences, ``dse`` and weights.
 
-        The per-example held-out log scores are handed to ArviZ as precomputed pointwise ELPDs
-        (ArviZ labels them ``elpd_loo``; no leave-one-out is involved: they are test-set values,
-        ``p_loo`` is 0). ArviZ reports sums over examples and ``dse = sqrt(N var(d))``; it adds
-        model weights (stacking of the predictive densities), which :func:`compare` does not.
+        The test-set log scores go in as pointwise ELPDs (labelled ``elpd_loo``, ``p_loo`` 0);
+        ArviZ reports sums over examples and adds model weights.
         """
         import arviz as az
         import xarray as xr

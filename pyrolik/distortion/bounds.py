@@ -50,8 +50,7 @@ __all__ = ["distortion_bdmc", "DistortionBDMC"]
 class DistortionBDMC:
     r"""BDMC along the distortion path at a few betas: per beta its own (simulated) data.
 
-    ``lower`` / ``upper`` are ``(c, N)`` stochastic bounds on :math:`\log Z_\beta(x)` for the data of
-    each checked beta (row ``j`` belongs to ``x[j]``); ``distortion`` the exact draws' distortion.
+    ``lower`` / ``upper``: ``(c, N)`` stochastic bounds on :math:`\log Z_\beta(x)`, row ``j`` of ``x[j]``.
     """
 
     mode: str

@@ -94,9 +94,8 @@ def _se(t: Tensor) -> Tensor:
 class DistortionCurve:
     r"""Per-example curves from one run along the distortion path.
 
-    ``log_weights`` (estimating :math:`\log Z_\beta`) and ``distortions`` are ``(m, K, N)``: recorded
-    betas x chains x examples. ``mode``: ``"gaussian"`` (squared error; sigmas and log p_sigma
-    defined) or ``"user"`` (rate-distortion only).
+    ``log_weights`` and ``distortions`` are ``(m, K, N)`` (betas x chains x examples); ``mode``:
+    ``"gaussian"`` or ``"user"`` (rate-distortion only).
     """
 
     mode: str
@@ -206,8 +205,7 @@ class DistortionCurve:
     def best_sigma(self) -> SigmaChoice:
         """The grid sigma with the best mean log-likelihood over these examples.
 
-        Choose it on *validation* examples and evaluate on others: chosen on the evaluated data it
-        inflates the score (Wu et al. 2017, section 5.3.2).
+        Choose it on *validation* examples (Wu et al. 2017, section 5.3.2).
         """
         sigmas = self._gaussian("best_sigma")[0]
         ll = self._gaussian_only("best_sigma")

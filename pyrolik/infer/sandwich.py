@@ -50,9 +50,8 @@ def simulate(
 ) -> Simulated:
     r"""Draw ``(x, latents)`` from the model's joint :math:`p(z)\,p(x \mid z)`.
 
-    The model runs with ``x=None``, or on a placeholder ``x`` with its observed sites released
-    (:func:`pyrolik.model.simulation.draw_joint`); ``latents`` are exact posterior samples for the
-    returned ``x``. Entries of ``x`` that no observed site scores are **0**.
+    ``latents`` are exact posterior samples for ``x`` (:func:`pyrolik.model.simulation.draw_joint`);
+    entries of ``x`` that no observed site scores are **0**.
 
     Parameters
     ----------
@@ -72,8 +71,7 @@ def simulate(
 def _check_posterior_start(target: Target, starts: list[Tensor], finals: list[Tensor]) -> None:
     """Warn when user latents explain x far worse than forward AIS's final states do.
 
-    Under the posterior, log p(x | z) spreads by about sqrt(d / 2) nats (Gaussian case): a start more
-    than ``5 sd + d + 5`` nats below the forward chains is not a posterior draw.
+    A start more than ``5 sd + d + 5`` nats below them (sd ~ sqrt(d / 2)) is not a posterior draw.
     """
     k, d = target.num_chains, target.latent_dim
     lo_start, lo_final = target.log_obs(starts[1]), target.log_obs(finals[0])
