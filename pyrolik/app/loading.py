@@ -174,8 +174,7 @@ def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "
               integer_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Read observations ``(N, *event_shape)`` from .npy, .npz or .pt (a tensor or a dict of them).
 
-    ``dtype="auto"`` keeps floating data as they are and turns integer or boolean data (e.g.
-    binarized images) into ``integer_dtype`` (the model's, on the command line).
+    ``dtype="auto"``: floating data as they are, integer or boolean ones as ``integer_dtype``.
     """
     path = Path(path)
     data = _read(path, key)

@@ -65,8 +65,7 @@ def plot_curves(
 ) -> Figure:
     """The curves on one axis, and VA loss, MDL, SDL and eps-SC against the evaluation size ``n``.
 
-    A change of ranking shows as crossing lines; an undetermined SDL is drawn at its partial area
-    (hollow markers), an undetermined eps-SC as the dotted line ``eps-SC = n``.
+    Undetermined SDL: partial area (hollow markers); undetermined eps-SC: the line ``n``.
     """
     import matplotlib.pyplot as plt
 

@@ -172,9 +172,8 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
 def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     """Acceptance rate, step size and the running estimate of :math:`\\log Z_\\beta` against beta.
 
-    Lines are means over chains and examples; the bands span the per-example means (min to max).
-    The last panel is :func:`pyrolik.diagnostics.checks.running_log_normalizer` averaged over examples.
-    A BDMC result draws its forward (blue) and reverse (red) runs on the same axes.
+    Means over chains and examples, with bands over the per-example means; BDMC: forward (blue)
+    and reverse (red).
     """
     axes = _axes(axes, 3, width=4.5)
     if isinstance(result, BDMCResult):
@@ -214,11 +213,9 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
 
 
 def plot_bdmc(result: BDMCResult, *, ax=None):
-    """BDMC bounds per example: a segment from the lower (forward AIS) to the upper (reverse AIS)
-    bound, examples sorted by gap (tick labels are the example indices).
+    """BDMC bounds per example, lower to upper, sorted by gap (ticks: example indices).
 
-    For the bounds against the number of annealing steps over several runs, use
-    :func:`pyrolik.infer.bdmc_convergence` and :func:`pyrolik.diagnostics.plots.plot_bdmc_convergence`.
+    Against the number of steps: :func:`pyrolik.diagnostics.plots.plot_bdmc_convergence`.
     """
     if not isinstance(result, BDMCResult):
         raise TypeError(f"plot_bdmc needs a BDMCResult, got {type(result).__name__}")

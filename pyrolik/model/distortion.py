@@ -89,10 +89,8 @@ class _SwapObservation(Messenger):
 class DistortionModel:
     r"""A Pyro model with its observation sites swapped for the distortion path (``docs/sigma_and_rd.md``).
 
-    Call it like the wrapped model. ``sigma`` (Gaussian mode) or ``distortion`` and ``beta_max``
-    (user mode) define the largest inverse temperature :attr:`beta_max` and the constant
-    :attr:`offset` per observed value: the observation term of an example is
-    :math:`-\beta_{\max} d + D\cdot\mathrm{offset}`, :math:`D` its number of observed values.
+    Called like the wrapped model; an example's observation term is
+    :math:`-\beta_{\max} d + D\cdot\mathrm{offset}`, :math:`D` its observed values.
     """
 
     def __init__(self, model: Callable[..., Any], *, sigma: float | None = None,
