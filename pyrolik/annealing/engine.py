@@ -115,11 +115,7 @@ class Totals:
 
 
 class Recorder:
-    r"""Diagnostics at chosen steps: every ``stride`` steps and the last, or the given ``steps``.
-
-    Per row: acceptance, step size, energy error, divergence, ``log_weight``; optionally ``z``
-    and :math:`r`.
-    """
+    r"""Diagnostics at chosen steps: every ``stride`` steps and the last, or the given ``steps``."""
 
     NAMES = ("acceptance_rate", "step_size", "log_weight", "beta", "diverging", "energy_error")
 

@@ -147,10 +147,7 @@ def resolve(schedule: str | Tensor, num_steps: int | None) -> Tensor:
 
 @dataclass(frozen=True)
 class Schedule:
-    """Fixed betas, or a schedule built per batch from the pilot on the grid of ``betas``.
-
-    ``name`` is what results record: ``"adaptive"``, a schedule's name, or ``"custom"``.
-    """
+    """Fixed betas, or a schedule built per batch from the pilot on the grid of ``betas``."""
 
     name: str
     betas: Tensor

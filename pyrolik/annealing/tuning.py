@@ -104,10 +104,7 @@ def _smooth(table: Tensor, width: int = 5) -> Tensor:
 
 
 def _no_overshoot(log_table: Tensor) -> Tensor:
-    """At each pilot temperature, the smaller of its log step size and the next temperature's.
-
-    Removes the overshoot of interpolated values where step sizes fall.
-    """
+    """At each pilot temperature, the smaller of its log step size and the next temperature's."""
     return torch.minimum(log_table, torch.cat([log_table[1:], log_table[-1:]]))
 
 
@@ -155,11 +152,7 @@ class PilotTuning:
 
 
 class PilotTable:
-    """The hook that builds the :class:`StepSizes` table while the pilot runs.
-
-    Per temperature: the mean of the second half of the log step sizes, :math:`\mathrm{Var}[r]`
-    and the inverse mass.
-    """
+    """The hook that builds the :class:`StepSizes` table while the pilot runs."""
 
     def __init__(self, schedule: Tensor, ends: list[int], num_chains: int, num_examples: int):
         self.betas = schedule[ends, 0]  # (P,) the pilot temperatures

@@ -138,10 +138,7 @@ def default_sizes(num_pool: int, num: int = 8, smallest: int = 10) -> np.ndarray
 
 
 def default_lr(probe: str, num_features: int) -> float:
-    """Default Adam learning rate: ``min(0.03, 0.5 / d)`` (linear), ``min(0.01, 0.5 / d)`` (MLP).
-
-    ``lr * d`` fixed serves 8 PCA features and 784 pixels alike (``docs/curves.md``).
-    """
+    """Default Adam learning rate: ``min(0.03, 0.5 / d)`` (linear), ``min(0.01, 0.5 / d)`` (MLP)."""
     cap = {"linear": 0.03, "mlp": 0.01}
     if probe not in cap:
         raise ValueError(f"probe must be one of {PROBES}; got {probe!r}")

@@ -31,11 +31,7 @@ def plot_loss_data(
     ns: Sequence[int] | None = None,
     ax: Axes | None = None,
 ) -> Axes:
-    """Loss-data curves of several representations on one axis (log-log).
-
-    Each curve is the seed mean with a band of one standard error; ``epsilon`` draws the
-    threshold of SDL / eps-SC, ``ns`` marks evaluation sizes.
-    """
+    """Loss-data curves of several representations on one axis (log-log)."""
     import matplotlib.pyplot as plt
 
     curves = _as_mapping(curves)
@@ -64,8 +60,6 @@ def plot_curves(
     rule: str = "right",
 ) -> Figure:
     """The curves on one axis, and VA loss, MDL, SDL and eps-SC against the evaluation size ``n``.
-
-    Undetermined SDL: partial area (hollow markers); undetermined eps-SC: the line ``n``.
     """
     import matplotlib.pyplot as plt
 

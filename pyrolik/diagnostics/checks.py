@@ -118,10 +118,7 @@ def _temperature_warnings(result: AISResult) -> list[str]:
 
 
 def check(result: EstimateResult | BDMCResult) -> list[str]:
-    """All plain-words warnings: ``result.warnings()``, acceptance collapse, negative BDMC gaps.
-
-    Each keeps its severity (:func:`pyrolik.exceptions.severity`); thresholds: :mod:`pyrolik.advice`.
-    """
+    """All plain-words warnings: ``result.warnings()``, acceptance collapse, negative BDMC gaps."""
     _check_result(result)
     out = list(result.warnings())
     if isinstance(result, BDMCResult):

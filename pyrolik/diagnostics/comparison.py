@@ -107,11 +107,7 @@ class Comparison:
     def to_arviz(self, score: str = "log",
                  method: Literal["stacking", "BB-pseudo-BMA", "pseudo-BMA"] = "stacking",
                  ) -> pd.DataFrame:
-        r"""``arviz.compare`` on the per-example scores: ELPD differences, ``dse`` and weights.
-
-        The test-set log scores go in as pointwise ELPDs (labelled ``elpd_loo``, ``p_loo`` 0);
-        ArviZ reports sums over examples and adds model weights.
-        """
+        r"""``arviz.compare`` on the per-example scores: ELPD differences, ``dse`` and weights."""
         import arviz as az
         import xarray as xr
         from arviz.stats.stats_utils import ELPDData

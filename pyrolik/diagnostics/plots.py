@@ -56,10 +56,7 @@ def _examples(n: int, examples, max_examples: int) -> np.ndarray:
 
 def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_examples: int = 30,
                      ax=None):
-    """Centred log-weights :math:`\\log w_k - \\log\\frac1K\\sum_j w_j` per example.
-
-    One dot per chain or sample, a box for the spread; examples with k-hat > 0.7 are drawn in red.
-    """
+    """Centred log-weights :math:`\\log w_k - \\log\\frac1K\\sum_j w_j` per example."""
     if isinstance(result, BDMCResult):
         axes = _axes(ax, 2)
         plot_log_weights(result.lower, examples=examples, max_examples=max_examples, ax=axes[0])
@@ -171,9 +168,6 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
 
 def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     """Acceptance rate, step size and the running estimate of :math:`\\log Z_\\beta` against beta.
-
-    Means over chains and examples, with bands over the per-example means; BDMC: forward (blue)
-    and reverse (red).
     """
     axes = _axes(axes, 3, width=4.5)
     if isinstance(result, BDMCResult):
@@ -213,10 +207,7 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
 
 
 def plot_bdmc(result: BDMCResult, *, ax=None):
-    """BDMC bounds per example, lower to upper, sorted by gap (ticks: example indices).
-
-    Against the number of steps: :func:`pyrolik.diagnostics.plots.plot_bdmc_convergence`.
-    """
+    """BDMC bounds per example, lower to upper, sorted by gap (ticks: example indices)."""
     if not isinstance(result, BDMCResult):
         raise TypeError(f"plot_bdmc needs a BDMCResult, got {type(result).__name__}")
     ax = _axes(ax)

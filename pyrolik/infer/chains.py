@@ -154,10 +154,7 @@ def prior_samples(
     model_kwargs: dict[str, Any] | None = None,
     seed: int | None = None,
 ) -> dict[str, Tensor]:
-    """``num_samples`` i.i.d. prior draws of every latent site: ``{site: (num_samples, *site_shape)}``.
-
-    ``x`` only gives the shape of one observation. With these samples CSL is likelihood weighting.
-    """
+    """I.i.d. prior draws of every latent site, ``{site: (num_samples, *site_shape)}``."""
     if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
         raise ValueError(f"num_samples must be a positive int; got {num_samples!r}")
     x = validate_data(x)

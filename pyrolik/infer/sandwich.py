@@ -69,10 +69,7 @@ def simulate(
 
 
 def _check_posterior_start(target: Target, starts: list[Tensor], finals: list[Tensor]) -> None:
-    """Warn when user latents explain x far worse than forward AIS's final states do.
-
-    A start more than ``5 sd + d + 5`` nats below them (sd ~ sqrt(d / 2)) is not a posterior draw.
-    """
+    """Warn when user latents explain x far worse than forward AIS's final states do."""
     k, d = target.num_chains, target.latent_dim
     lo_start, lo_final = target.log_obs(starts[1]), target.log_obs(finals[0])
     start = lo_start.reshape(k, -1).mean(0)

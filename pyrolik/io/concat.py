@@ -46,10 +46,7 @@ def _check(a: EstimateResult, b: EstimateResult) -> tuple[torch.Tensor, torch.Te
 
 
 def _draws(a: EstimateResult, b: EstimateResult, shift: int) -> dict | None:
-    """The resampled draws of two importance-sampling runs, blocks side by side.
-
-    ``shift`` is the number of samples of ``a``: ``b``'s draw indices are moved past them.
-    """
+    """The resampled draws of two importance-sampling runs, blocks side by side."""
     if not a.draws or not b.draws:
         return None
     if a.draws["draw_index"].shape[:2] != b.draws["draw_index"].shape[:2]:

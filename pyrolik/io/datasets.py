@@ -36,10 +36,7 @@ class Split(NamedTuple):
 
 
 def find_data_dir(data_dir: str | os.PathLike | None = None, filename: str = MNIST_TEST) -> Path | None:
-    """Resolve the MNIST data directory from ``data_dir`` or ``$PYROLIK_DATA``.
-
-    Returns the directory if it holds ``filename``, else ``None``.
-    """
+    """Resolve the MNIST data directory from ``data_dir`` or ``$PYROLIK_DATA``."""
     candidates = [data_dir, os.environ.get("PYROLIK_DATA")]
     for c in candidates:
         if c and (Path(c) / filename).is_file():

@@ -85,8 +85,6 @@ def register_reader(kind: str, reader: Any) -> None:
 
 def from_datatree(tree: Any) -> Result:
     """Rebuild the result object from :func:`to_datatree`'s (or :func:`to_inference_data`'s) output.
-
-    Each field is read where its class declares it (:func:`~pyrolik.results.convert.stored`).
     """
     if not isinstance(tree, xr.DataTree):
         if hasattr(tree, "to_datatree"):  # arviz.InferenceData
@@ -189,10 +187,7 @@ def _engine(path: Path, engine: str | None) -> str:
 
 def save(result: Result | xr.DataTree, path: str | os.PathLike, *, engine: str | None = None
          ) -> Path:
-    """Write a result to netCDF (or zarr, for a path ending in ``.zarr``) atomically.
-
-    Via a temporary file and :func:`os.replace`; a BDMC result is written flat (:func:`flatten`).
-    """
+    """Write a result to netCDF (or zarr, for a path ending in ``.zarr``) atomically."""
     path = Path(path)
     tree = result if isinstance(result, xr.DataTree) else to_datatree(result)
     if tree.attrs.get("pyrolik_result") == "BDMCResult":
@@ -236,10 +231,7 @@ def _check_format(path: Path) -> None:
 
 
 def load(path: str | os.PathLike, *, engine: str | None = None) -> Result:
-    """Read a result written by :func:`save` back into a result object (no rerun needed).
-
-    Only netCDF files and zarr stores are read; anything else raises ``ValueError``.
-    """
+    """Read a result written by :func:`save` (netCDF or zarr; else ``ValueError``)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no saved result at {path}")

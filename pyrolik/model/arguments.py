@@ -86,8 +86,6 @@ def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple
 
 def slice_arguments(args: tuple, kwargs: dict | None, start: int, stop: int) -> tuple[tuple, dict]:
     """The arguments of examples ``start:stop``: per-example tensors sliced, the rest as they are.
-
-    Call it on arguments from :func:`mark_arguments` (marked against the whole data set).
     """
 
     def cut(name: str, v: Any) -> Any:

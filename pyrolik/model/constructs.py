@@ -90,10 +90,7 @@ def subsampled_plates(tr) -> dict[str, tuple[int, int]]:
 
 
 def check_subsampling(tr, tr_2, rows: int, copies: int, plate_name: str | None) -> None:
-    """Refuse subsampling plates other than one over the examples whose subsample is the rows.
-
-    With ``plate_name`` None only a plate whose full size follows the rows is refused.
-    """
+    """Refuse subsampling plates other than one over the examples whose subsample is the rows."""
     doubled = subsampled_plates(tr_2)
     for name, (size, sub) in subsampled_plates(tr).items():
         if plate_name is None:
@@ -115,8 +112,6 @@ def check_subsampling(tr, tr_2, rows: int, copies: int, plate_name: str | None) 
 def check_index_free(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, tr, plate: str,
                      what: str, trace: Callable) -> None:
     """Refuse a ``what`` (model/guide) whose density reads the indices of the subsampling ``plate``.
-
-    pyrolik cannot know which rows ``x`` holds; checked by running ``fn`` with other indices.
     """
     values = {name: site["value"] for name, site in tr.nodes.items()
               if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)

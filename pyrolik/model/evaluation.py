@@ -104,10 +104,7 @@ class Program:
 
     def run(self, fn: ModelFn, values: dict[str, Tensor] | None, unconstrained: bool,
             scores: bool = False, record: bool = False) -> SiteDensities:
-        """Run ``fn`` (model or guide) once with the latents set to ``values`` (sampled if None).
-
-        Enumerated discrete sites are summed out when the latents are given.
-        """
+        """Run ``fn`` (model or guide) once with the latents set to ``values`` (sampled if None)."""
         enum_dims = None
         if values is not None:
             enum_dims = self.layout.enum_dims if fn is self.model else self.guide_enum_dims

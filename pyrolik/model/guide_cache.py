@@ -94,10 +94,7 @@ class CachedGuide:
 
 
 def cache_guide(first: list[SiteRecord], second: list[SiteRecord], z: Tensor) -> CachedGuide | None:
-    """The guide's Normal parameters from two runs of it, or None if it does not qualify.
-
-    ``first`` at latents computed from ``z`` (requires grad), ``second`` at other values.
-    """
+    """The guide's Normal parameters from two runs of it, or None if it does not qualify."""
     if not first or [r.name for r in first] != [r.name for r in second]:
         return None
     sites, leaves = [], []

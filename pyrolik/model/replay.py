@@ -43,11 +43,7 @@ def other_point(u: Tensor) -> Tensor:
 
 
 class Replayed:
-    """The replay layer: a function of ``u`` replayed from a recording of its tensor operations.
-
-    Called like ``fn``; one recording per memory layout of ``u`` and per ``state_fn(u)``.
-    ``enabled=False`` runs ``fn``.
-    """
+    """The replay layer: a function of ``u`` replayed from a recording of its tensor operations."""
 
     def __init__(self, fn: Callable[[Tensor], object], enabled: bool = True,
                  state_fn: Callable[[Tensor], Hashable] | None = None):
@@ -158,10 +154,7 @@ def _metadata_only() -> set:
 
 
 def fold_constants(graph) -> int:
-    """Compute once what the program recomputes identically at every call; in place.
-
-    Only what derives from Python numbers alone (never parameters or data). Returns the count removed.
-    """
+    """Compute once what the program recomputes identically at every call; in place."""
     aten, metadata_only = torch.ops.aten, _metadata_only()
     nodes = list(graph.graph.nodes)
     fresh: set = set()
@@ -238,8 +231,6 @@ def _in_place_variants() -> dict:
 
 def reuse_buffers(graph) -> int:
     """Write ``c = a op b`` as ``a.op_(b)`` where ``a`` is a fresh result used only there; in place.
-
-    As eager autograd does; only for an unshared ``a`` shaped like ``c``. Returns the count rewritten.
     """
     variants = _in_place_variants()
     owned: set = set()  # nodes whose result is a buffer no other node sees

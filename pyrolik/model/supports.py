@@ -124,10 +124,7 @@ def check_circular_guide(tr_g, circular: Sequence[str]) -> None:
 
 
 def check_guide_supports(tr_g, layout: Any) -> None:
-    """Refuse a guide whose site maps the unconstrained line otherwise than the model's site.
-
-    Otherwise ``log q`` is read at another point than the model's (compared at probe points).
-    """
+    """Refuse a guide whose site maps the unconstrained line otherwise than the model's site."""
     like = tr_g.nodes[layout.sites[0].name]["value"]
     probe = torch.linspace(-2.0, 1.5, layout.rows * layout.latent_dim, dtype=like.dtype,
                            device=like.device).reshape(layout.rows, layout.latent_dim)
@@ -165,10 +162,7 @@ def _bound_tensors(support: Any) -> list[Tensor]:
 
 def check_fixed_supports(model: ModelFn, x: Tensor, args: tuple, kwargs: dict, tr,
                          latent_names: Sequence[str], trace: Callable) -> None:
-    """Refuse a latent whose support's bounds depend on the values of other latents.
-
-    Checked by autograd for supports holding tensors, at the traced latent values.
-    """
+    """Refuse a latent whose support's bounds depend on the values of other latents."""
     moving = [n for n in latent_names if _bound_tensors(tr.nodes[n]["fn"].support)]
     if not moving:
         return

@@ -328,11 +328,7 @@ def make_target(
 
 @dataclass(frozen=True)
 class Inputs:
-    """What an estimator passes to :func:`make_target` for each batch of examples.
-
-    Per-example arguments are marked (:mod:`pyrolik.model.arguments`); :meth:`batch` gives those
-    of examples ``start:stop``.
-    """
+    """What an estimator passes to :func:`make_target` for each batch of examples."""
 
     model_args: tuple
     model_kwargs: dict

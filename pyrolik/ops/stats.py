@@ -149,10 +149,7 @@ def pareto_khat_from_tail(tail: Tensor, num_samples: int) -> Tensor:
 
 
 class RunningLogWeights:
-    r"""Streaming reduction of log-weights arriving in chunks of shape ``(k, N)``.
-
-    Keeps :math:`\log\sum w^m` (m = 1..4) and the largest log-weights (k-hat, jackknife MCSE).
-    """
+    r"""Streaming reduction of log-weights arriving in chunks of shape ``(k, N)``."""
 
     EXACT_TOP = 64  # the jackknife is exact up to this many weights, a 4-term series beyond
 

@@ -166,10 +166,7 @@ def _dataset(variables: Variables, coords: dict[str, Any], sample_dims: list[str
 
 
 def example_dim(result: Any) -> str:
-    """The name of the example dim: the result's ``example_dim`` (the model's data plate).
-
-    ``"example"`` when unknown or reserved by the layout (``chain``, ``draw``, ...).
-    """
+    """The name of the example dim: the result's ``example_dim`` (the model's data plate)."""
     if hasattr(result, "lower") and hasattr(result, "upper"):  # BDMC: its runs' plate
         result = result.lower
     name = getattr(result, "example_dim", None)
@@ -566,10 +563,7 @@ def flatten(tree: xr.DataTree) -> xr.DataTree:
 
 
 def to_inference_data(result: Any, *, num_blocks: int = DEFAULT_BLOCKS):
-    """Export to an :class:`arviz.InferenceData` (ArviZ 0.x); a DataTree under ArviZ 1.x.
-
-    ``num_blocks``: see :func:`to_datatree`. A BDMC tree is flattened (:func:`flatten`).
-    """
+    """Export to an :class:`arviz.InferenceData` (ArviZ 0.x); a DataTree under ArviZ 1.x."""
     import arviz as az
 
     tree = result if isinstance(result, xr.DataTree) else to_datatree(result, num_blocks=num_blocks)

@@ -57,10 +57,7 @@ class _Exports:
     reads results by their attributes and does not import this module)."""
 
     def to_datatree(self, *, num_blocks: int = 4):
-        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.results.convert`).
-
-        ``posterior`` holds resampled draws in ``num_blocks`` blocks of chains.
-        """
+        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.results.convert`)."""
         return to_datatree(self, num_blocks=num_blocks)
 
     def to_inference_data(self, *, num_blocks: int = 4):
@@ -106,10 +103,7 @@ class EstimateResult(_Exports):
 
     @property
     def failed(self) -> Tensor:
-        """``(N,)`` bool: examples whose estimate is NaN or inf (the model's density was not finite).
-
-        They are left out of :attr:`mean` and :attr:`stderr` (see :mod:`pyrolik.execution.faults`).
-        """
+        """``(N,)`` bool: examples whose estimate is not finite (left out of :attr:`mean`)."""
         return ~torch.isfinite(self.log_likelihood)
 
     @property
@@ -301,10 +295,7 @@ class EstimateResult(_Exports):
         return row
 
     def summary(self) -> Summary:
-        """A one-row table a person can read: the mean estimate, its errors and diagnostics.
-
-        A :class:`pandas.DataFrame` (index: the method), printed by :mod:`pyrolik.results.table`.
-        """
+        """A one-row table a person can read: the mean estimate, its errors and diagnostics."""
         return Summary(pd.DataFrame([self._summary_row()]).set_index("method"))
 
     def __repr__(self) -> str:
