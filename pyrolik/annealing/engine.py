@@ -75,11 +75,9 @@ def run(state: AISState, schedule: Tensor, tuning: Tuning, *, kernel: HMCTransit
         density: ValueAndGradFn, generator: torch.Generator | None, num_examples: int,
         first_step: int = 1, hooks: Sequence[Hook] = (), stops: Tensor | None = None
         ) -> tuple[AISState, Tuning]:
-    """Anneal every chain along its own column of ``schedule`` ``(T + 1, C)``, from ``first_step``
-    (1, or where a checkpoint left off) to ``T``.
+    """Anneal every chain along its column of ``schedule`` ``(T + 1, C)`` from ``first_step`` to ``T``.
 
-    ``stops`` ``(rows,)``: each row's largest beta (:func:`capped`). Steps at an unchanged beta add
-    nothing to the weight and leave :math:`f_s` invariant, so a row is an AIS run to its stop.
+    ``stops`` ``(rows,)``: each row's largest beta (:func:`capped`); a row is an AIS run to its stop.
     """
     k = state.log_weight.shape[0] // num_examples
     for t in range(first_step, schedule.shape[0]):
@@ -117,12 +115,7 @@ class Totals:
 
 
 class Recorder:
-    r"""Diagnostics at chosen steps: every ``stride`` steps and the last, or the given ``steps``.
-
-    ``acceptance_rate``, ``step_size``, ``energy_error``, ``diverging``, ``log_weight`` ``(rows,)``,
-    ``beta``, the states ``z`` with ``keep_states``, and with ``record_log_ratio`` the states'
-    :math:`r` (with ``log_weight`` a properly weighted draw of :math:`f_\beta`).
-    """
+    r"""Diagnostics at chosen steps: every ``stride`` steps and the last, or the given ``steps``."""
 
     NAMES = ("acceptance_rate", "step_size", "log_weight", "beta", "diverging", "energy_error")
 

@@ -17,25 +17,21 @@ __all__ = ["HMC", "HMCTransition", "HMCState", "HMCInfo", "leapfrog"]
 class HMC:
     r"""The AIS transition kernel: one HMC trajectory of ``num_leapfrog`` steps per annealing step.
 
-    Two parts: ``transition`` (a :class:`~pyrolik.annealing.transition.HMCTransition`) and
-    ``adaptation``, the strategy choosing its step sizes (:func:`pyrolik.annealing.tuning.from_settings`).
-    Every setting keeps the transitions exact; the measurements behind the defaults are in
-    ``docs/kernel.md``.
+    ``transition`` (:class:`~pyrolik.annealing.transition.HMCTransition`) plus ``adaptation``, the
+    step-size strategy (:func:`pyrolik.annealing.tuning.from_settings`); defaults: ``docs/kernel.md``.
 
     Parameters
     ----------
     num_leapfrog : int
-        Leapfrog steps per trajectory (L); a run costs about ``num_steps * num_leapfrog`` gradient
-        evaluations per chain.
+        Leapfrog steps per trajectory; cost ~ ``num_steps * num_leapfrog`` gradients per chain.
     step_size : float
         Initial step size (``adapt="pilot"`` / ``"online"``) or the fixed one (``adapt=None``).
     target_accept : float, optional
         Acceptance rate the adaptation aims for; default 0.9 for the pilot, 0.65 online.
     adapt : {"pilot", "online", None} or an adaptation strategy
-        ``"pilot"`` (default): a short pilot AIS run tunes one step size per example and temperature,
-        frozen for the estimating run (exact, and shared by BDMC's reverse run). ``"online"``: each
-        chain adapts during the run from its own acceptance (cheaper, slightly biased). ``None``:
-        ``step_size`` throughout. A strategy object (:mod:`pyrolik.annealing.tuning`) as it is.
+        ``"pilot"``: a pilot AIS run tunes a frozen step size per example and temperature (exact;
+        shared by BDMC's reverse run). ``"online"``: per-chain adaptation (cheaper, slightly biased).
+        ``None``: ``step_size`` throughout. A strategy object is used as it is.
     pilot_fraction : float
         Pilot steps as a fraction of ``num_steps`` (at least ``min_pilot_steps``).
     pilot_chains : int, optional
@@ -47,11 +43,9 @@ class HMC:
     max_energy_error : float
         Energy errors above this count as divergences.
     step_jitter : float
-        Each row's step size times a fresh :math:`U(1 - j, 1 + j)` at every transition; breaks the
-        resonance of a fixed trajectory.
+        Step sizes times a fresh :math:`U(1 - j, 1 + j)` per transition (breaks resonance).
     momentum_persistence : float
-        :math:`\alpha \in [0, 1)`: partial momentum refreshment
-        :math:`u \leftarrow \alpha u + \sqrt{1 - \alpha^2}\,\xi`, kept between annealing steps and
+        :math:`\alpha`: partial refreshment :math:`u \leftarrow \alpha u + \sqrt{1 - \alpha^2}\,\xi`,
         flipped on rejection (Horowitz 1991; Neal 2011, section 5.3); ``0``: fresh momentum.
     """
 

@@ -147,10 +147,7 @@ def resolve(schedule: str | Tensor, num_steps: int | None) -> Tensor:
 
 @dataclass(frozen=True)
 class Schedule:
-    """Fixed betas, or a schedule built per batch from the pilot on the grid of ``betas``.
-
-    ``name`` is what results record: ``"adaptive"``, a schedule's name, or ``"custom"``.
-    """
+    """Fixed betas, or a schedule built per batch from the pilot on the grid of ``betas``."""
 
     name: str
     betas: Tensor
@@ -241,9 +238,8 @@ def merge_grid(grid_b: Tensor, schedule: str | Tensor, num_steps: int | None
                ) -> tuple[Tensor, Tensor]:
     """A schedule in :math:`b` from 0 to 1 containing every grid point, and their step indices.
 
-    ``grid_b``: points in :math:`(0, 1]`, increasing, the last exactly 1; ``schedule``: the base (a
-    name with ``num_steps``, or betas; geometric starts at ``min(1e-4, grid_b[0] / 100)``). Returns
-    ``(schedule, steps)``: ``(T + 1,)`` float64 with ``schedule[steps] == grid_b``.
+    ``grid_b``: increasing in :math:`(0, 1]`, ending at 1. Returns ``(schedule, steps)`` with
+    ``schedule[steps] == grid_b``.
     """
     if isinstance(schedule, str) and schedule in PILOT_NAMES:
         raise ValueError(

@@ -74,10 +74,7 @@ def _kinetic(p: Tensor, inv_mass: Tensor | None) -> Tensor:
 
 @dataclass(frozen=True)
 class HMCTransition:
-    r"""One HMC trajectory of ``num_leapfrog`` steps that leaves :math:`f_\beta` invariant.
-
-    Its step sizes are arguments of :meth:`step`; the parameters are :class:`~pyrolik.HMC`'s.
-    """
+    r"""One HMC trajectory of ``num_leapfrog`` steps that leaves :math:`f_\beta` invariant."""
 
     num_leapfrog: int = 10
     max_energy_error: float = 1000.0

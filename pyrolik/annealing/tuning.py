@@ -104,11 +104,7 @@ def _smooth(table: Tensor, width: int = 5) -> Tensor:
 
 
 def _no_overshoot(log_table: Tensor) -> Tensor:
-    """At each pilot temperature, the smaller of its log step size and the next temperature's.
-
-    The run reads a pilot value, interpolated, up to the next temperature, where the target may be
-    stiffer; this removes the overshoot where step sizes fall.
-    """
+    """At each pilot temperature, the smaller of its log step size and the next temperature's."""
     return torch.minimum(log_table, torch.cat([log_table[1:], log_table[-1:]]))
 
 
@@ -156,12 +152,7 @@ class PilotTuning:
 
 
 class PilotTable:
-    """The hook that builds the :class:`StepSizes` table while the pilot runs.
-
-    At each pilot temperature's last transition it keeps the mean of the second half of the log step
-    sizes met there (a warm-up's last value oscillates around the target), the variance of :math:`r`
-    per example and the inverse mass.
-    """
+    """The hook that builds the :class:`StepSizes` table while the pilot runs."""
 
     def __init__(self, schedule: Tensor, ends: list[int], num_chains: int, num_examples: int):
         self.betas = schedule[ends, 0]  # (P,) the pilot temperatures
@@ -296,10 +287,8 @@ class Online(Adaptation):
 class Pilot(Adaptation):
     r"""Per-example, per-temperature step sizes from a pilot run, frozen for the estimating run.
 
-    It starts at ``step_size``, aims at ``target_accept`` (0.9: ``docs/kernel.md``) with the update
-    :math:`\log\epsilon \mathrel{+}= g(\bar a - a^*)` of gain ``gain``, runs ``fraction`` of the
-    run's steps (at least ``min_steps``) on ``chains`` chains per example (``None``: all), and with
-    ``mass_matrix`` also keeps a diagonal inverse mass.
+    Update :math:`\log\epsilon \mathrel{+}= g(\bar a - a^*)` for ``fraction`` of the run's steps
+    on ``chains`` chains per example (``docs/kernel.md``).
     """
 
     step_size: float = 0.1

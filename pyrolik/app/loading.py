@@ -172,11 +172,7 @@ def _read(path: Path, key: str | None) -> torch.Tensor:
 def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "auto",
               limit: int | None = None, device: torch.device | str = "cpu",
               integer_dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Read observations ``(N, *event_shape)`` from .npy, .npz or .pt (a tensor or a dict of them).
-
-    ``dtype="auto"`` keeps floating data as they are and turns integer or boolean data (e.g.
-    binarized images) into ``integer_dtype`` (the model's, on the command line).
-    """
+    """Read observations ``(N, *event_shape)`` from .npy, .npz or .pt (tensor or dict)."""
     path = Path(path)
     data = _read(path, key)
     if dtype == "auto":

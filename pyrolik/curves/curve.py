@@ -33,15 +33,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LossDataCurve:
-    """A loss-data curve: validation loss (nats) and accuracy at each training-set size; from
-    :func:`loss_data_curve`, or from arrays measured elsewhere.
+    """Validation loss (nats) and accuracy at each training-set size (:func:`loss_data_curve`).
 
     Attributes
     ----------
     sizes : numpy.ndarray of int, shape (m,)
         Training-set sizes, strictly increasing, >= 1.
     loss, accuracy : numpy.ndarray, shape (num_seeds, m)
-        Validation cross-entropy (nats) and accuracy (optional) of each seed's probe at each size.
+        Each seed's validation cross-entropy (nats) and accuracy (optional) per size.
     name : str
         The representation's name.
     num_classes : int, optional
@@ -139,11 +138,7 @@ def default_sizes(num_pool: int, num: int = 8, smallest: int = 10) -> np.ndarray
 
 
 def default_lr(probe: str, num_features: int) -> float:
-    """Default Adam learning rate: ``min(0.03, 0.5 / d)`` (linear), ``min(0.01, 0.5 / d)`` (MLP).
-
-    Keeping ``lr * d`` fixed makes one setting serve 8 PCA features and 784 pixels
-    (``docs/curves.md``).
-    """
+    """Default Adam learning rate: ``min(0.03, 0.5 / d)`` (linear), ``min(0.01, 0.5 / d)`` (MLP)."""
     cap = {"linear": 0.03, "mlp": 0.01}
     if probe not in cap:
         raise ValueError(f"probe must be one of {PROBES}; got {probe!r}")
@@ -222,9 +217,8 @@ def loss_data_curve(
 ) -> LossDataCurve:
     r"""Estimate the loss-data curve of one representation by training all probes at once.
 
-    For each size :math:`n_j` and seed, a probe trains on the first :math:`n_j` points of the seed's
-    permutation of the pool; the mean over seeds of its validation cross-entropy estimates
-    :math:`L(\mathcal{A}_\phi, n_j)` without bias.
+    Per size and seed a probe trains on the first :math:`n_j` points of a permutation; the seed
+    mean of the validation cross-entropy estimates :math:`L(\mathcal{A}_\phi, n_j)` without bias.
 
     Parameters
     ----------
@@ -233,15 +227,15 @@ def loss_data_curve(
     valid_features, valid_labels : Tensor or ndarray, shapes (V, d) and (V,)
         Held-out data on which each probe's loss is measured.
     sizes : sequence of int, optional
-        Training-set sizes, increasing, at most N; default :func:`default_sizes` (8 log-spaced).
+        Increasing, at most N; default :func:`default_sizes`.
     num_seeds : int
-        Probes per size; each seed fixes a data order and an initialisation.
+        Probes per size (each a data order and an initialisation).
     probe : {"linear", "mlp"}
         Multinomial logistic regression, or one hidden ReLU layer of ``hidden`` units.
     num_steps, batch_size, weight_decay, lr
-        Adam's settings, the same for every probe (``lr``: default :func:`default_lr`).
+        Adam's settings for every probe (``lr``: default :func:`default_lr`).
     standardize : bool
-        Centre the features and divide them by one global scale (keeps their geometry).
+        Centre the features, divide by one global scale.
     num_classes, seed, name
         K (default ``max(label) + 1``), the seed, the curve's label.
     """
@@ -317,9 +311,8 @@ def evaluate_representations(
 ) -> dict[str, LossDataCurve]:
     """Loss-data curves of several representations of the same task: ``{name: LossDataCurve}``.
 
-    ``representations`` maps names to callables ``x -> features (N, d)``; ``train`` and ``valid`` are
-    ``(x, y)`` pairs; other keywords go to :func:`loss_data_curve` (the same ``seed`` gives every
-    representation the same data subsets).
+    ``representations``: ``{name: x -> features}``; ``train``, ``valid``: ``(x, y)``; other
+    keywords go to :func:`loss_data_curve`.
     """
     if not isinstance(representations, Mapping) or not representations:
         raise TypeError("representations must be a non-empty dict of name -> callable")

@@ -75,8 +75,7 @@ def validation_accuracy(curve: LossDataCurve, n: int) -> float:
 def mi_proxy(curve: LossDataCurve) -> float:
     r"""MI proxy: the loss at the largest size, :math:`\hat L(n_m)`.
 
-    It estimates the loss with infinite data from above (for a non-increasing curve), so
-    :math:`H(Y) - \hat L(n_m)` is a lower bound on :math:`I(\phi(X); Y)` up to validation noise.
+    :math:`H(Y) - \hat L(n_m)` lower-bounds :math:`I(\phi(X); Y)` up to validation noise.
     """
     return float(_check_curve(curve).mean_loss[-1])
 
@@ -107,11 +106,9 @@ def mdl(
     .. math:: \mathrm{MDL}(n) = \sum_{j:\, n_j \le n} (n_j - n_{j-1})\,\hat L_{j}
        \quad(\text{rule="right"}),
 
-    the area under the curve up to ``n`` (default: the largest size), estimating
-    :math:`\sum_{i=1}^{n} L(\mathcal{A}_\phi, i)` (Whitney et al. 2020, eq. 4). ``rule="left"``
-    charges each block :math:`\hat L_{j-1}`, with :math:`\hat L_0 =` ``loss_at_zero`` (default
-    :math:`\log K`): Voita & Titov's block code. For a non-increasing curve right and left bracket the
-    sum. MDL grows with ``n``, so its rankings depend on the evaluation size.
+    estimating :math:`\sum_{i=1}^{n} L(\mathcal{A}_\phi, i)` (Whitney et al. 2020, eq. 4).
+    ``rule="left"`` charges :math:`\hat L_{j-1}`, :math:`\hat L_0 =` ``loss_at_zero`` (default
+    :math:`\log K`): Voita & Titov's block code; right and left bracket the sum.
     """
     return _area(_upto(curve, n), 0.0, rule, loss_at_zero)
 
@@ -126,9 +123,7 @@ def sdl(
        [\hat L_j - \varepsilon]_+ \quad(\text{rule="right"}),
 
     estimating :math:`\sum_{i=1}^{\infty} [L(\mathcal{A}_\phi, i) - \varepsilon]_+` (Whitney et al.
-    2020, section 4). ``inf`` (not determined) unless the loss at the largest size used is
-    :math:`\le \varepsilon`; once determined it no longer changes with ``n``. ``rule`` and
-    ``loss_at_zero`` as in :func:`mdl`.
+    2020, section 4); ``inf`` until the last loss used is :math:`\le \varepsilon`.
     """
     c = _upto(curve, n)
     epsilon = _check_epsilon(epsilon)
@@ -144,9 +139,8 @@ def epsilon_sample_complexity(
 
     .. math:: \varepsilon\mathrm{SC} = \min\{n_j \le n : \hat L_j \le \varepsilon\},
 
-    ``inf`` if no size up to ``n`` reaches it (not determined). The grid value is an upper bound on
-    the crossing; ``interpolate=True`` interpolates linearly in :math:`\log n` instead (Whitney et al.
-    2020, section 4).
+    ``inf`` if no size up to ``n`` reaches it; an upper bound on the crossing (``interpolate=True``:
+    linear in :math:`\log n`) (Whitney et al. 2020, section 4).
     """
     c = _upto(curve, n)
     epsilon = _check_epsilon(epsilon)
@@ -167,8 +161,7 @@ def epsilon_from_baseline(baseline: LossDataCurve | float, slack: float = 0.1) -
 
     .. math:: \varepsilon = \hat L_\text{raw}(n_m) + \text{slack},
 
-    so that :math:`\varepsilon > H(Y \mid X)` and a good representation can reach it. ``baseline``:
-    the raw representation's curve (its last point) or a loss in nats.
+    so that :math:`\varepsilon > H(Y \mid X)`; ``baseline``: a curve or a loss in nats.
     """
     if isinstance(baseline, LossDataCurve):
         base = mi_proxy(baseline)
@@ -208,11 +201,8 @@ def measures_table(
 ) -> pd.DataFrame:
     """The measures of several representations, as evaluated with ``n`` points, for each ``n``.
 
-    ``curves``: ``{name: LossDataCurve}`` or a list; ``epsilon``: the threshold (nats) of SDL and
-    eps-SC; ``ns``: evaluation sizes (default: all the curves share); ``rule``: as in :func:`mdl`.
-    Returns a DataFrame indexed by ``(n, representation)``: ``va_loss``, ``va_accuracy``, ``mdl``,
-    ``sdl``, ``sdl_partial`` (a lower bound on an undetermined SDL), ``eps_sc``; ``inf``: not
-    determined.
+    A DataFrame indexed by ``(n, representation)``: ``va_loss``, ``va_accuracy``, ``mdl``,
+    ``sdl``, ``sdl_partial`` (lower bound on an undetermined SDL), ``eps_sc``.
     """
     import pandas as pd
 
@@ -252,9 +242,7 @@ def _best(values: pd.Series) -> str:
 def best_representation(table: pd.DataFrame) -> pd.DataFrame:
     """The verdict of each measure at each evaluation size: the best representation, if decided.
 
-    VA and MDL always name one; eps-SC once one value is determined; SDL once every undetermined
-    ``sdl_partial`` exceeds the best determined SDL; these then no longer change. Returns a DataFrame
-    indexed by ``n`` of names (ties joined by ``" = "``) or ``None``.
+    A DataFrame indexed by ``n`` of names (ties joined by ``" = "``) or ``None`` (undecided).
     """
     import pandas as pd
 

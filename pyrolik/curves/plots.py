@@ -31,11 +31,7 @@ def plot_loss_data(
     ns: Sequence[int] | None = None,
     ax: Axes | None = None,
 ) -> Axes:
-    """Loss-data curves of several representations on one axis (log-log).
-
-    Each curve is the seed mean with a band of one standard error; ``epsilon`` draws the
-    threshold of SDL / eps-SC, ``ns`` marks evaluation sizes.
-    """
+    """Loss-data curves of several representations on one axis (log-log)."""
     import matplotlib.pyplot as plt
 
     curves = _as_mapping(curves)
@@ -64,9 +60,6 @@ def plot_curves(
     rule: str = "right",
 ) -> Figure:
     """The curves on one axis, and VA loss, MDL, SDL and eps-SC against the evaluation size ``n``.
-
-    A change of ranking shows as crossing lines; an undetermined SDL is drawn at its partial area
-    (hollow markers), an undetermined eps-SC as the dotted line ``eps-SC = n``.
     """
     import matplotlib.pyplot as plt
 

@@ -96,11 +96,7 @@ def train_probes(
     lr: float,
     weight_decay: float = 0.0,
 ) -> dict[str, Tensor]:
-    """Train all probes at once with Adam; returns the trained stacked parameters.
-
-    Probe ``p`` sees positions ``(t B + j) mod n_p`` at step ``t`` (all its points when
-    ``n_p <= B``, the padding masked). Internal: arguments are assumed valid.
-    """
+    """Train all probes at once with Adam; returns the trained stacked parameters."""
     params = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
     opt = torch.optim.Adam(list(params.values()), lr=lr, weight_decay=weight_decay, fused=True)
     n = probe_set.sizes.unsqueeze(1).to(x.device)  # (P, 1)

@@ -41,11 +41,9 @@ def example_table(result: EstimateResult | BDMCResult) -> pd.DataFrame:
 def temperature_trace(result: AISResult) -> pd.DataFrame:
     r"""One row per recorded annealing step: beta and the population diagnostics at it.
 
-    Columns: ``beta``; ``acceptance_rate`` (mean over chains and examples) and
-    ``min_acceptance_rate`` (the lowest per-example mean over chains); ``step_size`` (mean) with
-    ``min_step_size`` / ``max_step_size``; ``divergent_fraction``; ``log_mean_weight``, the mean
-    over examples of :math:`\log\frac1K\sum_k w_k^{(t)}` of the running weights; and
-    ``log_normalizer``, the mean over examples of :func:`running_log_normalizer`.
+    Columns: ``beta``, ``acceptance_rate`` and its per-example ``min``, ``step_size`` with
+    min/max, ``divergent_fraction``, ``log_mean_weight``, ``log_normalizer``
+    (:func:`running_log_normalizer`), averaged over examples.
     """
     if not isinstance(result, AISResult):
         raise TypeError(f"temperature_trace needs an AIS result (ais, reverse_ais, or a BDMC "
@@ -120,12 +118,7 @@ def _temperature_warnings(result: AISResult) -> list[str]:
 
 
 def check(result: EstimateResult | BDMCResult) -> list[str]:
-    """All plain-words warnings about a result: ``result.warnings()`` plus per-temperature
-    acceptance collapse and a negative BDMC gap beyond noise (thresholds: :mod:`pyrolik.advice`).
-
-    Each message keeps its severity (:func:`pyrolik.exceptions.severity`): to act on, or a remark
-    at the level of Monte Carlo noise or a standing caveat of the settings.
-    """
+    """All plain-words warnings: ``result.warnings()``, acceptance collapse, negative BDMC gaps."""
     _check_result(result)
     out = list(result.warnings())
     if isinstance(result, BDMCResult):

@@ -24,9 +24,7 @@ _CORRECTIONS = ("holm", "bonferroni", "none")
 def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
     r"""Holm's step-down adjusted p-values (controls the family-wise error rate).
 
-    .. math:: \tilde p_{(i)} = \max_{j \le i} \min\{1, (m - j + 1)\, p_{(j)}\}
-
-    for the p-values sorted increasingly (Holm, 1979); uniformly more powerful than Bonferroni.
+    .. math:: \tilde p_{(i)} = \max_{j \le i} \min\{1, (m - j + 1)\, p_{(j)}\} \quad \text{(Holm, 1979)}
     """
     p = np.asarray(pvalues, dtype=np.float64)
     if p.ndim != 1 or ((p < 0) | (p > 1)).any() or np.isnan(p).any():
@@ -63,19 +61,16 @@ class Comparison:
     Attributes
     ----------
     pairs : DataFrame
-        One row per (score, model_a, model_b): ``mean_diff`` (a minus b, per example), ``se``, a
-        ``ci_low``/``ci_high`` t interval at ``1 - level``, ``t_statistic``/``t_pvalue`` (paired
-        t-test), ``wilcoxon_statistic``/``wilcoxon_pvalue`` (signed-rank), ``p_adjusted`` (the
-        chosen test's p-value corrected over all pairs of the score), ``better`` (the winner at
-        ``level``, or None), and the BDMC ``gap_a``/``gap_b`` where known.
+        One row per (score, model_a, model_b): ``mean_diff`` (a minus b), ``se``, t interval
+        ``ci_low``/``ci_high``, both tests' statistics and p-values, ``p_adjusted``, ``better``
+        (the winner at ``level``, or None), BDMC ``gap_a``/``gap_b``.
     table : DataFrame
-        Models ranked by mean score per score rule: ``rank`` (0 is best), ``mean``, ``se``,
-        ``diff_to_best`` and its paired ``dse``, ``p_vs_best`` (adjusted), ``worse_than_best``,
-        ``bound``, ``method``, ``gap``.
+        Models ranked per score rule (``rank`` 0 is best), with ``diff_to_best``, ``dse`` and
+        ``p_vs_best``.
     notes : list of str
-        Warnings about what the differences may contain (estimator bias, bounds of different kinds).
+        What the differences may contain (estimator bias, bounds of different kinds).
     per_example : dict of DataFrame
-        The per-example scores, one column per model, for each score rule.
+        Per score rule, the per-example scores, one column per model.
     """
 
     pairs: pd.DataFrame
@@ -112,13 +107,7 @@ class Comparison:
     def to_arviz(self, score: str = "log",
                  method: Literal["stacking", "BB-pseudo-BMA", "pseudo-BMA"] = "stacking",
                  ) -> pd.DataFrame:
-        r"""``arviz.compare`` on the per-example scores: ELPD differences, ``dse`` and weights.
-
-        The per-example held-out log scores are handed to ArviZ as precomputed pointwise ELPDs
-        (ArviZ labels them ``elpd_loo``; no leave-one-out is involved: they are test-set values,
-        ``p_loo`` is 0). ArviZ reports sums over examples and ``dse = sqrt(N var(d))``; it adds
-        model weights (stacking of the predictive densities), which :func:`compare` does not.
-        """
+        r"""``arviz.compare`` on the per-example scores: ELPD differences, ``dse`` and weights."""
         import arviz as az
         import xarray as xr
         from arviz.stats.stats_utils import ELPDData
@@ -297,24 +286,20 @@ def compare(
 ) -> Comparison:
     r"""Compare models scored on the same examples, pair by pair, with paired tests.
 
-    The per-example differences :math:`d_n = s^a_n - s^b_n` give the mean difference, its standard
-    error, a paired t-test and a Wilcoxon signed-rank test; over several pairs the p-values are
-    corrected. The tests see the estimates' Monte Carlo noise, not their bias: ``notes`` say when
-    the estimates are bounds of different kinds, and show BDMC gaps where known (``docs/compare.md``).
+    The differences :math:`d_n = s^a_n - s^b_n` get a paired t-test and a Wilcoxon signed-rank
+    test, corrected over pairs. The tests see Monte Carlo noise, not bias (``docs/compare.md``).
 
     Parameters
     ----------
     *models : result objects, arrays, or one dict ``{name: model}``
-        Objects with ``.log_likelihood`` (per-example, ``.bound``/``.method``/``.name``/``.gap``
-        are read when present), 1-D per-example log scores, or, with ``y``, ``(N, K)`` predicted
-        class probabilities.
+        Objects with per-example ``.log_likelihood``, 1-D per-example log scores, or, with ``y``,
+        ``(N, K)`` predicted class probabilities.
     names : sequence of str, optional
         Names for positional models (defaults: ``.name``, ``.method``, ``model_i``).
     y : array of int, optional
-        Observed classes; makes the models categorical predictive distributions scored by
-        ``scores`` (default: log, quadratic and spherical).
+        Observed classes, scored by ``scores`` (default: log, quadratic and spherical).
     level : float
-        Significance level of the decisions and of the confidence intervals.
+        Significance level of the decisions and intervals.
     test : {"t", "wilcoxon"}
         Which test decides ``better``; both are always reported.
     correction : {"holm", "bonferroni", "none"}
@@ -327,8 +312,7 @@ def compare(
     Comparison
         ``pairs``, ``table`` (ranked), ``notes``, ``better`` (two models).
 
-    Evidences of one data set (:func:`pyrolik.evidence` results) are compared by their log Bayes
-    factors: ``mean_diff`` is the difference of the evidences, ``se`` its Monte Carlo standard error.
+    :func:`pyrolik.evidence` results are compared by log Bayes factor (``mean_diff``, ``se``).
     """
     if not (isinstance(level, float | int) and 0 < level < 1):
         raise ValueError(f"level must be in (0, 1); got {level!r}")

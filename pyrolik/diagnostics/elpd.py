@@ -61,14 +61,12 @@ def to_elpd(data: Any, *, bound: str = "lower") -> Any:
     Parameters
     ----------
     data : result, xarray.DataTree or arviz.InferenceData
-        An export with an ``evidence`` group (AIS, IWAE, likelihood weighting), or a BDMC export
-        (its ``bound`` run: ``"lower"`` or ``"upper"``).
+        An export with an ``evidence`` group, or a BDMC export (its ``bound`` run).
 
     Returns
     -------
     EvidenceData
-        An ``ELPDData`` with ``pareto_k`` (over the example dim), ``good_k``, ``n_samples``,
-        ``n_data_points``, ``elpd_evidence`` = the sum of the per-example estimates and ``se``.
+        ``pareto_k`` per example, ``elpd_evidence`` (the sum of the estimates) and ``se``.
     """
     ev = _evidence(data, bound)
     k = ev["pareto_k"]

@@ -56,10 +56,7 @@ def _examples(n: int, examples, max_examples: int) -> np.ndarray:
 
 def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_examples: int = 30,
                      ax=None):
-    """Centred log-weights :math:`\\log w_k - \\log\\frac1K\\sum_j w_j` per example.
-
-    One dot per chain or sample, a box for the spread; examples with k-hat > 0.7 are drawn in red.
-    """
+    """Centred log-weights :math:`\\log w_k - \\log\\frac1K\\sum_j w_j` per example."""
     if isinstance(result, BDMCResult):
         axes = _axes(ax, 2)
         plot_log_weights(result.lower, examples=examples, max_examples=max_examples, ax=axes[0])
@@ -123,12 +120,9 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
 def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
     r"""Pareto k-hat per example, with lines at 0.5, 0.7 (unreliable above) and 1.
 
-    PSIS fits a generalised Pareto tail to the largest weights and needs at least 25 weights per
-    example (Vehtari et al. 2024). With fewer (8 AIS chains, say) k-hat is undefined and the panel
-    shows, with a title that says so, the largest normalised weight
-    :math:`\max_k w_k / \sum_j w_j` per example instead: near :math:`1/K` when the chains share
-    the estimate, near 1 when one chain carries it. A BDMC result draws its forward (blue) and
-    reverse (red) runs on the same axes. Drawn with matplotlib (the same under ArviZ 0.x and 1.x).
+    PSIS needs at least 25 weights per example (Vehtari et al. 2024); with fewer the panel shows
+    the largest normalised weight :math:`\max_k w_k / \sum_j w_j` instead (near 1: one chain
+    carries the estimate). A BDMC result draws forward (blue) and reverse (red) runs.
     """
     ax = _axes(ax)
     parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
@@ -174,10 +168,6 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
 
 def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     """Acceptance rate, step size and the running estimate of :math:`\\log Z_\\beta` against beta.
-
-    Lines are means over chains and examples; the bands span the per-example means (min to max).
-    The last panel is :func:`pyrolik.diagnostics.checks.running_log_normalizer` averaged over examples.
-    A BDMC result draws its forward (blue) and reverse (red) runs on the same axes.
     """
     axes = _axes(axes, 3, width=4.5)
     if isinstance(result, BDMCResult):
@@ -217,12 +207,7 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
 
 
 def plot_bdmc(result: BDMCResult, *, ax=None):
-    """BDMC bounds per example: a segment from the lower (forward AIS) to the upper (reverse AIS)
-    bound, examples sorted by gap (tick labels are the example indices).
-
-    For the bounds against the number of annealing steps over several runs, use
-    :func:`pyrolik.infer.bdmc_convergence` and :func:`pyrolik.diagnostics.plots.plot_bdmc_convergence`.
-    """
+    """BDMC bounds per example, lower to upper, sorted by gap (ticks: example indices)."""
     if not isinstance(result, BDMCResult):
         raise TypeError(f"plot_bdmc needs a BDMCResult, got {type(result).__name__}")
     ax = _axes(ax)

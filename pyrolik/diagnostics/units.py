@@ -55,8 +55,7 @@ def observed_dims(model: Any, x: Any, *, model_args: tuple = (),
                   model_kwargs: dict | None = None) -> torch.Tensor:
     r"""``(N,)``: the entries of each example that ``model``'s observed sites score (:math:`D_n` of bits/dim).
 
-    Masked entries are not observed; a gathered observation observes the entries it reads
-    (``docs/units.md``). Results carry the same count, ``result.observed_dims``.
+    Masked entries are not observed (``docs/units.md``); results carry ``result.observed_dims``.
     """
     counts = make_target(model, x, 1, model_args=model_args, model_kwargs=model_kwargs).num_observed
     if counts is None:  # discovery always counts; a target built otherwise has no count
@@ -79,8 +78,7 @@ def nats_to_bits_per_dim(nats: Any, num_dims: int) -> Any:
 
     .. math:: \text{bits/dim} = \frac{n}{D \ln 2}
 
-    ``num_dims`` may be per example (:func:`observed_dims`). For images the NLL must first be of the
-    *discrete* data (:func:`nll_bits_per_dim`).
+    ``num_dims`` may be per example; for images see :func:`nll_bits_per_dim`.
     """
     return nats / (_dims("num_dims", num_dims) * LN2)
 
@@ -100,8 +98,7 @@ def rescale_log_density(log_p_scaled: Any, scale: Any, num_dims: int | None = No
     log_p_scaled : float, array or tensor
         :math:`\log \tilde p(\tilde x)` in nats, per example.
     scale : float or 1-D array/tensor
-        :math:`\sigma`: one number for all ``num_dims`` dimensions, or one per dimension (then the
-        correction is :math:`\sum_i \log \sigma_i` and ``num_dims`` is their count).
+        :math:`\sigma`, one for all dimensions or one per dimension (:math:`\sum_i \log \sigma_i`).
     num_dims : int, optional
         :math:`k`; required when ``scale`` is a single number.
     """
@@ -131,8 +128,7 @@ def affine_log_density(log_p_transformed: Any, A: Any, num_dims: int | None = No
     log_p_transformed : float, array or tensor
         :math:`\log p_y(y)` in nats, per example.
     A : float, 1-D or 2-D array/tensor
-        A number (times the identity in ``num_dims`` dimensions), the diagonal of :math:`A`, or
-        the full square matrix.
+        A number (times the identity), the diagonal, or the full square matrix.
     """
     a = torch.as_tensor(A, dtype=torch.float64)
     if a.dim() == 0:
@@ -156,16 +152,14 @@ def discrete_log_prob_bound(
 ) -> Any:
     r"""Lower bound on the log-probability of integer data from a density on dequantized data.
 
-    For integer data :math:`k` dequantized as :math:`(k + u)/L`, :math:`u \sim U[0, 1)^D`, Jensen's
-    inequality gives (derivation in ``docs/units.md``)
+    For :math:`k` dequantized as :math:`(k + u)/L`, :math:`u \sim U[0, 1)^D`, by Jensen (``docs/units.md``)
 
     .. math:: \log P(k) \ge \mathbb E_u[\log p((k + u)/L)] - D \log L .
 
     Parameters
     ----------
     log_p_dequantized : float, array or tensor
-        :math:`\log p(x)` (``rescaled=True``, data in :math:`[0, 1]`) or :math:`\log \tilde p(k+u)`
-        (``rescaled=False``), in nats.
+        :math:`\log p(x)` on :math:`[0, 1]` (``rescaled=True``) or :math:`\log \tilde p(k+u)` (nats).
     num_dims : int
         :math:`D`.
     levels : int
@@ -181,8 +175,7 @@ def nll_bits_per_dim(
 ) -> Any:
     r"""The figure papers report: NLL in bits per dimension, of the original (discrete) data.
 
-    ``scale`` first undoes a :math:`1/\sigma` scaling (:func:`rescale_log_density`); ``levels``
-    then treats the data as dequantized and rescaled to :math:`[0, 1]` by ``levels``
+    ``scale`` undoes a scaling (:func:`rescale_log_density`); ``levels`` dequantizes
     (:func:`discrete_log_prob_bound`), giving an **upper bound** on the discrete bits/dim:
 
     .. math:: \text{bits/dim} = \frac{-\log p(x) + D \log L}{D \ln 2}

@@ -40,41 +40,33 @@ def sigma_curve(
 ) -> DistortionCurve:
     r"""Per-example :math:`\log p_\sigma(x)` for every sigma of a grid, from one AIS run.
 
-    The model's Gaussian observation sites get standard deviation :math:`\sigma`; the run anneals
+    With the Gaussian observation sites at standard deviation :math:`\sigma`, the run anneals
 
     .. math:: \log f_\beta(z) = \log p(z) - \beta \lVert x - f(z)\rVert^2, \qquad
        \beta = 1/(2\sigma^2),
 
-    from :math:`\beta = 0` to the smallest grid sigma, and reads :math:`\log p_\sigma(x) = \log
-    Z_\beta - \tfrac D2 \log(2\pi\sigma^2)` at each grid sigma: an AIS run stopped at step t is an
-    AIS run to :math:`\beta_t`, so each is a stochastic lower bound [1]_, [2]_. Only the prior path
-    gives the whole curve, so there is no ``init``.
+    to the smallest sigma and reads :math:`\log p_\sigma(x) = \log Z_\beta - \tfrac D2
+    \log(2\pi\sigma^2)` at each grid sigma, each a stochastic lower bound [1]_, [2]_.
 
     Parameters
     ----------
     model : callable
-        Pyro model (``docs/models.md``) whose observed sites are ``Normal`` (others raise
-        ``ValueError``: use :func:`rate_distortion` with a ``distortion``).
+        Pyro model (``docs/models.md``) whose observed sites are ``Normal``.
     sigmas : sequence of float
-        The grid (any order; all positive).
+        The grid (positive, any order).
     num_steps : int or None
-        Steps of the base schedule; the grid sigmas are merged in (up to ``len(sigmas) - 1`` more).
-        ``None`` when ``schedule`` is a tensor or with ``tolerance``.
+        Base schedule steps; the grid sigmas are merged in. ``None`` with a tensor ``schedule``
+        or ``tolerance``.
     schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
-        Base schedule in :math:`b = \beta/\beta_{\max} = (\sigma_{\min}/\sigma)^2` from 0 to 1
-        (geometric: equal steps in log sigma). ``"auto"`` and ``"adaptive"`` raise ``ValueError``:
-        the grid needs fixed steps.
+        Base schedule in :math:`b = (\sigma_{\min}/\sigma)^2` from 0 to 1.
     tolerance : float, optional
-        Instead of ``num_steps``: the base steps are doubled from 25 until the **worst grid point's**
-        BDMC gap on data simulated at each sigma is within ``tolerance`` nats (:func:`distortion_bdmc`;
-        ``docs/tolerance.md``); ``curve.budget`` records the search.
+        Instead of ``num_steps``: steps double from 25 until the worst grid point's BDMC gap is
+        within ``tolerance`` nats (``docs/tolerance.md``).
 
     Returns
     -------
     DistortionCurve
-        ``log_likelihood`` (m, N) at ``sigmas`` (decreasing), ``mcse``, ``stderr`` (m,),
-        ``best_sigma()``, ``optimal_sigma()`` (Table 3), ``rate``/``distortion``, ``summary()``,
-        ``budget`` (with ``tolerance``).
+        ``log_likelihood`` (m, N) at ``sigmas`` (decreasing), ``mcse``, ``rate``/``distortion``.
 
     References
     ----------
@@ -122,24 +114,18 @@ def rate_distortion(
 ) -> DistortionCurve:
     r"""The rate-distortion curve of a decoder model on ``x``, from one AIS run (Huang et al. 2020).
 
-    At each grid :math:`\beta`: distortion :math:`\hat D_\beta` (the weighted mean of
-    :math:`d(x, f(z))` over the chains) and rate :math:`\hat R_\beta = -\beta \hat D_\beta - \log
-    \hat Z_\beta` in nats, a point on or above the model's rate-distortion curve in expectation.
-    :func:`distortion_bdmc` checks the estimates on simulated data.
+    At each :math:`\beta`: distortion :math:`\hat D_\beta` (weighted chain mean of :math:`d(x, f(z))`)
+    and rate :math:`\hat R_\beta = -\beta \hat D_\beta - \log \hat Z_\beta` (nats), on or above
+    the model's rate-distortion curve in expectation.
 
     Parameters
     ----------
     betas : sequence of float
         Inverse temperatures (positive); the largest ends the run.
     distortion : callable, optional
-        ``d(x, x_hat)`` of the data and the observed site's mean, per element or per example
-        (default: squared error through the Gaussian observation sites, which also defines ``sigmas``
-        and ``log_likelihood``).
-    num_steps, schedule, max_steps
-        As in :func:`sigma_curve`.
-    tolerance : float, optional
-        As in :func:`sigma_curve`, on :math:`\log Z_\beta`; squared error only (a user ``distortion``
-        has no simulated data: ``ValueError``).
+        ``d(x, x_hat)``, ``x_hat`` the observed site's mean (default: squared error).
+    num_steps, schedule, max_steps, tolerance
+        As in :func:`sigma_curve` (``tolerance``: squared error only).
 
     Returns
     -------

@@ -50,8 +50,7 @@ __all__ = ["distortion_bdmc", "DistortionBDMC"]
 class DistortionBDMC:
     r"""BDMC along the distortion path at a few betas: per beta its own (simulated) data.
 
-    ``lower`` / ``upper`` are ``(c, N)`` stochastic bounds on :math:`\log Z_\beta(x)` for the data of
-    each checked beta (row ``j`` belongs to ``x[j]``); ``distortion`` the exact draws' distortion.
+    ``lower`` / ``upper``: ``(c, N)`` stochastic bounds on :math:`\log Z_\beta(x)`, row ``j`` of ``x[j]``.
     """
 
     mode: str
@@ -158,33 +157,28 @@ def distortion_bdmc(
 ) -> DistortionBDMC:
     r"""BDMC at chosen points of the one-run curve, along the betas that curve visits.
 
-    The grid (``sigmas``, or ``betas`` with an optional ``distortion``), ``num_steps`` and
-    ``schedule`` are those of the :func:`pyrolik.sigma_curve` / :func:`pyrolik.rate_distortion` call
-    to check. At each point in ``check``, examples simulated with noise :math:`\sigma = 1/\sqrt{2\beta}`
-    (or ``data[point] = (x, latents)``, exact draws of :math:`q_\beta(z \mid x)`) get forward AIS, a
-    stochastic lower bound on :math:`\log Z_\beta`, and reverse AIS, an upper bound [1]_. All points
-    run in one batched pass, each stopping at its own beta, with the law of a BDMC run of its own.
+    At each point in ``check``, data simulated with :math:`\sigma = 1/\sqrt{2\beta}` (or exact
+    draws in ``data``) get forward AIS, a stochastic lower bound on :math:`\log Z_\beta`, and reverse
+    AIS, an upper bound [1]_; all points share one batched pass.
 
     Parameters
     ----------
     num_examples : int, optional
-        Examples to simulate at each checked point (with ``data_shape``), unless ``data`` has them.
+        Examples to simulate at each checked point, unless ``data`` has them.
     sigmas, betas, distortion, num_steps, schedule
-        As in :func:`pyrolik.sigma_curve` / :func:`pyrolik.rate_distortion`.
+        Those of the :func:`pyrolik.sigma_curve` / :func:`pyrolik.rate_distortion` call to check.
     check : sequence of float, optional
         The grid points to check (default all).
     data : dict, optional
-        ``{point: (x, latents)}``: exact draws instead of simulated data (required for a user
-        ``distortion``).
+        ``{point: (x, latents)}`` exact draws (required for a user ``distortion``).
     step_sizes : StepSizes, optional
-        The pass's pilot table of an earlier call on the same data and points (``.step_sizes``).
+        The pilot table of an earlier call on the same data and points.
 
     Returns
     -------
     DistortionBDMC
         ``lower``/``upper`` (c, N) on :math:`\log Z_\beta`, ``gap`` (c,), ``rate_lower``/``rate_upper``,
-        ``log_likelihood_bounds()`` (Gaussian mode), ``summary()``; ``results[j]``: point ``j``'s
-        BDMC result in its own units (``settings["steps_to_point"]`` its own steps).
+        ``results[j]``: point ``j``'s BDMC result.
 
     References
     ----------

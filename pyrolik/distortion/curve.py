@@ -94,9 +94,8 @@ def _se(t: Tensor) -> Tensor:
 class DistortionCurve:
     r"""Per-example curves from one run along the distortion path.
 
-    ``log_weights`` (estimating :math:`\log Z_\beta`) and ``distortions`` are ``(m, K, N)``: recorded
-    betas x chains x examples. ``mode``: ``"gaussian"`` (squared error; sigmas and log p_sigma
-    defined) or ``"user"`` (rate-distortion only).
+    ``log_weights`` and ``distortions`` are ``(m, K, N)`` (betas x chains x examples); ``mode``:
+    ``"gaussian"`` or ``"user"`` (rate-distortion only).
     """
 
     mode: str
@@ -206,8 +205,7 @@ class DistortionCurve:
     def best_sigma(self) -> SigmaChoice:
         """The grid sigma with the best mean log-likelihood over these examples.
 
-        Choose it on *validation* examples and evaluate on others: chosen on the evaluated data it
-        inflates the score (Wu et al. 2017, section 5.3.2).
+        Choose it on *validation* examples (Wu et al. 2017, section 5.3.2).
         """
         sigmas = self._gaussian("best_sigma")[0]
         ll = self._gaussian_only("best_sigma")
@@ -218,11 +216,10 @@ class DistortionCurve:
     def optimal_sigma(self, fixed_sigma: float | None = None) -> OptimalSigma:
         """Sigma tuned independently for each example (Table 3 of Wu et al. 2017).
 
-        .. warning:: This is not a generative model: see :data:`OPTIMAL_SIGMA_WARNING`. The maximum
-           over the grid of per-sigma lower bounds may exceed the true maximum by about the MCSE.
+        .. warning:: Not a generative model (:data:`OPTIMAL_SIGMA_WARNING`); the maximum of
+           lower bounds may exceed the true maximum by about the MCSE.
 
-        ``fixed_sigma``: the comparison (a grid sigma, e.g. chosen on validation data with
-        :meth:`best_sigma`); default: the best fixed sigma on these examples.
+        ``fixed_sigma``: the comparison (default: the best fixed sigma on these examples).
         """
         sigmas, ll = self._gaussian("optimal_sigma")  # every example; a failed one gets NaN rows
         best = torch.argmax(torch.nan_to_num(ll, nan=-math.inf), dim=0)

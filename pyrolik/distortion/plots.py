@@ -93,9 +93,8 @@ def plot_rate_distortion(curve: DistortionCurve, ax=None, *, bdmc: Any = None,
                          analytic: tuple[Any, Any] | None = None, label: str = "AIS (upper bound)"):
     """Mean rate (nats) against mean distortion over the examples.
 
-    ``bdmc``: a :class:`~pyrolik.distortion.bounds.DistortionBDMC`, drawn as vertical rate sandwiches
-    at the exact distortion of its (simulated) data; ``analytic``: ``(distortion, rate)`` arrays of
-    a known curve (e.g. a linear-Gaussian decoder's).
+    ``bdmc``: a :class:`~pyrolik.distortion.bounds.DistortionBDMC` drawn as rate sandwiches;
+    ``analytic``: ``(distortion, rate)`` of a known curve.
     """
     ax = _axes(ax)
     d, r = curve.distortion.mean(-1).numpy(), curve.rate.mean(-1).numpy()

@@ -58,9 +58,8 @@ def ais(
     Returns
     -------
     AISResult
-        ``log_likelihood`` (N,), ``log_weights`` (K, N), ``bound == "lower"``, final states
-        (``latents``: constrained, by site), recorded diagnostics in ``trace``, ``failed`` (N,);
-        ``settings["evaluation"]`` says whether the model's operations were replayed.
+        ``log_likelihood`` (N,), ``log_weights`` (K, N), ``bound == "lower"``, final ``latents``,
+        diagnostics in ``trace``, ``failed`` (N,).
 
     References
     ----------
@@ -130,19 +129,16 @@ def reverse_ais(
     :math:`-\log\frac1K\sum_k w_k \ge \log p(x)` in expectation [1]_.
 
     .. warning::
-       The bound holds **only** when ``latents`` are exact posterior samples for ``x``, in practice
-       ``(x, latents)`` simulated from the model (:func:`pyrolik.simulate`); from any other start the
-       result bounds nothing. Use it through :func:`pyrolik.bdmc`.
+       The bound holds **only** for exact posterior samples, in practice ``(x, latents)`` from
+       :func:`pyrolik.simulate`; use it through :func:`pyrolik.bdmc`.
 
     Parameters
     ----------
     latents : dict or torch.Tensor
-        ``{site: tensor}`` (a tensor for a single-site model), ``(N, *site)`` shared by the chains or
-        ``(num_chains, N, *site)``.
+        ``{site: tensor}`` (or a tensor), ``(N, *site)`` or ``(num_chains, N, *site)``.
     step_sizes : StepSizes, optional
-        A pilot table (e.g. ``forward.step_sizes`` of :func:`ais` on the same ``x`` and schedule);
-        without it the pilot runs *forward* from the initial distribution, independent of
-        ``latents``, so the estimator stays exact (``adapt="online"`` is slightly biased).
+        A pilot table (e.g. ``forward.step_sizes``); without it the pilot runs *forward*,
+        independent of ``latents``, so the estimator stays exact.
 
     Returns
     -------

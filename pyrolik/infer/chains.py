@@ -102,8 +102,7 @@ def iterate_chain(
     r"""Run ``x0.shape[0]`` chains and yield their kept latent states in chunks ``(k * C, ...)``.
 
     Step :math:`t` draws :math:`h_t \sim P(h \mid x_{t-1})`, then :math:`x_t \sim P(x \mid h_t)`;
-    :math:`h_t` is kept after ``burn_in`` steps every ``thin`` steps, ``num_samples`` per chain. All
-    randomness comes from one generator seeded by ``seed``: the global RNG is left alone.
+    :math:`h_t` is kept after ``burn_in``, every ``thin`` steps; the global RNG is left alone.
     """
     _check_counts(num_samples=num_samples, burn_in=burn_in)
     if not isinstance(thin, int) or thin < 1 or not isinstance(chunk_size, int) or chunk_size < 1:
@@ -155,10 +154,7 @@ def prior_samples(
     model_kwargs: dict[str, Any] | None = None,
     seed: int | None = None,
 ) -> dict[str, Tensor]:
-    """``num_samples`` i.i.d. prior draws of every latent site: ``{site: (num_samples, *site_shape)}``.
-
-    ``x`` only gives the shape of one observation. With these samples CSL is likelihood weighting.
-    """
+    """I.i.d. prior draws of every latent site, ``{site: (num_samples, *site_shape)}``."""
     if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
         raise ValueError(f"num_samples must be a positive int; got {num_samples!r}")
     x = validate_data(x)

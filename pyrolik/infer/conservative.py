@@ -88,22 +88,17 @@ def csl(
 
     .. math:: \log \hat f_S(x) = \log \frac{1}{|S|} \sum_{h \in S} P(x \mid h)
 
-    with :math:`S` latent states of a Markov chain of the model. By Jensen's inequality
-    :math:`\mathbb E_S[\log \hat f_S(x)] \le \log f(x)`, :math:`f` the data marginal of the chain's
-    stationary distribution: a stochastic lower bound, exact as :math:`|S| \to \infty` [1]_; a slowly
-    mixing chain gives a lower estimate (``docs/csl.md``).
+    over latent states :math:`S` of a Markov chain: by Jensen, a stochastic lower bound on the
+    chain's stationary data marginal, exact as :math:`|S| \to \infty` [1]_ (``docs/csl.md``).
 
     Parameters
     ----------
     log_obs_fn_or_model : callable or object
         ``log_obs_fn(x, h) -> (S, N)``, :math:`\log P(x_n \mid h_s)`; an object with such a
         ``log_obs`` method; or a Pyro model (``latents`` then ``{site: tensor}``).
-    x : Tensor, shape ``(N, *event_shape)``
-        Test examples.
     latents : Tensor, dict of Tensors, or an iterable of either (chunks)
-        Samples ``(S, *latent_shape)`` shared by all examples, or ``(S, N, *latent_shape)`` with
-        ``per_example=True``; a generator of chunks (:func:`pyrolik.infer.chains.iterate_chain`)
-        streams.
+        ``(S, *latent_shape)``, or ``(S, N, *latent_shape)`` with ``per_example=True``; chunks
+        from a generator (:func:`pyrolik.infer.chains.iterate_chain`) stream.
     chunk_size : int
         Samples per pass when ``latents`` is a tensor or dict.
     keep_weights, khat, progress : bool
@@ -112,9 +107,8 @@ def csl(
     Returns
     -------
     EstimateResult
-        ``log_likelihood`` (N,), ``bound="lower"``, ``method="csl"``, per example ``ess``, ``mcse``
-        and ``khat``, treating the samples as independent (correlated chain states make the real
-        error larger).
+        ``bound="lower"``, ``method="csl"``; ``ess``, ``mcse``, ``khat`` treat the samples as
+        independent (correlated states make the real error larger).
 
     References
     ----------
@@ -197,10 +191,8 @@ def biased_csl(
 ) -> EstimateResult:
     r"""Biased CSL for model comparison, section 6 of [1]_.
 
-    :func:`csl` with, for each test example :math:`x`, the ``num_steps`` consecutive latent states of
-    ``num_chains`` short alternating chains **started at** :math:`x`. **Not a bound**: it tends to
-    over-estimate :math:`\log p(x)` (``bound=None``), yet orders models like the exact
-    log-likelihood: use it to rank, not to report.
+    :func:`csl` on the states of ``num_chains`` short chains **started at** each :math:`x`. **Not a
+    bound** (tends to over-estimate, ``bound=None``), yet it orders models: rank with it, don't report.
 
     Parameters
     ----------

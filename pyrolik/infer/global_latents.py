@@ -80,30 +80,28 @@ def evidence(
 ) -> AISResult:
     r"""The log marginal likelihood of the whole data set, :math:`\log p(x_{1:N})`, by AIS.
 
-    Forward AIS anneals the global latents :math:`\theta` and the local ones :math:`z_n` jointly along
+    AIS anneals global :math:`\theta` and local :math:`z_n` jointly along
 
     .. math:: \log f_\beta(\theta, z) = \log p(\theta, z) + \beta \log p(x_{1:N} \mid \theta, z).
 
-    :math:`\mathbb E[w] = p(x_{1:N})`, so the log-mean-exp of the chains' weights is a stochastic lower
-    bound on the evidence [1]_; two models' evidences give their Bayes factor (:func:`pyrolik.compare`).
-    The model runs once over all chains in a plate ``"dataset"`` left of its own plates, so it must
-    broadcast there, as Pyro's ``Trace_ELBO(vectorize_particles=True)`` requires.
+    :math:`\mathbb E[w] = p(x_{1:N})`: a stochastic lower bound on the evidence [1]_ (Bayes factors:
+    :func:`pyrolik.compare`). The model must broadcast over a plate ``"dataset"`` left of its own, as
+    for ``Trace_ELBO(vectorize_particles=True)``.
 
     Parameters
     ----------
     x : torch.Tensor
-        The data set, of shape ``(N, *event_shape)``.
+        The data set, ``(N, *event_shape)``.
     num_chains : int
-        Independent AIS chains over the whole data set.
+        AIS chains over the whole data set.
     tolerance : float, optional
         As in :func:`pyrolik.ais`, on whole data sets simulated from the model.
 
     Returns
     -------
     AISResult
-        One estimate: ``log_likelihood`` ``(1,)``, ``log_weights`` ``(K, 1)``, ``bound == "lower"``,
-        ``method == "evidence"``; ``x`` the data set as one row; ``latents`` ``{site: (K, 1, *shape)}``
-        in the model's own site shapes.
+        ``log_likelihood`` ``(1,)``, ``log_weights`` ``(K, 1)``, ``bound == "lower"``,
+        ``method == "evidence"``, ``latents`` ``{site: (K, 1, *shape)}``.
 
     References
     ----------
@@ -150,10 +148,8 @@ def evidence_bdmc(
 ) -> BDMCResult:
     r"""BDMC for :func:`evidence`: sandwich :math:`\log p(x_{1:N})` on data sets simulated from the model.
 
-    Draws ``num_datasets`` data sets with their global and local latents, then runs forward AIS (a
-    stochastic lower bound on each data set's evidence) and reverse AIS from the simulated latents (a
-    stochastic upper bound) in one pass, as :func:`pyrolik.bdmc`. The gap bounds the error of
-    :func:`evidence` with these settings on data like the model's.
+    Forward AIS (lower bound) and reverse AIS from the simulated latents (upper bound) on
+    ``num_datasets`` simulated data sets, as :func:`pyrolik.bdmc`; the gap bounds :func:`evidence`'s error.
 
     Parameters
     ----------
@@ -165,8 +161,7 @@ def evidence_bdmc(
     Returns
     -------
     BDMCResult
-        ``lower`` and ``upper`` (one estimate per simulated data set), ``gap``, ``x``
-        ``(num_datasets, N, *event_shape)``, ``latents`` ``{site: (num_datasets, ...)}``.
+        ``lower``, ``upper``, ``gap`` per data set, ``x`` ``(num_datasets, N, *event_shape)``.
     """
     check_model(model)
     check_count("num_datasets", num_datasets)

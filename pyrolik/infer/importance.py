@@ -43,9 +43,8 @@ def likelihood_weighting(
 
     .. math:: \hat p(x) = \frac1K \sum_{k=1}^K p(x \mid z_k), \qquad z_k \sim p(z)
 
-    :math:`\mathbb E[\hat p(x)] = p(x)`, so :math:`\log \hat p(x)` is a stochastic lower bound on
-    :math:`\log p(x)` [1]_. It is accurate only when the prior overlaps the posterior well, which is
-    rare for decoder models: watch ``khat``.
+    :math:`\mathbb E[\hat p(x)] = p(x)`: a stochastic lower bound on :math:`\log p(x)` [1]_,
+    accurate only when the prior overlaps the posterior (watch ``khat``).
 
     Returns
     -------
@@ -91,15 +90,13 @@ def iwae(
     .. math:: \mathcal L_K(x) = \log \frac1K \sum_{k=1}^K \frac{p(x, z_k)}{q(z_k \mid x)},
               \qquad z_k \sim q(z \mid x)
 
-    :math:`\mathbb E[\mathcal L_K] \le \log p(x)`, increasing in :math:`K` [1]_; with the exact
-    posterior as guide the bound is exact with zero variance.
+    :math:`\mathbb E[\mathcal L_K] \le \log p(x)`, increasing in :math:`K` [1]_.
 
     Parameters
     ----------
     guide : callable
-        A Pyro guide with the model's signature that samples every latent site of the model. One
-        that also samples a discrete site the model sums out is the mixture proposal
-        :math:`\sum_y q(y \mid x)\, q(z \mid x, y)` (:mod:`pyrolik.model.mixture_guides`).
+        A Pyro guide with the model's signature sampling every latent site (or a mixture
+        proposal, :mod:`pyrolik.model.mixture_guides`).
 
     Returns
     -------

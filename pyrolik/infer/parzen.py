@@ -53,22 +53,16 @@ def kde(
 
     .. math:: \hat p_h(x) = \frac1S \sum_{s=1}^S \mathcal N(x;\, x_s,\, h^2 I_D), \qquad x_s \sim p_\theta(x)
 
-    It estimates the density of the smoothed samples, not of the model: no bound (``bound is None``),
-    and in high dimensions its errors exceed the differences between the models it ranks [2]_.
+    The density of the smoothed samples, not of the model: no bound (``bound is None``) [2]_.
 
     Parameters
     ----------
     samples : torch.Tensor, shape ``(S, *event_shape)``
-        Draws from the model (Wu et al. use S = 10,000).
+        Draws from the model.
     bandwidth : float or sequence of floats
-        The kernel's standard deviation h, or a grid of candidates.
+        h, or a grid of candidates.
     validation : torch.Tensor, optional
-        Held-out examples to choose a grid's bandwidth on (required for a grid; never ``x``).
-
-    Returns
-    -------
-    EstimateResult
-        ``log_likelihood`` (N,); ``settings`` the chosen bandwidth and every candidate's score.
+        Held-out examples to choose a grid's bandwidth on (never ``x``).
 
     References
     ----------

@@ -50,19 +50,13 @@ def simulate(
 ) -> Simulated:
     r"""Draw ``(x, latents)`` from the model's joint :math:`p(z)\,p(x \mid z)`.
 
-    The model runs with ``x=None`` (the ``obs=x`` idiom samples the observed sites), or else on a
-    placeholder ``x`` of shape ``(num_examples, *data_shape)`` with its observed sites released
-    (:func:`pyrolik.model.simulation.draw_joint`). ``latents`` are exact posterior samples for the
-    returned ``x``, as :func:`reverse_ais` and :func:`bdmc` need. ``x`` is assembled from the observed
-    sites where the model reads them (:mod:`pyrolik.model.readmap`); entries no observed site scores
-    are **0**. A model that cannot be simulated so raises ``ValueError`` saying why.
+    ``latents`` are exact posterior samples for ``x`` (:func:`pyrolik.model.simulation.draw_joint`);
+    entries of ``x`` that no observed site scores are **0**.
 
     Parameters
     ----------
     num_examples : int
-        Examples to draw; per-example model arguments have as many rows.
-    seed : int, optional
-        Makes the draw reproducible.
+        Examples to draw (the rows of per-example model arguments).
     """
     check_count("num_examples", num_examples)
     data_shape = tuple(data_shape)
@@ -75,11 +69,7 @@ def simulate(
 
 
 def _check_posterior_start(target: Target, starts: list[Tensor], finals: list[Tensor]) -> None:
-    """Warn when user latents explain x far worse than forward AIS's final states do.
-
-    Under the posterior, log p(x | z) spreads by about sqrt(d / 2) nats (Gaussian case): a start more
-    than ``5 sd + d + 5`` nats below the forward chains is not a posterior draw.
-    """
+    """Warn when user latents explain x far worse than forward AIS's final states do."""
     k, d = target.num_chains, target.latent_dim
     lo_start, lo_final = target.log_obs(starts[1]), target.log_obs(finals[0])
     start = lo_start.reshape(k, -1).mean(0)
@@ -125,17 +115,14 @@ def bdmc(
 
     .. math:: \mathbb E[\log \hat p_{\rm fwd}(x)] \le \log p(x) \le \mathbb E[-\log \hat w_{\rm rev}^{-1}]
 
-    Both legs run in one batched pass with the same schedule, kernel and frozen step sizes. The gap
-    bounds the error of either estimate on data like the model's, which validates a schedule and
-    kernel before AIS is trusted on real data [2]_. ``init=guide`` anneals both along the encoder
-    path, where the gap closes with far fewer steps. On resume from a checkpoint the simulated data
-    are drawn again from ``seed`` and checked.
+    Both legs share one pass, schedule, kernel and step sizes; the gap bounds either estimate's
+    error on data like the model's, validating the settings [2]_. ``init=guide`` anneals along the
+    encoder path.
 
     Returns
     -------
     BDMCResult
-        ``.lower`` and ``.upper`` (AIS results), ``.gap`` (mean upper - lower, nats),
-        ``.per_example_gap``, ``.gap_stderr``, ``.x``, ``.latents``, ``.summary()``.
+        ``.lower``, ``.upper`` (AIS results), ``.gap`` (mean upper - lower, nats), ``.x``, ``.latents``.
 
     References
     ----------
@@ -191,16 +178,15 @@ def bdmc_convergence(
 ) -> pd.DataFrame:
     """BDMC at each ``num_steps`` on the same simulated data: one row per entry (a DataFrame).
 
-    Columns: ``num_steps``, ``lower``, ``lower_se``, ``upper``, ``upper_se`` (means over examples,
-    standard errors from the chains' MCSE), ``gap``, ``gap_se``, ``seconds`` and ``gradient_evals``
-    (per chain and example, pilot included).
+    Columns: ``num_steps``, ``lower``, ``upper``, ``gap`` (means over examples) with ``_se``
+    standard errors, ``seconds`` and ``gradient_evals`` (per chain and example, pilot included).
 
     Parameters
     ----------
     num_steps : sequence of int
         The budgets to compare.
     **bdmc_kwargs
-        Further keywords of :func:`pyrolik.bdmc` (``kernel``, ``init``, ...).
+        Further keywords of :func:`pyrolik.bdmc`.
     """
     steps = [check_count("num_steps entries", s) for s in num_steps]
     if not steps:

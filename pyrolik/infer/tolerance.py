@@ -328,11 +328,9 @@ def budget(
 ) -> Budget:
     """The number of annealing steps whose BDMC gap on simulated data is within ``tolerance``.
 
-    BDMC on one data set simulated like ``x`` at 25, 50, 100, ... steps until the gap's upper
-    confidence bound (mean + 2 standard errors) is within ``tolerance`` nats or ``max_steps``; then
-    forward AIS at the chosen and half the steps on up to 50 examples of ``x`` warns
-    (:class:`~pyrolik.BudgetWarning`) when real data disagree (Wu et al. 2017, section 4;
-    ``docs/tolerance.md``). The other parameters are those of the :func:`pyrolik.ais` run it is for.
+    BDMC on data simulated like ``x`` at 25, 50, 100, ... steps until the gap's mean + 2 standard
+    errors is within ``tolerance``; a check on ``x`` warns when real data disagree (Wu et al. 2017,
+    section 4; ``docs/tolerance.md``).
 
     Parameters
     ----------

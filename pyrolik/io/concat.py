@@ -46,10 +46,7 @@ def _check(a: EstimateResult, b: EstimateResult) -> tuple[torch.Tensor, torch.Te
 
 
 def _draws(a: EstimateResult, b: EstimateResult, shift: int) -> dict | None:
-    """The resampled draws of two importance-sampling runs, blocks side by side.
-
-    ``shift`` is the number of samples of ``a``: ``b``'s draw indices are moved past them.
-    """
+    """The resampled draws of two importance-sampling runs, blocks side by side."""
     if not a.draws or not b.draws:
         return None
     if a.draws["draw_index"].shape[:2] != b.draws["draw_index"].shape[:2]:
@@ -65,13 +62,11 @@ def concat(a: Any, b: Any) -> Any:
     Parameters
     ----------
     a, b : AISResult, EstimateResult or BDMCResult (or their exports: DataTree, InferenceData)
-        Runs of one estimator on the same ``x`` (an AIS run's schedule must match); typically the
-        same call with two seeds.
+        Runs of one estimator on the same ``x`` (and schedule), e.g. two seeds.
 
     Returns
     -------
-    The same result type with ``K_a + K_b`` chains: ``log_likelihood``, ``ess``, ``mcse`` and
-    ``khat`` from all the weights; ``seed=None`` (the seeds are in ``settings["seeds"]``).
+    The same type with ``K_a + K_b`` chains; the seeds are in ``settings["seeds"]``.
     """
     a, b = (from_datatree(r) if hasattr(r, "children") or hasattr(r, "groups") else r
             for r in (a, b))

@@ -36,10 +36,7 @@ class Split(NamedTuple):
 
 
 def find_data_dir(data_dir: str | os.PathLike | None = None, filename: str = MNIST_TEST) -> Path | None:
-    """Resolve the MNIST data directory from ``data_dir`` or ``$PYROLIK_DATA``.
-
-    Returns the directory if it holds ``filename``, else ``None``.
-    """
+    """Resolve the MNIST data directory from ``data_dir`` or ``$PYROLIK_DATA``."""
     candidates = [data_dir, os.environ.get("PYROLIK_DATA")]
     for c in candidates:
         if c and (Path(c) / filename).is_file():
@@ -73,8 +70,7 @@ def load_digits(
 ) -> tuple[Tensor, Tensor]:
     r"""scikit-learn's 1,797 8x8 digits as ``(images (1797, 64), labels (1797,))``.
 
-    Grey levels are integers 0..16. With ``scale=True`` they are mapped to :math:`[0, 1]` as
-    :math:`k / 16`, or, when ``dequantize_seed`` is given, dequantized as :math:`(k + u) / 17`.
+    Levels 0..16; ``scale=True``: :math:`k / 16`, or :math:`(k + u) / 17` with ``dequantize_seed``.
     """
     from sklearn.datasets import load_digits as _load
 
@@ -121,9 +117,7 @@ def split_mnist_test(
 ) -> tuple[Split, Split]:
     """Continuous MNIST from the 10,000 test images: a fixed random split, dequantized to [0, 1].
 
-    Only the MNIST test set is available here, so continuous-MNIST experiments split it
-    (default 8,000 train / 1,000 valid / 1,000 test, permutation from ``seed``) and must say so.
-    Returns ``(images, labels)`` as two :class:`Split` tuples.
+    Default 8,000 train / 1,000 valid / 1,000 test; returns ``(images, labels)`` as :class:`Split` tuples.
     """
     images, labels = load_mnist_test(data_dir)
     if sum(sizes) > len(images):

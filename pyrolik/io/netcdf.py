@@ -85,10 +85,6 @@ def register_reader(kind: str, reader: Any) -> None:
 
 def from_datatree(tree: Any) -> Result:
     """Rebuild the result object from :func:`to_datatree`'s (or :func:`to_inference_data`'s) output.
-
-    Summaries, warnings, diagnostics and plots then work without rerunning anything. Each field is
-    read where its class declares it (:func:`~pyrolik.results.convert.stored`); the kernel is
-    rebuilt from its recorded parameters. The example dim is read off ``log_marginal_likelihood``.
     """
     if not isinstance(tree, xr.DataTree):
         if hasattr(tree, "to_datatree"):  # arviz.InferenceData
@@ -191,13 +187,7 @@ def _engine(path: Path, engine: str | None) -> str:
 
 def save(result: Result | xr.DataTree, path: str | os.PathLike, *, engine: str | None = None
          ) -> Path:
-    """Write a result to netCDF (or zarr, for a path ending in ``.zarr``) atomically.
-
-    The tree is written to a temporary file beside ``path`` and moved into place with
-    :func:`os.replace`, so a crash never leaves a half-written file under ``path``. A BDMC result
-    is written flat (``lower_posterior``, ..., ``bdmc``, ``simulated``) so that ``az.from_netcdf``
-    sees every group; :func:`load` reads it back, and reads nested files too.
-    """
+    """Write a result to netCDF (or zarr, for a path ending in ``.zarr``) atomically."""
     path = Path(path)
     tree = result if isinstance(result, xr.DataTree) else to_datatree(result)
     if tree.attrs.get("pyrolik_result") == "BDMCResult":
@@ -241,11 +231,7 @@ def _check_format(path: Path) -> None:
 
 
 def load(path: str | os.PathLike, *, engine: str | None = None) -> Result:
-    """Read a result written by :func:`save` back into a result object (no rerun needed).
-
-    Only netCDF files and zarr stores are read; anything else (a ``torch.save`` file such as a
-    state dict) is refused with a ``ValueError`` that says how to make a result file.
-    """
+    """Read a result written by :func:`save` (netCDF or zarr; else ``ValueError``)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no saved result at {path}")

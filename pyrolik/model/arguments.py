@@ -35,9 +35,7 @@ class Shared:
 def per_example(value: Tensor) -> PerExample:
     """Mark a tensor argument as per example: repeated across chains and sliced with the batches.
 
-    Use it in ``model_args``/``model_kwargs`` where the leading-dimension rule is ambiguous, e.g.
-    ``model_kwargs={"y": pyrolik.model.per_example(labels)}``. Its leading dimension must be the number of
-    examples.
+    Where the leading-dimension rule is ambiguous, e.g. ``model_kwargs={"y": per_example(labels)}``.
     """
     if isinstance(value, PerExample):
         return value
@@ -65,10 +63,7 @@ def _rebuild(args: tuple, kwargs: dict, fn) -> tuple[tuple, dict]:
 
 
 def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple[tuple, dict]:
-    """Decide which tensor arguments are per example: wrap each as :class:`PerExample` or
-    :class:`Shared` (already wrapped ones are checked and kept); other values are left as they are.
-
-    Raises ``ValueError`` naming the argument when one marked per example has another number of rows.
+    """Wrap each tensor argument as :class:`PerExample` or :class:`Shared` (wrapped ones checked).
     """
 
     def mark(name: str, v: Any) -> Any:
@@ -91,8 +86,6 @@ def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple
 
 def slice_arguments(args: tuple, kwargs: dict | None, start: int, stop: int) -> tuple[tuple, dict]:
     """The arguments of examples ``start:stop``: per-example tensors sliced, the rest as they are.
-
-    Call it on arguments from :func:`mark_arguments` (marked against the whole data set).
     """
 
     def cut(name: str, v: Any) -> Any:

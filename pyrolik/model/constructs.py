@@ -90,11 +90,7 @@ def subsampled_plates(tr) -> dict[str, tuple[int, int]]:
 
 
 def check_subsampling(tr, tr_2, rows: int, copies: int, plate_name: str | None) -> None:
-    """Refuse subsampling plates other than one over the examples whose subsample is the rows.
-
-    ``plate_name`` is None before the data plate is known: then only a plate whose full size follows
-    the rows (it would subsample the examples themselves) is refused.
-    """
+    """Refuse subsampling plates other than one over the examples whose subsample is the rows."""
     doubled = subsampled_plates(tr_2)
     for name, (size, sub) in subsampled_plates(tr).items():
         if plate_name is None:
@@ -116,11 +112,6 @@ def check_subsampling(tr, tr_2, rows: int, copies: int, plate_name: str | None) 
 def check_index_free(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, tr, plate: str,
                      what: str, trace: Callable) -> None:
     """Refuse a ``what`` (model/guide) whose density reads the indices of the subsampling ``plate``.
-
-    The subsample of a data plate such as ``pyro.plate("data", 60000, subsample_size=len(x))`` says
-    which of the 60000 rows ``x`` holds, which pyrolik cannot know; evaluating it as the full plate of
-    the given rows is exact only if nothing depends on the indices. Checked by running ``fn`` with
-    other indices at the same latent values.
     """
     values = {name: site["value"] for name, site in tr.nodes.items()
               if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)
@@ -234,9 +225,7 @@ def check_masked_latents(model: ModelFn, x: Tensor, args: tuple, kwargs: dict, t
                          latent_names: list[str], trace: Callable) -> None:
     """Refuse a masked latent whose masked entries affect another site; otherwise its mask is lifted.
 
-    With its mask a latent's masked entries have no density of their own (an improper, flat one), so
-    lifting the mask is exact only if nothing else depends on them; checked by autograd at the traced
-    values: the model's log density, masks kept, must have zero gradient at the masked entries.
+    Checked by autograd: the log density must have zero gradient at the masked entries.
     """
     masks = {}
     for name in latent_names:

@@ -59,13 +59,11 @@ class WholeDataset:
     model : callable
         The user's model ``model(x, *model_args, **model_kwargs)``.
     x : torch.Tensor, shape (N, *event_shape)
-        A data set the model runs on: the real data, or a placeholder of the simulated data sets'
-        shape. The model always sees this ``x``; its observed sites take each row's values.
+        The real data or a placeholder; the observed sites take each row's values.
     model_args, model_kwargs
-        Passed to the model as they are (they belong to the data set, not to a row).
+        Passed as they are (they belong to the data set).
 
-    Calling the instance on ``rows`` of shape ``(R, *row_shape)`` runs the model once, vectorised
-    over ``R`` copies in the plate ``"dataset"``.
+    A call on ``rows`` ``(R, *row_shape)`` runs the model vectorised over the plate ``"dataset"``.
     """
 
     def __init__(self, model: ModelFn, x: Tensor, model_args: tuple = (),
@@ -140,11 +138,8 @@ class WholeDataset:
     def simulate(self, num_datasets: int, seed: int) -> tuple[Tensor, dict[str, Tensor]]:
         """Draw ``num_datasets`` whole data sets from the model's joint, with their latents.
 
-        The model runs once, vectorised over the outer plate, with its observed sites released
-        (``pyro.poutine.uncondition``). Returns rows ``(M, *row_shape)`` and the latents in the
-        wrapped model's layout, ``{site: (M, ...)}`` (constrained), exact posterior draws for
-        those rows. Randomness comes from a generator seeded by ``seed``; the user's global RNG
-        is left alone.
+        One vectorised run with the observed sites released; returns rows ``(M, *row_shape)`` and
+        ``{site: (M, ...)}`` latents (exact posterior draws), leaving the global RNG alone.
         """
         def joint() -> Any:
             with pyro.plate(self.plate, num_datasets, dim=-1 - self.nesting):

@@ -89,10 +89,8 @@ class _SwapObservation(Messenger):
 class DistortionModel:
     r"""A Pyro model with its observation sites swapped for the distortion path (``docs/sigma_and_rd.md``).
 
-    Call it like the wrapped model. ``sigma`` (Gaussian mode) or ``distortion`` and ``beta_max``
-    (user mode) define the largest inverse temperature :attr:`beta_max` and the constant
-    :attr:`offset` per observed value: the observation term of an example is
-    :math:`-\beta_{\max} d + D\cdot\mathrm{offset}`, :math:`D` its number of observed values.
+    Called like the wrapped model; an example's observation term is
+    :math:`-\beta_{\max} d + D\cdot\mathrm{offset}`, :math:`D` its observed values.
     """
 
     def __init__(self, model: Callable[..., Any], *, sigma: float | None = None,
@@ -197,25 +195,19 @@ def distortion_model(model: Callable[..., Any], *, sigma: float | None = None,
 
     Parameters
     ----------
-    model : callable
-        A Pyro model (the model convention of the README).
     sigma : float, optional
-        Gaussian mode: every observed site must be ``Normal`` (optionally ``.to_event``); its scale
-        becomes ``sigma``. Then :math:`\beta_{\max} = 1/(2\sigma^2)`, the distortion is the squared
-        error to the site's mean, and the path gives :math:`\log p_{\sigma'}(x)` for every
-        :math:`\sigma' \ge \sigma`. A non-Gaussian observed site raises ``ValueError`` naming it.
+        Gaussian mode: every observed site must be ``Normal``; its scale becomes ``sigma``,
+        :math:`\beta_{\max} = 1/(2\sigma^2)`, the distortion is the squared error, and the path
+        gives :math:`\log p_{\sigma'}(x)` for :math:`\sigma' \ge \sigma`.
     distortion : callable, optional
-        User mode: ``distortion(x, x_hat)`` with ``x_hat`` the observed site's mean (the decoder
-        output), returning one value per element or per example; with ``beta_max``.
+        User mode: ``distortion(x, x_hat)``, ``x_hat`` the observed site's mean; with ``beta_max``.
     beta_max : float, optional
         The largest inverse temperature (user mode only).
 
     Returns
     -------
     DistortionModel
-        Callable like ``model``; ``beta_max``, ``offset`` (constant per observed value) and
-        ``num_values(x)`` (D) describe the observation term :math:`-\beta_{\max} d + D \cdot
-        \mathrm{offset}`.
+        Callable like ``model``; observation term :math:`-\beta_{\max} d + D \cdot \mathrm{offset}`.
 
     References
     ----------

@@ -53,9 +53,8 @@ class ValueAndGrad(NamedTuple):
 class Program:
     """A model (and optional guide) bound to ``x`` (``rows`` stacked copies of the data) and arguments.
 
-    ``memo`` keeps what the evaluations can reuse from one call to the next (the tensors Pyro's param
-    store hands back, the indices of full plates); it belongs to this program and no other.
-    ``eval_modules``: run the modules the program calls in eval mode (:mod:`pyrolik.model.modules`).
+    ``memo``: what calls reuse (param store tensors, plate indices); ``eval_modules``: run modules
+    in eval mode.
     """
 
     layout: Layout
@@ -105,12 +104,7 @@ class Program:
 
     def run(self, fn: ModelFn, values: dict[str, Tensor] | None, unconstrained: bool,
             scores: bool = False, record: bool = False) -> SiteDensities:
-        """Run ``fn`` (model or guide) once with the latents set to ``values`` (sampled if None).
-
-        The model's enumerated discrete sites are summed out when the latents are given, and so
-        are the guide's when it samples them (the mixture proposal of
-        :mod:`pyrolik.model.mixture_guides`).
-        """
+        """Run ``fn`` (model or guide) once with the latents set to ``values`` (sampled if None)."""
         enum_dims = None
         if values is not None:
             enum_dims = self.layout.enum_dims if fn is self.model else self.guide_enum_dims
@@ -159,8 +153,7 @@ class Program:
         r"""Both terms of :math:`\log f_\beta` and their gradients, by running the Pyro program.
 
         Without ``guide_density``: :math:`\log f_0 = \log p(u)`, ratio :math:`\log p(x \mid u)`.
-        With it: :math:`\log f_0 = \log q(u \mid x)`, ratio :math:`\log p(u) + \log p(x \mid u) -
-        \log q(u \mid x)`. The two gradients are kept apart, so a change of beta costs no new pass.
+        With it: :math:`\log f_0 = \log q(u \mid x)`, ratio :math:`\log p(x, u) - \log q(u \mid x)`.
         """
         with torch.enable_grad():
             u = u.detach().requires_grad_(True)

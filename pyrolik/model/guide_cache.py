@@ -30,10 +30,8 @@ __all__ = ["CachedGuide", "KeptGuide", "cache_guide"]
 class KeptGuide:
     """The kept-guide layer: a program's guide density, from kept Normal parameters where it qualifies.
 
-    Called like :meth:`Program.guide_density <pyrolik.model.evaluation.Program.guide_density>`
-    (``u -> (log q per row, score)``) and gives its numbers. Whether the guide qualifies is checked at
-    the first call, and again whenever a parameter behind the kept values changed in place; ``epoch``
-    counts the derivations (a replay recorded with older kept values must be recorded again).
+    Called like :meth:`Program.guide_density <pyrolik.model.evaluation.Program.guide_density>`;
+    rechecked when a parameter changes in place (``epoch`` counts the derivations).
     """
 
     def __init__(self, program: Program):
@@ -96,11 +94,7 @@ class CachedGuide:
 
 
 def cache_guide(first: list[SiteRecord], second: list[SiteRecord], z: Tensor) -> CachedGuide | None:
-    """The guide's Normal parameters from two runs of it, or None if it does not qualify.
-
-    ``first`` was recorded with the latent values computed from ``z`` (which requires grad),
-    ``second`` from a second run at other values; the conditions are in the module docstring.
-    """
+    """The guide's Normal parameters from two runs of it, or None if it does not qualify."""
     if not first or [r.name for r in first] != [r.name for r in second]:
         return None
     sites, leaves = [], []

@@ -84,10 +84,8 @@ def _plus(total: Tensor | float, term: Tensor) -> Tensor:
 class SiteDensities(Messenger):
     """Set latent sites to given values (or let them sample) and accumulate per-row log-densities.
 
-    ``values`` maps site names to unconstrained (``unconstrained=True``) or constrained values; when it
-    is ``None`` the latents are sampled and recorded in ``self.values`` (constrained). After the run,
-    ``log_latent`` and ``log_obs`` hold the per-row sums over latent and observed sites, ``scores``
-    the closed-form scores (``scores=True``) and ``records`` what each latent site was (``record=True``).
+    ``values``: ``{site: value}`` (``None``: sample and record them). After the run ``log_latent``
+    and ``log_obs`` hold per-row sums, ``scores`` and ``records`` what was asked for.
     """
 
     def __init__(self, plate_name: str, rows: int, values: dict[str, Tensor] | None,
@@ -147,11 +145,7 @@ class SiteDensities(Messenger):
         msg["value"] = value
 
     def _transform(self, fn: Any, name: str):
-        """``biject_to(support)`` of the site's distribution ``fn``, None on the real line; a
-        mixture's support is its components' (:func:`~pyrolik.model.supports.mappable_support`); a
-        guide's distribution pushed through the model's map, whose support torch calls ``Real()``
-        (:func:`~pyrolik.model.supports.pushed_forward`), and a support torch cannot transform take
-        the model's, which the layout holds (discovery checked that the guide maps alike)."""
+        """``biject_to(support)`` of ``fn``, None on the real line; else the model's (layout's) map."""
         support = mappable_support(fn.support)
         if is_real(support) and self.supports is not None and name in self.supports \
                 and pushed_forward(fn) is not None:

@@ -22,10 +22,7 @@ _KNOWN = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm, nn.RRe
 
 @contextlib.contextmanager
 def eval_mode(flipped: list[nn.Module] | None = None) -> Iterator[list[nn.Module]]:
-    """Run every module called inside in eval mode; restore the flags on exit.
-
-    The modules that were in training mode are appended to ``flipped`` (when given).
-    """
+    """Run every module called inside in eval mode; restore the flags on exit."""
     switched: list[nn.Module] = []
 
     def hook(module: nn.Module, args) -> None:

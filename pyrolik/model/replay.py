@@ -43,13 +43,7 @@ def other_point(u: Tensor) -> Tensor:
 
 
 class Replayed:
-    """The replay layer: a function of ``u`` replayed from a recording of its tensor operations.
-
-    Called like ``fn`` and gives its numbers. Recordings are kept per memory layout of ``u`` (shape,
-    strides, dtype, device: a view needs its own); ``state_fn(u)`` says what else the program reads
-    (e.g. which tensors Pyro's param store holds), and a new state means a new recording. With
-    ``enabled=False`` every call runs ``fn``.
-    """
+    """The replay layer: a function of ``u`` replayed from a recording of its tensor operations."""
 
     def __init__(self, fn: Callable[[Tensor], object], enabled: bool = True,
                  state_fn: Callable[[Tensor], Hashable] | None = None):
@@ -78,11 +72,9 @@ class Replayed:
 class ReplayCache:
     """Per-target recordings of one function of ``u``, keyed by the caller (path, shape, dtype, ...).
 
-    :meth:`run` evaluates eagerly for the first :data:`RECORD_AFTER` calls of a key, then records,
-    checks and from then on replays, as long as the caller's ``state`` (what the program reads besides
-    the tensors the recording holds, e.g. which tensors Pyro's param store holds) is the one it was
-    recorded in; a new state means a new recording. ``status`` maps each key to ``"replay"``,
-    ``"eager"`` (not recorded yet) or the reason it stays eager.
+    :meth:`run` is eager for the first :data:`RECORD_AFTER` calls of a key, then records and
+    replays while the caller's ``state`` is unchanged. ``status``: ``"replay"``, ``"eager"`` or why
+    a key stays eager.
     """
 
     def __init__(self, enabled: bool = True):
@@ -162,12 +154,7 @@ def _metadata_only() -> set:
 
 
 def fold_constants(graph) -> int:
-    """Compute once what the program recomputes identically at every call; in place.
-
-    Only what derives from Python numbers alone is folded (e.g. a ``Normal(0, 1)`` prior's constant);
-    parameters and data are never folded, so their in-place updates are still seen. Returns the
-    number of operations removed.
-    """
+    """Compute once what the program recomputes identically at every call; in place."""
     aten, metadata_only = torch.ops.aten, _metadata_only()
     nodes = list(graph.graph.nodes)
     fresh: set = set()
@@ -244,10 +231,6 @@ def _in_place_variants() -> dict:
 
 def reuse_buffers(graph) -> int:
     """Write ``c = a op b`` as ``a.op_(b)`` where ``a`` is a fresh result used only there; in place.
-
-    As eager autograd's backward formulas do (a tracer takes the out-of-place variants). Only where
-    ``a`` is a new buffer with no other user and the shape and dtype of ``c``. Returns the number of
-    operations rewritten.
     """
     variants = _in_place_variants()
     owned: set = set()  # nodes whose result is a buffer no other node sees

@@ -38,11 +38,7 @@ def same_value(a: Any, b: Any) -> bool:
 
 
 class TargetCache:
-    """The targets built while it is active (``with cache:``), found again by :meth:`find`.
-
-    Enter it around each run that may reuse them; the targets stay with the cache object between
-    blocks and go with it.
-    """
+    """The targets built while it is active (``with cache:``), found again by :meth:`find`."""
 
     def __init__(self) -> None:
         self._entries: list[tuple[tuple, Any]] = []

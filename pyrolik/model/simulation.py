@@ -26,11 +26,7 @@ _DATA_HINT = ("simulate (x, latents) with your own code (latents: {site: (N, *si
 
 def draw_joint(model: Callable[..., Any], placeholder: Tensor, seed: int, model_args: tuple = (),
                model_kwargs: dict | None = None) -> tuple[Tensor, dict[str, Tensor]]:
-    """``(x, {site: (N, *site)})`` drawn from the joint; ``placeholder`` gives ``x``'s shape.
-
-    Randomness comes from a generator seeded by ``seed`` (the same draws whichever way the model
-    runs first); the user's global RNG is left alone.
-    """
+    """``(x, {site: (N, *site)})`` drawn from the joint; ``placeholder`` gives ``x``'s shape."""
     args, kwargs = unwrap(*mark_arguments(tuple(model_args), dict(model_kwargs or {}),
                                           placeholder.shape[0]))
 

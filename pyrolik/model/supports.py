@@ -49,11 +49,7 @@ def mappable_support(support: constraints.Constraint) -> constraints.Constraint:
 
 
 def pushed_forward(fn: Any) -> Any:
-    """The transform of a distribution pushed through a map from the real line whose support torch
-    reports as ``Real()``, or None.
-
-    The refusal's fix, ``TransformedDistribution(base, biject_to(support))``, reports ``Real()`` when
-    the map ends in an ``AffineTransform``; :func:`check_guide_supports` compares the map itself."""
+    """The map of a distribution pushed from the real line that torch reports as ``Real()``, or None."""
     fn = _base(fn)
     if not isinstance(fn, torch.distributions.TransformedDistribution) \
             or not is_real(fn.support) or not is_real(fn.base_dist.support):
@@ -128,12 +124,7 @@ def check_circular_guide(tr_g, circular: Sequence[str]) -> None:
 
 
 def check_guide_supports(tr_g, layout: Any) -> None:
-    """Refuse a guide whose site maps the unconstrained line otherwise than the model's site.
-
-    pyrolik evaluates a guide at the model's unconstrained ``u`` through the guide's own
-    ``biject_to(support)``; where that differs from the model's (a ``Normal`` guide for a ``Beta``
-    latent), ``log q`` is read at another point than the model's: compared at probe points.
-    """
+    """Refuse a guide whose site maps the unconstrained line otherwise than the model's site."""
     like = tr_g.nodes[layout.sites[0].name]["value"]
     probe = torch.linspace(-2.0, 1.5, layout.rows * layout.latent_dim, dtype=like.dtype,
                            device=like.device).reshape(layout.rows, layout.latent_dim)
@@ -171,11 +162,7 @@ def _bound_tensors(support: Any) -> list[Tensor]:
 
 def check_fixed_supports(model: ModelFn, x: Tensor, args: tuple, kwargs: dict, tr,
                          latent_names: Sequence[str], trace: Callable) -> None:
-    """Refuse a latent whose support's bounds depend on the values of other latents.
-
-    Only sites whose support holds tensors are checked: the model is run once more at the traced
-    latent values, with gradients, and a bound reached by autograd from a latent value moves.
-    """
+    """Refuse a latent whose support's bounds depend on the values of other latents."""
     moving = [n for n in latent_names if _bound_tensors(tr.nodes[n]["fn"].support)]
     if not moving:
         return

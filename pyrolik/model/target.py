@@ -34,10 +34,8 @@ PATHS = ("prior", "guide")  # the initial distributions f_0 of an annealing path
 class Target:
     """A model (and optional guide) as batched functions of a flat unconstrained latent ``u``.
 
-    Built by :func:`make_target`: the :class:`~pyrolik.model.layout.Layout` (what discovery found),
-    the :class:`~pyrolik.model.evaluation.Program` (the plain evaluation) and, per annealing path, the
-    layers around it. ``rows = num_chains * num_examples``; row ``k * N + n`` is chain ``k`` of
-    example ``n``. All functions return per-row tensors of shape ``(rows,)``.
+    Built by :func:`make_target`. Row ``k * N + n`` is chain ``k`` of example ``n``; functions
+    return per-row tensors ``(rows,)``.
     """
 
     def __init__(self, layout: Layout, program: Program, replay: bool = True):
@@ -186,8 +184,7 @@ class Target:
     def value_and_grad(self, u: Tensor, path: str = "prior") -> ValueAndGrad:
         r"""Both terms of :math:`\log f_\beta = \log f_0 + \beta (\log f_1 - \log f_0)` and their gradients.
 
-        ``path="prior"``: :math:`\log f_0 = \log p(u)`; ``path="guide"``: :math:`\log q(u \mid x)`.
-        From the third call on, replayed from a recording (``replay_status`` says whether).
+        :math:`\log f_0`: :math:`\log p(u)` or :math:`\log q(u \mid x)`, by ``path``.
         """
         return self._evaluation(path)(u)
 
@@ -247,9 +244,7 @@ class Target:
 class AnnealingPath:
     r"""One annealing path of a :class:`Target`, :math:`\log f_\beta = (1-\beta)\log f_0 + \beta \log f_1`.
 
-    ``name == "prior"``: :math:`f_0 = p(z)`; ``"guide"``: :math:`f_0 = q(z \mid x)`; :math:`f_1 =
-    p(x, z)` in both. The engine sees only this: values and gradients of :math:`\log f_0` and of
-    :math:`\log f_1 - \log f_0` per row, and exact draws of :math:`f_0`.
+    ``"prior"``: :math:`f_0 = p(z)`; ``"guide"``: :math:`f_0 = q(z \mid x)`; :math:`f_1 = p(x, z)`.
     """
 
     target: Target
@@ -285,12 +280,8 @@ def make_target(
 ) -> Target:
     """Trace ``model`` on ``x`` once and return its :class:`Target` for ``num_chains`` copies.
 
-    ``replay``: replay recorded evaluations in :meth:`Target.value_and_grad` (:mod:`pyrolik.model.replay`);
-    ``None`` means yes unless the environment sets ``PYROLIK_REPLAY=0``.
-
-    Raises ``ValueError``/``TypeError`` naming the fix for: non-finite data, data that do not fit the
-    model, no observed site, no plate over the examples, a discrete latent site, a latent outside the
-    data plate, and a guide that misses a latent site.
+    ``replay``: replay recorded evaluations (:mod:`pyrolik.model.replay`); ``None``: yes unless
+    ``PYROLIK_REPLAY=0``. Models that cannot be annealed raise ``ValueError``/``TypeError``.
     """
     x = validate_data(x)
     check_count("num_chains", num_chains)
@@ -337,13 +328,7 @@ def make_target(
 
 @dataclass(frozen=True)
 class Inputs:
-    """What an estimator passes to :func:`make_target` for each batch of examples.
-
-    ``model_args``/``model_kwargs`` have their per-example tensors marked against all of ``x``
-    (:mod:`pyrolik.model.arguments`); ``guide`` is ready for batches (an AutoGuide's per-example
-    Gaussians, :mod:`pyrolik.model.autoguides`). :meth:`batch` gives those of examples
-    ``start:stop``.
-    """
+    """What an estimator passes to :func:`make_target` for each batch of examples."""
 
     model_args: tuple
     model_kwargs: dict

@@ -75,11 +75,9 @@ def mcse_log_mean_exp(log_weights: Tensor, dim: int = 0, method: str = "jackknif
     .. math:: \mathrm{se}_J = \sqrt{\tfrac{K-1}{K} \textstyle\sum_i
               \big(\log \hat Z_{(i)} - \overline{\log \hat Z_{(\cdot)}}\big)^2}
 
-    over the K leave-one-out estimates [2]_; its variance is biased upwards in expectation [1]_, so
-    it holds with few chains where the delta method does not (``docs/export.md``). Infinite when one
-    weight holds all the mass, NaN for one weight or all zero. ``method="delta"``:
-    :math:`\sqrt{1/\mathrm{ESS} - 1/K}`. Neither sees a tail K weights did not sample: check
-    :func:`pareto_khat` against :func:`khat_threshold`.
+    over the K leave-one-out estimates [2]_, biased upwards [1]_ (``docs/export.md``).
+    ``method="delta"``: :math:`\sqrt{1/\mathrm{ESS} - 1/K}`. Neither sees an unsampled tail:
+    check :func:`pareto_khat`.
 
     References
     ----------
@@ -103,8 +101,7 @@ MIN_WEIGHTS_FOR_KHAT = MIN_WEIGHTS  # PSIS fits a tail of at least 5 of the larg
 def khat_threshold(num_samples: int) -> float:
     r"""The largest Pareto :math:`\hat k` at which K weights give a reliable estimate and MCSE.
 
-    :math:`\min(1 - 1/\log_{10} K,\ 0.7)` (Vehtari et al. 2024, sec. 3.2.4): 0.29 at K = 25, 0.5 at
-    K = 100; below 10 draws no k qualifies.
+    :math:`\min(1 - 1/\log_{10} K,\ 0.7)` (Vehtari et al. 2024, sec. 3.2.4).
     """
     if num_samples <= 10:
         return -math.inf
@@ -152,11 +149,7 @@ def pareto_khat_from_tail(tail: Tensor, num_samples: int) -> Tensor:
 
 
 class RunningLogWeights:
-    r"""Streaming reduction of log-weights arriving in chunks of shape ``(k, N)``.
-
-    Keeps :math:`\log\sum w^m` (m = 1..4) and the ``max(M + 1, 64)`` largest log-weights (k-hat and
-    the jackknife MCSE): memory ``O(N * sqrt(num_samples))``; optionally every weight.
-    """
+    r"""Streaming reduction of log-weights arriving in chunks of shape ``(k, N)``."""
 
     EXACT_TOP = 64  # the jackknife is exact up to this many weights, a 4-term series beyond
 

@@ -59,12 +59,9 @@ CONVERTER = "auto"
 class Stored:
     """Where a result field lives in its export.
 
-    ``group``: a group (``"lower/observed_data"``: one of a subtree), ``"attrs"`` (a root attr) or,
-    with ``codec="result"``, a subtree. ``name``: the variable or attr; a tuple for a NamedTuple
-    field (one variable per entry); ``None`` for a dict field (one variable per key: the latent
-    sites, beside the group's declared and derived variables). ``dims``: the variable's dims,
-    truncated to its rank, further dims named ``<name>_dim_i``. ``codec``: how an attr or a
-    structured field is encoded (the reader's key).
+    ``group``: a group, ``"attrs"`` or (``codec="result"``) a subtree. ``name``: the variable or
+    attr; a tuple for a NamedTuple field, ``None`` for a dict field (one variable per key).
+    ``dims``: truncated to the rank, extra dims ``<name>_dim_i``. ``codec``: the reader's key.
     """
 
     group: str
@@ -169,11 +166,7 @@ def _dataset(variables: Variables, coords: dict[str, Any], sample_dims: list[str
 
 
 def example_dim(result: Any) -> str:
-    """The name of the example dim: the result's ``example_dim`` (the model's data plate).
-
-    ``"example"`` when the result does not say, or when the plate's name is one the layout uses for
-    something else (``chain``, ``draw``, ``sample``, ``latent_dim``, ``<name>_dim_<i>``, ...).
-    """
+    """The name of the example dim: the result's ``example_dim`` (the model's data plate)."""
     if hasattr(result, "lower") and hasattr(result, "upper"):  # BDMC: its runs' plate
         result = result.lower
     name = getattr(result, "example_dim", None)
@@ -537,10 +530,8 @@ class BDMCConverter:
 def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree:
     """Export a result (AIS, reverse AIS, IWAE, likelihood weighting, KDE or BDMC) to a DataTree.
 
-    Groups and dims are listed in ``docs/export.md``. ``num_blocks`` (C, default 4) is the number
-    of ArviZ chains the K chains or samples are split into (:mod:`pyrolik.ops.stats` states the
-    rule when K is not a multiple of C). Raw values equal the result's tensors; ``posterior`` holds
-    the resampled draws, drawn from a stream fixed by the result's seed.
+    Groups and dims: ``docs/export.md``. ``num_blocks``: ArviZ chains the K chains are split into
+    (:mod:`pyrolik.ops.stats`); ``posterior`` holds draws resampled with the result's seed.
     """
     if getattr(result, "exports_itself", False):  # e.g. pyrolik.distortion's curves
         return result.to_datatree()
@@ -555,10 +546,8 @@ def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree
 def flatten(tree: xr.DataTree) -> xr.DataTree:
     """One level of groups: a BDMC tree's ``lower/posterior`` becomes ``lower_posterior``, ....
 
-    ArviZ 0.x's ``InferenceData`` and ``az.from_netcdf`` only see the groups under the root, so
-    this is the layout of :func:`to_inference_data` and of the files :func:`pyrolik.save` writes.
-    The attrs of ``lower`` and ``upper`` (method, bound, settings, ...) are carried onto each of
-    their groups. A tree that is already flat is returned as it is.
+    The layout ArviZ 0.x reads (:func:`to_inference_data`, :func:`pyrolik.save`); the attrs of
+    ``lower`` and ``upper`` go onto each of their groups. A flat tree is returned as it is.
     """
     if not any(node.children for node in tree.children.values()):
         return tree
@@ -574,13 +563,7 @@ def flatten(tree: xr.DataTree) -> xr.DataTree:
 
 
 def to_inference_data(result: Any, *, num_blocks: int = DEFAULT_BLOCKS):
-    """Export to an :class:`arviz.InferenceData` (ArviZ 0.x); a DataTree under ArviZ 1.x.
-
-    ``num_blocks``: see :func:`to_datatree`. A BDMC result's nested tree is flattened
-    (:func:`flatten`): its groups are ``lower_posterior``, ``lower_sample_stats``, ...,
-    ``upper_prior``, ..., beside the root ``posterior`` (the lower run's), ``evidence``,
-    ``simulated`` and ``calibration``.
-    """
+    """Export to an :class:`arviz.InferenceData` (ArviZ 0.x); a DataTree under ArviZ 1.x."""
     import arviz as az
 
     tree = result if isinstance(result, xr.DataTree) else to_datatree(result, num_blocks=num_blocks)

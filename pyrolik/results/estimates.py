@@ -57,11 +57,7 @@ class _Exports:
     reads results by their attributes and does not import this module)."""
 
     def to_datatree(self, *, num_blocks: int = 4):
-        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.results.convert`).
-
-        ``posterior`` holds equally weighted (resampled) draws; its ``chain`` is one of
-        ``num_blocks`` independent blocks of chains (:mod:`pyrolik.ops.stats`).
-        """
+        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.results.convert`)."""
         return to_datatree(self, num_blocks=num_blocks)
 
     def to_inference_data(self, *, num_blocks: int = 4):
@@ -73,11 +69,7 @@ class _Exports:
 
 @dataclass(frozen=True)
 class EstimateResult(_Exports):
-    """Per-example estimates of log p(x) in nats from one estimator.
-
-    Each field declares where its export stores it (:func:`~pyrolik.results.convert.stored`): the
-    writer and :func:`pyrolik.load` both follow that one declaration.
-    """
+    """Per-example estimates of log p(x) in nats; fields declare their export (``stored``)."""
 
     converter: ClassVar[type] = EstimateConverter
 
@@ -111,10 +103,7 @@ class EstimateResult(_Exports):
 
     @property
     def failed(self) -> Tensor:
-        """``(N,)`` bool: examples whose estimate is NaN or inf (the model's density was not finite).
-
-        They are left out of :attr:`mean` and :attr:`stderr` (see :mod:`pyrolik.execution.faults`).
-        """
+        """``(N,)`` bool: examples whose estimate is not finite (left out of :attr:`mean`)."""
         return ~torch.isfinite(self.log_likelihood)
 
     @property
@@ -154,9 +143,8 @@ class EstimateResult(_Exports):
 
         .. math:: \text{bits/dim} = \frac{-\sum_n \log p(x_n)}{\ln 2 \sum_n D_n},
 
-        with :math:`D_n` the entries example :math:`n` observes (:attr:`observed_dims`); with the
-        same :math:`D` for every example, :math:`-\overline{\log p(x)} / (D \ln 2)`. NaN when the
-        count is unknown or zero."""
+        with :math:`D_n` the entries example :math:`n` observes (:attr:`observed_dims`); NaN
+        when the count is unknown or zero."""
         dims = self.observed_dims
         if dims is None:
             return float("nan")
@@ -182,10 +170,8 @@ class EstimateResult(_Exports):
     def mcse_unreliable(self) -> Tensor | None:
         """``(N,)`` bool: examples whose MCSE cannot be trusted.
 
-        Either there are fewer than 25 weights per example (too few for Pareto k-hat to check the
-        tail the MCSE depends on), or k-hat is above :func:`~pyrolik.ops.stats.khat_threshold`
-        for this many weights (Vehtari et al. 2024). A NaN k-hat with 25+ weights (a flat tail, e.g.
-        equal weights) is not flagged.
+        Fewer than 25 weights per example, or k-hat above
+        :func:`~pyrolik.ops.stats.khat_threshold` (Vehtari et al. 2024).
         """
         if self.mcse is None:
             return None
@@ -309,11 +295,7 @@ class EstimateResult(_Exports):
         return row
 
     def summary(self) -> Summary:
-        """A one-row table a person can read: the mean estimate, its errors and diagnostics.
-
-        A :class:`pandas.DataFrame` (index: the method); printed, it is a fixed-width table with
-        one line per quantity that fits 80 columns (:mod:`pyrolik.results.table`).
-        """
+        """A one-row table a person can read: the mean estimate, its errors and diagnostics."""
         return Summary(pd.DataFrame([self._summary_row()]).set_index("method"))
 
     def __repr__(self) -> str:
@@ -325,8 +307,7 @@ class EstimateResult(_Exports):
 class AISResult(EstimateResult):
     """A forward or reverse AIS run.
 
-    ``log_weights`` are the raw AIS log-weights. Forward: ``log_likelihood = logmeanexp(log_weights)``.
-    Reverse: the weights estimate ``1 / p(x)``, so ``log_likelihood = -logmeanexp(log_weights)``.
+    ``log_likelihood = logmeanexp(log_weights)``; reverse: ``-logmeanexp`` (weights estimate 1/p(x)).
     """
 
     converter: ClassVar[type] = AISConverter

@@ -68,15 +68,14 @@ def _wrap(text: str) -> list[str]:
 
 
 def render(frame: pd.DataFrame, *, width: int = WIDTH, title: str | None = None) -> str:
-    """``frame`` transposed as fixed-width text: one line per column of ``frame``, one column per
-    row; columns that would pass ``width`` go to further blocks (never elided).
+    """``frame`` transposed as fixed-width text, wrapped into blocks at ``width`` (never elided).
 
     Parameters
     ----------
     frame : pandas.DataFrame
-        Rows are estimates (their index labels become the column headers), columns quantities.
+        Rows are estimates (the column headers), columns quantities.
     width : int
-        Characters per line (80: a terminal, a log file).
+        Characters per line.
     title : str, optional
         A line printed above the table.
     """
@@ -126,13 +125,9 @@ def _blocks(columns: list, label_width: int, width: int, sep: int) -> list[list]
 
 
 class Summary(pd.DataFrame):
-    """A result's summary: a :class:`pandas.DataFrame` (one row per estimate) whose printed form
-    is :func:`render`'s fixed-width, transposed table, so ``print(result.summary())`` shows
-    ``log p(x) [nats]`` and ``stderr`` at any ``display.width``.
+    """A result's summary: a :class:`pandas.DataFrame` (a row per estimate) printed by :func:`render`.
 
-    Everything else is pandas: index it, export it, ``.to_string()`` gives pandas' own layout, and
-    a notebook shows pandas' HTML table. Tables derived from it (a selection, a concatenation) are
-    plain DataFrames.
+    Everything else is pandas; derived tables are plain DataFrames.
     """
 
     @property

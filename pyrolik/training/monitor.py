@@ -28,31 +28,24 @@ SUBSETS = ("train", "test")
 
 
 class TrainingMonitor:
-    """A callback that tracks log p(x) of fixed train and test examples every ``every`` epochs
-    (Wu et al. 2017, figure 3; ``docs/sigma_and_rd.md``).
+    """Track log p(x) of fixed train and test examples during training (Wu et al. 2017, fig. 3).
 
-    Each evaluation runs :func:`pyrolik.ais` (from the guide when given: a stochastic lower bound)
-    and/or :func:`pyrolik.iwae` on the model as it is now, in ``eval()`` mode, with the same seed each
-    time, leaving the global random streams and the gradients alone; it measures its own cost.
+    Each evaluation runs :func:`pyrolik.ais` and/or :func:`pyrolik.iwae` in ``eval()`` mode with a
+    fixed seed, leaving global random streams and gradients alone (``docs/sigma_and_rd.md``).
 
     Parameters
     ----------
-    model : callable
-        The Pyro model being trained.
     x_train, x_test : torch.Tensor, shape ``(n, *event_shape)``
         Fixed subsets (a few dozen examples each).
     guide : callable, optional
-        The encoder: the AIS start and the IWAE proposal (required for ``"iwae"``).
+        The AIS start and the IWAE proposal (required for ``"iwae"``).
     every : int
         Evaluate at epochs ``0, every, 2 * every, ...`` (and whenever ``force=True``).
     methods : sequence of {"ais", "iwae"}
-        What to evaluate.
-    num_steps, num_chains, num_samples, kernel, seed
-        The estimators' settings (tens of AIS steps: AIS+encoder converges fast).
-    model_args, model_kwargs : tuple, dict
-        Passed to the model and guide (no per-example tensors).
+    num_steps, num_chains, num_samples, kernel, seed, model_args, model_kwargs
+        The estimators' settings (no per-example tensors in the arguments).
     module : torch.nn.Module, optional
-        Put in ``eval()`` mode while evaluating (default: ``model`` when it is a module).
+        Put in ``eval()`` mode while evaluating (default: ``model`` if a module).
     """
 
     def __init__(
