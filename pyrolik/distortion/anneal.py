@@ -75,22 +75,12 @@ def sigma_curve(
     .. [2] S. Huang, A. Makhzani, Y. Cao, R. Grosse. Evaluating lossy compression rates of deep
        generative models. ICML, 2020.
     """
-    chosen = None
-    if tolerance is not None:
-        check_tolerance(tolerance, num_steps, schedule, max_steps, named="geometric")
-        seed = resolve_seed(seed)  # one seed for the search and the run
-        chosen = curve_search(model, x, tolerance, sigmas=sigmas, betas=None,
-                              num_chains=num_chains, schedule=schedule, kernel=kernel,
-                              model_args=model_args, model_kwargs=model_kwargs, seed=seed,
-                              batch_size=batch_size, max_steps=max_steps, progress=progress,
-                              what="sigma_curve", stacklevel=4)
-        num_steps = chosen.num_steps
-    _require_steps(num_steps, schedule)
-    curve = gaussian_curve(model, x, sigmas=sigmas, num_steps=num_steps, num_chains=num_chains,
-                           schedule=schedule, kernel=kernel, model_args=model_args,
-                           model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
-                           progress=progress)
-    return _with_budget(curve, chosen)
+    run: dict[str, Any] = dict(num_steps=num_steps, num_chains=num_chains, schedule=schedule,
+                               kernel=kernel, model_args=model_args, model_kwargs=model_kwargs,
+                               seed=seed, batch_size=batch_size, progress=progress)
+    run, chosen = _choose(model, x, tolerance, max_steps, run, "sigma_curve", sigmas=sigmas,
+                          betas=None)
+    return _with_budget(gaussian_curve(model, x, sigmas=sigmas, **run), chosen)
 
 
 @shared_params
@@ -132,31 +122,38 @@ def rate_distortion(
     DistortionCurve
         ``rate`` and ``distortion`` (m, N), ``log_z`` (m, N), ``summary()``.
     """
-    chosen = None
-    if tolerance is not None:
-        if distortion is not None:
-            raise ValueError("tolerance= chooses num_steps by BDMC on data simulated at every grid "
-                             "beta, and a user distortion is not a noise model (nothing to "
-                             "simulate exact draws of q_beta from): pass num_steps= and check it "
-                             "with pyrolik.distortion_bdmc(model, betas=..., distortion=..., "
-                             "data={beta: (x, latents)}) on exact draws you have")
-        check_tolerance(tolerance, num_steps, schedule, max_steps, named="geometric")
-        seed = resolve_seed(seed)  # one seed for the search and the run
-        chosen = curve_search(model, x, tolerance, sigmas=None, betas=betas,
-                              num_chains=num_chains, schedule=schedule, kernel=kernel,
-                              model_args=model_args, model_kwargs=model_kwargs, seed=seed,
-                              batch_size=batch_size, max_steps=max_steps, progress=progress,
-                              what="rate_distortion", stacklevel=4)
-        num_steps = chosen.num_steps
-    _require_steps(num_steps, schedule)
-    run: dict[str, Any] = dict(num_steps=num_steps, num_chains=num_chains, schedule=schedule, kernel=kernel,
-               model_args=model_args, model_kwargs=model_kwargs, seed=seed,
-               batch_size=batch_size, progress=progress)
+    if tolerance is not None and distortion is not None:
+        raise ValueError("tolerance= chooses num_steps by BDMC on data simulated at every grid "
+                         "beta, and a user distortion is not a noise model (nothing to "
+                         "simulate exact draws of q_beta from): pass num_steps= and check it "
+                         "with pyrolik.distortion_bdmc(model, betas=..., distortion=..., "
+                         "data={beta: (x, latents)}) on exact draws you have")
+    run: dict[str, Any] = dict(num_steps=num_steps, num_chains=num_chains, schedule=schedule,
+                               kernel=kernel, model_args=model_args, model_kwargs=model_kwargs,
+                               seed=seed, batch_size=batch_size, progress=progress)
+    run, chosen = _choose(model, x, tolerance, max_steps, run, "rate_distortion", sigmas=None,
+                          betas=betas)
     if distortion is None:
         return _with_budget(gaussian_curve(model, x, betas=betas, **run), chosen)
     grid = grid_from_betas(betas)
     dm = distortion_model(model, distortion=distortion, beta_max=float(grid[-1]))
     return run_curve(dm, x, grid, "user", **run)
+
+
+def _choose(model: Callable[..., Any], x: Tensor, tolerance: float | None, max_steps: int,
+            run: dict[str, Any], what: str, **grid: Any) -> tuple[dict[str, Any], Budget | None]:
+    """The curve's run keywords ``run``, with ``tolerance`` the steps and seed of the budget search
+    for the curve ``what`` on its ``grid`` (sigmas or betas), and that budget."""
+    chosen = None
+    if tolerance is not None:
+        check_tolerance(tolerance, run["num_steps"], run["schedule"], max_steps, named="geometric")
+        run = {**run, "seed": resolve_seed(run["seed"])}  # one seed for the search and the run
+        search = {k: v for k, v in run.items() if k != "num_steps"}
+        chosen = curve_search(model, x, tolerance, **grid, **search, max_steps=max_steps,
+                              what=what, stacklevel=5)
+        run["num_steps"] = chosen.num_steps
+    _require_steps(run["num_steps"], run["schedule"])
+    return run, chosen
 
 
 def _with_budget(curve: DistortionCurve, chosen: Budget | None) -> DistortionCurve:

@@ -19,6 +19,7 @@ from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.run import Recording, describe
 from pyrolik.exceptions import BudgetWarning
 from pyrolik.execution.batches import Execution, progress_bar
+from pyrolik.execution.faults import warn_failed
 from pyrolik.infer.sandwich import bdmc, simulate
 from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
 from pyrolik.model.autoguides import is_autoguide
@@ -292,8 +293,6 @@ def gradient_evals(result: AISResult, legs: int = 1) -> float:
                                         + s["pilot_gradient_evals_per_example"]))
 
 
-
-
 def forward_ais(model: Callable[..., Any], x: Tensor, num_steps: int, *, num_chains: int,
                 schedule: str | Tensor, kernel: HMC | None, init: Callable[..., Any] | None,
                 model_args: tuple, model_kwargs: dict | None, seed: int,
@@ -306,6 +305,7 @@ def forward_ais(model: Callable[..., Any], x: Tensor, num_steps: int, *, num_cha
                                  desc="AIS (budget check)")
     results = drive("ais", problem, execution, Recording(None))
     assert results is not None  # one process
+    warn_failed(results[0], "ais")  # as the estimator does: a failed example is never dropped unsaid
     return results[0]
 
 

@@ -114,6 +114,8 @@ def test_cap_before_tolerance_warns_and_keeps_the_curve(seed):
                         progress=False)
     cap = [str(w.message) for w in record if "reached max_steps=50" in str(w.message)]
     assert len(cap) == 1 and cap[0].startswith("sigma_curve(tolerance=)")
+    # the warnings point at the user's call, not into pyrolik
+    assert all(w.filename == __file__ for w in record if issubclass(w.category, BudgetWarning))
     assert "at sigma" in cap[0] and "raise max_steps or use more chains" in cap[0]
     assert "init=guide" not in cap[0]  # the curve has no encoder path
     assert not c.budget.converged and c.budget.num_steps == 50
