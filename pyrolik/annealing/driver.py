@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 import pyrolik.annealing.engine as engine
+from pyrolik.annealing.resampling import Resampling, ancestor_log_weights
 from pyrolik.annealing.run import Leg, Problem, Recording, latents_to_flat
 from pyrolik.annealing.step_sizes import StepSizes, rows_of
 from pyrolik.annealing.transition import HMCTransition, ValueAndGradFn
@@ -120,7 +121,7 @@ def _tune(problem: Problem, execution: Execution, path: AnnealingPath, batch: Ba
     bar = progress_bar(phase.schedule.shape[0] - 1,
                        f"{execution.desc} pilot [{batch.start}:{batch.stop}]", execution.progress)
     _, hooks = run_phase(phase, kernel=problem.kernel.transition, generator=batch.generator,
-                         num_examples=n, saved=saved,
+                         num_examples=n, saved=saved, resampling=problem.kernel.resampling,
                          save=None if save is None else lambda loop: save({"phase": "pilot",
                                                                            "loop": loop}),
                          every=execution.checkpoint_every, bar=bar)
@@ -160,16 +161,19 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
 
     phase = Phase("anneal", _columns(problem.legs, betas), path.value_and_grad, start,
                   lambda schedule, z: strategy.tuning(table, k_all, n, schedule), hooks,
-                  problem.stops_of(batch.start, batch.stop))
+                  problem.stops_of(batch.start, batch.stop),
+                  tuple(leg.num_chains for leg in problem.legs))
     keep = None if table is None else tuple(table)
     bar = progress_bar(phase.schedule.shape[0] - 1,
                        f"{execution.desc} [{batch.start}:{batch.stop}]", execution.progress)
     state, kept = run_phase(
         phase, kernel=transition, generator=batch.generator, num_examples=n,
+        resampling=problem.kernel.resampling,
         saved=resume["loop"] if resume is not None and not in_pilot else None,
         save=None if save is None else lambda loop: save({"table": keep, "loop": loop}),
         every=execution.checkpoint_every, bar=bar)
-    outputs = _cut(problem.legs, state, kept, path, target, betas, keep)
+    outputs = _cut(problem.legs, state, kept, path, target, betas, keep,
+                   problem.kernel.resampling is not None)
     if problem.check is not None and starts:  # a fresh estimating run: its starts are known
         problem.check(first_leg.target, starts,
                       [o.final_state.reshape(-1, o.final_state.shape[-1]) for o in outputs])
@@ -177,9 +181,11 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
 
 
 def _cut(legs: tuple[Leg, ...], state: engine.AISState, hooks: dict, path: AnnealingPath,
-         target: Target, betas: Tensor, table: tuple | None) -> list[LegOutput]:
+         target: Target, betas: Tensor, table: tuple | None, resampled: bool
+         ) -> list[LegOutput]:
     """The rows of the estimating run cut back into one :class:`LegOutput` per leg (chain-major
-    rows: each leg's ``K_leg * n`` rows follow the previous leg's)."""
+    rows: each leg's ``K_leg * n`` rows follow the previous leg's); with ``resampled``, each
+    chain's ancestor and the resamplings of each example."""
     n = target.num_examples
     totals = cast(engine.Totals, hooks["totals"])
     trace, steps = cast(engine.Recorder, hooks["recorder"]).trace()
@@ -197,7 +203,9 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, hooks: dict, path: Annea
             num_divergent=totals.num_divergent[lo:hi].reshape(k, n), trace=leg_trace,
             trace_steps=steps, latents=path.first_chains(k).target.unravel(z),
             table=table, schedule=betas, evaluation=path.evaluation, plate=target.plate_name,
-            num_observed=target.num_observed))
+            num_observed=target.num_observed,
+            ancestor=((state.ancestor[lo:hi] - lo) // n).reshape(k, n) if resampled else None,
+            num_resampled=totals.num_resampled[lo : lo + n] if resampled else None))
         offset += k
     return outputs
 
@@ -214,13 +222,15 @@ class Phase(NamedTuple):
     tuning: Callable[[Tensor, Tensor], Tuning]  # (schedule on device, first positions) -> tuning
     hooks: Callable[[Tensor], dict[str, engine.StatefulHook]]  # schedule on device -> checkpointed hooks
     stops: Tensor | None = None  # (n,) each example's largest beta (engine.run's stops), or None
+    groups: tuple[int, ...] | None = None  # chains per leg (resampled apart); None: one group
 
 
 def run_phase(phase: Phase, *, kernel: HMCTransition, generator: torch.Generator | None,
               num_examples: int, saved: dict | None, save: Callable[[dict], None] | None,
-              every: int, bar: Any) -> tuple[engine.AISState, dict[str, engine.StatefulHook]]:
+              every: int, bar: Any, resampling: Resampling | None = None
+              ) -> tuple[engine.AISState, dict[str, engine.StatefulHook]]:
     """Run ``phase`` to its last step, from ``saved`` (a checkpoint's loop state) when given; ``save``
-    receives the loop state every ``every`` steps."""
+    receives the loop state every ``every`` steps; ``resampling`` makes it SMC."""
     if saved is not None:
         state, first = engine.restore(saved["state"]), saved["step"] + 1
         if generator is not None:
@@ -245,9 +255,13 @@ def run_phase(phase: Phase, *, kernel: HMCTransition, generator: torch.Generator
         hooks.append(engine.Checkpointer(every, num_steps, save, kept, generator))
     hooks.append(engine.Progress(bar, num_steps))
     bar.update(first - 1)
+    resample = None
+    if resampling is not None:
+        groups = phase.groups or (state.position.z.shape[0] // num_examples,)
+        resample = resampling.bind(groups, num_examples)
     state, _ = engine.run(state, schedule, tuning, kernel=kernel, density=phase.density,
                           generator=generator, num_examples=num_examples, first_step=first,
-                          hooks=hooks, stops=stops)
+                          hooks=hooks, stops=stops, resample=resample)
     bar.close()
     return state, kept
 
@@ -309,6 +323,8 @@ class LegOutput:
     evaluation: str = "eager"  # how the model was evaluated (AnnealingPath.evaluation)
     plate: str = "example"  # the name of the model's plate over the examples
     num_observed: Tensor | None = None  # (n,) entries of each example observed (bits/dim's D)
+    ancestor: Tensor | None = None  # (K, n) the chain each chain descends from (resampled runs)
+    num_resampled: Tensor | None = None  # (n,) steps at which each example was resampled
 
     def as_dict(self) -> dict[str, Any]:
         """Plain nested dicts and tensors: what a checkpoint file and ``gather_object`` carry."""
@@ -351,6 +367,9 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
     forward = leg.direction == "forward"
     lw = torch.cat([p.log_weight for p in parts], dim=1)
     ll = log_mean_exp(lw) if forward else -log_mean_exp(lw)
+    ancestor = (torch.cat([p.ancestor for p in parts], dim=1)
+                if all(p.ancestor is not None for p in parts) else None)
+    families = ancestor_log_weights(lw, ancestor)  # lw itself unless resampled
     trace = {name: torch.cat([p.trace[name] for p in parts], dim=2)
              for name in parts[0].trace if name != "beta"}
     schedule, trace["beta"] = _visited(problem.schedule.betas, parts)
@@ -361,7 +380,10 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
     return AISResult(
         method=leg.method, log_likelihood=ll.to(x.dtype if x.is_floating_point() else ll.dtype),
         bound="lower" if forward else "upper", log_weights=lw,
-        ess=effective_sample_size(lw), mcse=mcse_log_mean_exp(lw), khat=pareto_khat(lw), x=x,
+        ess=effective_sample_size(families), mcse=mcse_log_mean_exp(families),
+        khat=pareto_khat(families), x=x, ancestor=ancestor,
+        num_resampled=(torch.cat([p.num_resampled for p in parts])
+                       if ancestor is not None else None),
         settings={**settings, "evaluation": _evaluation(parts)}, seed=seed,
         wall_time=time.perf_counter() - start, direction=leg.direction, path=problem.path_name,
         schedule=schedule if forward else schedule.flip(0), step_sizes=table,

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from torch import Tensor
 
+from pyrolik.annealing.resampling import Resampler
 from pyrolik.annealing.step_sizes import HMCParams, rows_of
 from pyrolik.annealing.transition import HMCState, HMCTransition, ValueAndGradFn
 from pyrolik.annealing.tuning import Tuning
@@ -22,6 +23,7 @@ class AISState(NamedTuple):
     position: HMCState  # z and the split density cache: log f0, r = log f1 - log f0, gradients
     log_weight: Tensor  # (rows,) float64, running
     beta: Tensor  # (rows,) the inverse temperature the position was last moved at
+    ancestor: Tensor  # (rows,) long: the row each row's chain descends from at the start
 
 
 class AISInfo(NamedTuple):
@@ -32,29 +34,38 @@ class AISInfo(NamedTuple):
     is_divergent: Tensor  # (rows,) bool
     energy_error: Tensor  # (rows,)
     step_size: Tensor  # (rows,) the step size used
+    resampled: Tensor | None = None  # (rows,) bool: the row's example was resampled this step
 
 
 def init(z: Tensor, density: ValueAndGradFn, kernel: HMCTransition, beta: Tensor) -> AISState:
     """The state at ``z`` (exact draws of :math:`f_{\\beta}`), weights zero; one evaluation."""
     position = kernel.init(z, density)
-    return AISState(position, torch.zeros(z.shape[0], dtype=torch.float64, device=z.device), beta)
+    rows = z.shape[0]
+    return AISState(position, torch.zeros(rows, dtype=torch.float64, device=z.device), beta,
+                    torch.arange(rows, device=z.device))
 
 
 def step(state: AISState, beta_next: Tensor, params: HMCParams, *, kernel: HMCTransition,
-         density: ValueAndGradFn, generator: torch.Generator | None
-         ) -> tuple[AISState, AISInfo]:
-    r"""One annealing step to ``beta_next`` ``(rows,)``: the weight update, then one transition.
+         density: ValueAndGradFn, generator: torch.Generator | None,
+         resample: Resampler | None = None) -> tuple[AISState, AISInfo]:
+    r"""One annealing step to ``beta_next`` ``(rows,)``: the weight update, the resampling (with
+    ``resample``), then one transition.
 
     :math:`\log w \mathrel{+}= (\beta' - \beta)\,r(z)`, then :math:`z \sim \mathcal T_{\beta'}`
     with the step sizes and inverse masses of ``params``.
     """
     increment = (beta_next - state.beta) * state.position.log_ratio
     log_weight = state.log_weight + increment.double()
-    position, info = kernel.step(state.position, density, beta_next, params.step_size, generator,
+    position, ancestor, resampled = state.position, state.ancestor, None
+    if resample is not None:
+        source, log_weight, resampled = resample(log_weight, generator)
+        position = HMCState(*(None if v is None else v[source] for v in position))
+        ancestor = ancestor[source]
+    position, info = kernel.step(position, density, beta_next, params.step_size, generator,
                                  params.inv_mass)
-    return (AISState(position, log_weight, beta_next),
+    return (AISState(position, log_weight, beta_next, ancestor),
             AISInfo(info.acceptance_rate, info.is_accepted, info.is_divergent, info.energy_error,
-                    params.step_size))
+                    params.step_size, resampled))
 
 
 class Hook(Protocol):
@@ -73,17 +84,18 @@ class StatefulHook(Hook, Protocol):
 
 def run(state: AISState, schedule: Tensor, tuning: Tuning, *, kernel: HMCTransition,
         density: ValueAndGradFn, generator: torch.Generator | None, num_examples: int,
-        first_step: int = 1, hooks: Sequence[Hook] = (), stops: Tensor | None = None
-        ) -> tuple[AISState, Tuning]:
+        first_step: int = 1, hooks: Sequence[Hook] = (), stops: Tensor | None = None,
+        resample: Resampler | None = None) -> tuple[AISState, Tuning]:
     """Anneal every chain along its column of ``schedule`` ``(T + 1, C)`` from ``first_step`` to ``T``.
 
     ``stops`` ``(rows,)``: each row's largest beta (:func:`capped`); a row is an AIS run to its stop.
+    ``resample``: resample an example's chains when their ESS is low (SMC), else plain AIS.
     """
     k = state.log_weight.shape[0] // num_examples
     for t in range(first_step, schedule.shape[0]):
         beta_next = capped(rows_of(schedule[t], k, num_examples), stops)
         state, info = step(state, beta_next, tuning.params(beta_next), kernel=kernel,
-                           density=density, generator=generator)
+                           density=density, generator=generator, resample=resample)
         tuning = tuning.update(info, state)
         for hook in hooks:
             hook(t, state, info, tuning)
@@ -97,21 +109,26 @@ def capped(beta: Tensor, stops: Tensor | None) -> Tensor:
 
 # -- hooks ---------------------------------------------------------------------------------------------
 class Totals:
-    """Acceptance summed and divergences counted over the run, per row."""
+    """Acceptance summed, divergences and resamplings counted over the run, per row."""
 
     def __init__(self, rows: int, like: Tensor):
         self.acceptance_sum = torch.zeros(rows, dtype=like.dtype, device=like.device)
         self.num_divergent = torch.zeros(rows, dtype=torch.long, device=like.device)
+        self.num_resampled = torch.zeros(rows, dtype=torch.long, device=like.device)
 
     def __call__(self, t, state, info, tuning) -> None:
         self.acceptance_sum = self.acceptance_sum + info.acceptance_rate
         self.num_divergent = self.num_divergent + info.is_divergent.long()
+        if info.resampled is not None:
+            self.num_resampled = self.num_resampled + info.resampled.long()
 
     def state(self) -> dict[str, Tensor]:
-        return {"acceptance_sum": self.acceptance_sum, "num_divergent": self.num_divergent}
+        return {"acceptance_sum": self.acceptance_sum, "num_divergent": self.num_divergent,
+                "num_resampled": self.num_resampled}
 
     def restore(self, saved: dict[str, Tensor]) -> None:
         self.acceptance_sum, self.num_divergent = saved["acceptance_sum"], saved["num_divergent"]
+        self.num_resampled = saved["num_resampled"]
 
 
 class Recorder:
@@ -184,13 +201,13 @@ class Checkpointer:
 
 def snapshot(state: AISState) -> tuple:
     """An :class:`AISState` as nested tuples of tensors (what a checkpoint file may hold)."""
-    return (tuple(state.position), state.log_weight, state.beta)
+    return (tuple(state.position), state.log_weight, state.beta, state.ancestor)
 
 
 def restore(saved: tuple) -> AISState:
     """The inverse of :func:`snapshot`."""
-    position, log_weight, beta = saved
-    return AISState(HMCState(*position), log_weight, beta)
+    position, log_weight, beta, ancestor = saved
+    return AISState(HMCState(*position), log_weight, beta, ancestor)
 
 
 class Progress:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from pyrolik.annealing.resampling import Resampling
 from pyrolik.annealing.transition import HMCInfo, HMCState, HMCTransition, ValueAndGradFn, leapfrog
 from pyrolik.annealing.tuning import Adaptation, from_settings
 
@@ -18,7 +19,8 @@ class HMC:
     r"""The AIS transition kernel: one HMC trajectory of ``num_leapfrog`` steps per annealing step.
 
     ``transition`` (:class:`~pyrolik.annealing.transition.HMCTransition`) plus ``adaptation``, the
-    step-size strategy (:func:`pyrolik.annealing.tuning.from_settings`); defaults: ``docs/kernel.md``.
+    step-size strategy (:func:`pyrolik.annealing.tuning.from_settings`), and ``resampling`` (SMC) or
+    ``None``; defaults: ``docs/kernel.md``.
 
     Parameters
     ----------
@@ -47,10 +49,14 @@ class HMC:
     momentum_persistence : float
         :math:`\alpha`: partial refreshment :math:`u \leftarrow \alpha u + \sqrt{1 - \alpha^2}\,\xi`,
         flipped on rejection (Horowitz 1991; Neal 2011, section 5.3); ``0``: fresh momentum.
+    resample : float, optional
+        Resample an example's chains when their effective sample size falls below this fraction of
+        them (sequential Monte Carlo; :mod:`pyrolik.annealing.resampling`); ``None``: plain AIS.
     """
 
     transition: HMCTransition
     adaptation: Adaptation
+    resampling: Resampling | None
 
     def __init__(self, num_leapfrog: int = 3, step_size: float = 0.1,
                  target_accept: float | None = None,
@@ -58,7 +64,7 @@ class HMC:
                  min_pilot_steps: int = 20, pilot_chains: int | None = 4,
                  mass_matrix: bool = False, adapt_gain: float = 1.0,
                  max_energy_error: float = 1000.0, step_jitter: float = 0.5,
-                 momentum_persistence: float = 0.5):
+                 momentum_persistence: float = 0.5, resample: float | None = None):
         if isinstance(num_leapfrog, bool) or not isinstance(num_leapfrog, int) or num_leapfrog < 1:
             raise ValueError(f"num_leapfrog must be a positive integer, got {num_leapfrog!r}")
         if isinstance(step_jitter, bool) or not isinstance(step_jitter, (int, float)) \
@@ -78,6 +84,7 @@ class HMC:
         object.__setattr__(self, "transition", HMCTransition(
             num_leapfrog, float(max_energy_error), float(step_jitter), float(momentum_persistence)))
         object.__setattr__(self, "adaptation", adaptation)
+        object.__setattr__(self, "resampling", None if resample is None else Resampling(resample))
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
@@ -87,7 +94,7 @@ class HMC:
         """The constructor arguments that rebuild this kernel (what results and files record)."""
         return {"num_leapfrog": self.num_leapfrog, **self.adaptation.settings(),
                 "max_energy_error": self.max_energy_error, "step_jitter": self.step_jitter,
-                "momentum_persistence": self.momentum_persistence}
+                "momentum_persistence": self.momentum_persistence, "resample": self.resample}
 
     # the transition's and the adaptation's settings, by the names of the constructor
     @property
@@ -105,6 +112,10 @@ class HMC:
     @property
     def momentum_persistence(self) -> float:
         return self.transition.momentum_persistence
+
+    @property
+    def resample(self) -> float | None:
+        return None if self.resampling is None else self.resampling.threshold
 
     @property
     def adapt(self) -> str | None:

@@ -340,6 +340,10 @@ class AISResult(EstimateResult):
     trace_steps: Tensor | None = stored("annealing", "step", ["step"], codec="coord", default=None)
     # infer.tolerance.Budget: how tolerance= chose num_steps (None without it)
     budget: Any = stored("attrs", "budget", codec="budget", default=None)
+    # (K, N) the chain each chain descends from, when the kernel resampled (HMC(resample=))
+    ancestor: Tensor | None = stored("particles", "ancestor", [BLOCK, EX], default=None)
+    # (N,) the steps at which each example's chains were resampled
+    num_resampled: Tensor | None = stored("evidence", "num_resampled", [EX], default=None)
 
     @property
     def _weight_unit(self) -> str:
@@ -353,6 +357,8 @@ class AISResult(EstimateResult):
             row["acceptance"] = float(self.acceptance_rate[:, ~self.failed].mean())
         if self.num_divergent is not None:
             row["divergences"] = int(self.num_divergent[:, ~self.failed].sum())
+        if self.num_resampled is not None:
+            row["resamplings"] = float(self.num_resampled.double().mean())
         if self.budget is not None:
             row.update(self.budget.summary_fields())
         return row
@@ -372,6 +378,14 @@ class AISResult(EstimateResult):
         num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
         if num_div:
             out.append(self._divergent_warning(num_div))
+        resampled = 0 if self.num_resampled is None else int((self.num_resampled > 0).sum())
+        if resampled:
+            out.append(remark(
+                f"the chains of {resampled} of {self.num_examples} examples were resampled (SMC, "
+                f"{float(self.num_resampled.double().mean()):.1f} times per example on average): "
+                "ESS, MCSE and k-hat are those of the chains' starting ancestors (Chan & Lai "
+                "2013), and chains that share an ancestor are not independent, so ArviZ's "
+                "diagnostics across the exported blocks of chains overstate their independence"))
         if self.budget is not None:
             out += list(self.budget.notes)
         return out

@@ -53,18 +53,24 @@ def assert_same_ais(a, b):
                    if u is not None)
     if a.latents is not None:
         assert all(torch.equal(a.latents[k], b.latents[k]) for k in a.latents)
+    for name in ("ancestor", "num_resampled"):
+        u, v = getattr(a, name), getattr(b, name)
+        assert (u is None and v is None) or torch.equal(u, v)
 
 
 PILOT_MASS = pyrolik.HMC(num_leapfrog=2, mass_matrix=True)
 ONLINE = pyrolik.HMC(num_leapfrog=2, adapt="online")
 MOMENTUM = pyrolik.HMC(num_leapfrog=2, momentum_persistence=0.8)
+RESAMPLE = pyrolik.HMC(num_leapfrog=2, resample=0.9)
 
 
 @pytest.mark.parametrize("kernel, saves", [(PILOT_MASS, 1), (PILOT_MASS, 3), (PILOT_MASS, 6),
                                            (PILOT_MASS, 9), (ONLINE, 1), (ONLINE, 3),
-                                           (ONLINE, 6), (MOMENTUM, 3), (MOMENTUM, 9)],
+                                           (ONLINE, 6), (MOMENTUM, 3), (MOMENTUM, 9),
+                                           (RESAMPLE, 3), (RESAMPLE, 9)],
                          ids=["pilot+mass-1", "pilot+mass-3", "pilot+mass-6", "pilot+mass-9",
-                              "online-1", "online-3", "online-6", "momentum-3", "momentum-9"])
+                              "online-1", "online-3", "online-6", "momentum-3", "momentum-9",
+                              "resample-3", "resample-9"])
 def test_ais_resumes_bit_identically(tmp_path, monkeypatch, saves, kernel, seed):
     """Interrupted after the ``saves``-th checkpoint: with the pilot, saves 1-7 of a batch fall in
     its pilot (31 transitions: 11 inner temperatures and 2 x 10 warm-ups) and 8-9 in its
@@ -74,6 +80,8 @@ def test_ais_resumes_bit_identically(tmp_path, monkeypatch, saves, kernel, seed)
     kw = dict(num_steps=12, num_chains=3, kernel=kernel, seed=seed, batch_size=3, progress=False,
               record_every=2, keep_states=True)
     reference = pyrolik.ais(sm.model, x, **kw)
+    if kernel.resample is not None:  # the chains were resampled before the interruption
+        assert int(reference.num_resampled.min()) >= 1
     path = tmp_path / "run.ckpt"
     interrupt_after(monkeypatch, saves)
     with pytest.raises(Interrupt):
