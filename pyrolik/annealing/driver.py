@@ -367,8 +367,9 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
     forward = leg.direction == "forward"
     lw = torch.cat([p.log_weight for p in parts], dim=1)
     ll = log_mean_exp(lw) if forward else -log_mean_exp(lw)
-    ancestor = (torch.cat([p.ancestor for p in parts], dim=1)
-                if all(p.ancestor is not None for p in parts) else None)
+    ancestors = [p.ancestor for p in parts if p.ancestor is not None]
+    resampled = [p.num_resampled for p in parts if p.num_resampled is not None]
+    ancestor = torch.cat(ancestors, dim=1) if len(ancestors) == len(parts) else None
     families = ancestor_log_weights(lw, ancestor)  # lw itself unless resampled
     trace = {name: torch.cat([p.trace[name] for p in parts], dim=2)
              for name in parts[0].trace if name != "beta"}
@@ -382,8 +383,7 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
         bound="lower" if forward else "upper", log_weights=lw,
         ess=effective_sample_size(families), mcse=mcse_log_mean_exp(families),
         khat=pareto_khat(families), x=x, ancestor=ancestor,
-        num_resampled=(torch.cat([p.num_resampled for p in parts])
-                       if ancestor is not None else None),
+        num_resampled=torch.cat(resampled) if ancestor is not None else None,
         settings={**settings, "evaluation": _evaluation(parts)}, seed=seed,
         wall_time=time.perf_counter() - start, direction=leg.direction, path=problem.path_name,
         schedule=schedule if forward else schedule.flip(0), step_sizes=table,

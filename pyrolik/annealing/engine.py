@@ -59,7 +59,10 @@ def step(state: AISState, beta_next: Tensor, params: HMCParams, *, kernel: HMCTr
     position, ancestor, resampled = state.position, state.ancestor, None
     if resample is not None:
         source, log_weight, resampled = resample(log_weight, generator)
-        position = HMCState(*(None if v is None else v[source] for v in position))
+        p = position
+        position = HMCState(p.z[source], p.log_init[source], p.log_ratio[source],
+                            p.grad_init[source], p.grad_ratio[source],
+                            None if p.momentum is None else p.momentum[source])
         ancestor = ancestor[source]
     position, info = kernel.step(position, density, beta_next, params.step_size, generator,
                                  params.inv_mass)

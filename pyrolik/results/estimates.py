@@ -379,7 +379,7 @@ class AISResult(EstimateResult):
         if num_div:
             out.append(self._divergent_warning(num_div))
         resampled = 0 if self.num_resampled is None else int((self.num_resampled > 0).sum())
-        if resampled:
+        if resampled and self.num_resampled is not None:
             out.append(remark(
                 f"the chains of {resampled} of {self.num_examples} examples were resampled (SMC, "
                 f"{float(self.num_resampled.double().mean()):.1f} times per example on average): "
