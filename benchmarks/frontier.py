@@ -13,7 +13,7 @@ traded against annealing steps), ``mass`` (diagonal mass matrix from the pilot),
 ``fixed`` (``adapt=None`` at ``--fixed-step``), ``per-example`` (the default kernel with
 ``schedule="adaptive_per_example"``: one schedule per example from its pilot variances instead of
 one pooled over the batch), and any name built of ``L<n>``, ``p<alpha>`` and
-``m``: ``p0.8`` is partial momentum refreshment (``momentum_persistence=0.8``) at L = 10, ``L5p0.8``
+``m`` and ``r<t>`` (resampling at ESS below ``t`` of the chains): ``p0.8`` is partial momentum refreshment (``momentum_persistence=0.8``) at L = 10, ``L5p0.8``
 the same with 5 leapfrog steps, ``L3p0.5m`` (the default) adds the pilot's diagonal mass matrix.
 Each row also gives the run's wall and CPU (user + system) seconds: CPU time above wall time means
 more than one core was used.
@@ -52,6 +52,7 @@ WU = {"num_leapfrog": 10, "momentum_persistence": 0.0}  # what the other names a
 CANDIDATES = {
     "default": {},
     "per-example": {"schedule": "adaptive_per_example"},  # the default kernel, a schedule per example
+    "resample": {"resample": 0.5},  # the default kernel, resampling at ESS < K / 2 (SMC)
     "mass": {**WU, "mass_matrix": True},
     "no-jitter": {**WU, "step_jitter": 0.0},
     "fixed": {**WU, "adapt": None},
@@ -62,7 +63,7 @@ def settings(name: str) -> dict:
     """The HMC arguments of a candidate: a named one, or ``L<n>``, ``p<alpha>``, ``m`` combined."""
     if name in CANDIDATES:
         return dict(CANDIDATES[name])
-    m = re.fullmatch(r"(?:L(\d+))?(?:p(0?\.\d+))?(m)?", name)
+    m = re.fullmatch(r"(?:L(\d+))?(?:p(0?\.\d+))?(m)?(?:r(0?\.\d+|1))?", name)
     if not name or m is None:
         raise ValueError(f"unknown candidate {name!r}: one of {list(CANDIDATES)}, or L<n>p<alpha>m")
     kw: dict = dict(WU)
@@ -72,6 +73,8 @@ def settings(name: str) -> dict:
         kw["momentum_persistence"] = float(m.group(2))
     if m.group(3):
         kw["mass_matrix"] = True
+    if m.group(4):
+        kw["resample"] = float(m.group(4))
     return kw
 
 
