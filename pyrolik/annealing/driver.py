@@ -371,6 +371,9 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
     resampled = [p.num_resampled for p in parts if p.num_resampled is not None]
     ancestor = torch.cat(ancestors, dim=1) if len(ancestors) == len(parts) else None
     families = ancestor_log_weights(lw, ancestor)  # lw itself unless resampled
+    mcse = mcse_log_mean_exp(families)
+    if ancestor is not None:  # one surviving lineage: its spread cannot be told from one run
+        mcse = torch.where(torch.isfinite(families).sum(0) < 2, torch.nan, mcse)
     trace = {name: torch.cat([p.trace[name] for p in parts], dim=2)
              for name in parts[0].trace if name != "beta"}
     schedule, trace["beta"] = _visited(problem.schedule.betas, parts)
@@ -381,7 +384,7 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
     return AISResult(
         method=leg.method, log_likelihood=ll.to(x.dtype if x.is_floating_point() else ll.dtype),
         bound="lower" if forward else "upper", log_weights=lw,
-        ess=effective_sample_size(families), mcse=mcse_log_mean_exp(families),
+        ess=effective_sample_size(families), mcse=mcse,
         khat=pareto_khat(families), x=x, ancestor=ancestor,
         num_resampled=torch.cat(resampled) if ancestor is not None else None,
         settings={**settings, "evaluation": _evaluation(parts)}, seed=seed,

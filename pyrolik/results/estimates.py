@@ -378,6 +378,15 @@ class AISResult(EstimateResult):
         num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
         if num_div:
             out.append(self._divergent_warning(num_div))
+        if self.ancestor is not None and self.mcse is not None and self.num_resampled is not None:
+            single = int((self.mcse.isnan() & ~self.failed).sum())
+            if single:
+                out.append(Message(
+                    f"the MCSE of {single} of {self.num_examples} examples cannot be estimated from "
+                    "this run: all their chains descend from one starting chain (resampled "
+                    f"{float(self.num_resampled.double().mean()):.0f} times per example); resample "
+                    "less often (e.g. resample=0.5), or repeat the run with other seeds and take "
+                    "the spread"))
         resampled = 0 if self.num_resampled is None else int((self.num_resampled > 0).sum())
         if resampled and self.num_resampled is not None:
             out.append(remark(

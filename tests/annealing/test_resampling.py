@@ -178,3 +178,18 @@ def test_resampling_adds_no_host_sync_per_step():
                          kernel=pyrolik.HMC(num_leapfrog=2, resample=0.5))
         counts.append(dict(c.counts))
     assert counts[0] == counts[1], f"host syncs grew with num_steps: {counts}"
+
+
+def test_a_single_lineage_has_no_mcse_and_the_suggested_fix_gives_one(seed):
+    """Resampled at every step for long, an example's chains coalesce into one lineage: its MCSE is
+    NaN (not a number that looks like one) and a warning says what to do; resample=0.5 works."""
+    lg = LinearGaussian.random(**LG)
+    x = lg.sample(6, torch.Generator().manual_seed(seed))
+    kw = dict(num_steps=300, num_chains=4, seed=seed, progress=False)
+    r = pyrolik.ais(lg, x, kernel=pyrolik.HMC(num_leapfrog=2, resample=1.0), **kw)
+    single = torch.tensor([len(set(r.ancestor[:, i].tolist())) == 1 for i in range(6)])
+    assert single.any() and torch.equal(r.mcse.isnan(), single)
+    assert any("cannot be estimated from this run" in w for w in r.warnings())
+    fixed = pyrolik.ais(lg, x, kernel=pyrolik.HMC(num_leapfrog=2, resample=0.5), **kw)
+    assert not fixed.mcse.isnan().any()
+    assert not any("cannot be estimated" in w for w in fixed.warnings())
