@@ -97,7 +97,7 @@ def _kernel(args) -> HMC:
     return HMC(num_leapfrog=args.num_leapfrog, step_size=args.step_size,
                target_accept=args.target_accept, adapt=None if args.adapt == "none" else args.adapt,
                mass_matrix=args.mass_matrix, step_jitter=args.step_jitter,
-               momentum_persistence=args.momentum_persistence)
+               momentum_persistence=args.momentum_persistence, resample=args.resample)
 
 
 def _batch_size(batch_size: int | None, n: int, shard: Shard) -> int | None:

@@ -13,8 +13,8 @@ DEFAULT_STEPS = 3000  # --num-steps when neither it nor --tolerance is given (3 
 
 def add_kernel_options(g: argparse._ArgumentGroup, positive: Callable[[str], int]) -> None:
     """``--num-leapfrog``, ``--momentum-persistence``, ``--step-size``, ``--adapt``,
-    ``--target-accept``, ``--step-jitter`` and ``--mass-matrix``: the HMC kernel of every annealing
-    subcommand."""
+    ``--target-accept``, ``--step-jitter``, ``--mass-matrix`` and ``--resample``: the HMC kernel of
+    every annealing subcommand."""
     g.add_argument("--num-leapfrog", type=positive, default=3, metavar="L",
                    help="leapfrog steps per HMC move (default 3)")
     g.add_argument("--momentum-persistence", type=float, default=0.5, metavar="ALPHA",
@@ -34,6 +34,9 @@ def add_kernel_options(g: argparse._ArgumentGroup, positive: Callable[[str], int
     g.add_argument("--mass-matrix", action="store_true",
                    help="diagonal mass matrix per example and temperature from the pilot "
                         "(default: identity)")
+    g.add_argument("--resample", type=float, default=None, metavar="T",
+                   help="resample an example's chains when their ESS falls below T times their "
+                        "number, in (0, 1] (sequential Monte Carlo; default: never, plain AIS)")
 
 
 def add_data_options(p: argparse.ArgumentParser,

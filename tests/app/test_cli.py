@@ -59,6 +59,19 @@ def test_evaluate_writes_the_results_of_the_api(tmp_path, data, capsys, seed):
     assert f"{api.mean:.3f}" in text and len(text.splitlines()) > 10
 
 
+def test_evaluate_resamples_as_the_api_does(tmp_path, data, capsys, seed):
+    out = tmp_path / "smc.nc"
+    status, _, err = run(["evaluate", MODEL, "--data", data, "--resample", "0.9", "--seed", seed,
+                          "-o", out, *FAST], capsys)
+    assert status == 0, err
+    x = torch.from_numpy(np.load(data))
+    api = pyrolik.ais(sm.model, x, num_steps=6, num_chains=2, seed=seed, progress=False,
+                      kernel=pyrolik.HMC(num_leapfrog=2, resample=0.9))
+    got = pyrolik.load(out)
+    assert got.kernel.resample == 0.9 and torch.equal(got.log_weights, api.log_weights)
+    assert torch.equal(got.num_resampled, api.num_resampled)
+
+
 def test_evaluate_with_a_tolerance_is_the_api_with_one(tmp_path, data, capsys, seed):
     """``--tolerance`` chooses the steps as ``pyrolik.ais(tolerance=)`` does, bit for bit, and the
     result file keeps how (``budget``)."""
@@ -150,6 +163,7 @@ ERRORS = [
     (["evaluate", MODEL, "--model-kwargs", "[1]"], "must be a JSON object"),
     (["evaluate", MODEL, "--adapt", "online", "--mass-matrix"], "mass_matrix=True needs adapt"),
     (["evaluate", MODEL, "--momentum-persistence", "1.5"], "momentum_persistence must be a number"),
+    (["evaluate", MODEL, "--resample", "1.5"], "resample must be a fraction in (0, 1]"),
     (["evaluate", MODEL, "--device", "cuda:7"], "no CUDA device"),
     (["evaluate", MODEL, "--data", "WIDE"], "matching the observed site"),
     (["evaluate", MODEL, "--data", "missing.npy"], "data file missing.npy does not exist"),
