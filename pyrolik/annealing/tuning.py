@@ -120,6 +120,19 @@ def _variance(z: Tensor, k: int, n: int) -> Tensor:
     return (k / (k + 5.0)) * var + 1e-3 * (5.0 / (k + 5.0))
 
 
+def weighted_variance(values: Tensor, log_weights: Tensor) -> Tensor:
+    r"""Per example (columns), the variance of ``values`` ``(k, n)`` under the chains' normalised
+    weights :math:`W`, :math:`\sum_k W_k (v_k - \bar v)^2 / (1 - \sum_k W_k^2)`: the conditional
+    ESS of the next increment :math:`\Delta\beta\, r` is :math:`K(1 - \Delta\beta^2 \sigma^2_W
+    + O(\Delta\beta^3))` (Zhou, Johansen & Aston 2016), so a schedule placed by it follows the
+    cumulative weights, not the increment alone. Equal weights: the unbiased variance; NaN with one
+    chain or all weight on one."""
+    w = torch.softmax(log_weights.to(values.dtype), 0)
+    mean = (w * values).sum(0)
+    spread = (w * (values - mean) ** 2).sum(0)
+    return spread / (1 - (w * w).sum(0))
+
+
 @dataclass(frozen=True)
 class PilotTuning:
     r"""One log step size per example, :math:`\log\epsilon_n \mathrel{+}= g\,(\bar a_n - a^*)` after
@@ -169,9 +182,8 @@ class PilotTable:
         k = self.num_chains
         self.logs.append(torch.stack(self.history[len(self.history) // 2 :]).mean(0))
         self.history = []
-        log_ratio = state.position.log_ratio
-        self.variances.append(log_ratio.reshape(k, -1).var(0) if k > 1
-                              else torch.full_like(tuning.log_step_size, torch.nan))
+        self.variances.append(weighted_variance(state.position.log_ratio.reshape(k, -1),
+                                                state.log_weight.reshape(k, -1)))
         if tuning.inv_mass is not None:
             self.masses.append(tuning.inv_mass)
 

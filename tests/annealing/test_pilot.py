@@ -59,3 +59,27 @@ def test_the_tuned_step_size_reaches_the_target_acceptance_at_the_posterior():
     tuned = acceptance(eps.reshape(-1).repeat(k))
     assert 0.75 < tuned < 0.99, tuned
     assert acceptance(torch.full((k * n,), 1.0)) < 0.5  # the default start is far too large here
+
+
+def test_the_pilot_variance_follows_the_conditional_ess_of_the_cumulative_weights():
+    """The schedule is placed by the pilot's variance of r. With unequal weights, the conditional
+    ESS of the next increment (Zhou, Johansen & Aston 2016) falls as exp(-delta^2 Var_W[r]): the
+    weighted variance, which the table records (times the correction 1 / (1 - sum W^2)); the ESS of
+    the increment alone would follow the unweighted variance, which differs."""
+    from pyrolik.annealing.tuning import weighted_variance
+
+    g = torch.Generator().manual_seed(0)
+    k, n, delta = 40, 3, 1e-3
+    r = torch.randn(k, n, generator=g, dtype=torch.float64) * torch.tensor([1.0, 3.0, 0.5])
+    lw = 1.5 * torch.randn(k, n, generator=g, dtype=torch.float64) + 0.8 * r  # weights track r
+    w = torch.softmax(lw, 0)
+    cess = (w * (delta * r).exp()).sum(0) ** 2 / (w * (2 * delta * r).exp()).sum(0)  # / K
+    implied = -torch.log(cess) / delta**2
+    var = weighted_variance(r, lw)
+    torch.testing.assert_close(var * (1 - (w * w).sum(0)), implied, rtol=1e-2, atol=0)
+    increment_only = -torch.log((delta * r).exp().mean(0) ** 2 / (2 * delta * r).exp().mean(0))
+    assert ((increment_only / delta**2 - implied).abs() > 0.1 * implied).all()
+    # equal weights: the unbiased variance, as before
+    torch.testing.assert_close(weighted_variance(r, torch.zeros(k, n, dtype=torch.float64)),
+                               r.var(0))
+    assert weighted_variance(r[:1], lw[:1]).isnan().all()  # one chain: no variance
