@@ -3,7 +3,8 @@
 (a) the floor: L+1 fused forward+backward passes of the bare decoder (plain torch) per step;
 (b) pyrolik.ais on the same decoder written as an ordinary Pyro program, same batch, same L.
 50-200-200-784 ELU decoder, Bernoulli observations, 100 examples x 10 chains, the default kernel's
-L and momentum persistence (``--leapfrog 10 --persistence 0`` for the kernel of Wu et al.).
+L and momentum persistence (``--leapfrog 10 --persistence 0`` for the kernel of Wu et al.;
+``--resample T`` runs the kernel with resampling and also times it against plain AIS).
 Also: float64, the pilot's overhead, and the scaling with examples x chains.
 
     python benchmarks/bench_ais.py [--steps 20] [--rounds 5] [--device cuda]
@@ -41,12 +42,14 @@ def floor_per_step(dec, x, leapfrog, device, repeats=10):
 
 
 PERSISTENCE = pyrolik.HMC().momentum_persistence  # set by --persistence
+RESAMPLE = None  # set by --resample
 
 
-def ais_per_step(model, x, steps, chains, leapfrog, adapt="none", init=None):
+def ais_per_step(model, x, steps, chains, leapfrog, adapt="none", init=None, resample="global"):
     kernel = pyrolik.HMC(num_leapfrog=leapfrog, step_size=0.05,
                          adapt=None if adapt == "none" else adapt,
-                         momentum_persistence=PERSISTENCE)
+                         momentum_persistence=PERSISTENCE,
+                         resample=RESAMPLE if resample == "global" else resample)
     t0 = time.perf_counter()
     pyrolik.ais(model, x, num_steps=steps, num_chains=chains, kernel=kernel, init=init, seed=0,
                 progress=False)
@@ -65,6 +68,8 @@ def main(argv=None):
                    help="leapfrog steps (default: the default kernel's)")
     p.add_argument("--persistence", type=float, default=pyrolik.HMC().momentum_persistence,
                    help="momentum persistence (default: the default kernel's)")
+    p.add_argument("--resample", type=float, default=None,
+                   help="HMC(resample=): resampling threshold (default: none, plain AIS)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--pilot-steps", type=lambda v: [int(t) for t in v.split(",")], default=[200],
@@ -72,8 +77,9 @@ def main(argv=None):
     p.add_argument("--scaling", default="250,500,1000,2000,4000",
                    help="batch sizes (examples x chains) for the scaling table")
     args = p.parse_args(argv)
-    global PERSISTENCE
-    PERSISTENCE = args.persistence
+    global PERSISTENCE, RESAMPLE
+    PERSISTENCE, RESAMPLE = args.persistence, args.resample
+
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; device {args.device}")
@@ -115,6 +121,12 @@ def main(argv=None):
     enc = sorted(e / p for e, p in pairs)[1]
     print(f"AIS+encoder (mean-field encoder guide of the decoder's size) / AIS from the prior: "
           f"{enc:.2f}x per step (median of 3 pairs)")
+    if args.resample is not None:
+        pairs = [(ais_per_step(model, x, args.steps, args.chains, args.leapfrog),
+                  ais_per_step(model, x, args.steps, args.chains, args.leapfrog, resample=None))
+                 for _ in range(5)]
+        print(f"resample={args.resample} / plain AIS: "
+              f"{sorted(r / a for r, a in pairs)[2]:.3f}x per step (median of 5 pairs)")
     print("scaling (float32): rows = examples x chains, ms per annealing step, us per row-step")
     for total in [int(s) for s in args.scaling.split(",")]:
         n = max(1, total // args.chains)

@@ -170,12 +170,14 @@ class Schedule:
         if self.per_example:  # a failed example's NaN variances leave it the floor's even steps
             return adaptive(self.num_steps, table.betas,
                                       table.log_ratio_var).to(self.betas)
-        # examples whose density failed (NaN/inf, marked failed later) take no part in the pooling
-        finite = torch.isfinite(table.log_ratio_var).all(0)
-        if not finite.any():
+        # pooled at each pilot temperature over the examples that have a variance there: not those
+        # whose density failed (NaN/inf, marked failed later), nor those whose pilot weights all
+        # sat on one chain (NaN: no variance under the weights)
+        var = table.log_ratio_var
+        var = torch.where(torch.isfinite(var), var, torch.full_like(var, torch.nan))
+        if var.isnan().all():
             return self.betas
-        return adaptive(self.num_steps, table.betas,
-                                  table.log_ratio_var[:, finite].mean(1)).to(self.betas)
+        return adaptive(self.num_steps, table.betas, var.nanmean(1)).to(self.betas)
 
 
 def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:

@@ -13,7 +13,14 @@ from pyrolik.annealing import schedules
 from pyrolik.annealing.driver import pilot_phase, run_phase, run_pilot
 from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.step_sizes import StepSizes
-from pyrolik.annealing.tuning import WARMUP_TRANSITIONS, _coarse, _no_overshoot, _smooth, _variance
+from pyrolik.annealing.tuning import (
+    WARMUP_TRANSITIONS,
+    _coarse,
+    _no_overshoot,
+    _smooth,
+    _variance,
+    weighted_variance,
+)
 from pyrolik.execution.batches import progress_bar
 from pyrolik.model.target import make_target
 
@@ -21,7 +28,8 @@ from pyrolik.model.target import make_target
 def pilot_by_hand(strategy, path, kernel, schedule, generator) -> StepSizes:
     """The pilot algorithm as its own loop (how the pilot was written before it became an engine
     run): adapt per example from the chains' mean acceptance, warm up at both ends, keep the mean
-    of each temperature's second half, cap by the next, smooth."""
+    of each temperature's second half, cap by the next, smooth; the variance of r under the chains'
+    AIS weights."""
     k_all, n = path.target.num_chains, path.target.num_examples
     z0 = path.sample_initial(generator)
     k = strategy.pilot_chains(k_all)
@@ -31,8 +39,11 @@ def pilot_by_hand(strategy, path, kernel, schedule, generator) -> StepSizes:
     log_eps = z0.new_full((n,), math.log(strategy.step_size))
     inv_mass = _variance(z0, k, n) if strategy.mass_matrix else None
     logs, masses, variances = [], [], []
+    log_w, previous = torch.zeros(k * n, dtype=torch.float64), betas[0]
     for j, beta in enumerate(betas):
         history = []
+        log_w = log_w + ((beta - previous) * state.log_ratio).double()
+        previous = beta
         for _ in range(WARMUP_TRANSITIONS if j in (0, len(betas) - 1) else 1):
             state, info = kernel.step(state, fn, beta.expand(k * n), log_eps.exp().repeat(k),
                                       generator, None if inv_mass is None else inv_mass.repeat(k, 1))
@@ -42,8 +53,7 @@ def pilot_by_hand(strategy, path, kernel, schedule, generator) -> StepSizes:
             if strategy.mass_matrix:
                 inv_mass = _variance(state.z, k, n)
         logs.append(torch.stack(history[len(history) // 2 :]).mean(0))
-        variances.append(state.log_ratio.reshape(k, n).var(0) if k > 1
-                         else torch.full_like(log_eps, torch.nan))
+        variances.append(weighted_variance(state.log_ratio.reshape(k, n), log_w.reshape(k, n)))
         if inv_mass is not None:
             masses.append(inv_mass)
     mass = _smooth(torch.stack(masses)) if masses else None

@@ -204,7 +204,7 @@ def test_pilot_tables_are_reused_between_rounds(seed):
         torch.testing.assert_close(table.betas * stop, cut.betas)
         assert table.betas[0] == 0 and table.betas[-1] == 1
         assert torch.equal(table.log_step_size, cut.log_step_size)
-        torch.testing.assert_close(table.log_ratio_var, stop**2 * cut.log_ratio_var)
+        torch.testing.assert_close(table.log_ratio_var, stop**2 * cut.log_ratio_var, equal_nan=True)
     # the same call without the table runs its own pilot: another table, other bounds
     fresh = distortion_bdmc(LG, num_steps=60, seed=seed + 1, **kw)
     assert not torch.equal(fresh.step_sizes.log_step_size, again.step_sizes.log_step_size)
