@@ -41,6 +41,7 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 import pyrolik
@@ -88,19 +89,60 @@ def _model(name: str):
     return load("vae", dtype=torch.float32), (64,)
 
 
-def run_peer(model, sim, budget: int, chains: int, seed: int, step_size: float) -> dict:
-    """BlackJAX's HMC-in-AIS (resampling off) at ``budget``: L = 10, a fixed step size."""
-    from benchmarks import _blackjax_peer as peer
+PEERS = ("blackjax", "bjx-tempered", "bjx-adaptive")
 
-    steps = max(1, budget // 10)
-    t0, c0 = time.perf_counter(), time.process_time()
-    out = peer.bdmc(model.decoder, sim.x.numpy(), sim.latents["z"].numpy(), num_chains=chains,
-                    betas=pyrolik.schedules.sigmoid(steps).numpy(), step_size=step_size,
-                    num_leapfrog=10, seed=seed)
+
+def _peer_row(out: dict, steps: float, t0: float, c0: float) -> dict:
     gap = torch.as_tensor(out["upper"] - out["lower"])
     return {"num_steps": steps, "gradient_evals": float(out["grads_per_chain"]),
             "gap": float(gap.mean()), "gap_se": float(gap.std() / len(gap) ** 0.5),
-            "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
+            "seconds": out["run_s"], "cpu_seconds": out["run_cpu_s"],
+            "compile_seconds": out["compile_s"], "total_seconds": time.perf_counter() - t0,
+            "total_cpu_seconds": time.process_time() - c0}
+
+
+def run_peer(name: str, model, sim, budget: int, chains: int, seed: int, args) -> dict:
+    """A BlackJAX configuration at ``budget`` gradient evaluations per chain (``_blackjax_peer.py``).
+
+    ``blackjax``: AIS (resampling off), L = 10, a fixed step size, sigmoid schedule of G / 10 steps.
+    ``bjx-tempered``: tempered SMC (systematic resampling) with inner-kernel tuning along the sigmoid
+    schedule of G / (M L + 1) temperatures. ``bjx-adaptive``: adaptive tempered SMC (ESS target
+    ``--peer-ess``) with inner-kernel tuning; M MCMC steps per temperature, chosen for the budget by
+    a placement pilot when ``--peer-mcmc-steps 0``. Seconds: the run's (``seconds``, ``cpu_seconds``)
+    without XLA's compilation (``compile_seconds``).
+    """
+    from benchmarks import _blackjax_peer as peer
+
+    x, z = sim.x.numpy(), sim.latents["z"].numpy()
+    L, M = args.peer_leapfrog, args.peer_mcmc_steps
+    t0, c0 = time.perf_counter(), time.process_time()
+    if name == "blackjax":
+        steps = max(1, budget // 10)
+        out = peer.bdmc(model, x, z, num_chains=chains, betas=pyrolik.schedules.sigmoid(steps).numpy(),
+                        step_size=args.peer_step, num_leapfrog=10, seed=seed)
+        return _peer_row(out, steps, t0, c0)
+    kw = {"num_chains": chains, "num_leapfrog": L, "step_size": args.peer_step,
+          "tune": args.peer_tune, "target_accept": args.peer_accept, "seed": seed}
+    if name == "bjx-tempered":
+        M = M or 1
+        steps = max(1, round(budget / (M * L + 1)))
+        out = peer.smc(model, x, z, method="tempered", num_mcmc_steps=M,
+                       betas=pyrolik.schedules.sigmoid(steps).numpy(), **kw)
+        return _peer_row(out, steps, t0, c0)
+    if not M:  # placement: the temperatures at M = 1 on (at most) 10 examples, forward only
+        pilot = peer.smc(model, x[:10], None, method="adaptive", num_mcmc_steps=1,
+                         target_ess=args.peer_ess, **kw)
+        t1 = float(pilot["temps_fwd"].mean())
+        M = max(1, round((budget / t1 - 1) / L))
+        print(f"  placement: {t1:.1f} temperatures at M = 1 -> M = {M} "
+              f"({time.perf_counter() - t0:.1f} s, not counted)", flush=True)
+        t0, c0 = time.perf_counter(), time.process_time()
+    out = peer.smc(model, x, z, method="adaptive", num_mcmc_steps=M, target_ess=args.peer_ess, **kw)
+    temps = np.concatenate([out["temps_fwd"], out["temps_rev"]])
+    row = _peer_row(out, float(temps.mean()), t0, c0)
+    row["peer"] = (f"M={M} T={temps.mean():.1f} (max {temps.max()}) step {out['step_size']:.3f} "
+                   f"acc {out['accept']:.2f}")
+    return row
 
 
 def run(model, sim, kernel: pyrolik.HMC, budget: int, chains: int, seed: int,
@@ -128,15 +170,24 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--peer-step", type=float, default=0.1,
-                   help="the fixed HMC step size of the blackjax peer")
+                   help="BlackJAX's HMC step size: fixed (blackjax), initial (bjx-*)")
+    p.add_argument("--peer-leapfrog", type=int, default=10, help="L of bjx-tempered, bjx-adaptive")
+    p.add_argument("--peer-mcmc-steps", type=int, default=0,
+                   help="HMC moves per temperature of bjx-*; 0: 1 (tempered), placed (adaptive)")
+    p.add_argument("--peer-ess", type=float, default=0.5, help="target ESS of bjx-adaptive")
+    p.add_argument("--peer-tune", choices=["mass+step", "step", "none"], default="mass+step",
+                   help="bjx-* inner-kernel tuning between temperatures")
+    p.add_argument("--peer-accept", type=float, default=0.65,
+                   help="target acceptance of bjx-*'s step size tuning")
     p.add_argument("--no-plot", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    if "blackjax" in args.candidates:
+    peers = [c for c in args.candidates if c in PEERS]
+    if peers:
         from benchmarks import _blackjax_peer as peer
 
-        if args.model != "mnist":
-            raise SystemExit("the blackjax peer anneals a Bernoulli-logit MLP decoder: --model mnist")
+        if args.model == "lg":
+            raise SystemExit("the BlackJAX peers anneal a decoder model: --model mnist or vae")
         peer.configure_threads(args.threads)  # before jax is imported
         if peer.available() is None:
             raise SystemExit("blackjax: jax/blackjax do not import (pip install blackjax)")
@@ -144,45 +195,56 @@ def main(argv=None):
     print(f"machine: {machine()}; load {os.getloadavg()[0]:.1f}")
     model, shape = _model(args.model)
     sim = pyrolik.simulate(model, args.examples, data_shape=shape, seed=args.seed)
+    if peers:  # both tools anneal the same target: jax's log p(z) + log p(x|z) against Pyro's
+        x5, z5 = sim.x[:5].numpy(), sim.latents["z"][:5].numpy()
+        err = max(peer.check_target(model, x5, z5),
+                  peer.check_target(model, x5, np.random.default_rng(0).standard_normal(
+                      z5.shape).astype(np.float32)))
+        print(f"peer target = Pyro model's to {err:.1e} (relative, 10 z)")
     rows = []
     for name in args.candidates:
         kernel, schedule = None, "auto"
-        if name != "blackjax":
+        if name not in PEERS:
             kw = settings(name)
             schedule = kw.pop("schedule", "auto")
             if name == "fixed":
                 kw["step_size"] = args.fixed_step
             kernel = pyrolik.HMC(**kw)
         for budget in args.budgets:
-            measured = (run_peer(model, sim, budget, args.chains, args.seed, args.peer_step)
+            measured = (run_peer(name, model, sim, budget, args.chains, args.seed, args)
                         if kernel is None else
                         run(model, sim, kernel, budget, args.chains, args.seed, schedule))
             row = {"candidate": name, "budget": budget, **measured}
             rows.append(row)
-            print(f"{name:>10} G={budget:>5}: T={row['num_steps']:>4}, "
+            extra = (f" + compile {row['compile_seconds']:.1f} s" if "compile_seconds" in row
+                     else "") + (f"; {row['peer']}" if "peer" in row else "")
+            print(f"{name:>12} G={budget:>5}: T={row['num_steps']:>6.1f}, "
                   f"{row['gradient_evals']:8.1f} evals/chain, gap {row['gap']:7.3f} +- "
-                  f"{row['gap_se']:.3f}, {row['seconds']:.1f} s ({row['cpu_seconds']:.1f} s CPU)",
-                  flush=True)
+                  f"{row['gap_se']:.3f}, {row['seconds']:.1f} s ({row['cpu_seconds']:.1f} s CPU)"
+                  + extra, flush=True)
     if not args.no_plot:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(5.5, 4))
-        for name in args.candidates:
-            mine = [r for r in rows if r["candidate"] == name]
-            xs = [r["gradient_evals"] for r in mine]
-            # a gap at or below zero is within noise of closed: drawn at its standard error
-            ys = [max(r["gap"], r["gap_se"], 1e-3) for r in mine]
-            ax.errorbar(xs, ys, yerr=[r["gap_se"] for r in mine], marker="o", capsize=2,
-                        label=name)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("gradient evaluations per chain (pilot included)")
-        ax.set_ylabel("BDMC gap [nats]")
-        ax.set_title(f"{args.model}: {args.examples} simulated examples x {args.chains} chains")
-        ax.legend(frameon=False, fontsize=8)
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+        for ax, key, label in ((axes[0], "gradient_evals",
+                                "gradient evaluations per chain (pilot included)"),
+                               (axes[1], "seconds", "wall seconds (one thread, compile excluded)")):
+            for name in args.candidates:
+                mine = [r for r in rows if r["candidate"] == name]
+                xs = [r[key] for r in mine]
+                # a gap at or below zero is within noise of closed: drawn at its standard error
+                ys = [max(r["gap"], r["gap_se"], 1e-3) for r in mine]
+                ax.errorbar(xs, ys, yerr=[r["gap_se"] for r in mine], marker="o", capsize=2,
+                            label=name)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(label)
+        axes[0].set_ylabel("BDMC gap [nats]")
+        fig.suptitle(f"{args.model}: {args.examples} simulated examples x {args.chains} chains")
+        axes[0].legend(frameon=False, fontsize=8)
         out = HERE / "figures" / f"frontier_{args.model}.png"
         out.parent.mkdir(exist_ok=True)
         fig.tight_layout()
