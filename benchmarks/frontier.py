@@ -92,6 +92,24 @@ def _model(name: str):
 PEERS = ("blackjax", "bjx-tempered", "bjx-adaptive")
 
 
+def peer_settings(name: str, args) -> tuple[str, argparse.Namespace] | None:
+    """A peer's name and settings: ``bjx-adaptive`` takes ``--peer-*``; ``bjx-adaptive:L10:M0:ess0.5``
+    overrides them (L, M, ess, tune=, acc); None for a pyrolik candidate."""
+    base, *mods = name.split(":")
+    if base not in PEERS:
+        return None
+    ns = argparse.Namespace(**{k: v for k, v in vars(args).items() if k.startswith("peer_")})
+    for m in mods:
+        key = re.fullmatch(r"(L|M|ess|tune=|acc)(.+)", m)
+        if key is None:
+            raise ValueError(f"peer modifier {m!r}: L<n>, M<n>, ess<f>, tune=<t>, acc<f>")
+        k, v = key.groups()
+        attr = {"L": "peer_leapfrog", "M": "peer_mcmc_steps", "ess": "peer_ess",
+                "tune=": "peer_tune", "acc": "peer_accept"}[k]
+        setattr(ns, attr, v if k == "tune=" else type(getattr(ns, attr))(v))
+    return base, ns
+
+
 def _peer_row(out: dict, steps: float, t0: float, c0: float) -> dict:
     gap = torch.as_tensor(out["upper"] - out["lower"])
     return {"num_steps": steps, "gradient_evals": float(out["grads_per_chain"]),
@@ -101,7 +119,7 @@ def _peer_row(out: dict, steps: float, t0: float, c0: float) -> dict:
             "total_cpu_seconds": time.process_time() - c0}
 
 
-def run_peer(name: str, model, sim, budget: int, chains: int, seed: int, args) -> dict:
+def run_peer(name: str, args, model, sim, budget: int, chains: int, seed: int) -> dict:
     """A BlackJAX configuration at ``budget`` gradient evaluations per chain (``_blackjax_peer.py``).
 
     ``blackjax``: AIS (resampling off), L = 10, a fixed step size, sigmoid schedule of G / 10 steps.
@@ -129,18 +147,25 @@ def run_peer(name: str, model, sim, budget: int, chains: int, seed: int, args) -
         out = peer.smc(model, x, z, method="tempered", num_mcmc_steps=M,
                        betas=pyrolik.schedules.sigmoid(steps).numpy(), **kw)
         return _peer_row(out, steps, t0, c0)
-    if not M:  # placement: the temperatures at M = 1 on (at most) 10 examples, forward only
-        pilot = peer.smc(model, x[:10], None, method="adaptive", num_mcmc_steps=1,
-                         target_ess=args.peer_ess, **kw)
+    ess = args.peer_ess
+    if not M or not ess:  # placement for the budget: a forward pilot on (at most) 10 examples
+        M1, ess1 = M or 1, ess or 0.99
+        pilot = peer.smc(model, x[:10], None, method="adaptive", num_mcmc_steps=M1,
+                         target_ess=ess1, **kw)
         t1 = float(pilot["temps_fwd"].mean())
-        M = max(1, round((budget / t1 - 1) / L))
-        print(f"  placement: {t1:.1f} temperatures at M = 1 -> M = {M} "
-              f"({time.perf_counter() - t0:.1f} s, not counted)", flush=True)
+        if not ess:  # T is close to proportional to 1 / sqrt(1 / ess - 1)
+            M = M1
+            c = (1 / ess1 - 1) ** 0.5 * t1 / (budget / (M * L + 1))
+            ess = 1 / (1 + c * c)
+        else:
+            M = max(1, round((budget / t1 - 1) / L))
+        print(f"  placement: {t1:.1f} temperatures at ESS {ess1}, M = {M1} -> ESS {ess:.5f}, "
+              f"M = {M} ({time.perf_counter() - t0:.1f} s, not counted)", flush=True)
         t0, c0 = time.perf_counter(), time.process_time()
-    out = peer.smc(model, x, z, method="adaptive", num_mcmc_steps=M, target_ess=args.peer_ess, **kw)
+    out = peer.smc(model, x, z, method="adaptive", num_mcmc_steps=M, target_ess=ess, **kw)
     temps = np.concatenate([out["temps_fwd"], out["temps_rev"]])
     row = _peer_row(out, float(temps.mean()), t0, c0)
-    row["peer"] = (f"M={M} T={temps.mean():.1f} (max {temps.max()}) step {out['step_size']:.3f} "
+    row["peer"] = (f"ESS {ess:.5f} M={M} T={temps.mean():.1f} (max {temps.max()}) step {out['step_size']:.3f} "
                    f"acc {out['accept']:.2f}")
     return row
 
@@ -171,10 +196,11 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--peer-step", type=float, default=0.1,
                    help="BlackJAX's HMC step size: fixed (blackjax), initial (bjx-*)")
-    p.add_argument("--peer-leapfrog", type=int, default=10, help="L of bjx-tempered, bjx-adaptive")
-    p.add_argument("--peer-mcmc-steps", type=int, default=0,
-                   help="HMC moves per temperature of bjx-*; 0: 1 (tempered), placed (adaptive)")
-    p.add_argument("--peer-ess", type=float, default=0.5, help="target ESS of bjx-adaptive")
+    p.add_argument("--peer-leapfrog", type=int, default=3, help="L of bjx-tempered, bjx-adaptive")
+    p.add_argument("--peer-mcmc-steps", type=int, default=1,
+                   help="HMC moves per temperature of bjx-*; 0: placed for the budget (adaptive)")
+    p.add_argument("--peer-ess", type=float, default=0.0,
+                   help="target ESS (fraction) of bjx-adaptive; 0: placed for the budget")
     p.add_argument("--peer-tune", choices=["mass+step", "step", "none"], default="mass+step",
                    help="bjx-* inner-kernel tuning between temperatures")
     p.add_argument("--peer-accept", type=float, default=0.65,
@@ -182,7 +208,7 @@ def main(argv=None):
     p.add_argument("--no-plot", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    peers = [c for c in args.candidates if c in PEERS]
+    peers = [c for c in args.candidates if peer_settings(c, args) is not None]
     if peers:
         from benchmarks import _blackjax_peer as peer
 
@@ -204,14 +230,15 @@ def main(argv=None):
     rows = []
     for name in args.candidates:
         kernel, schedule = None, "auto"
-        if name not in PEERS:
+        if name not in peers:
             kw = settings(name)
             schedule = kw.pop("schedule", "auto")
             if name == "fixed":
                 kw["step_size"] = args.fixed_step
             kernel = pyrolik.HMC(**kw)
         for budget in args.budgets:
-            measured = (run_peer(name, model, sim, budget, args.chains, args.seed, args)
+            measured = (run_peer(*peer_settings(name, args), model, sim, budget, args.chains,
+                                 args.seed)
                         if kernel is None else
                         run(model, sim, kernel, budget, args.chains, args.seed, schedule))
             row = {"candidate": name, "budget": budget, **measured}
