@@ -3,8 +3,9 @@
 One simulated data set per model; for each candidate kernel and each budget ``G`` (gradient
 evaluations per chain of the estimating run), BDMC with ``num_steps = G / num_leapfrog``. The x axis
 counts every gradient evaluation per chain, the pilot's included (spread over the BDMC chains), so a
-kernel that tunes longer pays for it. Prints a table and draws the gap against the evaluations
-(log-log, standard-error bars) to ``benchmarks/figures/frontier_<model>.png``.
+kernel that tunes longer pays for it. Prints a table and draws the gap against the evaluations and
+against the wall seconds (two panels, log-log, standard-error bars) to
+``benchmarks/figures/frontier_<model>.png``; ``frontier_summary.py`` draws the same from several runs' logs.
 
 Candidates: ``default`` (``HMC()``: L = 3, momentum persistence 0.5 since session 7), and names
 relative to Wu et al.'s kernel (L = 10, a fresh momentum: ``L10``, the default of pyrolik 0.1), so
@@ -18,16 +19,36 @@ the same with 5 leapfrog steps, ``L3p0.5m`` (the default) adds the pilot's diago
 Each row also gives the run's wall and CPU (user + system) seconds: CPU time above wall time means
 more than one core was used.
 
-The peer ``blackjax`` (``--model mnist`` only, when jax and blackjax import: ``pip install
-blackjax``): BlackJAX's tempered SMC with resampling off as forward and reverse AIS on the same
-simulated examples and decoder weights (``_blackjax_peer.py``, as in ``bench_bdmc.py``), HMC with
-L = 10 and a fixed step size of ``--peer-step`` (0.1) along the sigmoid schedule of ``G / 10``
-steps; its x value counts its L + 1 evaluations per transition (BlackJAX re-evaluates at each
-temperature's start). Its seconds include XLA's compilation.
+The BlackJAX peers (``--model mnist`` or ``vae``, when jax and blackjax import: ``pip install
+blackjax``; ``_blackjax_peer.py``) anneal the same target (the decoder's weights copied, the
+observation model rebuilt; checked against the Pyro model's trace at 10 z before any run) on the same
+simulated examples, forward from the prior and reverse from the simulated latents:
+
+- ``bjx-adaptive``: BlackJAX at its best, ``blackjax.adaptive_tempered_smc`` (next temperature from a
+  target ESS, systematic resampling at every temperature) inside ``blackjax.inner_kernel_tuning``
+  (inverse mass matrix from the particles' variances, each particle's step size from its acceptance
+  rate, target ``--peer-accept`` 0.65), HMC with ``--peer-leapfrog`` (3) steps, ``--peer-mcmc-steps``
+  (1) moves per temperature. Its target ESS (``--peer-ess``, 0: placed) is chosen for the budget from
+  a forward pilot on 10 examples (not counted). The reverse run tempers posterior -> prior along the
+  forward run's temperatures (an adaptive reverse would jump to the prior in one step: its particles
+  start identical, so every increment has ESS = K). ``bjx-adaptive:L10:M0:ess0.5`` (BlackJAX's
+  examples' ESS 0.5, M placed) and other overrides (``L``, ``M``, ``ess``, ``tune=``, ``acc``) name
+  variants.
+- ``bjx-tempered``: ``blackjax.tempered_smc`` (resampling at every temperature) with the same tuning
+  along the sigmoid schedule of ``G / (M L + 1)`` temperatures.
+- ``blackjax``: the weak configuration, tempered SMC with resampling off as AIS, L = 10 at a fixed step
+  ``--peer-step`` (0.1), sigmoid schedule of ``G / 10`` steps.
+
+Their x value counts L gradients per trajectory and the value-and-gradient BlackJAX re-evaluates at
+each temperature's start (``T (M L + 1)``; the adaptive T is random: its mean over examples and
+directions). Their seconds exclude XLA's compilation (printed apart); ``--threads 1`` pins torch to
+one thread and XLA's CPU backend to one (``XLA_FLAGS``).
 
     PYTHONPATH=. python benchmarks/frontier.py --model lg --budgets 100 200 400 800
     PYTHONPATH=. python benchmarks/frontier.py --model vae --examples 20 --budgets 250 500 1000
     PYTHONPATH=. python benchmarks/frontier.py --model mnist --examples 20 --budgets 500 1000 2000
+    PYTHONPATH=. python benchmarks/frontier.py --model vae --examples 100 --chains 10 \
+        --budgets 1000 2000 --candidates default bjx-adaptive bjx-tempered blackjax
 
 ``lg``: LinearGaussian(5, 2, s=0.3); ``vae``: the shipped digits VAE; ``mnist``: the binarized-MNIST
 50-200-200-784 reference IWAE (``checkpoints/reference_iwae.pt``, as in ``bench_bdmc.py``).
@@ -113,6 +134,7 @@ def peer_settings(name: str, args) -> tuple[str, argparse.Namespace] | None:
 def _peer_row(out: dict, steps: float, t0: float, c0: float) -> dict:
     gap = torch.as_tensor(out["upper"] - out["lower"])
     return {"num_steps": steps, "gradient_evals": float(out["grads_per_chain"]),
+            "lower": np.asarray(out["lower"]), "upper": np.asarray(out["upper"]),
             "gap": float(gap.mean()), "gap_se": float(gap.std() / len(gap) ** 0.5),
             "seconds": out["run_s"], "cpu_seconds": out["run_cpu_s"],
             "compile_seconds": out["compile_s"], "total_seconds": time.perf_counter() - t0,
@@ -180,6 +202,8 @@ def run(model, sim, kernel: pyrolik.HMC, budget: int, chains: int, seed: int,
     per_chain = (2 * s["gradient_evals_per_example"] + s["pilot_gradient_evals_per_example"]) \
         / (2 * chains)
     return {"num_steps": steps, "gradient_evals": per_chain, "gap": r.gap, "gap_se": r.gap_stderr,
+            "lower": r.lower.log_likelihood.double().numpy(),
+            "upper": r.upper.log_likelihood.double().numpy(),
             "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
 
 
@@ -282,6 +306,19 @@ def main(argv=None):
         b = best.get(r["budget"])
         if b is None or r["gap"] < b["gap"]:
             best[r["budget"]] = r
+    ref = max((r for r in rows if r["candidate"] == "default"), key=lambda r: r["budget"],
+              default=None)
+    if ref is not None and peers:  # the peers' bounds against pyrolik's sandwich, example by example
+        mid = 0.5 * (ref["lower"] + ref["upper"])
+        print(f"against default's bounds at G={ref['budget']} (mean +- se over examples; a lower "
+              f"bound above the upper bound, or an upper below the lower, on average, is biased):")
+        for r in rows:
+            if r["candidate"] in peers:
+                d = {k: v for k, v in (("lower - default upper", r["lower"] - ref["upper"]),
+                                       ("upper - default lower", r["upper"] - ref["lower"]),
+                                       ("lower - midpoint", r["lower"] - mid))}
+                print(f"{r['candidate']:>12} G={r['budget']:>5}: " + ", ".join(
+                    f"{k} {v.mean():+.3f} +- {v.std() / len(v) ** 0.5:.3f}" for k, v in d.items()))
     print("smallest gap per budget: " + ", ".join(
         f"G={g}: {r['candidate']} {r['gap']:.3f}" for g, r in sorted(best.items())))
     return rows
