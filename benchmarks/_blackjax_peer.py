@@ -218,7 +218,7 @@ def bdmc(model, x: np.ndarray, z_post: np.ndarray, *, num_chains: int, betas: np
 
 def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, method: str,
         num_leapfrog: int, num_mcmc_steps: int = 1, step_size: float = 0.1,
-        tune: str = "mass+step", target_accept: float = 0.65, target_ess: float = 0.5,
+        tune: str = "step", target_accept: float = 0.65, target_ess: float = 0.5,
         betas: np.ndarray | None = None, seed: int = 0, max_temps: int = 4000) -> dict:
     """BlackJAX tempered SMC (``method="tempered"``, along ``betas``) or adaptive tempered SMC
     (``"adaptive"``), with inner-kernel tuning, forward and (when ``z_post`` is given) reverse.
