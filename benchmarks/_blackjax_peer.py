@@ -27,10 +27,14 @@ temperature solves ESS = ``target_ess`` x K (dichotomy), systematic resampling a
 the loop runs until the temperature reaches 1 (``jax.lax.while_loop``, as in BlackJAX's examples).
 
 Tuning between temperatures (``tune``), from the population, by BlackJAX's own helpers
-(``blackjax.smc.tuning``): ``"mass+step"``: the inverse mass matrix is the particles' variance (diagonal,
-Buchholz et al. 2018 section 3.1, ``inverse_mass_matrix_from_particles``) and each particle's step size
-follows its acceptance rate towards ``target_accept`` (``update_scale_from_acceptance_rate``);
-``"step"``: the step size only; ``"none"``: fixed.
+(``blackjax.smc.tuning``): ``"step"``: each particle's step size follows its acceptance rate towards
+``target_accept`` (``update_scale_from_acceptance_rate``, per chain as BlackJAX's helper is written);
+``"shared-step"``: the same rule averaged into one step size for all particles (the default);
+``"mass+..."`` adds the inverse mass matrix from the particles' variances (diagonal, Buchholz et al.
+2018 section 3.1, as ``inverse_mass_matrix_from_particles``); ``"none"``: fixed. With 10 particles
+``step`` biases both bounds upwards (a slot's step size follows the acceptance of the particle
+systematic resampling keeps in that slot: a position-dependent step size) and the mass matrix biases
+them downwards by 1-1.6 nats on the digits VAE (``benchmarks/logs/frontier_peer_tuning_bias.log``).
 
 Reverse (upper bound): the same loop started from the simulated latents (every particle at the
 example's exact posterior draw) with the temperatures reversed. For the SMC methods that is a
@@ -218,7 +222,7 @@ def bdmc(model, x: np.ndarray, z_post: np.ndarray, *, num_chains: int, betas: np
 
 def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, method: str,
         num_leapfrog: int, num_mcmc_steps: int = 1, step_size: float = 0.1,
-        tune: str = "step", target_accept: float = 0.65, target_ess: float = 0.5,
+        tune: str = "shared-step", target_accept: float = 0.65, target_ess: float = 0.5,
         betas: np.ndarray | None = None, seed: int = 0, max_temps: int = 4000) -> dict:
     """BlackJAX tempered SMC (``method="tempered"``, along ``betas``) or adaptive tempered SMC
     (``"adaptive"``), with inner-kernel tuning, forward and (when ``z_post`` is given) reverse.
@@ -240,8 +244,9 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
         raise ValueError(f"method {method!r}: 'tempered' or 'adaptive'")
     if method == "tempered" and betas is None:
         raise ValueError("method='tempered' needs betas")
-    if tune not in ("mass+step", "step", "none"):
-        raise ValueError(f"tune {tune!r}: 'mass+step', 'step' or 'none'")
+    tunes = ("shared-step", "step", "mass+shared-step", "mass+step", "none")
+    if tune not in tunes:
+        raise ValueError(f"tune {tune!r}: one of {tunes}")
     logprior, loglik_x, d = _target(model)
     K, M, L = num_chains, num_mcmc_steps, num_leapfrog
     unit = jnp.ones((1, d), jnp.float32)
@@ -249,7 +254,7 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
     def update(key, state, info):
         """mcmc_parameter_update_fn: the next temperature's inverse mass matrix from the particles."""
         inv_mass = (extend_params(jnp.maximum(particles_stds(state.particles) ** 2, 1e-8))
-                    if tune == "mass+step" else unit)
+                    if tune.startswith("mass") else unit)
         return {"inverse_mass_matrix": inv_mass, "num_integration_steps": jnp.array([L]),
                 "step_size": jnp.zeros(K, jnp.float32)}  # set by the loop from the acceptance
 
@@ -284,6 +289,8 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
             acc = info.update_info.acceptance_rate.reshape(K, -1).mean(1)
             s = (update_scale_from_acceptance_rate(old, acc, target_acceptance_rate=target_accept)
                  if tune != "none" else old)
+            if tune.endswith("shared-step"):  # one step size for all particles: BlackJAX's rule, averaged
+                s = jnp.full_like(s, s.mean())
             new = new._replace(parameter_override={**new.parameter_override, "step_size": s})
             return new, info.log_likelihood_increment, acc.mean()
 

@@ -26,16 +26,17 @@ simulated examples, forward from the prior and reverse from the simulated latent
 
 - ``bjx-adaptive``: BlackJAX at its best, ``blackjax.adaptive_tempered_smc`` (next temperature from a
   target ESS, systematic resampling at every temperature) inside ``blackjax.inner_kernel_tuning``
-  (each particle's step size from its acceptance rate, ``update_scale_from_acceptance_rate`` at target
-  ``--peer-accept`` 0.65; ``--peer-tune mass+step`` adds the inverse mass matrix from the particles'
-  variances, Buchholz et al.'s choice, which with 10 particles biases both bounds by about -1 nat on
-  the VAE: RESULTS.md), HMC with ``--peer-leapfrog`` (3) steps, ``--peer-mcmc-steps``
+  (the step size from the particles' acceptance rates: BlackJAX's ``update_scale_from_acceptance_rate``
+  at target ``--peer-accept`` 0.65, averaged into one step size for all particles), HMC with ``--peer-leapfrog`` (3) steps, ``--peer-mcmc-steps``
   (1) moves per temperature. Its target ESS (``--peer-ess``, 0: placed) is chosen for the budget from
   a forward pilot on 10 examples (not counted). The reverse run tempers posterior -> prior along the
   forward run's temperatures (an adaptive reverse would jump to the prior in one step: its particles
   start identical, so every increment has ESS = K). ``bjx-adaptive:L10:M0:ess0.5`` (BlackJAX's
   examples' ESS 0.5, M placed) and other overrides (``L``, ``M``, ``ess``, ``tune=``, ``acc``) name
-  variants.
+  variants. ``--peer-tune`` (or ``:tune=``): ``step`` keeps BlackJAX's step size per particle,
+  ``mass+...`` adds the inverse mass matrix from the particles' variances (Buchholz et al.); both
+  bias BlackJAX's bounds with 10 particles (RESULTS.md), so the best *valid* configuration shares one
+  step size and no mass matrix.
 - ``bjx-tempered``: ``blackjax.tempered_smc`` (resampling at every temperature) with the same tuning
   along the sigmoid schedule of ``G / (M L + 1)`` temperatures.
 - ``blackjax``: the weak configuration, tempered SMC with resampling off as AIS, L = 10 at a fixed step
@@ -227,7 +228,8 @@ def main(argv=None):
                    help="HMC moves per temperature of bjx-*; 0: placed for the budget (adaptive)")
     p.add_argument("--peer-ess", type=float, default=0.0,
                    help="target ESS (fraction) of bjx-adaptive; 0: placed for the budget")
-    p.add_argument("--peer-tune", choices=["mass+step", "step", "none"], default="step",
+    p.add_argument("--peer-tune", default="shared-step",
+                   choices=["shared-step", "step", "mass+shared-step", "mass+step", "none"],
                    help="bjx-* inner-kernel tuning between temperatures")
     p.add_argument("--peer-accept", type=float, default=0.65,
                    help="target acceptance of bjx-*'s step size tuning")
