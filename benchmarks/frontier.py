@@ -312,12 +312,12 @@ def main(argv=None):
             best[r["budget"]] = r
     ref = max((r for r in rows if r["candidate"] == "default"), key=lambda r: r["budget"],
               default=None)
-    if ref is not None and peers:  # the peers' bounds against pyrolik's sandwich, example by example
+    if ref is not None and peers:  # the bounds against pyrolik's largest sandwich, example by example
         mid = 0.5 * (ref["lower"] + ref["upper"])
         print(f"against default's bounds at G={ref['budget']} (mean +- se over examples; a lower "
               f"bound above the upper bound, or an upper below the lower, on average, is biased):")
         for r in rows:
-            if r["candidate"] in peers:
+            if r["candidate"] in peers or r["candidate"] == "default":
                 d = {k: v for k, v in (("lower - default upper", r["lower"] - ref["upper"]),
                                        ("upper - default lower", r["upper"] - ref["lower"]),
                                        ("lower - midpoint", r["lower"] - mid))}
