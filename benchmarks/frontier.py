@@ -234,6 +234,8 @@ def main(argv=None):
     p.add_argument("--peer-accept", type=float, default=0.65,
                    help="target acceptance of bjx-*'s step size tuning")
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--save-bounds", default=None, metavar="NPZ",
+                   help="write every row's per-example bounds (for frontier_summary.py --bounds)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     peers = [c for c in args.candidates if peer_settings(c, args) is not None]
@@ -310,6 +312,9 @@ def main(argv=None):
         b = best.get(r["budget"])
         if b is None or r["gap"] < b["gap"]:
             best[r["budget"]] = r
+    if args.save_bounds:
+        np.savez(args.save_bounds, seed=args.seed, model=args.model,
+                 **{f"{r['candidate']}@{r['budget']}:{k}": r[k] for r in rows for k in ("lower", "upper")})
     ref = max((r for r in rows if r["candidate"] == "default"), key=lambda r: r["budget"],
               default=None)
     if ref is not None and peers:  # the bounds against pyrolik's largest sandwich, example by example

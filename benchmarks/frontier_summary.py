@@ -37,11 +37,46 @@ def read(paths: list[str]) -> dict[tuple[str, int], dict[str, tuple]]:
     return rows
 
 
+def against(paths: list[str], ref: str) -> None:
+    """Each row's lower and upper bound minus the reference's midpoint, example by example, pooled
+    over seeds (mean +- se over all examples): a bound's bias shows as a lower bound above the
+    reference's upper bound (or an upper below its lower) on average."""
+    import numpy as np
+
+    data: dict[tuple, dict] = defaultdict(dict)
+    for path in paths:
+        with np.load(path) as f:
+            data[(str(f["model"]), int(f["seed"]))].update({k: f[k] for k in f.files if "@" in k})
+    diffs: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for seed, rows in sorted(data.items()):
+        if f"{ref}:lower" not in rows:
+            print(f"{seed}: no {ref} row, left out")
+            continue
+        lo, up = rows[f"{ref}:lower"], rows[f"{ref}:upper"]
+        mid = 0.5 * (lo + up)
+        for key in rows:
+            name, which = key.rsplit(":", 1)
+            diffs[name][f"{which} - ref midpoint"].append(rows[key] - mid)
+            if which == "lower":
+                diffs[name]["lower - ref upper"].append(rows[key] - up)
+    print(f"bounds against {ref}'s midpoint (nats, mean +- se over examples, seeds pooled):")
+    for name in sorted(diffs, key=lambda n: (int(n.rsplit("@", 1)[1]), n)):
+        parts = []
+        for what in ("lower - ref midpoint", "upper - ref midpoint", "lower - ref upper"):
+            v = np.concatenate(diffs[name][what])
+            parts.append(f"{what} {v.mean():+.3f} +- {v.std() / len(v) ** 0.5:.3f}")
+        print(f"{name:>32} ({len(diffs[name]['lower - ref upper'])} seeds): " + ", ".join(parts))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("logs", nargs="+")
     p.add_argument("--title", default="")
     p.add_argument("--out", default=None, help="figure path (none: no figure)")
+    p.add_argument("--bounds", nargs="*", default=[], metavar="NPZ",
+                   help="frontier.py --save-bounds files: each row's bounds against --ref's midpoint "
+                        "on the same seed's examples")
+    p.add_argument("--ref", default="default@2000", help="the reference row, candidate@budget")
     p.add_argument("--rename", nargs="*", default=[], metavar="OLD=NEW",
                    help="a candidate's name in the table and the legend, e.g. default=L10 for logs "
                         "written when the default was L = 10")
@@ -61,6 +96,8 @@ def main(argv=None):
         print(f"G={budget:5d} {name:>8} {evals:7.1f} evals/chain, {len(gaps)} seeds: gap {mean:.3f} "
               f"+- {se:.3f} (" + " ".join(f"{g:.2f}" for g in gaps) + f"), {wall:.1f} s wall, "
               f"{cpu:.1f} s CPU per run" + (f" (+ compile {comp:.1f} s)" if comp else ""))
+    if args.bounds:
+        against(args.bounds, args.ref)
     if args.out:
         import matplotlib
 
