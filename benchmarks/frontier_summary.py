@@ -76,6 +76,8 @@ def main(argv=None):
     p.add_argument("--bounds", nargs="*", default=[], metavar="NPZ",
                    help="frontier.py --save-bounds files: each row's bounds against --ref's midpoint "
                         "on the same seed's examples")
+    p.add_argument("--seconds", choices=["wall", "cpu"], default="wall",
+                   help="the right panel's time: wall, or CPU seconds (steadier on a shared machine)")
     p.add_argument("--ref", default="default@2000", help="the reference row, candidate@budget")
     p.add_argument("--rename", nargs="*", default=[], metavar="OLD=NEW",
                    help="a candidate's name in the table and the legend, e.g. default=L10 for logs "
@@ -92,7 +94,7 @@ def main(argv=None):
         cpu = sum(v[3] for v in seeds.values()) / len(gaps)
         wall = sum(v[4] for v in seeds.values()) / len(gaps)
         comp = sum(v[5] for v in seeds.values()) / len(gaps)
-        summary[(name, budget)] = (mean, se, evals, wall)
+        summary[(name, budget)] = (mean, se, evals, wall, cpu)
         print(f"G={budget:5d} {name:>8} {evals:7.1f} evals/chain, {len(gaps)} seeds: gap {mean:.3f} "
               f"+- {se:.3f} (" + " ".join(f"{g:.2f}" for g in gaps) + f"), {wall:.1f} s wall, "
               f"{cpu:.1f} s CPU per run" + (f" (+ compile {comp:.1f} s)" if comp else ""))
@@ -106,15 +108,20 @@ def main(argv=None):
 
         fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
         for ax, col, label in ((axes[0], 2, "gradient evaluations per chain (pilot included)"),
-                               (axes[1], 3, "wall seconds per run (compilation excluded)")):
+                               (axes[1], 3 if args.seconds == "wall" else 4,
+                                f"{args.seconds} seconds per run, one thread (compilation excluded)")):
             for name in sorted({n for n, _ in summary}):
-                # a mean gap at or below zero is within noise of closed: drawn at its standard error
-                pts = sorted((v[col], max(v[0], v[1], 1e-3), v[1])
+                # a mean gap at or below zero is drawn at its standard error, as a downward triangle
+                pts = sorted((v[col], max(v[0], v[1], 1e-3), v[1], v[0] <= 0)
                              for (n, _), v in summary.items() if n == name)
                 if len(pts) < 2:
                     continue
-                xs, ys, es = zip(*pts, strict=True)
-                ax.errorbar(xs, ys, yerr=es, marker="o", capsize=2, label=name)
+                xs, ys, es, neg = zip(*pts, strict=True)
+                line = ax.errorbar(xs, ys, yerr=es, marker="o", capsize=2, label=name)
+                for x, y, n in zip(xs, ys, neg, strict=True):
+                    if n:
+                        ax.plot([x], [y], marker="v", ms=11, color=line[0].get_color(),
+                                markerfacecolor="white")
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel(label)
