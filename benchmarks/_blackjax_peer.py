@@ -24,7 +24,12 @@ increments (exact with resampling).
 
 ``"adaptive"``: ``blackjax.inner_kernel_tuning`` around ``blackjax.adaptive_tempered_smc``: the next
 temperature solves ESS = ``target_ess`` x K (dichotomy), systematic resampling at every temperature;
-the loop runs until the temperature reaches 1 (``jax.lax.while_loop``, as in BlackJAX's examples).
+the loop runs until the temperature reaches 1 (``jax.lax.while_loop``, as in BlackJAX's examples;
+under ``vmap`` over the examples it runs as long as the example with the most temperatures, so its
+seconds pay for the maximum T while its gradient count is the mean). Its reverse run is *not*
+adaptive: it follows the forward run's temperatures backwards (tempered SMC), because an adaptive
+reverse run jumps to the prior in one step (its particles start identical, so any increment has
+ESS = K); given those temperatures the reverse estimate is unbiased.
 
 Tuning between temperatures (``tune``), from the population, by BlackJAX's own helpers
 (``blackjax.smc.tuning``): ``"step"``: each particle's step size follows its acceptance rate towards
@@ -34,7 +39,7 @@ Tuning between temperatures (``tune``), from the population, by BlackJAX's own h
 2018 section 3.1, as ``inverse_mass_matrix_from_particles``); ``"none"``: fixed. With 10 particles
 ``step`` biases both bounds upwards (a slot's step size follows the acceptance of the particle
 systematic resampling keeps in that slot: a position-dependent step size) and the mass matrix biases
-them downwards by 1-1.6 nats on the digits VAE (``benchmarks/logs/frontier_peer_tuning_bias.log``).
+them downwards by 1-1.7 nats on the digits VAE (``benchmarks/logs/frontier_peer_tuning_bias.log``).
 
 Reverse (upper bound): the same loop started from the simulated latents (every particle at the
 example's exact posterior draw) with the temperatures reversed. For the SMC methods that is a
@@ -43,8 +48,9 @@ log-likelihood :math:`-\log p(x \mid z)`, :math:`\lambda: 0 \to 1` anneals
 :math:`p(z)\,p(x \mid z)^{1-\lambda}`, and the SMC estimate of :math:`Z_{prior}/Z_{post} = 1/p(x)` is
 unbiased for exact initial particles (each particle is marginally a posterior draw; SMC's
 unbiasedness needs only that of the initial empirical measure), so minus its log is a stochastic upper
-bound. Adaptive temperatures (and tuning) chosen from the particles make both estimates slightly
-biased, as in any adaptive SMC.
+bound. Temperatures and tuning chosen from the particles make the estimates biased, as in any
+adaptive SMC; with 10 particles per example the adaptive forward estimate's bias exceeds the BDMC gap
+on the digits VAE (RESULTS.md).
 
 Gradient evaluations per chain: every temperature re-initialises the HMC state
 (``hmc.init``: one value-and-gradient), then ``num_mcmc_steps`` trajectories of ``num_leapfrog``
