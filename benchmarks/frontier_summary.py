@@ -127,8 +127,9 @@ def main(argv=None):
             ax.set_xlabel(label)
         axes[0].set_ylabel("BDMC gap [nats], mean over seeds")
         fig.suptitle(args.title)
-        axes[0].legend(frameon=False, fontsize=8)
-        fig.tight_layout()
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False, fontsize=8)
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
         fig.savefig(args.out, dpi=120)
         print(f"figure: {args.out}")
     return summary
