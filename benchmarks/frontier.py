@@ -24,19 +24,23 @@ blackjax``; ``_blackjax_peer.py``) anneal the same target (the decoder's weights
 observation model rebuilt; checked against the Pyro model's trace at 10 z before any run) on the same
 simulated examples, forward from the prior and reverse from the simulated latents:
 
-- ``bjx-adaptive``: BlackJAX at its best, ``blackjax.adaptive_tempered_smc`` (next temperature from a
-  target ESS, systematic resampling at every temperature) inside ``blackjax.inner_kernel_tuning``
-  (the step size from the particles' acceptance rates: BlackJAX's ``update_scale_from_acceptance_rate``
-  at target ``--peer-accept`` 0.65, averaged into one step size for all particles), HMC with ``--peer-leapfrog`` (3) steps, ``--peer-mcmc-steps``
-  (1) moves per temperature. Its target ESS (``--peer-ess``, 0: placed) is chosen for the budget from
-  a forward pilot on 10 examples (not counted). The reverse run tempers posterior -> prior along the
+- ``bjx-adaptive``: BlackJAX at its best, ``blackjax.adaptive_tempered_smc`` (next temperature from
+  a target ESS, systematic resampling at every temperature) inside ``blackjax.inner_kernel_tuning``
+  (the step size from the particles' acceptance rates: BlackJAX's
+  ``update_scale_from_acceptance_rate`` at target ``--peer-accept`` 0.65, averaged into one step
+  size for all particles), HMC with ``--peer-leapfrog`` (3) steps, ``--peer-mcmc-steps`` (1) moves
+  per temperature. Its target ESS (``--peer-ess``, 0: placed) is chosen for the budget from a
+  forward pilot on 10 examples (not counted). The reverse run tempers posterior -> prior along the
   forward run's temperatures (an adaptive reverse would jump to the prior in one step: its particles
-  start identical, so every increment has ESS = K). ``bjx-adaptive:L10:M0:ess0.5`` (BlackJAX's
-  examples' ESS 0.5, M placed) and other overrides (``L``, ``M``, ``ess``, ``tune=``, ``acc``) name
-  variants. ``--peer-tune`` (or ``:tune=``): ``step`` keeps BlackJAX's step size per particle,
-  ``mass+...`` adds the inverse mass matrix from the particles' variances (Buchholz et al.); both
-  bias BlackJAX's bounds with 10 particles (RESULTS.md), so the best *valid* configuration shares one
-  step size and no mass matrix.
+  start identical, so every increment has ESS = K). Its temperatures come from the particles it then
+  weights, so its bounds are biased (with 10 particles, by more than the gap on the digits VAE): the
+  rows printed last, each row's bounds against the default's sandwich at the largest budget on the
+  same examples, show it (``--save-bounds`` keeps them for ``frontier_summary.py --bounds``).
+  ``bjx-adaptive:L10:M0:ess0.5`` (BlackJAX's examples' ESS 0.5, M placed) and other overrides
+  (``L``, ``M``, ``ess``, ``tune=``, ``acc``) name variants. ``--peer-tune`` (or ``:tune=``):
+  ``step`` keeps BlackJAX's step size per particle, ``mass+...`` adds the inverse mass matrix from
+  the particles' variances (Buchholz et al.); both bias BlackJAX's bounds with 10 particles
+  (RESULTS.md), so the best *valid* configuration shares one step size and no mass matrix.
 - ``bjx-tempered``: ``blackjax.tempered_smc`` (resampling at every temperature) with the same tuning
   along the sigmoid schedule of ``G / (M L + 1)`` temperatures.
 - ``blackjax``: the weak configuration, tempered SMC with resampling off as AIS, L = 10 at a fixed step
