@@ -5,7 +5,8 @@ evaluations per chain of the estimating run), BDMC with ``num_steps = G / num_le
 counts every gradient evaluation per chain, the pilot's included (spread over the BDMC chains), so a
 kernel that tunes longer pays for it. Prints a table and draws the gap against the evaluations and
 against the wall seconds (two panels, log-log, standard-error bars) to
-``benchmarks/figures/frontier_<model>.png``; ``frontier_summary.py`` draws the same from several runs' logs.
+``benchmarks/figures/frontier_<model>.png``; ``frontier_summary.py`` draws the same from several
+runs' logs.
 
 Candidates: ``default`` (``HMC()``: L = 3, momentum persistence 0.5 since session 7), and names
 relative to Wu et al.'s kernel (L = 10, a fresh momentum: ``L10``, the default of pyrolik 0.1), so
@@ -21,8 +22,8 @@ more than one core was used.
 
 The BlackJAX peers (``--model mnist`` or ``vae``, when jax and blackjax import: ``pip install
 blackjax``; ``_blackjax_peer.py``) anneal the same target (the decoder's weights copied, the
-observation model rebuilt; checked against the Pyro model's trace at 10 z before any run) on the same
-simulated examples, forward from the prior and reverse from the simulated latents:
+observation model rebuilt; checked against the Pyro model's trace at 10 z before any run) on the
+same simulated examples, forward from the prior and reverse from the simulated latents:
 
 - ``bjx-adaptive``: BlackJAX at its best, ``blackjax.adaptive_tempered_smc`` (next temperature from
   a target ESS, systematic resampling at every temperature) inside ``blackjax.inner_kernel_tuning``
@@ -43,8 +44,8 @@ simulated examples, forward from the prior and reverse from the simulated latent
   (RESULTS.md), so the best *valid* configuration shares one step size and no mass matrix.
 - ``bjx-tempered``: ``blackjax.tempered_smc`` (resampling at every temperature) with the same tuning
   along the sigmoid schedule of ``G / (M L + 1)`` temperatures.
-- ``blackjax``: the weak configuration, tempered SMC with resampling off as AIS, L = 10 at a fixed step
-  ``--peer-step`` (0.1), sigmoid schedule of ``G / 10`` steps.
+- ``blackjax``: the weak configuration, tempered SMC with resampling off as AIS, L = 10 at a fixed
+  step ``--peer-step`` (0.1), sigmoid schedule of ``G / 10`` steps.
 
 Their x value counts L gradients per trajectory and the value-and-gradient BlackJAX re-evaluates at
 each temperature's start (``T (M L + 1)``; the adaptive T is random: its mean over examples and
