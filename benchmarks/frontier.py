@@ -3,8 +3,10 @@
 One simulated data set per model; for each candidate kernel and each budget ``G`` (gradient
 evaluations per chain of the estimating run), BDMC with ``num_steps = G / num_leapfrog``. The x axis
 counts every gradient evaluation per chain, the pilot's included (spread over the BDMC chains), so a
-kernel that tunes longer pays for it. Prints a table and draws the gap against the evaluations
-(log-log, standard-error bars) to ``benchmarks/figures/frontier_<model>.png``.
+kernel that tunes longer pays for it. Prints a table and draws the gap against the evaluations and
+against the wall seconds (two panels, log-log, standard-error bars) to
+``benchmarks/figures/frontier_<model>.png``; ``frontier_summary.py`` draws the same from several
+runs' logs.
 
 Candidates: ``default`` (``HMC()``: L = 3, momentum persistence 0.5 since session 7), and names
 relative to Wu et al.'s kernel (L = 10, a fresh momentum: ``L10``, the default of pyrolik 0.1), so
@@ -18,16 +20,43 @@ the same with 5 leapfrog steps, ``L3p0.5m`` (the default) adds the pilot's diago
 Each row also gives the run's wall and CPU (user + system) seconds: CPU time above wall time means
 more than one core was used.
 
-The peer ``blackjax`` (``--model mnist`` only, when jax and blackjax import: ``pip install
-blackjax``): BlackJAX's tempered SMC with resampling off as forward and reverse AIS on the same
-simulated examples and decoder weights (``_blackjax_peer.py``, as in ``bench_bdmc.py``), HMC with
-L = 10 and a fixed step size of ``--peer-step`` (0.1) along the sigmoid schedule of ``G / 10``
-steps; its x value counts its L + 1 evaluations per transition (BlackJAX re-evaluates at each
-temperature's start). Its seconds include XLA's compilation.
+The BlackJAX peers (``--model mnist`` or ``vae``, when jax and blackjax import: ``pip install
+blackjax``; ``_blackjax_peer.py``) anneal the same target (the decoder's weights copied, the
+observation model rebuilt; checked against the Pyro model's trace at 10 z before any run) on the
+same simulated examples, forward from the prior and reverse from the simulated latents:
+
+- ``bjx-adaptive``: BlackJAX at its best, ``blackjax.adaptive_tempered_smc`` (next temperature from
+  a target ESS, systematic resampling at every temperature) inside ``blackjax.inner_kernel_tuning``
+  (the step size from the particles' acceptance rates: BlackJAX's
+  ``update_scale_from_acceptance_rate`` at target ``--peer-accept`` 0.65, averaged into one step
+  size for all particles), HMC with ``--peer-leapfrog`` (3) steps, ``--peer-mcmc-steps`` (1) moves
+  per temperature. Its target ESS (``--peer-ess``, 0: placed) is chosen for the budget from a
+  forward pilot on 10 examples (not counted). The reverse run tempers posterior -> prior along the
+  forward run's temperatures (an adaptive reverse would jump to the prior in one step: its particles
+  start identical, so every increment has ESS = K). Its temperatures come from the particles it then
+  weights, so its bounds are biased (with 10 particles, by more than the gap on the digits VAE): the
+  rows printed last, each row's bounds against the default's sandwich at the largest budget on the
+  same examples, show it (``--save-bounds`` keeps them for ``frontier_summary.py --bounds``).
+  ``bjx-adaptive:L10:M0:ess0.5`` (BlackJAX's examples' ESS 0.5, M placed) and other overrides
+  (``L``, ``M``, ``ess``, ``tune=``, ``acc``) name variants. ``--peer-tune`` (or ``:tune=``):
+  ``step`` keeps BlackJAX's step size per particle, ``mass+...`` adds the inverse mass matrix from
+  the particles' variances (Buchholz et al.); both bias BlackJAX's bounds with 10 particles
+  (RESULTS.md), so the best *valid* configuration shares one step size and no mass matrix.
+- ``bjx-tempered``: ``blackjax.tempered_smc`` (resampling at every temperature) with the same tuning
+  along the sigmoid schedule of ``G / (M L + 1)`` temperatures.
+- ``blackjax``: the weak configuration, tempered SMC with resampling off as AIS, L = 10 at a fixed
+  step ``--peer-step`` (0.1), sigmoid schedule of ``G / 10`` steps.
+
+Their x value counts L gradients per trajectory and the value-and-gradient BlackJAX re-evaluates at
+each temperature's start (``T (M L + 1)``; the adaptive T is random: its mean over examples and
+directions). Their seconds exclude XLA's compilation (printed apart); ``--threads 1`` pins torch to
+one thread and XLA's CPU backend to one (``XLA_FLAGS``).
 
     PYTHONPATH=. python benchmarks/frontier.py --model lg --budgets 100 200 400 800
     PYTHONPATH=. python benchmarks/frontier.py --model vae --examples 20 --budgets 250 500 1000
     PYTHONPATH=. python benchmarks/frontier.py --model mnist --examples 20 --budgets 500 1000 2000
+    PYTHONPATH=. python benchmarks/frontier.py --model vae --examples 100 --chains 10 \
+        --budgets 1000 2000 --candidates default bjx-adaptive bjx-tempered blackjax
 
 ``lg``: LinearGaussian(5, 2, s=0.3); ``vae``: the shipped digits VAE; ``mnist``: the binarized-MNIST
 50-200-200-784 reference IWAE (``checkpoints/reference_iwae.pt``, as in ``bench_bdmc.py``).
@@ -41,6 +70,7 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 import pyrolik
@@ -91,19 +121,86 @@ def _model(name: str):
     return load("vae", dtype=torch.float32), (64,)
 
 
-def run_peer(model, sim, budget: int, chains: int, seed: int, step_size: float) -> dict:
-    """BlackJAX's HMC-in-AIS (resampling off) at ``budget``: L = 10, a fixed step size."""
-    from benchmarks import _blackjax_peer as peer
+PEERS = ("blackjax", "bjx-tempered", "bjx-adaptive")
 
-    steps = max(1, budget // 10)
-    t0, c0 = time.perf_counter(), time.process_time()
-    out = peer.bdmc(model.decoder, sim.x.numpy(), sim.latents["z"].numpy(), num_chains=chains,
-                    betas=pyrolik.schedules.sigmoid(steps).numpy(), step_size=step_size,
-                    num_leapfrog=10, seed=seed)
+
+def peer_settings(name: str, args) -> tuple[str, argparse.Namespace] | None:
+    """A peer's name and settings: ``bjx-adaptive`` takes ``--peer-*``; ``bjx-adaptive:L10:M0:ess0.5``
+    overrides them (L, M, ess, tune=, acc); None for a pyrolik candidate."""
+    base, *mods = name.split(":")
+    if base not in PEERS:
+        return None
+    ns = argparse.Namespace(**{k: v for k, v in vars(args).items() if k.startswith("peer_")})
+    for m in mods:
+        key = re.fullmatch(r"(L|M|ess|tune=|acc)(.+)", m)
+        if key is None:
+            raise ValueError(f"peer modifier {m!r}: L<n>, M<n>, ess<f>, tune=<t>, acc<f>")
+        k, v = key.groups()
+        attr = {"L": "peer_leapfrog", "M": "peer_mcmc_steps", "ess": "peer_ess",
+                "tune=": "peer_tune", "acc": "peer_accept"}[k]
+        setattr(ns, attr, v if k == "tune=" else type(getattr(ns, attr))(v))
+    return base, ns
+
+
+def _peer_row(out: dict, steps: float, t0: float, c0: float) -> dict:
     gap = torch.as_tensor(out["upper"] - out["lower"])
     return {"num_steps": steps, "gradient_evals": float(out["grads_per_chain"]),
+            "lower": np.asarray(out["lower"]), "upper": np.asarray(out["upper"]),
             "gap": float(gap.mean()), "gap_se": float(gap.std() / len(gap) ** 0.5),
-            "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
+            "seconds": out["run_s"], "cpu_seconds": out["run_cpu_s"],
+            "compile_seconds": out["compile_s"], "total_seconds": time.perf_counter() - t0,
+            "total_cpu_seconds": time.process_time() - c0}
+
+
+def run_peer(name: str, args, model, sim, budget: int, chains: int, seed: int) -> dict:
+    """A BlackJAX configuration at ``budget`` gradient evaluations per chain (``_blackjax_peer.py``).
+
+    ``blackjax``: AIS (resampling off), L = 10, a fixed step size, sigmoid schedule of G / 10 steps.
+    ``bjx-tempered``: tempered SMC (systematic resampling) with inner-kernel tuning along the sigmoid
+    schedule of G / (M L + 1) temperatures. ``bjx-adaptive``: adaptive tempered SMC (ESS target
+    ``--peer-ess``) with inner-kernel tuning; M MCMC steps per temperature, chosen for the budget by
+    a placement pilot when ``--peer-mcmc-steps 0``. Seconds: the run's (``seconds``, ``cpu_seconds``)
+    without XLA's compilation (``compile_seconds``).
+    """
+    from benchmarks import _blackjax_peer as peer
+
+    x, z = sim.x.numpy(), sim.latents["z"].numpy()
+    L, M = args.peer_leapfrog, args.peer_mcmc_steps
+    t0, c0 = time.perf_counter(), time.process_time()
+    if name == "blackjax":
+        steps = max(1, budget // 10)
+        out = peer.bdmc(model, x, z, num_chains=chains, betas=pyrolik.schedules.sigmoid(steps).numpy(),
+                        step_size=args.peer_step, num_leapfrog=10, seed=seed)
+        return _peer_row(out, steps, t0, c0)
+    kw = {"num_chains": chains, "num_leapfrog": L, "step_size": args.peer_step,
+          "tune": args.peer_tune, "target_accept": args.peer_accept, "seed": seed}
+    if name == "bjx-tempered":
+        M = M or 1
+        steps = max(1, round(budget / (M * L + 1)))
+        out = peer.smc(model, x, z, method="tempered", num_mcmc_steps=M,
+                       betas=pyrolik.schedules.sigmoid(steps).numpy(), **kw)
+        return _peer_row(out, steps, t0, c0)
+    ess = args.peer_ess
+    if not M or not ess:  # placement for the budget: a forward pilot on (at most) 10 examples
+        M1, ess1 = M or 1, ess or 0.99
+        pilot = peer.smc(model, x[:10], None, method="adaptive", num_mcmc_steps=M1,
+                         target_ess=ess1, **kw)
+        t1 = float(pilot["temps_fwd"].mean())
+        if not ess:  # T is close to proportional to 1 / sqrt(1 / ess - 1)
+            M = M1
+            c = (1 / ess1 - 1) ** 0.5 * t1 / (budget / (M * L + 1))
+            ess = 1 / (1 + c * c)
+        else:
+            M = max(1, round((budget / t1 - 1) / L))
+        print(f"  placement: {t1:.1f} temperatures at ESS {ess1}, M = {M1} -> ESS {ess:.5f}, "
+              f"M = {M} ({time.perf_counter() - t0:.1f} s, not counted)", flush=True)
+        t0, c0 = time.perf_counter(), time.process_time()
+    out = peer.smc(model, x, z, method="adaptive", num_mcmc_steps=M, target_ess=ess, **kw)
+    temps = np.concatenate([out["temps_fwd"], out["temps_rev"]])
+    row = _peer_row(out, float(temps.mean()), t0, c0)
+    row["peer"] = (f"ESS {ess:.5f} M={M} T={temps.mean():.1f} (max {temps.max()}) step {out['step_size']:.3f} "
+                   f"acc {out['accept']:.2f}")
+    return row
 
 
 def run(model, sim, kernel: pyrolik.HMC, budget: int, chains: int, seed: int,
@@ -116,6 +213,8 @@ def run(model, sim, kernel: pyrolik.HMC, budget: int, chains: int, seed: int,
     per_chain = (2 * s["gradient_evals_per_example"] + s["pilot_gradient_evals_per_example"]) \
         / (2 * chains)
     return {"num_steps": steps, "gradient_evals": per_chain, "gap": r.gap, "gap_se": r.gap_stderr,
+            "lower": r.lower.log_likelihood.double().numpy(),
+            "upper": r.upper.log_likelihood.double().numpy(),
             "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
 
 
@@ -131,15 +230,28 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--peer-step", type=float, default=0.1,
-                   help="the fixed HMC step size of the blackjax peer")
+                   help="BlackJAX's HMC step size: fixed (blackjax), initial (bjx-*)")
+    p.add_argument("--peer-leapfrog", type=int, default=3, help="L of bjx-tempered, bjx-adaptive")
+    p.add_argument("--peer-mcmc-steps", type=int, default=1,
+                   help="HMC moves per temperature of bjx-*; 0: placed for the budget (adaptive)")
+    p.add_argument("--peer-ess", type=float, default=0.0,
+                   help="target ESS (fraction) of bjx-adaptive; 0: placed for the budget")
+    p.add_argument("--peer-tune", default="shared-step",
+                   choices=["shared-step", "step", "mass+shared-step", "mass+step", "none"],
+                   help="bjx-* inner-kernel tuning between temperatures")
+    p.add_argument("--peer-accept", type=float, default=0.65,
+                   help="target acceptance of bjx-*'s step size tuning")
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--save-bounds", default=None, metavar="NPZ",
+                   help="write every row's per-example bounds (for frontier_summary.py --bounds)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    if "blackjax" in args.candidates:
+    peers = [c for c in args.candidates if peer_settings(c, args) is not None]
+    if peers:
         from benchmarks import _blackjax_peer as peer
 
-        if args.model != "mnist":
-            raise SystemExit("the blackjax peer anneals a Bernoulli-logit MLP decoder: --model mnist")
+        if args.model == "lg":
+            raise SystemExit("the BlackJAX peers anneal a decoder model: --model mnist or vae")
         peer.configure_threads(args.threads)  # before jax is imported
         if peer.available() is None:
             raise SystemExit("blackjax: jax/blackjax do not import (pip install blackjax)")
@@ -147,45 +259,57 @@ def main(argv=None):
     print(f"machine: {machine()}; load {os.getloadavg()[0]:.1f}")
     model, shape = _model(args.model)
     sim = pyrolik.simulate(model, args.examples, data_shape=shape, seed=args.seed)
+    if peers:  # both tools anneal the same target: jax's log p(z) + log p(x|z) against Pyro's
+        x5, z5 = sim.x[:5].numpy(), sim.latents["z"][:5].numpy()
+        err = max(peer.check_target(model, x5, z5),
+                  peer.check_target(model, x5, np.random.default_rng(0).standard_normal(
+                      z5.shape).astype(np.float32)))
+        print(f"peer target = Pyro model's to {err:.1e} (relative, 10 z)")
     rows = []
     for name in args.candidates:
         kernel, schedule = None, "auto"
-        if name != "blackjax":
+        if name not in peers:
             kw = settings(name)
             schedule = kw.pop("schedule", "auto")
             if name == "fixed":
                 kw["step_size"] = args.fixed_step
             kernel = pyrolik.HMC(**kw)
         for budget in args.budgets:
-            measured = (run_peer(model, sim, budget, args.chains, args.seed, args.peer_step)
+            measured = (run_peer(*peer_settings(name, args), model, sim, budget, args.chains,
+                                 args.seed)
                         if kernel is None else
                         run(model, sim, kernel, budget, args.chains, args.seed, schedule))
             row = {"candidate": name, "budget": budget, **measured}
             rows.append(row)
-            print(f"{name:>10} G={budget:>5}: T={row['num_steps']:>4}, "
+            extra = (f" + compile {row['compile_seconds']:.1f} s" if "compile_seconds" in row
+                     else "") + (f"; {row['peer']}" if "peer" in row else "")
+            print(f"{name:>12} G={budget:>5}: T={row['num_steps']:>6.1f}, "
                   f"{row['gradient_evals']:8.1f} evals/chain, gap {row['gap']:7.3f} +- "
-                  f"{row['gap_se']:.3f}, {row['seconds']:.1f} s ({row['cpu_seconds']:.1f} s CPU)",
-                  flush=True)
+                  f"{row['gap_se']:.3f}, {row['seconds']:.1f} s ({row['cpu_seconds']:.1f} s CPU)"
+                  + extra, flush=True)
     if not args.no_plot:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(5.5, 4))
-        for name in args.candidates:
-            mine = [r for r in rows if r["candidate"] == name]
-            xs = [r["gradient_evals"] for r in mine]
-            # a gap at or below zero is within noise of closed: drawn at its standard error
-            ys = [max(r["gap"], r["gap_se"], 1e-3) for r in mine]
-            ax.errorbar(xs, ys, yerr=[r["gap_se"] for r in mine], marker="o", capsize=2,
-                        label=name)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("gradient evaluations per chain (pilot included)")
-        ax.set_ylabel("BDMC gap [nats]")
-        ax.set_title(f"{args.model}: {args.examples} simulated examples x {args.chains} chains")
-        ax.legend(frameon=False, fontsize=8)
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+        for ax, key, label in ((axes[0], "gradient_evals",
+                                "gradient evaluations per chain (pilot included)"),
+                               (axes[1], "seconds", "wall seconds (one thread, compile excluded)")):
+            for name in args.candidates:
+                mine = [r for r in rows if r["candidate"] == name]
+                xs = [r[key] for r in mine]
+                # a gap at or below zero is within noise of closed: drawn at its standard error
+                ys = [max(r["gap"], r["gap_se"], 1e-3) for r in mine]
+                ax.errorbar(xs, ys, yerr=[r["gap_se"] for r in mine], marker="o", capsize=2,
+                            label=name)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(label)
+        axes[0].set_ylabel("BDMC gap [nats]")
+        fig.suptitle(f"{args.model}: {args.examples} simulated examples x {args.chains} chains")
+        axes[0].legend(frameon=False, fontsize=8)
         out = HERE / "figures" / f"frontier_{args.model}.png"
         out.parent.mkdir(exist_ok=True)
         fig.tight_layout()
@@ -196,6 +320,22 @@ def main(argv=None):
         b = best.get(r["budget"])
         if b is None or r["gap"] < b["gap"]:
             best[r["budget"]] = r
+    if args.save_bounds:
+        np.savez(args.save_bounds, seed=args.seed, model=args.model,
+                 **{f"{r['candidate']}@{r['budget']}:{k}": r[k] for r in rows for k in ("lower", "upper")})
+    ref = max((r for r in rows if r["candidate"] == "default"), key=lambda r: r["budget"],
+              default=None)
+    if ref is not None and peers:  # the bounds against pyrolik's largest sandwich, example by example
+        mid = 0.5 * (ref["lower"] + ref["upper"])
+        print(f"against default's bounds at G={ref['budget']} (mean +- se over examples; a lower "
+              f"bound above the upper bound, or an upper below the lower, on average, is biased):")
+        for r in rows:
+            if r["candidate"] in peers or r["candidate"] == "default":
+                d = {k: v for k, v in (("lower - default upper", r["lower"] - ref["upper"]),
+                                       ("upper - default lower", r["upper"] - ref["lower"]),
+                                       ("lower - midpoint", r["lower"] - mid))}
+                print(f"{r['candidate']:>12} G={r['budget']:>5}: " + ", ".join(
+                    f"{k} {v.mean():+.3f} +- {v.std() / len(v) ** 0.5:.3f}" for k, v in d.items()))
     print("smallest gap per budget: " + ", ".join(
         f"G={g}: {r['candidate']} {r['gap']:.3f}" for g, r in sorted(best.items())))
     return rows

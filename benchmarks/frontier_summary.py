@@ -3,7 +3,8 @@
 Each log is the output of one or more ``frontier.py`` commands; every command's line for a candidate
 and budget counts as one seed (run each seed once per candidate and budget). For each candidate and
 budget it prints the mean BDMC gap over seeds with the standard error of that mean (the per-seed standard errors
-combined), and draws the means against the gradient evaluations per chain (log-log).
+combined), and draws the means against the gradient evaluations per chain and against the wall seconds
+of a run (two panels, log-log; a BlackJAX row's seconds exclude XLA's compilation, printed apart).
 
     python benchmarks/frontier_summary.py benchmarks/logs/frontier_momentum_vae_seeds0-4.log \
         --title "digits VAE" --out benchmarks/figures/frontier_momentum_vae.png
@@ -16,12 +17,12 @@ import math
 import re
 from collections import defaultdict
 
-ROW = re.compile(r"\s*(\S+) G=\s*(\d+): T=\s*(\d+),\s+([\d.]+) evals/chain, gap\s+(-?[\d.]+) \+- "
-                 r"([\d.]+), ([\d.]+) s \(([\d.]+) s CPU\)")
+ROW = re.compile(r"\s*(\S+) G=\s*(\d+): T=\s*([\d.]+),\s+([\d.]+) evals/chain, gap\s+(-?[\d.]+) \+- "
+                 r"([\d.]+), ([\d.]+) s \(([\d.]+) s CPU\)(?: \+ compile ([\d.]+) s)?")
 
 
 def read(paths: list[str]) -> dict[tuple[str, int], dict[str, tuple]]:
-    """``{(candidate, budget): {command: (gap, se, evals, cpu seconds)}}``."""
+    """``{(candidate, budget): {command: (gap, se, evals, cpu s, wall s, compile s)}}``."""
     rows: dict[tuple[str, int], dict[str, tuple]] = defaultdict(dict)
     for path in paths:
         block = 0
@@ -30,9 +31,41 @@ def read(paths: list[str]) -> dict[tuple[str, int], dict[str, tuple]]:
                 block += 1
             m = ROW.match(line)
             if m:
-                name, budget, _, evals, gap, se, _, cpu = m.groups()
-                rows[(name, int(budget))][f"{path}:{block}"] = (float(gap), float(se), float(evals), float(cpu))
+                name, budget, _, evals, gap, se, wall, cpu, comp = m.groups()
+                rows[(name, int(budget))][f"{path}:{block}"] = (
+                    float(gap), float(se), float(evals), float(cpu), float(wall), float(comp or 0))
     return rows
+
+
+def against(paths: list[str], ref: str) -> None:
+    """Each row's lower and upper bound minus the reference's midpoint, example by example, pooled
+    over seeds (mean +- se over all examples): a bound's bias shows as a lower bound above the
+    reference's upper bound (or an upper below its lower) on average."""
+    import numpy as np
+
+    data: dict[tuple, dict] = defaultdict(dict)
+    for path in paths:
+        with np.load(path) as f:
+            data[(str(f["model"]), int(f["seed"]))].update({k: f[k] for k in f.files if "@" in k})
+    diffs: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for seed, rows in sorted(data.items()):
+        if f"{ref}:lower" not in rows:
+            print(f"{seed}: no {ref} row, left out")
+            continue
+        lo, up = rows[f"{ref}:lower"], rows[f"{ref}:upper"]
+        mid = 0.5 * (lo + up)
+        for key in rows:
+            name, which = key.rsplit(":", 1)
+            diffs[name][f"{which} - ref midpoint"].append(rows[key] - mid)
+            if which == "lower":
+                diffs[name]["lower - ref upper"].append(rows[key] - up)
+    print(f"bounds against {ref}'s midpoint (nats, mean +- se over examples, seeds pooled):")
+    for name in sorted(diffs, key=lambda n: (int(n.rsplit("@", 1)[1]), n)):
+        parts = []
+        for what in ("lower - ref midpoint", "upper - ref midpoint", "lower - ref upper"):
+            v = np.concatenate(diffs[name][what])
+            parts.append(f"{what} {v.mean():+.3f} +- {v.std() / len(v) ** 0.5:.3f}")
+        print(f"{name:>32} ({len(diffs[name]['lower - ref upper'])} seeds): " + ", ".join(parts))
 
 
 def main(argv=None):
@@ -40,6 +73,12 @@ def main(argv=None):
     p.add_argument("logs", nargs="+")
     p.add_argument("--title", default="")
     p.add_argument("--out", default=None, help="figure path (none: no figure)")
+    p.add_argument("--bounds", nargs="*", default=[], metavar="NPZ",
+                   help="frontier.py --save-bounds files: each row's bounds against --ref's midpoint "
+                        "on the same seed's examples")
+    p.add_argument("--seconds", choices=["wall", "cpu"], default="wall",
+                   help="the right panel's time: wall, or CPU seconds (steadier on a shared machine)")
+    p.add_argument("--ref", default="default@2000", help="the reference row, candidate@budget")
     p.add_argument("--rename", nargs="*", default=[], metavar="OLD=NEW",
                    help="a candidate's name in the table and the legend, e.g. default=L10 for logs "
                         "written when the default was L = 10")
@@ -53,29 +92,44 @@ def main(argv=None):
         se = math.sqrt(sum(v[1] ** 2 for v in seeds.values())) / len(gaps)
         evals = sum(v[2] for v in seeds.values()) / len(gaps)
         cpu = sum(v[3] for v in seeds.values()) / len(gaps)
-        summary[(name, budget)] = (mean, se, evals)
+        wall = sum(v[4] for v in seeds.values()) / len(gaps)
+        comp = sum(v[5] for v in seeds.values()) / len(gaps)
+        summary[(name, budget)] = (mean, se, evals, wall, cpu)
         print(f"G={budget:5d} {name:>8} {evals:7.1f} evals/chain, {len(gaps)} seeds: gap {mean:.3f} "
-              f"+- {se:.3f} (" + " ".join(f"{g:.2f}" for g in gaps) + f"), {cpu:.1f} s CPU per run")
+              f"+- {se:.3f} (" + " ".join(f"{g:.2f}" for g in gaps) + f"), {wall:.1f} s wall, "
+              f"{cpu:.1f} s CPU per run" + (f" (+ compile {comp:.1f} s)" if comp else ""))
+    if args.bounds:
+        against(args.bounds, args.ref)
     if args.out:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(5.5, 4))
-        for name in sorted({n for n, _ in summary}):
-            pts = sorted((v[2], max(v[0], 1e-3), v[1]) for (n, _), v in summary.items() if n == name)
-            if len(pts) < 2:
-                continue
-            xs, ys, es = zip(*pts, strict=True)
-            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=2, label=name)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("gradient evaluations per chain (pilot included)")
-        ax.set_ylabel("BDMC gap [nats], mean over seeds")
-        ax.set_title(args.title)
-        ax.legend(frameon=False, fontsize=8)
-        fig.tight_layout()
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+        for ax, col, label in ((axes[0], 2, "gradient evaluations per chain (pilot included)"),
+                               (axes[1], 3 if args.seconds == "wall" else 4,
+                                f"{args.seconds} seconds per run, one thread (compilation excluded)")):
+            for name in sorted({n for n, _ in summary}):
+                # a mean gap at or below zero is drawn at its standard error, as a downward triangle
+                pts = sorted((v[col], max(v[0], v[1], 1e-3), v[1], v[0] <= 0)
+                             for (n, _), v in summary.items() if n == name)
+                if len(pts) < 2:
+                    continue
+                xs, ys, es, neg = zip(*pts, strict=True)
+                line = ax.errorbar(xs, ys, yerr=es, marker="o", capsize=2, label=name)
+                for x, y, n in zip(xs, ys, neg, strict=True):
+                    if n:
+                        ax.plot([x], [y], marker="v", ms=11, color=line[0].get_color(),
+                                markerfacecolor="white")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(label)
+        axes[0].set_ylabel("BDMC gap [nats], mean over seeds")
+        fig.suptitle(args.title)
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False, fontsize=8)
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
         fig.savefig(args.out, dpi=120)
         print(f"figure: {args.out}")
     return summary
