@@ -153,7 +153,7 @@ def part_b(x_all: np.ndarray, n: int, steps: int, chains: int, procs: list[int])
             env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
             shown = ("torchrun --nproc-per-node " + str(p) if p > 1 else "python") + " " + \
                 " ".join(cmd[len(launcher) + 1:])
-            print(f"(b) {shown}", flush=True)
+            print(f"(b) {shown}\n    load before: {os.getloadavg()}", flush=True)
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
@@ -176,7 +176,8 @@ def part_b(x_all: np.ndarray, n: int, steps: int, chains: int, procs: list[int])
                   f"{res.log_likelihood.mean():.2f}")
             print(f"    extrapolated to {TEST_IMAGES} images: {full / 60:.1f} min wall "
                   f"(estimation x {TEST_IMAGES / n:g} + the rest once), "
-                  f"{cpu / n * TEST_IMAGES / 60:.1f} CPU min", flush=True)
+                  f"{cpu / n * TEST_IMAGES / 60:.1f} CPU min; load after: {os.getloadavg()}",
+                  flush=True)
     if len(out) > 1:
         a, b = (out[p] for p in procs[:2])
         print(f"    {procs[0]} vs {procs[1]} processes: log p(x) bit-identical "
