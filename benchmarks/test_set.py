@@ -1,6 +1,6 @@
 """Issue 34, part 4: what a user's real job costs, all 10,000 binarized-MNIST test images.
 
-The reference model (``benchmarks/checkpoints/reference_iwae.pt``, the 50-200-200-784 tanh IWAE of
+The reference model (``benchmarks/checkpoints/reference_iwae.pt``, a 50-200-200-784 ELU IWAE after
 Wu et al.), the real test images, pyrolik's DEFAULT settings (``pyrolik.HMC()``: L = 3, the pilot,
 the adaptive schedule) at ``--steps`` annealing steps (333: ~1000 gradient evaluations per chain,
 plus the pilot's) x 16 chains, one torch thread per process. In one run:
