@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from pyrolik.ops.stats import effective_sample_size
+
 __all__ = ["Resampling", "Resampler", "ancestor_log_weights"]
 
 
@@ -55,8 +57,7 @@ class Resampler:
         for k in self.groups:
             lw = log_weight[lo : lo + k * n].reshape(k, n)
             lse = torch.logsumexp(lw, 0)
-            ess = torch.exp(2 * lse - torch.logsumexp(2 * lw, 0))  # NaN where all failed
-            do = ess < self.threshold * k  # (n,)
+            do = effective_sample_size(lw) < self.threshold * k  # (n,); NaN (all failed): False
             cdf = torch.exp(lw - lse).nan_to_num(0.0).cumsum(0).T.contiguous()  # (n, k)
             u = torch.rand(n, 1, generator=generator, dtype=lw.dtype, device=lw.device)
             points = (u + torch.arange(k, dtype=lw.dtype, device=lw.device)) / k  # (n, k)

@@ -378,23 +378,24 @@ class AISResult(EstimateResult):
         num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
         if num_div:
             out.append(self._divergent_warning(num_div))
-        if self.ancestor is not None and self.mcse is not None and self.num_resampled is not None:
-            single = int((self.mcse.isnan() & ~self.failed).sum())
+        if self.num_resampled is not None:
+            times = float(self.num_resampled.double().mean())
+            single = (0 if self.mcse is None
+                      else int((self.mcse.isnan() & ~self.failed).sum()))
             if single:
                 out.append(Message(
                     f"the MCSE of {single} of {self.num_examples} examples cannot be estimated from "
                     "this run: all their chains descend from one starting chain (resampled "
-                    f"{float(self.num_resampled.double().mean()):.0f} times per example); resample "
-                    "less often (e.g. resample=0.5), or repeat the run with other seeds and take "
-                    "the spread"))
-        resampled = 0 if self.num_resampled is None else int((self.num_resampled > 0).sum())
-        if resampled and self.num_resampled is not None:
-            out.append(remark(
-                f"the chains of {resampled} of {self.num_examples} examples were resampled (SMC, "
-                f"{float(self.num_resampled.double().mean()):.1f} times per example on average): "
-                "ESS, MCSE and k-hat are those of the chains' starting ancestors (Chan & Lai "
-                "2013), and chains that share an ancestor are not independent, so ArviZ's "
-                "diagnostics across the exported blocks of chains overstate their independence"))
+                    f"{times:.0f} times per example); resample less often (e.g. resample=0.5), or "
+                    "repeat the run with other seeds and take the spread"))
+            resampled = int((self.num_resampled > 0).sum())
+            if resampled:
+                out.append(remark(
+                    f"the chains of {resampled} of {self.num_examples} examples were resampled (SMC, "
+                    f"{times:.1f} times per example on average): ESS, MCSE and k-hat are those of the "
+                    "chains' starting ancestors (Chan & Lai 2013), and chains that share an ancestor "
+                    "are not independent, so ArviZ's diagnostics across the exported blocks of "
+                    "chains overstate their independence"))
         if self.budget is not None:
             out += list(self.budget.notes)
         return out
