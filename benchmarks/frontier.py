@@ -80,9 +80,9 @@ HERE = Path(__file__).resolve().parent
 
 WU = {"num_leapfrog": 10, "momentum_persistence": 0.0}  # what the other names are relative to
 CANDIDATES = {
-    "default": {},
-    "per-example": {"schedule": "adaptive_per_example"},  # the default kernel, a schedule per example
-    "resample": {"resample": 0.5},  # the default kernel, resampling at ESS < K / 2 (SMC)
+    "default": {"smc": True},  # pyrolik.SMC(): the library's default, whatever it is
+    "ais": {"resample": None},  # the default move, plain AIS (the default until session 11)
+    "per-example": {"schedule": "adaptive_per_example", "smc": True},  # a schedule per example
     "mass": {**WU, "mass_matrix": True},
     "no-jitter": {**WU, "step_jitter": 0.0},
     "fixed": {**WU, "adapt": None},
@@ -90,12 +90,15 @@ CANDIDATES = {
 
 
 def settings(name: str) -> dict:
-    """The HMC arguments of a candidate: a named one, or ``L<n>``, ``p<alpha>``, ``m`` combined."""
+    """The arguments of a candidate: a named one, or ``L<n>``, ``p<alpha>``, ``m``, ``r<t>`` (SMC
+    resampling at ESS below ``t``) and ``i<B>`` (``B`` islands; none: the default) combined; a name
+    without ``r`` is plain AIS."""
     if name in CANDIDATES:
         return dict(CANDIDATES[name])
-    m = re.fullmatch(r"(?:L(\d+))?(?:p(0?\.\d+))?(m)?(?:r(0?\.\d+|1))?", name)
+    m = re.fullmatch(r"(?:L(\d+))?(?:p(0?\.\d+))?(m)?(?:r(0?\.\d+|1))?(?:i(\d+))?", name)
     if not name or m is None:
-        raise ValueError(f"unknown candidate {name!r}: one of {list(CANDIDATES)}, or L<n>p<alpha>m")
+        raise ValueError(f"unknown candidate {name!r}: one of {list(CANDIDATES)}, or "
+                         "L<n>p<alpha>m r<t> i<B>")
     kw: dict = dict(WU)
     if m.group(1):
         kw["num_leapfrog"] = int(m.group(1))
@@ -103,9 +106,19 @@ def settings(name: str) -> dict:
         kw["momentum_persistence"] = float(m.group(2))
     if m.group(3):
         kw["mass_matrix"] = True
-    if m.group(4):
-        kw["resample"] = float(m.group(4))
+    kw["resample"] = float(m.group(4)) if m.group(4) else None
+    if m.group(5):
+        kw["islands"] = int(m.group(5))
     return kw
+
+
+def make_kernel(kw: dict) -> pyrolik.SMC:
+    """The SMC kernel of a candidate's arguments (``smc``: the library's default)."""
+    kw = dict(kw)
+    if kw.pop("smc", False):
+        return pyrolik.SMC()
+    smc = {k: kw.pop(k) for k in ("resample", "islands") if k in kw}
+    return pyrolik.SMC(pyrolik.HMC(**kw), **smc)
 
 
 def _model(name: str):
@@ -173,7 +186,8 @@ def run_peer(name: str, args, model, sim, budget: int, chains: int, seed: int) -
                         step_size=args.peer_step, num_leapfrog=10, seed=seed)
         return _peer_row(out, steps, t0, c0)
     kw = {"num_chains": chains, "num_leapfrog": L, "step_size": args.peer_step,
-          "tune": args.peer_tune, "target_accept": args.peer_accept, "seed": seed}
+          "tune": args.peer_tune, "target_accept": args.peer_accept, "seed": seed,
+          "max_temps": max(4000, 4 * budget // (L + 1))}  # room for the adaptive run's T
     if name == "bjx-tempered":
         M = M or 1
         steps = max(1, round(budget / (M * L + 1)))
@@ -203,9 +217,26 @@ def run_peer(name: str, args, model, sim, budget: int, chains: int, seed: int) -
     return row
 
 
-def run(model, sim, kernel: pyrolik.HMC, budget: int, chains: int, seed: int,
-        schedule: str = "auto") -> dict:
-    steps = max(1, budget // kernel.num_leapfrog)
+def steps_for_total(kernel: pyrolik.SMC, total: int, chains: int) -> int:
+    """The most annealing steps whose BDMC costs at most ``total`` gradient evaluations per example and
+    leg: ``chains`` chains of ``T L + 1`` and half the pilot's (the pilot serves both legs)."""
+    L, a = kernel.move.num_leapfrog, kernel.move.adaptation
+    pilot_chains = a.pilot_chains(chains)
+
+    def cost(t: int) -> float:
+        p = a.pilot_transitions(t)
+        return chains * (t * L + 1) + 0.5 * ((p * L + 1) * pilot_chains if p else 0)
+
+    t = max(1, total // (chains * L))
+    while t > 1 and cost(t) > total:
+        t -= 1
+    return t
+
+
+def run(model, sim, kernel: pyrolik.SMC, budget: int, chains: int, seed: int,
+        schedule: str = "auto", total: int | None = None) -> dict:
+    steps = (steps_for_total(kernel, total, chains) if total is not None
+             else max(1, budget // kernel.move.num_leapfrog))
     t0, c0 = time.perf_counter(), time.process_time()
     r = pyrolik.bdmc(model, data=sim, num_steps=steps, num_chains=chains, kernel=kernel,
                      schedule=schedule, seed=seed, progress=False)
@@ -222,8 +253,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=["lg", "vae", "mnist"], default="lg")
     p.add_argument("--examples", type=int, default=20)
-    p.add_argument("--chains", type=int, default=8)
-    p.add_argument("--budgets", type=int, nargs="+", default=[100, 200, 400, 800])
+    p.add_argument("--chains", type=int, nargs="+", default=[8],
+                   help="chains per example (with --totals, several: the split is free)")
+    p.add_argument("--budgets", type=int, nargs="+", default=[100, 200, 400, 800],
+                   help="gradient evaluations per chain (one --chains)")
+    p.add_argument("--totals", type=int, nargs="+", default=None,
+                   help="gradient evaluations per example and leg, pilot's half included (BDMC's "
+                        "pilot serves both legs), at every --chains: the axis a user pays")
     p.add_argument("--candidates", nargs="+", default=list(CANDIDATES),
                    help="names of CANDIDATES, or L<n>, p<alpha>, m (mass matrix) combined: L3p0.5m")
     p.add_argument("--fixed-step", type=float, default=0.05)
@@ -266,6 +302,8 @@ def main(argv=None):
                       z5.shape).astype(np.float32)))
         print(f"peer target = Pyro model's to {err:.1e} (relative, 10 z)")
     rows = []
+    splits = ([(k, None, b) for k in args.chains for b in args.totals] if args.totals
+              else [(args.chains[0], b, None) for b in args.budgets])
     for name in args.candidates:
         kernel, schedule = None, "auto"
         if name not in peers:
@@ -273,20 +311,23 @@ def main(argv=None):
             schedule = kw.pop("schedule", "auto")
             if name == "fixed":
                 kw["step_size"] = args.fixed_step
-            kernel = pyrolik.HMC(**kw)
-        for budget in args.budgets:
-            measured = (run_peer(*peer_settings(name, args), model, sim, budget, args.chains,
-                                 args.seed)
-                        if kernel is None else
-                        run(model, sim, kernel, budget, args.chains, args.seed, schedule))
-            row = {"candidate": name, "budget": budget, **measured}
+            kernel = make_kernel(kw)
+        for chains, budget, total in splits:
+            if kernel is None:
+                measured = run_peer(*peer_settings(name, args), model, sim,
+                                    budget or max(1, total // chains), chains, args.seed)
+            else:
+                measured = run(model, sim, kernel, budget or 0, chains, args.seed, schedule, total)
+            row = {"candidate": name, "budget": budget or total, "chains": chains, **measured,
+                   "total": measured["gradient_evals"] * chains}
             rows.append(row)
             extra = (f" + compile {row['compile_seconds']:.1f} s" if "compile_seconds" in row
                      else "") + (f"; {row['peer']}" if "peer" in row else "")
-            print(f"{name:>12} G={budget:>5}: T={row['num_steps']:>6.1f}, "
-                  f"{row['gradient_evals']:8.1f} evals/chain, gap {row['gap']:7.3f} +- "
-                  f"{row['gap_se']:.3f}, {row['seconds']:.1f} s ({row['cpu_seconds']:.1f} s CPU)"
-                  + extra, flush=True)
+            where = f"K={chains:>3} B={total:>6}" if total else f"G={budget:>5}"
+            print(f"{name:>12} {where}: T={row['num_steps']:>6.1f}, "
+                  f"{row['gradient_evals']:8.1f} evals/chain, {row['total']:8.0f} evals/example, "
+                  f"gap {row['gap']:7.3f} +- {row['gap_se']:.3f}, {row['seconds']:.1f} s "
+                  f"({row['cpu_seconds']:.1f} s CPU)" + extra, flush=True)
     if not args.no_plot:
         import matplotlib
 
@@ -294,8 +335,9 @@ def main(argv=None):
         import matplotlib.pyplot as plt
 
         fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-        for ax, key, label in ((axes[0], "gradient_evals",
-                                "gradient evaluations per chain (pilot included)"),
+        for ax, key, label in ((axes[0], "total" if args.totals else "gradient_evals",
+                                "gradient evaluations per " + ("example" if args.totals else "chain")
+                                + " (pilot included)"),
                                (axes[1], "seconds", "wall seconds (one thread, compile excluded)")):
             for name in args.candidates:
                 mine = [r for r in rows if r["candidate"] == name]
@@ -322,7 +364,8 @@ def main(argv=None):
             best[r["budget"]] = r
     if args.save_bounds:
         np.savez(args.save_bounds, seed=args.seed, model=args.model,
-                 **{f"{r['candidate']}@{r['budget']}:{k}": r[k] for r in rows for k in ("lower", "upper")})
+                 **{f"{r['candidate']}@{r['budget']}" + (f"K{r['chains']}" if args.totals else "")
+                    + f":{k}": r[k] for r in rows for k in ("lower", "upper")})
     ref = max((r for r in rows if r["candidate"] == "default"), key=lambda r: r["budget"],
               default=None)
     if ref is not None and peers:  # the bounds against pyrolik's largest sandwich, example by example

@@ -9,7 +9,7 @@ import sys
 
 from pyrolik._version import __version__
 from pyrolik.annealing import schedules
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import HMC, SMC
 from pyrolik.diagnostics.comparison import compare
 from pyrolik.distortion import distortion_bdmc, rate_distortion, sigma_curve
 from pyrolik.exceptions import (
@@ -59,6 +59,7 @@ __all__ = [
     "distortion_bdmc",
     # kernel and schedules
     "HMC",
+    "SMC",
     "schedules",
     # files and comparison
     "save",

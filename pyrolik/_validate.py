@@ -83,9 +83,11 @@ PARAMETERS: dict[str, str] = {
     thermodynamic speed from the pilot's variance of :math:`\\log p(x \\mid z)`, pooled over the
     batch (``"adaptive_per_example"``: one schedule per example); both need ``adapt="pilot"`` with
     at least 2 pilot chains. ``settings["schedule"]`` records which, ``schedule`` the betas.""",
-    "kernel": """kernel : pyrolik.HMC, optional
-    Transition kernel and its adaptation (default ``HMC()``: 3 leapfrog steps, half the momentum
-    kept, step sizes from a pilot run frozen per temperature; ``docs/kernel.md``).""",
+    "kernel": """kernel : pyrolik.SMC or pyrolik.HMC, optional
+    How the chains anneal: :class:`~pyrolik.SMC` (default ``SMC()``: resampling within islands of
+    the chains, moved by ``HMC()``: 3 leapfrog steps, half the momentum kept, step sizes from a
+    pilot run frozen per temperature; ``docs/kernel.md``); an ``HMC`` alone runs in ``SMC(HMC)``;
+    ``SMC(resample=None)`` is plain AIS.""",
     "init": """init : callable, optional
     A Pyro guide :math:`q(z \\mid x)`: anneal from it instead of the prior (AIS+encoder).""",
     "data": """data : (x, latents), optional

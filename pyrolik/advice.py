@@ -18,7 +18,7 @@ DIVERGENT_REMARK = 0.01  # divergences (each rejected, AIS stays valid) below 1%
 
 
 def _adaptation(kernel: Any) -> str | None:
-    adapt = getattr(kernel, "adapt", None)
+    adapt = getattr(getattr(kernel, "move", kernel), "adapt", None)
     return getattr(adapt, "name", adapt)  # a strategy object or its name
 
 
@@ -35,7 +35,7 @@ def acceptance_fix(kernel: Any) -> str:
                 "smaller starting step_size")
     if kernel is None:
         return "lower the step size or use adapt='pilot'"
-    return (f"the fixed step size ({getattr(kernel, 'step_size', '?')}) is too large: lower it, "
+    return (f"the fixed step size ({getattr(getattr(kernel, 'move', kernel), 'step_size', '?')}) is too large: lower it, "
             "or use adapt='pilot' (the default) to tune it per temperature")
 
 

@@ -3,10 +3,10 @@ examples x chains as one tensor, and the driver that batches, checkpoints and cu
 
 from pyrolik.annealing import engine, schedules
 from pyrolik.annealing.driver import drive
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import HMC, SMC
 from pyrolik.annealing.run import describe
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.annealing.transition import HMCTransition, leapfrog
 
-__all__ = ["HMC", "HMCTransition", "StepSizes", "schedules", "engine", "leapfrog", "describe",
+__all__ = ["HMC", "SMC", "HMCTransition", "StepSizes", "schedules", "engine", "leapfrog", "describe",
            "drive"]

@@ -12,7 +12,6 @@ import torch
 from torch import Tensor
 
 import pyrolik.annealing.engine as engine
-from pyrolik.annealing.resampling import Resampling, ancestor_log_weights
 from pyrolik.annealing.run import Leg, Problem, Recording, latents_to_flat
 from pyrolik.annealing.step_sizes import StepSizes, rows_of
 from pyrolik.annealing.transition import HMCTransition, ValueAndGradFn
@@ -21,6 +20,7 @@ from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batche
 from pyrolik.execution.checkpoint import Checkpoint, checkpoint_path, fingerprint
 from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
 from pyrolik.ops.stats import (
+    ancestor_log_weights,
     effective_sample_size,
     log_mean_exp,
     mcse_log_mean_exp,
@@ -111,7 +111,7 @@ def _tune(problem: Problem, execution: Execution, path: AnnealingPath, batch: Ba
           saved: dict | None, save: Callable[[dict], None] | None) -> StepSizes | None:
     """The batch's step-size table: a given one, or the pilot's (run, or resumed from ``saved``,
     as an engine run checkpointed under the name ``"pilot"``), or ``None`` (no pilot)."""
-    phase = pilot_phase(problem.kernel.adaptation, path, problem.schedule.betas, batch.generator,
+    phase = pilot_phase(problem.kernel.move.adaptation, path, problem.schedule.betas, batch.generator,
                         problem.stops_of(batch.start, batch.stop))
     if phase is None:
         return None
@@ -120,8 +120,8 @@ def _tune(problem: Problem, execution: Execution, path: AnnealingPath, batch: Ba
     n = batch.stop - batch.start
     bar = progress_bar(phase.schedule.shape[0] - 1,
                        f"{execution.desc} pilot [{batch.start}:{batch.stop}]", execution.progress)
-    _, hooks = run_phase(phase, kernel=problem.kernel.transition, generator=batch.generator,
-                         num_examples=n, saved=saved, resampling=problem.kernel.resampling,
+    _, hooks = run_phase(phase, kernel=problem.kernel.move.transition, generator=batch.generator,
+                         num_examples=n, saved=saved, resample=_resampler(problem, phase, n),
                          save=None if save is None else lambda loop: save({"phase": "pilot",
                                                                            "loop": loop}),
                          every=execution.checkpoint_every, bar=bar)
@@ -138,7 +138,7 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
                          guide=mine.guide)
     path = target.path(problem.path_name)
     first_leg = path.first_chains(problem.legs[0].num_chains)
-    transition, strategy = problem.kernel.transition, problem.kernel.adaptation
+    transition, strategy = problem.kernel.move.transition, problem.kernel.move.adaptation
     # a checkpoint holds either the pilot in progress, or its table and the estimating run's loop
     in_pilot = resume is not None and resume.get("phase") == "pilot"
     if resume is not None and not in_pilot:
@@ -162,18 +162,17 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
     phase = Phase("anneal", _columns(problem.legs, betas), path.value_and_grad, start,
                   lambda schedule, z: strategy.tuning(table, k_all, n, schedule), hooks,
                   problem.stops_of(batch.start, batch.stop),
-                  tuple(leg.num_chains for leg in problem.legs))
+                  tuple((leg.num_chains, problem.islands) for leg in problem.legs))
     keep = None if table is None else tuple(table)
     bar = progress_bar(phase.schedule.shape[0] - 1,
                        f"{execution.desc} [{batch.start}:{batch.stop}]", execution.progress)
     state, kept = run_phase(
         phase, kernel=transition, generator=batch.generator, num_examples=n,
-        resampling=problem.kernel.resampling,
+        resample=_resampler(problem, phase, n),
         saved=resume["loop"] if resume is not None and not in_pilot else None,
         save=None if save is None else lambda loop: save({"table": keep, "loop": loop}),
         every=execution.checkpoint_every, bar=bar)
-    outputs = _cut(problem.legs, state, kept, path, target, betas, keep,
-                   problem.kernel.resampling is not None)
+    outputs = _cut(problem.legs, state, kept, path, target, betas, keep, problem.islands)
     if problem.check is not None and starts:  # a fresh estimating run: its starts are known
         problem.check(first_leg.target, starts,
                       [o.final_state.reshape(-1, o.final_state.shape[-1]) for o in outputs])
@@ -181,11 +180,12 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
 
 
 def _cut(legs: tuple[Leg, ...], state: engine.AISState, hooks: dict, path: AnnealingPath,
-         target: Target, betas: Tensor, table: tuple | None, resampled: bool
+         target: Target, betas: Tensor, table: tuple | None, islands: int | None
          ) -> list[LegOutput]:
     """The rows of the estimating run cut back into one :class:`LegOutput` per leg (chain-major
-    rows: each leg's ``K_leg * n`` rows follow the previous leg's); with ``resampled``, each
-    chain's ancestor and the resamplings of each example."""
+    rows: each leg's ``K_leg * n`` rows follow the previous leg's); when resampled in ``islands``,
+    each chain's ancestor and the resamplings of each example (mean over its islands)."""
+    resampled = islands is not None
     n = target.num_examples
     totals = cast(engine.Totals, hooks["totals"])
     trace, steps = cast(engine.Recorder, hooks["recorder"]).trace()
@@ -205,7 +205,8 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, hooks: dict, path: Annea
             table=table, schedule=betas, evaluation=path.evaluation, plate=target.plate_name,
             num_observed=target.num_observed,
             ancestor=((state.ancestor[lo:hi] - lo) // n).reshape(k, n) if resampled else None,
-            num_resampled=totals.num_resampled[lo : lo + n] if resampled else None))
+            num_resampled=(totals.num_resampled[lo:hi].reshape(k, n).double().mean(0)
+                           if resampled else None), islands=islands))
         offset += k
     return outputs
 
@@ -222,15 +223,24 @@ class Phase(NamedTuple):
     tuning: Callable[[Tensor, Tensor], Tuning]  # (schedule on device, first positions) -> tuning
     hooks: Callable[[Tensor], dict[str, engine.StatefulHook]]  # schedule on device -> checkpointed hooks
     stops: Tensor | None = None  # (n,) each example's largest beta (engine.run's stops), or None
-    groups: tuple[int, ...] | None = None  # chains per leg (resampled apart); None: one group
+    groups: tuple[tuple[int, int | None], ...] | None = None  # (chains, islands) per leg
+
+
+def _resampler(problem: Problem, phase: Phase, n: int) -> engine.Resampler | None:
+    """The phase's resampler: within each leg's islands (the pilot's chains: one island), or
+    ``None`` for plain AIS."""
+    threshold = problem.kernel.resample
+    if threshold is None or problem.islands is None or phase.groups is None:
+        return None
+    return engine.Resampler(float(threshold), cast(tuple[tuple[int, int], ...], phase.groups), n)
 
 
 def run_phase(phase: Phase, *, kernel: HMCTransition, generator: torch.Generator | None,
               num_examples: int, saved: dict | None, save: Callable[[dict], None] | None,
-              every: int, bar: Any, resampling: Resampling | None = None
+              every: int, bar: Any, resample: engine.Resampler | None = None
               ) -> tuple[engine.AISState, dict[str, engine.StatefulHook]]:
     """Run ``phase`` to its last step, from ``saved`` (a checkpoint's loop state) when given; ``save``
-    receives the loop state every ``every`` steps; ``resampling`` makes it SMC."""
+    receives the loop state every ``every`` steps; ``resample`` makes it SMC."""
     if saved is not None:
         state, first = engine.restore(saved["state"]), saved["step"] + 1
         if generator is not None:
@@ -255,10 +265,6 @@ def run_phase(phase: Phase, *, kernel: HMCTransition, generator: torch.Generator
         hooks.append(engine.Checkpointer(every, num_steps, save, kept, generator))
     hooks.append(engine.Progress(bar, num_steps))
     bar.update(first - 1)
-    resample = None
-    if resampling is not None:
-        groups = phase.groups or (state.position.z.shape[0] // num_examples,)
-        resample = resampling.bind(groups, num_examples)
     state, _ = engine.run(state, schedule, tuning, kernel=kernel, density=phase.density,
                           generator=generator, num_examples=num_examples, first_step=first,
                           hooks=hooks, stops=stops, resample=resample)
@@ -290,7 +296,8 @@ def pilot_phase(strategy: Adaptation, path: AnnealingPath, schedule: Tensor,
         "pilot", plan.schedule, mine.value_and_grad,
         start=lambda: path.sample_initial(generator)[: plan.num_chains * n],
         tuning=lambda schedule, z: plan.tuning(z, n),
-        hooks=lambda schedule: {"table": plan.table_hook(schedule, n)}, stops=stops)
+        hooks=lambda schedule: {"table": plan.table_hook(schedule, n)}, stops=stops,
+        groups=((plan.num_chains, 1),))
 
 
 def run_pilot(strategy: Adaptation, path: AnnealingPath, kernel: HMCTransition, schedule: Tensor,
@@ -324,7 +331,8 @@ class LegOutput:
     plate: str = "example"  # the name of the model's plate over the examples
     num_observed: Tensor | None = None  # (n,) entries of each example observed (bits/dim's D)
     ancestor: Tensor | None = None  # (K, n) the chain each chain descends from (resampled runs)
-    num_resampled: Tensor | None = None  # (n,) steps at which each example was resampled
+    num_resampled: Tensor | None = None  # (n,) resamplings of each example, mean over its islands
+    islands: int | None = None  # islands per example of a resampled run
 
     def as_dict(self) -> dict[str, Any]:
         """Plain nested dicts and tensors: what a checkpoint file and ``gather_object`` carry."""
@@ -371,9 +379,13 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
     resampled = [p.num_resampled for p in parts if p.num_resampled is not None]
     ancestor = torch.cat(ancestors, dim=1) if len(ancestors) == len(parts) else None
     families = ancestor_log_weights(lw, ancestor)  # lw itself unless resampled
-    mcse = mcse_log_mean_exp(families)
-    if ancestor is not None:  # one surviving lineage: its spread cannot be told from one run
-        mcse = torch.where(torch.isfinite(families).sum(0) < 2, torch.nan, mcse)
+    islands = parts[0].islands
+    if islands is not None and islands > 1:  # independent islands: the MCSE from their spread
+        mcse = mcse_log_mean_exp(torch.logsumexp(lw.reshape(islands, -1, lw.shape[1]), 1))
+    else:
+        mcse = mcse_log_mean_exp(families)
+        if ancestor is not None:  # one surviving lineage: its spread cannot be told from one run
+            mcse = torch.where(torch.isfinite(families).sum(0) < 2, torch.nan, mcse)
     trace = {name: torch.cat([p.trace[name] for p in parts], dim=2)
              for name in parts[0].trace if name != "beta"}
     schedule, trace["beta"] = _visited(problem.schedule.betas, parts)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 import torch
 from torch import Tensor
 
-from pyrolik.annealing.resampling import Resampler
 from pyrolik.annealing.step_sizes import HMCParams, rows_of
 from pyrolik.annealing.transition import HMCState, HMCTransition, ValueAndGradFn
 from pyrolik.annealing.tuning import Tuning
+from pyrolik.ops.resampling import systematic
+from pyrolik.ops.stats import effective_sample_size
 
-__all__ = ["AISState", "AISInfo", "init", "step", "run", "Hook", "StatefulHook", "Recorder", "Totals",
+__all__ = ["AISState", "AISInfo", "Resampler", "init", "step", "run", "Hook", "StatefulHook", "Recorder", "Totals",
            "Checkpointer", "Progress", "capped"]
 
 
@@ -35,6 +38,38 @@ class AISInfo(NamedTuple):
     energy_error: Tensor  # (rows,)
     step_size: Tensor  # (rows,) the step size used
     resampled: Tensor | None = None  # (rows,) bool: the row's example was resampled this step
+
+
+@dataclass(frozen=True)
+class Resampler:
+    """Resampling within islands, bound to a run's rows: ``groups`` gives each leg's chains and
+    islands (``(K, B)``, rows chain-major, leg after leg); island ``i`` of a leg holds its chains
+    ``i K/B .. (i + 1) K/B - 1`` of every example."""
+
+    threshold: float
+    groups: tuple[tuple[int, int], ...]
+    num_examples: int
+
+    def __call__(self, log_weight: Tensor, generator: torch.Generator | None
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+        """``(source rows, log weights, resampled)``, each ``(rows,)``: row ``r`` takes the state
+        of row ``source[r]`` (itself where its island was not resampled)."""
+        n, sources, weights, flags, lo = self.num_examples, [], [], [], 0
+        for k, b in self.groups:
+            s = k // b
+            lw = log_weight[lo : lo + k * n].reshape(b, s, n)  # [island, position, example]
+            do = (effective_sample_size(lw, 1) < self.threshold * s).unsqueeze(1)  # NaN: False
+            pick = systematic(lw.transpose(0, 1), generator=generator).transpose(0, 1)
+            own = torch.arange(s, device=lw.device).view(1, s, 1)
+            chain = torch.where(do, pick, own) + s * torch.arange(b, device=lw.device).view(b, 1, 1)
+            sources.append(lo + chain * n + torch.arange(n, device=lw.device))
+            mean = torch.logsumexp(lw, 1, keepdim=True) - math.log(s)
+            weights.append(torch.where(do, mean, lw))
+            flags.append(do.expand(b, s, n))
+            lo += k * n
+        return (torch.cat([v.reshape(-1) for v in sources]),
+                torch.cat([v.reshape(-1) for v in weights]),
+                torch.cat([v.reshape(-1) for v in flags]))
 
 
 def init(z: Tensor, density: ValueAndGradFn, kernel: HMCTransition, beta: Tensor) -> AISState:

@@ -1,17 +1,17 @@
-"""The public AIS kernel :class:`HMC`: an HMC transition and its step-size tuning."""
+"""The public kernels: :class:`HMC`, the move (a transition and its step-size tuning), and
+:class:`SMC`, how an example's chains anneal together (the move, and resampling within islands)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
-from pyrolik.annealing.resampling import Resampling
 from pyrolik.annealing.transition import HMCInfo, HMCState, HMCTransition, ValueAndGradFn, leapfrog
 from pyrolik.annealing.tuning import Adaptation, from_settings
 
-__all__ = ["HMC", "HMCTransition", "HMCState", "HMCInfo", "leapfrog"]
+__all__ = ["HMC", "SMC", "Kernel", "as_smc", "HMCTransition", "HMCState", "HMCInfo", "leapfrog"]
 
 
 @dataclass(frozen=True, init=False, repr=False)
@@ -19,8 +19,8 @@ class HMC:
     r"""The AIS transition kernel: one HMC trajectory of ``num_leapfrog`` steps per annealing step.
 
     ``transition`` (:class:`~pyrolik.annealing.transition.HMCTransition`) plus ``adaptation``, the
-    step-size strategy (:func:`pyrolik.annealing.tuning.from_settings`), and ``resampling`` (SMC) or
-    ``None``; defaults: ``docs/kernel.md``.
+    step-size strategy (:func:`pyrolik.annealing.tuning.from_settings`); defaults:
+    ``docs/kernel.md``. The estimators run it inside :class:`SMC` (resampling within islands).
 
     Parameters
     ----------
@@ -49,14 +49,10 @@ class HMC:
     momentum_persistence : float
         :math:`\alpha`: partial refreshment :math:`u \leftarrow \alpha u + \sqrt{1 - \alpha^2}\,\xi`,
         flipped on rejection (Horowitz 1991; Neal 2011, section 5.3); ``0``: fresh momentum.
-    resample : float, optional
-        Resample an example's chains when their effective sample size falls below this fraction of
-        them (sequential Monte Carlo; :mod:`pyrolik.annealing.resampling`); ``None``: plain AIS.
     """
 
     transition: HMCTransition
     adaptation: Adaptation
-    resampling: Resampling | None
 
     def __init__(self, num_leapfrog: int = 3, step_size: float = 0.1,
                  target_accept: float | None = None,
@@ -64,7 +60,7 @@ class HMC:
                  min_pilot_steps: int = 20, pilot_chains: int | None = 4,
                  mass_matrix: bool = False, adapt_gain: float = 1.0,
                  max_energy_error: float = 1000.0, step_jitter: float = 0.5,
-                 momentum_persistence: float = 0.5, resample: float | None = None):
+                 momentum_persistence: float = 0.5):
         if isinstance(num_leapfrog, bool) or not isinstance(num_leapfrog, int) or num_leapfrog < 1:
             raise ValueError(f"num_leapfrog must be a positive integer, got {num_leapfrog!r}")
         if isinstance(step_jitter, bool) or not isinstance(step_jitter, (int, float)) \
@@ -84,7 +80,6 @@ class HMC:
         object.__setattr__(self, "transition", HMCTransition(
             num_leapfrog, float(max_energy_error), float(step_jitter), float(momentum_persistence)))
         object.__setattr__(self, "adaptation", adaptation)
-        object.__setattr__(self, "resampling", None if resample is None else Resampling(resample))
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
@@ -94,7 +89,7 @@ class HMC:
         """The constructor arguments that rebuild this kernel (what results and files record)."""
         return {"num_leapfrog": self.num_leapfrog, **self.adaptation.settings(),
                 "max_energy_error": self.max_energy_error, "step_jitter": self.step_jitter,
-                "momentum_persistence": self.momentum_persistence, "resample": self.resample}
+                "momentum_persistence": self.momentum_persistence}
 
     # the transition's and the adaptation's settings, by the names of the constructor
     @property
@@ -112,10 +107,6 @@ class HMC:
     @property
     def momentum_persistence(self) -> float:
         return self.transition.momentum_persistence
-
-    @property
-    def resample(self) -> float | None:
-        return None if self.resampling is None else self.resampling.threshold
 
     @property
     def adapt(self) -> str | None:
@@ -146,3 +137,103 @@ class HMC:
              ) -> tuple[HMCState, HMCInfo]:
         """One transition with the given step sizes (:meth:`HMCTransition.step`)."""
         return self.transition.step(state, fn, beta, step_size, generator, inv_mass)
+
+
+@dataclass(frozen=True)
+class SMC:
+    r"""How an example's chains anneal together: the ``move`` and resampling within islands.
+
+    At every annealing step the weights are updated, then the chains of each *island* (a fixed
+    group of an example's chains) whose effective sample size is below ``resample`` times their
+    number are resampled (systematic) and each takes the island's mean weight, then the move
+    transports every chain. Islands never exchange chains, so their estimates are independent and
+    the per-example MCSE comes from their spread (Vergé, Dubarry, Del Moral & Moulines 2015); the
+    estimate :math:`\frac1K \sum_k w_k` stays unbiased for :math:`p(x)` forward and for
+    :math:`1/p(x)` reverse. ``SMC(resample=None)`` is plain AIS (independent chains).
+
+    Parameters
+    ----------
+    move : HMC
+        The transition that moves each chain (default ``HMC()``).
+    resample : float or None
+        Resample an island when its ESS falls below this fraction of its chains (``1``: at every
+        step); ``None``: plain AIS.
+    islands : int or None
+        Islands per example, a divisor of ``num_chains`` with at least 2 chains each; ``None``:
+        :func:`default_islands` of ``num_chains``.
+    """
+
+    move: HMC = field(default_factory=HMC)
+    resample: float | None = 1.0
+    islands: int | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.move, HMC):
+            raise TypeError(f"move must be a pyrolik.HMC, got {type(self.move).__name__}")
+        t = self.resample
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int | float)
+                              or not 0 < t <= 1):
+            raise ValueError(f"resample must be a fraction in (0, 1] of an island's chains "
+                             f"(resample when its ESS falls below it; 1: at every step), or None "
+                             f"for plain AIS; got {t!r}")
+        b = self.islands
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
+            raise ValueError(f"islands must be a positive integer (a divisor of num_chains) or "
+                             f"None for the default, got {b!r}")
+
+    def islands_for(self, num_chains: int) -> int | None:
+        """Islands per example with ``num_chains`` chains; ``None``: no resampling (plain AIS)."""
+        if self.resample is None:
+            return None
+        if self.islands is None:
+            return default_islands(num_chains)
+        if num_chains % self.islands or num_chains // self.islands < 2:
+            raise ValueError(f"islands={self.islands} does not split num_chains={num_chains} into "
+                             f"equal islands of at least 2 chains; pass a divisor of {num_chains} "
+                             f"(e.g. islands={default_islands(num_chains) or 1}), or islands=None")
+        return self.islands
+
+    def to_dict(self) -> dict:
+        """The constructor arguments that rebuild this kernel (what results and files record)."""
+        return {**self.move.to_dict(), "resample": self.resample, "islands": self.islands}
+
+    @classmethod
+    def from_dict(cls, settings: dict) -> SMC:
+        """The kernel :meth:`to_dict` recorded (a file from before SMC: its HMC's settings, with
+        ``resample`` when it had one, else plain AIS)."""
+        settings = dict(settings)
+        smc = {"resample": settings.pop("resample", None), "islands": settings.pop("islands", None)}
+        return cls(HMC(**settings), **smc)
+
+    def __repr__(self) -> str:
+        return f"SMC({self.move!r}, resample={self.resample!r}, islands={self.islands!r})"
+
+
+#: Chains per island the default aims at (measured: ``benchmarks/RESULTS.md``).
+ISLAND_SIZE = 4
+
+
+def default_islands(num_chains: int) -> int | None:
+    """Islands of ``num_chains`` by default: as many islands of at least :data:`ISLAND_SIZE` chains
+    as divide ``num_chains``, at least 2 (islands of 2 or 3 below 8 chains); ``None`` (plain AIS)
+    where no equal split into 2 or more islands of 2 or more chains exists (1, 2, 3 or a prime)."""
+    fits = [b for b in range(2, num_chains // 2 + 1) if num_chains % b == 0]
+    if not fits:
+        return None
+    big = [b for b in fits if num_chains // b >= ISLAND_SIZE]
+    return max(big) if big else min(fits)
+
+
+Kernel = HMC | SMC
+
+
+def as_smc(kernel: Kernel | None) -> SMC:
+    """The :class:`SMC` an estimator runs: ``None`` -> ``SMC()``, an :class:`HMC` -> ``SMC(it)`` with
+    the default resampling; a kernel of another type is refused."""
+    if kernel is None:
+        return SMC()
+    if isinstance(kernel, HMC):
+        return SMC(kernel)
+    if isinstance(kernel, SMC):
+        return kernel
+    raise TypeError(f"kernel must be a pyrolik.HMC or pyrolik.SMC, got {type(kernel).__name__}")

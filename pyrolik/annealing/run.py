@@ -16,7 +16,7 @@ from pyrolik._validate import (
     check_optional_count,
     validate_data,
 )
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import SMC, Kernel, as_smc
 from pyrolik.annealing.schedules import Schedule, resolve_schedule
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.model.target import Target, make_target, prepare_inputs
@@ -43,11 +43,11 @@ class Leg:
 @dataclass(frozen=True)
 class Problem:
     """What an annealing run computes: the model on ``x``, the path, the legs, the schedule and the
-    kernel (a transition and its tuner)."""
+    kernel (the move, its tuner and the resampling)."""
 
     model: Callable[..., Any]
     x: Tensor
-    kernel: HMC
+    kernel: SMC
     schedule: Schedule
     legs: tuple[Leg, ...]
     guide: Callable[..., Any] | None = None  # AIS+encoder: the path starts at the guide
@@ -70,13 +70,18 @@ class Problem:
         return None if self.stops is None else self.stops[start:stop]
 
     @property
+    def islands(self) -> int | None:
+        """Islands per example of each leg (``None``: plain AIS, no resampling)."""
+        return self.kernel.islands_for(self.legs[0].num_chains)
+
+    @property
     def rows_per_example(self) -> int:
         return sum(leg.num_chains for leg in self.legs)
 
     def settings(self, batch_size: int | None) -> dict[str, Any]:
         """The settings every AIS result records, costs included (gradient evaluations per example of one
         leg's chains and of the pilot)."""
-        kernel, num_chains, num_steps = self.kernel, self.legs[0].num_chains, self.schedule.num_steps
+        kernel, num_chains, num_steps = self.kernel.move, self.legs[0].num_chains, self.schedule.num_steps
         strategy = kernel.adaptation
         pilot_chains = strategy.pilot_chains(num_chains)
         pilot = strategy.pilot_transitions(num_steps)
@@ -84,6 +89,7 @@ class Problem:
                 "num_leapfrog": kernel.num_leapfrog, "adapt": str(kernel.adapt),
                 "target_accept": kernel.target_accept, "initial_step_size": kernel.step_size,
                 "mass_matrix": kernel.mass_matrix, "batch_size": batch_size,
+                "resample": self.kernel.resample, "islands": self.islands,
                 "init": "prior" if self.guide is None else getattr(self.guide, "__name__", "guide"),
                 "gradient_evals_per_example": (num_steps * kernel.num_leapfrog + 1) * num_chains,
                 "pilot_gradient_evals_per_example":
@@ -124,7 +130,7 @@ class Recording:
 
 
 def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
-             num_steps: int | None, num_chains: int, schedule: str | Tensor, kernel: HMC | None,
+             num_steps: int | None, num_chains: int, schedule: str | Tensor, kernel: Kernel | None,
              init: Callable[..., Any] | None = None, latents: Tensor | dict[str, Tensor] | None = None,
              model_args: tuple = (), model_kwargs: dict | None = None,
              step_sizes: StepSizes | None = None, check: Check | None = None,
@@ -137,10 +143,9 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
     check_count("num_chains", num_chains)
     check_optional_count("num_steps", num_steps)
     check_optional_count("record_every", record_every)
-    kernel = HMC() if kernel is None else kernel
-    if not isinstance(kernel, HMC):
-        raise TypeError(f"kernel must be a pyrolik.HMC, got {type(kernel).__name__}")
-    resolved = resolve_schedule(schedule, num_steps, kernel, num_chains)
+    kernel = as_smc(kernel)
+    kernel.islands_for(num_chains)  # refuses islands that do not split the chains
+    resolved = resolve_schedule(schedule, num_steps, kernel.move, num_chains)
     check_guide(init, "init", optional=True)
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
     expanded = None

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import HMC, SMC
 from pyrolik.app import report
 from pyrolik.app.loading import (
     check_data_dtype,
@@ -93,11 +93,12 @@ def _outputs(path: str, names: list[str], overwrite: bool) -> dict[str, Path]:
     return paths
 
 
-def _kernel(args) -> HMC:
-    return HMC(num_leapfrog=args.num_leapfrog, step_size=args.step_size,
+def _kernel(args) -> SMC:
+    move = HMC(num_leapfrog=args.num_leapfrog, step_size=args.step_size,
                target_accept=args.target_accept, adapt=None if args.adapt == "none" else args.adapt,
                mass_matrix=args.mass_matrix, step_jitter=args.step_jitter,
-               momentum_persistence=args.momentum_persistence, resample=args.resample)
+               momentum_persistence=args.momentum_persistence)
+    return SMC(move, resample=args.resample, islands=args.islands)
 
 
 def _batch_size(batch_size: int | None, n: int, shard: Shard) -> int | None:

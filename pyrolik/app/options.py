@@ -5,16 +5,29 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from pyrolik.annealing.kernel import ISLAND_SIZE, SMC
+
 __all__ = ["add_kernel_options", "add_data_options", "add_tolerance_options", "positive_float",
            "resolve_num_steps", "DEFAULT_STEPS"]
 
 DEFAULT_STEPS = 3000  # --num-steps when neither it nor --tolerance is given (3 leapfrog each)
 
 
+def _threshold(text: str) -> float | None:
+    """``--resample``'s value: a fraction, or ``none`` (plain AIS)."""
+    if text.lower() in ("none", "off"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1] or 'none', got {text!r}"
+                                         ) from None
+
+
 def add_kernel_options(g: argparse._ArgumentGroup, positive: Callable[[str], int]) -> None:
     """``--num-leapfrog``, ``--momentum-persistence``, ``--step-size``, ``--adapt``,
-    ``--target-accept``, ``--step-jitter``, ``--mass-matrix`` and ``--resample``: the HMC kernel of
-    every annealing subcommand."""
+    ``--target-accept``, ``--step-jitter``, ``--mass-matrix``, ``--resample`` and ``--islands``:
+    the kernel of every annealing subcommand."""
     g.add_argument("--num-leapfrog", type=positive, default=3, metavar="L",
                    help="leapfrog steps per HMC move (default 3)")
     g.add_argument("--momentum-persistence", type=float, default=0.5, metavar="ALPHA",
@@ -34,9 +47,13 @@ def add_kernel_options(g: argparse._ArgumentGroup, positive: Callable[[str], int
     g.add_argument("--mass-matrix", action="store_true",
                    help="diagonal mass matrix per example and temperature from the pilot "
                         "(default: identity)")
-    g.add_argument("--resample", type=float, default=None, metavar="T",
-                   help="resample an example's chains when their ESS falls below T times their "
-                        "number, in (0, 1] (sequential Monte Carlo; default: never, plain AIS)")
+    g.add_argument("--resample", type=_threshold, default=SMC.resample, metavar="T",
+                   help="resample an island of an example's chains when its ESS falls below T "
+                        f"times its chains, in (0, 1], or 'none' for plain AIS (default "
+                        f"{SMC.resample}: at every step; pyrolik.SMC)")
+    g.add_argument("--islands", type=int, default=None, metavar="B",
+                   help="islands per example, a divisor of --chains (default: islands of about "
+                        f"{ISLAND_SIZE} chains, at least 2)")
 
 
 def add_data_options(p: argparse.ArgumentParser,

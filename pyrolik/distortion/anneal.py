@@ -10,7 +10,7 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import shared_params
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import Kernel
 from pyrolik.annealing.schedules import grid_from_betas
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve, run_curve
 from pyrolik.distortion.tolerance import curve_search
@@ -29,7 +29,7 @@ def sigma_curve(
     num_steps: int | None = None,
     num_chains: int,
     schedule: str | Tensor = "geometric",
-    kernel: HMC | None = None,
+    kernel: Kernel | None = None,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     seed: int | None = None,
@@ -93,7 +93,7 @@ def rate_distortion(
     num_steps: int | None = None,
     num_chains: int,
     schedule: str | Tensor = "geometric",
-    kernel: HMC | None = None,
+    kernel: Kernel | None = None,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     seed: int | None = None,

@@ -16,7 +16,7 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, shared_params
 from pyrolik.annealing.driver import drive
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import Kernel
 from pyrolik.annealing.run import (
     Recording,
     describe,
@@ -147,7 +147,7 @@ def distortion_bdmc(
     num_steps: int | None,
     num_chains: int,
     schedule: str | Tensor = "geometric",
-    kernel: HMC | None = None,
+    kernel: Kernel | None = None,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     seed: int | None = None,
@@ -259,7 +259,7 @@ def distortion_bdmc(
 
 def _one_pass(dm: DistortionModel, data: list[tuple[Tensor, Any]], schedule: Tensor,
               stops: list[Tensor], model_args: tuple, model_kwargs: dict, *, num_chains: int,
-              kernel: HMC | None, seed: int, batch_size: int | None, progress: bool,
+              kernel: Kernel | None, seed: int, batch_size: int | None, progress: bool,
               step_sizes: StepSizes | None, check: bool) -> BDMCResult:
     """BDMC of ``dm`` on every point's data at once (examples of point ``i`` after those of the
     points before), along ``schedule``, the examples of point ``i`` stopping at ``stops[i]``."""

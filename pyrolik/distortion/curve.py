@@ -16,7 +16,7 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
 from pyrolik.annealing.driver import drive
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import Kernel
 from pyrolik.annealing.run import Recording, describe
 from pyrolik.annealing.schedules import (
     grid_from_betas,
@@ -304,7 +304,7 @@ class DistortionCurve:
 
 
 def run_curve(dm: DistortionModel, x: Tensor, betas: Tensor, mode: str, *, num_steps: int | None,
-              num_chains: int, schedule: str | Tensor, kernel: HMC | None, model_args: tuple,
+              num_chains: int, schedule: str | Tensor, kernel: Kernel | None, model_args: tuple,
               model_kwargs: dict | None, seed: int | None, batch_size: int | None,
               progress: bool) -> DistortionCurve:
     """Anneal ``dm`` along ``schedule`` merged with ``betas / dm.beta_max``; read the grid."""

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, shared_params, validate_data
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import HMC, Kernel
 from pyrolik.annealing.schedules import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.distortion.bounds import distortion_bdmc
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve
@@ -57,7 +57,7 @@ def curve_budget(
     betas: Sequence[float] | Tensor | None = None,
     num_chains: int,
     schedule: str | Tensor = "geometric",
-    kernel: HMC | None = None,
+    kernel: Kernel | None = None,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     seed: int | None = None,
@@ -90,7 +90,7 @@ def curve_budget(
 
 def curve_search(model: Callable[..., Any], x: Tensor, tolerance: float, *,
                  sigmas: Sequence[float] | Tensor | None, betas: Sequence[float] | Tensor | None,
-                 num_chains: int, schedule: str | Tensor, kernel: HMC | None, model_args: tuple,
+                 num_chains: int, schedule: str | Tensor, kernel: Kernel | None, model_args: tuple,
                  model_kwargs: dict | None, seed: int | None, batch_size: int | None,
                  max_steps: int, progress: bool, what: str, stacklevel: int) -> Budget:
     """:func:`curve_budget`, its warnings naming ``what`` and pointing ``stacklevel`` frames up."""

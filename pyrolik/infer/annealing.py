@@ -13,7 +13,7 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import shared_params
 from pyrolik.annealing.driver import drive
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import Kernel
 from pyrolik.annealing.run import Recording, describe
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.execution.batches import Execution
@@ -32,7 +32,7 @@ def ais(
     num_steps: int | None = None,
     num_chains: int,
     schedule: str | Tensor = "auto",
-    kernel: HMC | None = None,
+    kernel: Kernel | None = None,
     init: Callable[..., Any] | None = None,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
@@ -109,7 +109,7 @@ def reverse_ais(
     num_steps: int | None,
     num_chains: int,
     schedule: str | Tensor = "auto",
-    kernel: HMC | None = None,
+    kernel: Kernel | None = None,
     init: Callable[..., Any] | None = None,
     step_sizes: StepSizes | None = None,
     model_args: tuple = (),

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, check_model, shared_params, validate_data
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import Kernel
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.sandwich import Simulated, bdmc
 from pyrolik.infer.tolerance import MAX_STEPS
@@ -66,7 +66,7 @@ def evidence(
     num_steps: int | None = None,
     num_chains: int,
     schedule: str | Tensor = "auto",
-    kernel: HMC | None = None,
+    kernel: Kernel | None = None,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     seed: int | None = None,
@@ -137,7 +137,7 @@ def evidence_bdmc(
     num_steps: int | None,
     num_chains: int,
     schedule: str | Tensor = "auto",
-    kernel: HMC | None = None,
+    kernel: Kernel | None = None,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     seed: int | None = None,

@@ -203,7 +203,7 @@ def bdmc_convergence(
                              **bdmc_kwargs), "bdmc")
         assert r.lower.mcse is not None and r.upper.mcse is not None  # AIS reports its MCSE
         kern = r.lower.kernel
-        strategy = kern.adaptation  # its pilot runs pilot_chains (default K) of the 2K chains
+        strategy = kern.move.adaptation  # its pilot runs pilot_chains (default K) of the 2K chains
         pilot = (strategy.pilot_transitions(s) * strategy.pilot_chains(num_chains)
                  / (2 * num_chains))
         n = len(r.x)

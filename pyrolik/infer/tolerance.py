@@ -15,7 +15,7 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, shared_params, validate_data
 from pyrolik.annealing.driver import drive
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import Kernel, as_smc
 from pyrolik.annealing.run import Recording, describe
 from pyrolik.exceptions import BudgetWarning
 from pyrolik.execution.batches import Execution, progress_bar
@@ -294,7 +294,7 @@ def gradient_evals(result: AISResult, legs: int = 1) -> float:
 
 
 def forward_ais(model: Callable[..., Any], x: Tensor, num_steps: int, *, num_chains: int,
-                schedule: str | Tensor, kernel: HMC | None, init: Callable[..., Any] | None,
+                schedule: str | Tensor, kernel: Kernel | None, init: Callable[..., Any] | None,
                 model_args: tuple, model_kwargs: dict | None, seed: int,
                 batch_size: int | None, progress: bool) -> AISResult:
     """Forward AIS on one process, recording nothing: the check's runs."""
@@ -317,7 +317,7 @@ def budget(
     *,
     num_chains: int,
     schedule: str | Tensor = "auto",
-    kernel: HMC | None = None,
+    kernel: Kernel | None = None,
     init: Callable[..., Any] | None = None,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
@@ -349,15 +349,13 @@ def budget(
 
 
 def search(model: Callable[..., Any], x: Tensor, tolerance: float, *, num_chains: int,
-           schedule: str | Tensor, kernel: HMC | None, init: Callable[..., Any] | None,
+           schedule: str | Tensor, kernel: Kernel | None, init: Callable[..., Any] | None,
            model_args: tuple, model_kwargs: dict | None, seed: int | None,
            batch_size: int | None, max_steps: int, progress: bool, what: str,
            stacklevel: int) -> Budget:
     """:func:`budget`, its warnings naming ``what`` and pointing ``stacklevel`` frames up."""
     tolerance = check_tolerance(tolerance, None, schedule, max_steps)
-    kernel = HMC() if kernel is None else kernel
-    if not isinstance(kernel, HMC):
-        raise TypeError(f"kernel must be a pyrolik.HMC, got {type(kernel).__name__}")
+    kernel = as_smc(kernel)
     check_count("num_chains", num_chains)
     x = validate_data(x)
     seed = resolve_seed(seed)
@@ -378,7 +376,7 @@ def search(model: Callable[..., Any], x: Tensor, tolerance: float, *, num_chains
                          "data you simulate yourself") from err
     lowers: dict[int, float] = {}
     tables: dict[int | None, Any] = {}  # pilot length -> the table a round's pilot of that length made
-    pilot_steps = getattr(kernel.adaptation, "pilot_steps", None)
+    pilot_steps = getattr(kernel.move.adaptation, "pilot_steps", None)
     targets = TargetCache()
     common: dict[str, Any] = dict(num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
                   batch_size=batch_size, progress=progress)

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import SMC
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.infer.tolerance import Budget
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
@@ -73,7 +73,7 @@ CLASSES: dict[str, Any] = {cls.__name__: cls for cls in (EstimateResult, AISResu
 #: their ``to_dict()``).
 DECODE: dict[str, Any] = {"json": json.loads, "seed": int,
                           "none": lambda v: None if v == "none" else v,
-                          "kernel": lambda v: HMC(**json.loads(v)),
+                          "kernel": lambda v: SMC.from_dict(json.loads(v)),
                           "budget": lambda v: Budget.from_dict(json.loads(v)),
                           "step_sizes": StepSizes}
 

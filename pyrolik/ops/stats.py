@@ -12,7 +12,7 @@ from torch import Tensor
 
 from pyrolik.advice import MIN_WEIGHTS
 
-__all__ = ["log_mean_exp", "effective_sample_size", "mcse_log_mean_exp", "khat_threshold", "MIN_WEIGHTS_FOR_KHAT", "pareto_khat", "pareto_tail_size", "pareto_khat_from_tail", "RunningLogWeights", "num_blocks", "check_blocks", "systematic", "DEFAULT_BLOCKS"]
+__all__ = ["log_mean_exp", "effective_sample_size", "ancestor_log_weights", "mcse_log_mean_exp", "khat_threshold", "MIN_WEIGHTS_FOR_KHAT", "pareto_khat", "pareto_tail_size", "pareto_khat_from_tail", "RunningLogWeights", "num_blocks", "check_blocks", "systematic", "DEFAULT_BLOCKS"]
 
 
 def log_mean_exp(log_weights: Tensor, dim: int = 0) -> Tensor:
@@ -23,6 +23,18 @@ def log_mean_exp(log_weights: Tensor, dim: int = 0) -> Tensor:
 def effective_sample_size(log_weights: Tensor, dim: int = 0) -> Tensor:
     r"""Kish's effective sample size :math:`(\sum w)^2 / \sum w^2`, per example."""
     return torch.exp(2 * torch.logsumexp(log_weights, dim) - torch.logsumexp(2 * log_weights, dim))
+
+
+def ancestor_log_weights(log_weights: Tensor, ancestor: Tensor | None) -> Tensor:
+    r"""``(K, N)``: :math:`\log \sum_{k:\,a_k = j} w_k` for each starting chain ``j`` (``-inf`` for
+    one that left no descendant); ``log_weights`` themselves when ``ancestor`` is ``None``. The ESS,
+    MCSE and k-hat of a resampled run are those of these sums (Chan & Lai 2013)."""
+    if ancestor is None:
+        return log_weights
+    top = log_weights.max(0, keepdim=True).values
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    summed = torch.zeros_like(log_weights).scatter_add_(0, ancestor, torch.exp(log_weights - top))
+    return torch.log(summed) + top
 
 
 def _log1mexp(x: Tensor) -> Tensor:

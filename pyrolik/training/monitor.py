@@ -14,7 +14,7 @@ import xarray as xr
 from torch import Tensor
 
 from pyrolik._validate import check_count, validate_data
-from pyrolik.annealing.kernel import HMC
+from pyrolik.annealing.kernel import Kernel, as_smc
 from pyrolik.execution.distributed import main_result
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.importance import iwae
@@ -60,7 +60,7 @@ class TrainingMonitor:
         num_steps: int = 20,
         num_chains: int = 4,
         num_samples: int = 100,
-        kernel: HMC | None = None,
+        kernel: Kernel | None = None,
         model_args: tuple = (),
         model_kwargs: dict | None = None,
         module: torch.nn.Module | None = None,
@@ -90,8 +90,8 @@ class TrainingMonitor:
             module = model
         if module is not None and not isinstance(module, torch.nn.Module):
             raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-        if kernel is not None and not isinstance(kernel, HMC):
-            raise TypeError(f"kernel must be a pyrolik.HMC, got {type(kernel).__name__}")
+        if kernel is not None:
+            as_smc(kernel)  # refuses another type
         self.model, self.guide, self.module = model, guide, module
         self.every, self.methods, self.seed = every, methods, int(seed)
         self.num_steps, self.num_chains, self.num_samples = num_steps, num_chains, num_samples
