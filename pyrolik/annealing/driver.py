@@ -6,7 +6,7 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -15,7 +15,7 @@ import pyrolik.annealing.engine as engine
 from pyrolik.annealing.run import Leg, Problem, Recording, latents_to_flat
 from pyrolik.annealing.step_sizes import StepSizes, rows_of
 from pyrolik.annealing.transition import HMCTransition, ValueAndGradFn
-from pyrolik.annealing.tuning import Adaptation, PilotTable, Tuning
+from pyrolik.annealing.tuning import Adaptation, PilotTuning, Tuning
 from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batches
 from pyrolik.execution.checkpoint import Checkpoint, checkpoint_path, fingerprint
 from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
@@ -111,21 +111,22 @@ def _tune(problem: Problem, execution: Execution, path: AnnealingPath, batch: Ba
           saved: dict | None, save: Callable[[dict], None] | None) -> StepSizes | None:
     """The batch's step-size table: a given one, or the pilot's (run, or resumed from ``saved``,
     as an engine run checkpointed under the name ``"pilot"``), or ``None`` (no pilot)."""
-    phase = pilot_phase(problem.kernel.move.adaptation, path, problem.schedule.betas, batch.generator,
-                        problem.stops_of(batch.start, batch.stop))
-    if phase is None:
+    n = batch.stop - batch.start
+    pilot = pilot_phase(problem.kernel.move.adaptation, path, problem.schedule.betas,
+                        problem.stops_of(batch.start, batch.stop), problem.kernel.resample)
+    if pilot is None:
         return None
     if problem.step_sizes is not None:  # a table from an earlier pilot: no pilot runs
         return problem.step_sizes.rows(batch.start, batch.stop)
-    n = batch.stop - batch.start
+    phase, chains = pilot
+    start = None if saved is not None else path.sample_initial(batch.generator)[: chains * n]
     bar = progress_bar(phase.schedule.shape[0] - 1,
                        f"{execution.desc} pilot [{batch.start}:{batch.stop}]", execution.progress)
-    _, hooks = run_phase(phase, kernel=problem.kernel.move.transition, generator=batch.generator,
-                         num_examples=n, saved=saved, resample=_resampler(problem, phase, n),
-                         save=None if save is None else lambda loop: save({"phase": "pilot",
-                                                                           "loop": loop}),
-                         every=execution.checkpoint_every, bar=bar)
-    return cast(PilotTable, hooks["table"]).table()
+    state = run_phase(phase, start, kernel=problem.kernel.move.transition,
+                      generator=batch.generator, num_examples=n, hooks={}, saved=saved, save=save,
+                      tag={"phase": "pilot"}, every=execution.checkpoint_every, bar=bar)
+    assert isinstance(state.tuning, PilotTuning)
+    return state.tuning.table()
 
 
 def _batch(problem: Problem, execution: Execution, recording: Recording, inputs: Inputs,
@@ -137,58 +138,50 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
                          model_args=mine.model_args, model_kwargs=mine.model_kwargs,
                          guide=mine.guide)
     path = target.path(problem.path_name)
-    first_leg = path.first_chains(problem.legs[0].num_chains)
-    transition, strategy = problem.kernel.move.transition, problem.kernel.move.adaptation
     # a checkpoint holds either the pilot in progress, or its table and the estimating run's loop
     in_pilot = resume is not None and resume.get("phase") == "pilot"
     if resume is not None and not in_pilot:
         table = None if resume["table"] is None else StepSizes(*resume["table"])
     else:
-        table = _tune(problem, execution, first_leg, batch,
+        table = _tune(problem, execution, path.first_chains(problem.legs[0].num_chains), batch,
                       resume["loop"] if resume is not None else None, save)
     betas = problem.schedule.for_batch(table)
-    starts: list[Tensor] = []
-
-    def start() -> Tensor:
-        starts.extend(_starts(problem.legs, path, batch))
-        return torch.cat(starts) if len(starts) > 1 else starts[0]
-
-    def hooks(schedule: Tensor) -> dict:
-        return {"totals": engine.Totals(k_all * n, schedule),
-                "recorder": engine.Recorder(schedule, k_all, stride=recording.every,
-                                            steps=recording.steps, keep_states=recording.states,
-                                            record_log_ratio=recording.log_ratio)}
-
-    phase = Phase("anneal", _columns(problem.legs, betas), path.value_and_grad, start,
-                  lambda schedule, z: strategy.tuning(table, k_all, n, schedule), hooks,
+    schedule = _columns(problem.legs, betas).to(dtype=target.dtype, device=problem.x.device)
+    saved = resume["loop"] if resume is not None and not in_pilot else None
+    starts = [] if saved is not None else _starts(problem.legs, path, batch)
+    totals = engine.Totals(k_all * n, schedule)
+    recorder = engine.Recorder(schedule, k_all, stride=recording.every, steps=recording.steps,
+                               keep_states=recording.states, record_log_ratio=recording.log_ratio)
+    islands = problem.islands
+    phase = Phase(schedule, path.value_and_grad,
+                  problem.kernel.move.adaptation.tuning(table, k_all, n, schedule),
                   problem.stops_of(batch.start, batch.stop),
-                  tuple((leg.num_chains, problem.islands) for leg in problem.legs))
+                  _resampler(problem.kernel.resample,
+                             tuple((leg.num_chains, islands) for leg in problem.legs), n))
+    bar = progress_bar(schedule.shape[0] - 1, f"{execution.desc} [{batch.start}:{batch.stop}]",
+                       execution.progress)
     keep = None if table is None else tuple(table)
-    bar = progress_bar(phase.schedule.shape[0] - 1,
-                       f"{execution.desc} [{batch.start}:{batch.stop}]", execution.progress)
-    state, kept = run_phase(
-        phase, kernel=transition, generator=batch.generator, num_examples=n,
-        resample=_resampler(problem, phase, n),
-        saved=resume["loop"] if resume is not None and not in_pilot else None,
-        save=None if save is None else lambda loop: save({"table": keep, "loop": loop}),
-        every=execution.checkpoint_every, bar=bar)
-    outputs = _cut(problem.legs, state, kept, path, target, betas, keep, problem.islands)
+    state = run_phase(phase, torch.cat(starts) if starts else None,
+                      kernel=problem.kernel.move.transition, generator=batch.generator,
+                      num_examples=n, hooks={"totals": totals, "recorder": recorder}, saved=saved,
+                      save=save, tag={"table": keep},
+                      every=execution.checkpoint_every, bar=bar)
+    outputs = _cut(problem.legs, state, totals, recorder, path, target, betas, keep, islands)
     if problem.check is not None and starts:  # a fresh estimating run: its starts are known
-        problem.check(first_leg.target, starts,
+        problem.check(path.first_chains(problem.legs[0].num_chains).target, starts,
                       [o.final_state.reshape(-1, o.final_state.shape[-1]) for o in outputs])
     return [o.as_dict() for o in outputs]
 
 
-def _cut(legs: tuple[Leg, ...], state: engine.AISState, hooks: dict, path: AnnealingPath,
-         target: Target, betas: Tensor, table: tuple | None, islands: int | None
-         ) -> list[LegOutput]:
+def _cut(legs: tuple[Leg, ...], state: engine.AISState, totals: engine.Totals,
+         recorder: engine.Recorder, path: AnnealingPath, target: Target, betas: Tensor,
+         table: tuple | None, islands: int | None) -> list[LegOutput]:
     """The rows of the estimating run cut back into one :class:`LegOutput` per leg (chain-major
     rows: each leg's ``K_leg * n`` rows follow the previous leg's); when resampled in ``islands``,
     each chain's ancestor and the resamplings of each example (mean over its islands)."""
     resampled = islands is not None
     n = target.num_examples
-    totals = cast(engine.Totals, hooks["totals"])
-    trace, steps = cast(engine.Recorder, hooks["recorder"]).trace()
+    trace, steps = recorder.trace()
     num_steps = len(betas) - 1
     outputs, offset = [], 0
     for leg in legs:
@@ -213,105 +206,98 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, hooks: dict, path: Annea
 
 
 class Phase(NamedTuple):
-    """One engine run: its name in a checkpoint, schedule, density, start and what it is tuned and
-    watched by."""
+    """One engine run: its schedule, density, first tuning, and what stops and resamples its rows."""
 
-    name: str  # "pilot" or "anneal"
-    schedule: Tensor  # (T + 1, C)
+    schedule: Tensor  # (T + 1, C) on the chains' device and dtype
     density: ValueAndGradFn
-    start: Callable[[], Tensor]  # draws the starting rows (called only when not resumed)
-    tuning: Callable[[Tensor, Tensor], Tuning]  # (schedule on device, first positions) -> tuning
-    hooks: Callable[[Tensor], dict[str, engine.StatefulHook]]  # schedule on device -> checkpointed hooks
+    tuning: Tuning  # before the first state (``start`` gives it the first positions)
     stops: Tensor | None = None  # (n,) each example's largest beta (engine.run's stops), or None
-    groups: tuple[tuple[int, int | None], ...] | None = None  # (chains, islands) per leg
+    resample: engine.Resampler | None = None  # SMC within islands, or None: plain AIS
 
 
-def _resampler(problem: Problem, phase: Phase, n: int) -> engine.Resampler | None:
-    """The phase's resampler: within each leg's islands (the pilot's chains: one island), or
-    ``None`` for plain AIS."""
-    threshold = problem.kernel.resample
-    if threshold is None or problem.islands is None or phase.groups is None:
+def _resampler(threshold: float | None, groups: tuple[tuple[int, int | None], ...], n: int
+               ) -> engine.Resampler | None:
+    """Resampling at ESS below ``threshold`` within the ``(chains, islands)`` of each leg, or
+    ``None`` for plain AIS (no threshold, or no islands)."""
+    bound = tuple((k, b) for k, b in groups if b is not None)
+    if threshold is None or len(bound) < len(groups):
         return None
-    return engine.Resampler(float(threshold), cast(tuple[tuple[int, int], ...], phase.groups), n)
+    return engine.Resampler(float(threshold), bound, n)
 
 
-def run_phase(phase: Phase, *, kernel: HMCTransition, generator: torch.Generator | None,
-              num_examples: int, saved: dict | None, save: Callable[[dict], None] | None,
-              every: int, bar: Any, resample: engine.Resampler | None = None
-              ) -> tuple[engine.AISState, dict[str, engine.StatefulHook]]:
-    """Run ``phase`` to its last step, from ``saved`` (a checkpoint's loop state) when given; ``save``
-    receives the loop state every ``every`` steps; ``resample`` makes it SMC."""
+def run_phase(phase: Phase, start: Tensor | None, *, kernel: HMCTransition,
+              generator: torch.Generator | None, num_examples: int,
+              hooks: dict[str, engine.StatefulHook], saved: dict | None,
+              save: Callable[[dict], None] | None, tag: dict, every: int, bar: Any
+              ) -> engine.AISState:
+    """Run ``phase`` to its last step from ``start`` (rows of first positions), or from ``saved``
+    (a checkpoint's loop state, restoring ``hooks``); ``save`` receives ``{**tag, "loop": ...}``
+    every ``every`` steps."""
     if saved is not None:
-        state, first = engine.restore(saved["state"]), saved["step"] + 1
+        state, first = engine.restore(saved, phase.tuning), saved["step"] + 1
         if generator is not None:
             generator.set_state(saved["generator"].cpu())
-    else:
-        z0 = phase.start()
-        state = engine.init(z0, phase.density, kernel, engine.capped(
-            rows_of(phase.schedule[0].to(z0), z0.shape[0] // num_examples, num_examples),
-            _row_stops(phase, z0)))
-        first = 1
-    schedule = phase.schedule.to(state.position.z)
-    stops = _row_stops(phase, state.position.z)
-    num_steps = schedule.shape[0] - 1
-    tuning = phase.tuning(schedule, state.position.z)
-    kept = phase.hooks(schedule)
-    if saved is not None:
-        tuning = tuning.restore(saved["tuning"])
-        for name, hook in kept.items():
+        for name, hook in hooks.items():
             hook.restore(saved["hooks"][name])
-    hooks: list = list(kept.values())
+    else:
+        assert start is not None
+        state = engine.init(start, phase.density, kernel, engine.capped(
+            rows_of(phase.schedule[0], start.shape[0] // num_examples, num_examples),
+            _row_stops(phase.stops, start)), phase.tuning)
+        first = 1
+    num_steps = phase.schedule.shape[0] - 1
+    every_hook: list = list(hooks.values())
     if save is not None:
-        hooks.append(engine.Checkpointer(every, num_steps, save, kept, generator))
-    hooks.append(engine.Progress(bar, num_steps))
+        every_hook.append(engine.Checkpointer(every, num_steps, save, hooks, generator, tag))
+    every_hook.append(engine.Progress(bar, num_steps))
     bar.update(first - 1)
-    state, _ = engine.run(state, schedule, tuning, kernel=kernel, density=phase.density,
-                          generator=generator, num_examples=num_examples, first_step=first,
-                          hooks=hooks, stops=stops, resample=resample)
+    state = engine.run(state, phase.schedule, kernel=kernel, density=phase.density,
+                       generator=generator, num_examples=num_examples, first_step=first,
+                       hooks=every_hook, stops=_row_stops(phase.stops, state.position.z),
+                       resample=phase.resample)
     bar.close()
-    return state, kept
+    return state
 
 
-def _row_stops(phase: Phase, z: Tensor) -> Tensor | None:
-    """The phase's per-example stops as per-row ``(rows,)`` on ``z``'s device (rows chain-major)."""
-    if phase.stops is None:
+def _row_stops(stops: Tensor | None, z: Tensor) -> Tensor | None:
+    """Per-example stops as per-row ``(rows,)`` on ``z``'s device (rows chain-major)."""
+    if stops is None:
         return None
-    stops = phase.stops.to(z)
+    stops = stops.to(z)
     return stops.repeat(z.shape[0] // stops.shape[0])
 
 
 def pilot_phase(strategy: Adaptation, path: AnnealingPath, schedule: Tensor,
-                generator: torch.Generator | None, stops: Tensor | None = None) -> Phase | None:
-    """The pilot of ``strategy`` on ``path``'s first ``pilot_chains`` chains, as a :class:`Phase`
-    (``None`` when it runs none); with ``stops`` its chains stop where the run's do.
-
-    Its starts are drawn for all chains, so the random stream does not depend on the pilot's chains.
-    """
+                stops: Tensor | None = None, resample: float | None = None
+                ) -> tuple[Phase, int] | None:
+    """The pilot of ``strategy`` before a run along ``schedule`` on ``path``'s first
+    ``pilot_chains`` chains, and that number (``None`` when it runs none); its chains stop at
+    ``stops`` and are resampled at ESS below ``resample`` as one island."""
     k_all, n = path.target.num_chains, path.target.num_examples
     plan = strategy.pilot(k_all, schedule)
     if plan is None:
         return None
     mine = path.first_chains(plan.num_chains) if plan.num_chains < k_all else path
-    return Phase(
-        "pilot", plan.schedule, mine.value_and_grad,
-        start=lambda: path.sample_initial(generator)[: plan.num_chains * n],
-        tuning=lambda schedule, z: plan.tuning(z, n),
-        hooks=lambda schedule: {"table": plan.table_hook(schedule, n)}, stops=stops,
-        groups=((plan.num_chains, 1),))
+    betas = plan.schedule.to(dtype=path.target.dtype, device=path.target.x.device)
+    return (Phase(betas, mine.value_and_grad, plan.tuning(n, betas), stops,
+                  _resampler(resample, ((plan.num_chains, 1),), n)), plan.num_chains)
 
 
 def run_pilot(strategy: Adaptation, path: AnnealingPath, kernel: HMCTransition, schedule: Tensor,
               generator: torch.Generator | None) -> StepSizes | None:
     """Run ``strategy``'s pilot on ``path`` before a run along ``schedule``; return its table
-    (``None`` when the strategy runs no pilot). No checkpoint, no progress bar."""
-    phase = pilot_phase(strategy, path, schedule, generator)
-    if phase is None:
+    (``None`` when the strategy runs no pilot). No checkpoint, no progress bar. Its starts are drawn
+    for all chains, so the random stream does not depend on the pilot's chains."""
+    pilot = pilot_phase(strategy, path, schedule)
+    if pilot is None:
         return None
-    _, hooks = run_phase(phase, kernel=kernel, generator=generator,
-                         num_examples=path.target.num_examples, saved=None, save=None, every=1,
-                         bar=progress_bar(phase.schedule.shape[0] - 1, "pilot", False))
-    return cast(PilotTable, hooks["table"]).table()
-
+    phase, chains = pilot
+    start = path.sample_initial(generator)[: chains * path.target.num_examples]
+    state = run_phase(phase, start, kernel=kernel, generator=generator,
+                      num_examples=path.target.num_examples, hooks={}, saved=None, save=None,
+                      tag={}, every=1, bar=progress_bar(phase.schedule.shape[0] - 1, "pilot", False))
+    assert isinstance(state.tuning, PilotTuning)
+    return state.tuning.table()
 
 
 @dataclass

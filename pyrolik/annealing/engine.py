@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from torch import Tensor
 
-from pyrolik.annealing.step_sizes import HMCParams, rows_of
+from pyrolik.annealing.step_sizes import rows_of
 from pyrolik.annealing.transition import HMCState, HMCTransition, ValueAndGradFn
 from pyrolik.annealing.tuning import Tuning
 from pyrolik.ops.resampling import systematic
@@ -21,12 +21,14 @@ __all__ = ["AISState", "AISInfo", "Resampler", "init", "step", "run", "Hook", "S
 
 
 class AISState(NamedTuple):
-    """What the next annealing step needs, per row (chains x examples, chain-major)."""
+    """What the next annealing step needs, per row (chains x examples, chain-major), and the
+    tuning that gives its transition's parameters (BlackJAX's ``inner_kernel_tuning``)."""
 
     position: HMCState  # z and the split density cache: log f0, r = log f1 - log f0, gradients
     log_weight: Tensor  # (rows,) float64, running
     beta: Tensor  # (rows,) the inverse temperature the position was last moved at
     ancestor: Tensor  # (rows,) long: the row each row's chain descends from at the start
+    tuning: Tuning  # the step sizes (and masses) of the next transition, updated after each
 
 
 class AISInfo(NamedTuple):
@@ -72,23 +74,25 @@ class Resampler:
                 torch.cat([v.reshape(-1) for v in flags]))
 
 
-def init(z: Tensor, density: ValueAndGradFn, kernel: HMCTransition, beta: Tensor) -> AISState:
+def init(z: Tensor, density: ValueAndGradFn, kernel: HMCTransition, beta: Tensor,
+         tuning: Tuning) -> AISState:
     """The state at ``z`` (exact draws of :math:`f_{\\beta}`), weights zero; one evaluation."""
     position = kernel.init(z, density)
     rows = z.shape[0]
     return AISState(position, torch.zeros(rows, dtype=torch.float64, device=z.device), beta,
-                    torch.arange(rows, device=z.device))
+                    torch.arange(rows, device=z.device), tuning.start(z))
 
 
-def step(state: AISState, beta_next: Tensor, params: HMCParams, *, kernel: HMCTransition,
+def step(state: AISState, beta_next: Tensor, *, kernel: HMCTransition,
          density: ValueAndGradFn, generator: torch.Generator | None,
          resample: Resampler | None = None) -> tuple[AISState, AISInfo]:
     r"""One annealing step to ``beta_next`` ``(rows,)``: the weight update, the resampling (with
-    ``resample``), then one transition.
+    ``resample``), then one transition with the state's tuning, which is updated after it.
 
     :math:`\log w \mathrel{+}= (\beta' - \beta)\,r(z)`, then :math:`z \sim \mathcal T_{\beta'}`
-    with the step sizes and inverse masses of ``params``.
+    with the step sizes and inverse masses of ``state.tuning.params(beta')``.
     """
+    params = state.tuning.params(beta_next)
     increment = (beta_next - state.beta) * state.position.log_ratio
     log_weight = state.log_weight + increment.double()
     position, ancestor, resampled = state.position, state.ancestor, None
@@ -99,17 +103,18 @@ def step(state: AISState, beta_next: Tensor, params: HMCParams, *, kernel: HMCTr
                             p.grad_init[source], p.grad_ratio[source],
                             None if p.momentum is None else p.momentum[source])
         ancestor = ancestor[source]
-    position, info = kernel.step(position, density, beta_next, params.step_size, generator,
-                                 params.inv_mass)
-    return (AISState(position, log_weight, beta_next, ancestor),
-            AISInfo(info.acceptance_rate, info.is_accepted, info.is_divergent, info.energy_error,
-                    params.step_size, resampled))
+    position, moved_info = kernel.step(position, density, beta_next, params.step_size, generator,
+                                       params.inv_mass)
+    moved = AISState(position, log_weight, beta_next, ancestor, state.tuning)
+    info = AISInfo(moved_info.acceptance_rate, moved_info.is_accepted, moved_info.is_divergent,
+                   moved_info.energy_error, params.step_size, resampled)
+    return moved._replace(tuning=state.tuning.update(info, moved)), info
 
 
 class Hook(Protocol):
     """Called after every step of :func:`run`."""
 
-    def __call__(self, t: int, state: AISState, info: AISInfo, tuning: Tuning) -> None: ...
+    def __call__(self, t: int, state: AISState, info: AISInfo) -> None: ...
 
 
 class StatefulHook(Hook, Protocol):
@@ -120,10 +125,10 @@ class StatefulHook(Hook, Protocol):
     def restore(self, saved: Any) -> None: ...
 
 
-def run(state: AISState, schedule: Tensor, tuning: Tuning, *, kernel: HMCTransition,
+def run(state: AISState, schedule: Tensor, *, kernel: HMCTransition,
         density: ValueAndGradFn, generator: torch.Generator | None, num_examples: int,
         first_step: int = 1, hooks: Sequence[Hook] = (), stops: Tensor | None = None,
-        resample: Resampler | None = None) -> tuple[AISState, Tuning]:
+        resample: Resampler | None = None) -> AISState:
     """Anneal every chain along its column of ``schedule`` ``(T + 1, C)`` from ``first_step`` to ``T``.
 
     ``stops`` ``(rows,)``: each row's largest beta (:func:`capped`); a row is an AIS run to its stop.
@@ -132,12 +137,11 @@ def run(state: AISState, schedule: Tensor, tuning: Tuning, *, kernel: HMCTransit
     k = state.log_weight.shape[0] // num_examples
     for t in range(first_step, schedule.shape[0]):
         beta_next = capped(rows_of(schedule[t], k, num_examples), stops)
-        state, info = step(state, beta_next, tuning.params(beta_next), kernel=kernel,
-                           density=density, generator=generator, resample=resample)
-        tuning = tuning.update(info, state)
+        state, info = step(state, beta_next, kernel=kernel, density=density, generator=generator,
+                           resample=resample)
         for hook in hooks:
-            hook(t, state, info, tuning)
-    return state, tuning
+            hook(t, state, info)
+    return state
 
 
 def capped(beta: Tensor, stops: Tensor | None) -> Tensor:
@@ -154,7 +158,7 @@ class Totals:
         self.num_divergent = torch.zeros(rows, dtype=torch.long, device=like.device)
         self.num_resampled = torch.zeros(rows, dtype=torch.long, device=like.device)
 
-    def __call__(self, t, state, info, tuning) -> None:
+    def __call__(self, t, state, info) -> None:
         self.acceptance_sum = self.acceptance_sum + info.acceptance_rate
         self.num_divergent = self.num_divergent + info.is_divergent.long()
         if info.resampled is not None:
@@ -193,7 +197,7 @@ class Recorder:
             return t in self.steps
         return t % self.stride == 0 or t == self.num_steps
 
-    def __call__(self, t, state, info, tuning) -> None:
+    def __call__(self, t, state, info) -> None:
         if not self.wants(t):
             return
         self.record_steps.append(t)
@@ -221,31 +225,36 @@ class Recorder:
 
 
 class Checkpointer:
-    """Every ``every`` steps (not after the last), hand ``save`` everything :func:`run` needs to go
-    on bit for bit: the step, the state, the tuning, the other hooks' state and the generator's."""
+    """Every ``every`` steps (not after the last), hand ``save`` ``{**tag, "loop": ...}``, the loop
+    being everything :func:`run` needs to go on bit for bit: the step, the state, the tuning, the
+    other hooks' state and the generator's."""
 
     def __init__(self, every: int, num_steps: int, save: Callable[[dict[str, Any]], None],
-                 hooks: dict[str, StatefulHook], generator: torch.Generator | None):
+                 hooks: dict[str, StatefulHook], generator: torch.Generator | None,
+                 tag: dict[str, Any]):
         self.every, self.num_steps, self.save = every, num_steps, save
-        self.hooks, self.generator = hooks, generator
+        self.hooks, self.generator, self.tag = hooks, generator, tag
 
-    def __call__(self, t, state, info, tuning) -> None:
+    def __call__(self, t, state, info) -> None:
         if t % self.every or t >= self.num_steps:
             return
-        self.save({"step": t, "state": snapshot(state), "tuning": tuning.state(),
-                   "hooks": {name: hook.state() for name, hook in self.hooks.items()},
-                   "generator": None if self.generator is None else self.generator.get_state()})
+        self.save({**self.tag, "loop": {
+            "step": t, "state": snapshot(state), "tuning": state.tuning.state(),
+            "hooks": {name: hook.state() for name, hook in self.hooks.items()},
+            "generator": None if self.generator is None else self.generator.get_state()}})
 
 
 def snapshot(state: AISState) -> tuple:
-    """An :class:`AISState` as nested tuples of tensors (what a checkpoint file may hold)."""
+    """An :class:`AISState` but its tuning as nested tuples of tensors (what a checkpoint file may
+    hold; the tuning is saved by its own ``state()``)."""
     return (tuple(state.position), state.log_weight, state.beta, state.ancestor)
 
 
-def restore(saved: tuple) -> AISState:
-    """The inverse of :func:`snapshot`."""
-    position, log_weight, beta, ancestor = saved
-    return AISState(HMCState(*position), log_weight, beta, ancestor)
+def restore(saved: dict, tuning: Tuning) -> AISState:
+    """The inverse of :class:`Checkpointer`'s save: the state, its tuning restored on ``tuning``."""
+    position, log_weight, beta, ancestor = saved["state"]
+    return AISState(HMCState(*position), log_weight, beta, ancestor,
+                    tuning.restore(saved["tuning"]))
 
 
 class Progress:
@@ -255,6 +264,6 @@ class Progress:
         self.bar, self.num_steps = bar, num_steps
         self.every = max(1, num_steps // 200)
 
-    def __call__(self, t, state, info, tuning) -> None:
+    def __call__(self, t, state, info) -> None:
         if t % self.every == 0 or t == self.num_steps:
             self.bar.update(t - self.bar.n)

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from pyrolik.annealing.transition import HMCInfo, HMCState, HMCTransition, ValueAndGradFn, leapfrog
 from pyrolik.annealing.tuning import Adaptation, from_settings
+from pyrolik.ops.stats import num_blocks
 
 __all__ = ["HMC", "SMC", "Kernel", "as_smc", "HMCTransition", "HMCState", "HMCInfo", "leapfrog"]
 
@@ -160,7 +161,8 @@ class SMC:
         step); ``None``: plain AIS.
     islands : int or None
         Islands per example, a divisor of ``num_chains`` with at least 2 chains each; ``None``:
-        :func:`default_islands` of ``num_chains``.
+        :func:`default_islands` of ``num_chains`` (islands of 4 or more chains, as the export's
+        blocks; plain AIS below 8 chains).
     """
 
     move: HMC = field(default_factory=HMC)
@@ -209,19 +211,14 @@ class SMC:
         return f"SMC({self.move!r}, resample={self.resample!r}, islands={self.islands!r})"
 
 
-#: Chains per island the default aims at (measured: ``benchmarks/RESULTS.md``).
-ISLAND_SIZE = 4
-
-
 def default_islands(num_chains: int) -> int | None:
-    """Islands of ``num_chains`` by default: as many islands of at least :data:`ISLAND_SIZE` chains
-    as divide ``num_chains``, at least 2 (islands of 2 or 3 below 8 chains); ``None`` (plain AIS)
-    where no equal split into 2 or more islands of 2 or more chains exists (1, 2, 3 or a prime)."""
-    fits = [b for b in range(2, num_chains // 2 + 1) if num_chains % b == 0]
-    if not fits:
-        return None
-    big = [b for b in fits if num_chains // b >= ISLAND_SIZE]
-    return max(big) if big else min(fits)
+    """Islands of ``num_chains`` by default: the export's blocks
+    (:func:`pyrolik.ops.stats.num_blocks`: at most 4, of at least 4 chains each), when there are 2
+    or more; else ``None``, plain AIS (fewer than 8 chains, or a count such as 9 or 11 that no 2 to
+    4 islands of 4 or more chains divide): resampling in islands of 2 or 3 chains widened the
+    BDMC gap on the reference model (``benchmarks/RESULTS.md``)."""
+    blocks = num_blocks(num_chains)
+    return blocks if blocks >= 2 else None
 
 
 Kernel = HMC | SMC

@@ -30,6 +30,9 @@ class Tuning(Protocol):
     def params(self, beta: Tensor) -> HMCParams:
         """Parameters of the transition to the betas ``(rows,)`` of the rows (chain-major)."""
 
+    def start(self, z0: Tensor) -> Tuning:
+        """The tuning at the chains' first states ``z0`` ``(rows, d)``."""
+
     def update(self, info: TransitionInfo, state: Any) -> Tuning:
         """The tuning after a transition with diagnostics ``info`` that left the chains in
         ``state`` (the engine's state; a new object, never in place)."""
@@ -53,6 +56,9 @@ class TableTuning:
         rows = eps.numel()
         return HMCParams(eps.reshape(rows), None if inv_mass is None else inv_mass.reshape(rows, -1))
 
+    def start(self, z0: Tensor) -> TableTuning:
+        return self
+
     def update(self, info: TransitionInfo, state: Any = None) -> TableTuning:
         return self
 
@@ -74,6 +80,9 @@ class RowTuning:
 
     def params(self, beta: Tensor) -> HMCParams:
         return HMCParams(self.log_step_size.exp())
+
+    def start(self, z0: Tensor) -> RowTuning:
+        return self
 
     def update(self, info: TransitionInfo, state: Any = None) -> RowTuning:
         if not self.gain:
@@ -137,13 +146,31 @@ def weighted_variance(values: Tensor, log_weights: Tensor) -> Tensor:
 class PilotTuning:
     r"""One log step size per example, :math:`\log\epsilon_n \mathrel{+}= g\,(\bar a_n - a^*)` after
     every transition from the mean acceptance of the example's chains; with a mass matrix, the
-    diagonal inverse mass per example from the chains' variance after that transition."""
+    diagonal inverse mass per example from the chains' variance after that transition. It carries
+    the table it builds: at the last transition of each pilot temperature (``ends``) the mean of that
+    temperature's second half of step sizes, the inverse mass, and the variance of :math:`r` under
+    the chains' weights; :meth:`table` is the finished :class:`StepSizes`."""
 
     log_step_size: Tensor  # (n,)
     inv_mass: Tensor | None  # (n, d)
     num_chains: int
     gain: float
     target_accept: float
+    betas: Tensor  # (P,) the pilot temperatures
+    ends: frozenset[int]  # the transitions (counted from 1) that end a temperature
+    mass_matrix: bool = False
+    step: int = 0  # transitions made
+    history: tuple[Tensor, ...] = ()  # this temperature's step sizes so far
+    logs: tuple[Tensor, ...] = ()  # per finished temperature: (n,)
+    variances: tuple[Tensor, ...] = ()
+    masses: tuple[Tensor, ...] = ()
+
+    def start(self, z0: Tensor) -> PilotTuning:
+        """The tuning at the chains' first states ``z0`` ``(k * n, d)`` (their variance: the first
+        inverse mass)."""
+        if not self.mass_matrix:
+            return self
+        return replace(self, inv_mass=_variance(z0, self.num_chains, self.log_step_size.shape[0]))
 
     def params(self, beta: Tensor) -> HMCParams:
         k = self.num_chains
@@ -155,37 +182,16 @@ class PilotTuning:
         acc = info.acceptance_rate.reshape(k, n).mean(0)
         log_eps = self.log_step_size + self.gain * (acc - self.target_accept)
         inv_mass = None if self.inv_mass is None else _variance(state.position.z, k, n)
-        return replace(self, log_step_size=log_eps, inv_mass=inv_mass)
-
-    def state(self) -> tuple:
-        return (self.log_step_size, self.inv_mass)
-
-    def restore(self, state: tuple) -> PilotTuning:
-        return replace(self, log_step_size=state[0], inv_mass=state[1])
-
-
-class PilotTable:
-    """The hook that builds the :class:`StepSizes` table while the pilot runs."""
-
-    def __init__(self, schedule: Tensor, ends: list[int], num_chains: int, num_examples: int):
-        self.betas = schedule[ends, 0]  # (P,) the pilot temperatures
-        self.ends, self.num_chains, self.num_examples = frozenset(ends), num_chains, num_examples
-        self.history: list[Tensor] = []
-        self.logs: list[Tensor] = []
-        self.variances: list[Tensor] = []
-        self.masses: list[Tensor] = []
-
-    def __call__(self, t: int, state: Any, info: Any, tuning: Any) -> None:
-        self.history.append(tuning.log_step_size)
-        if t not in self.ends:
-            return
-        k = self.num_chains
-        self.logs.append(torch.stack(self.history[len(self.history) // 2 :]).mean(0))
-        self.history = []
-        self.variances.append(weighted_variance(state.position.log_ratio.reshape(k, -1),
-                                                state.log_weight.reshape(k, -1)))
-        if tuning.inv_mass is not None:
-            self.masses.append(tuning.inv_mass)
+        done = replace(self, log_step_size=log_eps, inv_mass=inv_mass, step=self.step + 1,
+                       history=(*self.history, log_eps))
+        if done.step not in self.ends:
+            return done
+        return replace(
+            done, history=(),
+            logs=(*self.logs, torch.stack(done.history[len(done.history) // 2 :]).mean(0)),
+            variances=(*self.variances, weighted_variance(state.position.log_ratio.reshape(k, -1),
+                                                          state.log_weight.reshape(k, -1))),
+            masses=self.masses if inv_mass is None else (*self.masses, inv_mass))
 
     def table(self) -> StepSizes:
         """The smoothed table, capped where the next temperature's step size is smaller."""
@@ -193,14 +199,15 @@ class PilotTable:
         mass_table = _smooth(torch.stack(self.masses)) if self.masses else None
         return StepSizes(self.betas, log_table, mass_table, torch.stack(self.variances))
 
-    def state(self) -> dict[str, list[Tensor]]:
-        """What a checkpoint keeps (copies of the lists, which the hook goes on appending to)."""
-        return {"history": list(self.history), "logs": list(self.logs),
-                "variances": list(self.variances), "masses": list(self.masses)}
+    def state(self) -> tuple:
+        return (self.log_step_size, self.inv_mass, self.step, list(self.history), list(self.logs),
+                list(self.variances), list(self.masses))
 
-    def restore(self, saved: dict[str, list[Tensor]]) -> None:
-        self.history, self.logs = list(saved["history"]), list(saved["logs"])
-        self.variances, self.masses = list(saved["variances"]), list(saved["masses"])
+    def restore(self, state: tuple) -> PilotTuning:
+        eps, inv_mass, step, history, logs, variances, masses = state
+        return replace(self, log_step_size=eps, inv_mass=inv_mass, step=step,
+                       history=tuple(history), logs=tuple(logs), variances=tuple(variances),
+                       masses=tuple(masses))
 
 
 class PilotRun(NamedTuple):
@@ -215,16 +222,12 @@ class PilotRun(NamedTuple):
     target_accept: float
     mass_matrix: bool
 
-    def tuning(self, z0: Tensor, num_examples: int) -> PilotTuning:
-        """The tuning at the start, from the chains' first states ``z0`` ``(k * n, d)``."""
-        k, n = self.num_chains, num_examples
-        inv_mass = _variance(z0, k, n) if self.mass_matrix else None
-        return PilotTuning(z0.new_full((n,), math.log(self.step_size)), inv_mass, k, self.gain,
-                           self.target_accept)
-
-    def table_hook(self, schedule: Tensor, num_examples: int) -> PilotTable:
-        """A fresh :class:`PilotTable` for ``schedule`` (this run's, on the chains' device)."""
-        return PilotTable(schedule, self.ends, self.num_chains, num_examples)
+    def tuning(self, num_examples: int, like: Tensor) -> PilotTuning:
+        """The tuning before the first state (:meth:`PilotTuning.start` gives it the state's)."""
+        return PilotTuning(like.new_full((num_examples,), math.log(self.step_size)), None,
+                           self.num_chains, self.gain, self.target_accept,
+                           self.schedule[self.ends, 0].to(like), frozenset(self.ends),
+                           self.mass_matrix)
 
 
 # -- the strategies ------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from pyrolik.annealing.kernel import ISLAND_SIZE, SMC
+from pyrolik.annealing.kernel import SMC
 
 __all__ = ["add_kernel_options", "add_data_options", "add_tolerance_options", "positive_float",
            "resolve_num_steps", "DEFAULT_STEPS"]
@@ -52,8 +52,8 @@ def add_kernel_options(g: argparse._ArgumentGroup, positive: Callable[[str], int
                         f"times its chains, in (0, 1], or 'none' for plain AIS (default "
                         f"{SMC.resample}: at every step; pyrolik.SMC)")
     g.add_argument("--islands", type=int, default=None, metavar="B",
-                   help="islands per example, a divisor of --chains (default: islands of about "
-                        f"{ISLAND_SIZE} chains, at least 2)")
+                   help="islands per example, a divisor of --num-chains (default: 2 to 4 islands "
+                        "of at least 4 chains; plain AIS below 8 chains)")
 
 
 def add_data_options(p: argparse.ArgumentParser,

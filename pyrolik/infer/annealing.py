@@ -19,6 +19,7 @@ from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed
 from pyrolik.infer.tolerance import MAX_STEPS, check_tolerance, gradient_evals, search
+from pyrolik.ops.resampling import systematic
 from pyrolik.results import AISResult
 
 __all__ = ["ais", "reverse_ais", "posterior_samples", "plot_posterior_decodings"]
@@ -173,15 +174,15 @@ def posterior_samples(
     examples: Sequence[int] | None = None,
     seed: int | None = 0,
 ) -> dict[str, Tensor]:
-    """Resample the final AIS states by weight: ``{site: (num_samples, len(examples), *site)}``."""
+    """Resample the final AIS states by weight (systematic): ``{site: (num_samples, len(examples),
+    *site)}``, equally weighted draws of the annealed posterior."""
     if result.direction != "forward" or result.latents is None or result.log_weights is None:
         raise ValueError("posterior samples come from a forward AIS result (pyrolik.ais)")
     idx = torch.arange(result.num_examples) if examples is None else torch.as_tensor(examples)
     if (idx < 0).any() or (idx >= result.num_examples).any():
         raise ValueError(f"examples must lie in [0, {result.num_examples}), got {idx.tolist()}")
     g = torch.Generator().manual_seed(seed) if seed is not None else None
-    probs = torch.softmax(result.log_weights[:, idx].double().cpu(), dim=0).T  # (n, K)
-    chains = torch.multinomial(probs, num_samples, replacement=True, generator=g).T  # (S, n)
+    chains = systematic(result.log_weights[:, idx].double().cpu(), num_samples, generator=g)
     return {name: v[chains.to(v.device), idx.to(v.device)] for name, v in result.latents.items()}
 
 

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from pyrolik.advice import MIN_WEIGHTS
 
-__all__ = ["log_mean_exp", "effective_sample_size", "ancestor_log_weights", "mcse_log_mean_exp", "khat_threshold", "MIN_WEIGHTS_FOR_KHAT", "pareto_khat", "pareto_tail_size", "pareto_khat_from_tail", "RunningLogWeights", "num_blocks", "check_blocks", "systematic", "DEFAULT_BLOCKS"]
+__all__ = ["log_mean_exp", "effective_sample_size", "ancestor_log_weights", "mcse_log_mean_exp", "khat_threshold", "MIN_WEIGHTS_FOR_KHAT", "pareto_khat", "pareto_tail_size", "pareto_khat_from_tail", "RunningLogWeights", "num_blocks", "check_blocks", "DEFAULT_BLOCKS"]
 
 
 def log_mean_exp(log_weights: Tensor, dim: int = 0) -> Tensor:
@@ -244,29 +244,12 @@ def check_blocks(requested: Any) -> None:
                          f"{requested}; pass e.g. num_blocks=4")
 
 
-def num_blocks(num_chains: int, requested: int = DEFAULT_BLOCKS) -> int:
-    """The number of blocks ``K`` chains are split into (rule in the module docstring)."""
+def num_blocks(num_chains: int, requested: int = DEFAULT_BLOCKS, islands: int | None = None) -> int:
+    """The number of blocks ``K`` chains are split into (rule in the module docstring); chains
+    resampled in ``islands`` (SMC) are split only into whole islands, so that blocks stay
+    independent (one island: one block)."""
     check_blocks(requested)
     return max(c for c in range(1, max(1, min(requested, num_chains // MIN_DRAWS)) + 1)
-               if num_chains % c == 0)
+               if num_chains % c == 0 and (islands is None or islands % c == 0))
 
 
-def systematic(log_weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Sorted systematic-resampling indices ``(C, M, N)`` along axis 1 of ``log_weights`` ``(C, M, N)``;
-    a column with no finite positive weight falls back to the identity."""
-    c, m, n = log_weights.shape
-    lw = np.asarray(log_weights, dtype=np.float64)
-    top = np.max(lw, axis=1, keepdims=True)
-    ok = np.isfinite(top) & ~np.isnan(lw).any(axis=1, keepdims=True)
-    w = np.where(ok, np.exp(lw - np.where(ok, top, 0.0)), 1.0)
-    w = np.where(np.isnan(w), 0.0, w)
-    cdf = np.cumsum(w, axis=1)
-    cdf = cdf / cdf[:, -1:, :]
-    # every (block, example) column in one sorted array: column j's cdf shifted by j
-    cols = np.arange(c * n, dtype=np.float64).reshape(c, 1, n)
-    flat = np.moveaxis(np.minimum(cdf, 1.0) + cols, 1, -1).reshape(-1)
-    offset = rng.random((c, 1, n))
-    pos = (offset + np.arange(m).reshape(1, m, 1)) / m + cols
-    idx = np.searchsorted(flat, np.moveaxis(pos, 1, -1).reshape(-1), side="right")
-    idx = idx.reshape(c, n, m) - (np.arange(c * n).reshape(c, n, 1) * m)
-    return np.moveaxis(np.clip(idx, 0, m - 1), -1, 1)

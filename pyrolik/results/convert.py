@@ -22,7 +22,8 @@ import torch
 import xarray as xr
 
 from pyrolik._version import __version__
-from pyrolik.ops.stats import DEFAULT_BLOCKS, check_blocks, systematic
+from pyrolik.ops.resampling import systematic
+from pyrolik.ops.stats import DEFAULT_BLOCKS, check_blocks
 from pyrolik.ops.stats import num_blocks as num_blocks_of
 
 __all__ = ["stored", "declared", "Stored", "EstimateConverter", "AISConverter", "BDMCConverter",
@@ -244,7 +245,8 @@ class EstimateConverter:
             np.float64)
         self.k = self.lw.shape[0] if self.lw is not None else result.num_weights
         self.c: Any = (self.draws["draw_index"].shape[0] if self.draws
-                       else None if self.lw is None else num_blocks_of(self.k, num_blocks))
+                       else None if self.lw is None else num_blocks_of(
+                           self.k, num_blocks, (getattr(result, "settings", None) or {}).get("islands")))
         self.sites = getattr(result, "latents", None) or getattr(result, "samples", None) or {}
         self.direction = getattr(result, "direction", "forward")
 
@@ -299,8 +301,10 @@ class EstimateConverter:
         m = self.k // self.c
         if self.direction == "forward":
             seed = getattr(self.result, "seed", None)
-            rng = np.random.default_rng([RESAMPLING_STREAM, 0 if seed is None else int(seed) % 2**63])
-            return systematic(blocked(self.lw, self.c), rng)
+            g = torch.Generator().manual_seed((RESAMPLING_STREAM * 1_000_003
+                                               + (0 if seed is None else int(seed))) % 2**63)
+            lw = torch.from_numpy(blocked(self.lw, self.c)).movedim(1, 0)  # (M, C, N)
+            return systematic(lw, generator=g).movedim(0, 1).numpy()
         return np.broadcast_to(np.arange(m).reshape(1, m, 1), (self.c, m, self.n))
 
     @property

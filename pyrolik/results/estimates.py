@@ -340,9 +340,9 @@ class AISResult(EstimateResult):
     trace_steps: Tensor | None = stored("annealing", "step", ["step"], codec="coord", default=None)
     # infer.tolerance.Budget: how tolerance= chose num_steps (None without it)
     budget: Any = stored("attrs", "budget", codec="budget", default=None)
-    # (K, N) the chain each chain descends from, when the kernel resampled (HMC(resample=))
+    # (K, N) the chain each chain descends from, when the chains were resampled (pyrolik.SMC)
     ancestor: Tensor | None = stored("particles", "ancestor", [BLOCK, EX], default=None)
-    # (N,) the steps at which each example's chains were resampled
+    # (N,) the steps at which each example's chains were resampled (mean over its islands)
     num_resampled: Tensor | None = stored("evidence", "num_resampled", [EX], default=None)
 
     @property
@@ -379,25 +379,36 @@ class AISResult(EstimateResult):
         if num_div:
             out.append(self._divergent_warning(num_div))
         if self.num_resampled is not None:
-            times = float(self.num_resampled.double().mean())
-            single = (0 if self.mcse is None
-                      else int((self.mcse.isnan() & ~self.failed).sum()))
-            if single:
-                out.append(Message(
-                    f"the MCSE of {single} of {self.num_examples} examples cannot be estimated from "
-                    "this run: all their chains descend from one starting chain (resampled "
-                    f"{times:.0f} times per example); resample less often (e.g. resample=0.5), or "
-                    "repeat the run with other seeds and take the spread"))
-            resampled = int((self.num_resampled > 0).sum())
-            if resampled:
-                out.append(remark(
-                    f"the chains of {resampled} of {self.num_examples} examples were resampled (SMC, "
-                    f"{times:.1f} times per example on average): ESS, MCSE and k-hat are those of the "
-                    "chains' starting ancestors (Chan & Lai 2013), and chains that share an ancestor "
-                    "are not independent, so ArviZ's diagnostics across the exported blocks of "
-                    "chains overstate their independence"))
+            out += self._resampling_warnings()
         if self.budget is not None:
             out += list(self.budget.notes)
+        return out
+
+    def _resampling_warnings(self) -> list[str]:
+        """What resampling (SMC) did to the chains and what it means for the diagnostics."""
+        assert self.num_resampled is not None
+        times = float(self.num_resampled.double().mean())
+        out: list[str] = []
+        islands = self.settings.get("islands")
+        single = 0 if self.mcse is None else int((self.mcse.isnan() & ~self.failed).sum())
+        if single:
+            out.append(Message(
+                f"the MCSE of {single} of {self.num_examples} examples cannot be estimated from "
+                "this run: all their chains descend from one starting chain (one island, resampled "
+                f"{times:.0f} times per example); run them in independent islands (pyrolik.SMC() "
+                "splits 8 or more chains into 2 to 4 islands), or repeat the run with other seeds "
+                "and take the spread"))
+        resampled = int((self.num_resampled > 0).sum())
+        if resampled:
+            how = (f"within {islands} independent islands per example: the MCSE is the spread of "
+                   "the islands' estimates, and each exported block of chains holds whole islands"
+                   if isinstance(islands, int) and islands > 1 else
+                   "in one island: chains that share an ancestor are not independent, so ArviZ's "
+                   "diagnostics across the exported blocks of chains overstate their independence")
+            out.append(remark(
+                f"the chains of {resampled} of {self.num_examples} examples were resampled (SMC, "
+                f"{times:.1f} times per example on average) {how}; ESS and k-hat are those of the "
+                "chains' starting ancestors (Chan & Lai 2013)"))
         return out
 
     def _divergent_warning(self, num_div: int) -> str:

@@ -24,11 +24,11 @@ def test_recorder_keeps_the_states_log_ratio(lg, seed):
     g = torch.Generator().manual_seed(seed)
     schedule = torch.linspace(0, 1, 7).unsqueeze(-1)
     state = engine.init(path.sample_initial(g), path.value_and_grad, HMC(num_leapfrog=2),
-                        rows_of(schedule[0], k, n))
+                        rows_of(schedule[0], k, n), Fixed(0.2).tuning(None, k, n, schedule))
     recorder = engine.Recorder(schedule, k, steps=[3, 6], keep_states=True,
                                record_log_ratio=True)
-    engine.run(state, schedule, Fixed(0.2).tuning(None, k, n, schedule), kernel=HMC(num_leapfrog=2),
-               density=path.value_and_grad, generator=g, num_examples=n, hooks=[recorder])
+    engine.run(state, schedule, kernel=HMC(num_leapfrog=2), density=path.value_and_grad,
+               generator=g, num_examples=n, hooks=[recorder])
     trace, steps = recorder.trace()
     assert steps.tolist() == [3, 6] and trace["log_ratio"].shape == (2, k * n)
     for r in range(2):  # the cached ratio is log p(x | z) of the recorded state (prior path)

@@ -98,18 +98,22 @@ def test_a_phase_resumes_from_its_checkpoint_bit_for_bit(path):
                           torch.Generator().manual_seed(5))
     saves: list[dict] = []
     g = torch.Generator().manual_seed(5)
-    phase = pilot_phase(kernel.adaptation, path, schedule, g)
+    phase, chains = pilot_phase(kernel.adaptation, path, schedule)
     n = path.target.num_examples
-    run_phase(phase, kernel=kernel.transition, generator=g, num_examples=n, saved=None,
-              save=saves.append, every=7, bar=progress_bar(1, "", False))
+    start = path.sample_initial(g)[: chains * n]
+    run_phase(phase, start, kernel=kernel.transition, generator=g, num_examples=n, hooks={},
+              saved=None, save=saves.append, tag={"phase": "pilot"}, every=7,
+              bar=progress_bar(1, "", False))
     # 21 pilot temperatures, 10 transitions at each end: 39 steps, saved every 7 before the last
     assert phase.schedule.shape[0] - 1 == 39
-    assert [s["step"] for s in saves] == [7, 14, 21, 28, 35]
+    assert [s["loop"]["step"] for s in saves] == [7, 14, 21, 28, 35]
+    assert all(s["phase"] == "pilot" for s in saves)
     g2 = torch.Generator().manual_seed(99)  # its state is replaced by the saved one
-    again = pilot_phase(kernel.adaptation, path, schedule, g2)
-    _, hooks = run_phase(again, kernel=kernel.transition, generator=g2, num_examples=n,
-                         saved=saves[1], save=None, every=7, bar=progress_bar(1, "", False))
-    for got, want in zip(hooks["table"].table(), reference, strict=True):
+    again, _ = pilot_phase(kernel.adaptation, path, schedule)
+    state = run_phase(again, None, kernel=kernel.transition, generator=g2, num_examples=n,
+                      hooks={}, saved=saves[1]["loop"], save=None, tag={}, every=7,
+                      bar=progress_bar(1, "", False))
+    for got, want in zip(state.tuning.table(), reference, strict=True):
         assert same(got, want)
 
 

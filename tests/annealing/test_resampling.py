@@ -1,5 +1,6 @@
-"""Resampling among an example's chains (HMC(resample=)): the resampler, exactness in both
-directions against the linear-Gaussian oracle, and what the result says about resampled weights."""
+"""Resampling within islands of an example's chains (pyrolik.SMC): the one systematic resampler,
+the islands' resampler, exactness in both directions against the linear-Gaussian oracle, the MCSE
+from the islands, and what the result says about resampled weights."""
 
 from __future__ import annotations
 
@@ -10,39 +11,73 @@ import torch
 
 import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
-from pyrolik.annealing.resampling import Resampling, ancestor_log_weights
-from pyrolik.ops.stats import effective_sample_size, mcse_log_mean_exp
+from pyrolik.annealing.engine import Resampler
+from pyrolik.annealing.kernel import default_islands
+from pyrolik.ops.resampling import systematic
+from pyrolik.ops.stats import ancestor_log_weights, effective_sample_size, mcse_log_mean_exp
 
 LG = dict(data_dim=5, latent_dim=2, s=0.3, seed=0)
 
 
-def test_systematic_resampling_keeps_the_expected_offspring_and_the_mean_weight():
-    """Systematic resampling gives chain k floor or ceil of K W_k offspring; the resampled chains
-    all carry the mean weight; an example above the threshold and a failed one stay as they are."""
-    k, n = 8, 3
+def test_systematic_resampling_keeps_the_expected_offspring():
+    """Chain k is drawn floor or ceil of num W_k times, sorted; a zero weight never; a column
+    without a finite weight keeps its chains in order; any number of draws and batch shape."""
     g = torch.Generator().manual_seed(0)
-    lw = torch.randn(k, n, generator=g, dtype=torch.float64) * 2.0
-    lw[:, 1] = 0.1 * torch.arange(k)  # nearly uniform: ESS above half the chains
-    lw[:, 2] = -math.inf  # a failed example
-    source, new, flags = Resampling(0.5).bind((k,), n)(lw.reshape(-1), g)
+    lw = torch.randn(8, 3, 2, generator=g, dtype=torch.float64) * 2.0
+    lw[2, 0, 0] = -math.inf
+    lw[:, 1, 1] = -math.inf  # a failed column
+    for num in (8, 5, 20):
+        idx = systematic(lw, num, generator=g)
+        assert idx.shape == (num, 3, 2) and idx.dtype == torch.long
+        ok = torch.isfinite(lw).any(0)
+        assert (idx.diff(dim=0) >= 0)[:, ok].all()
+        for i, j in ((0, 0), (0, 1), (1, 0), (2, 1)):
+            offspring = torch.bincount(idx[:, i, j], minlength=8).double()
+            assert ((offspring - num * torch.softmax(lw[:, i, j], 0)).abs() < 1).all()
+        assert not (idx[:, 0, 0] == 2).any()
+        assert torch.equal(idx[:, 1, 1], torch.arange(num) % 8)
+
+
+def test_systematic_resampling_is_unbiased_for_the_weights():
+    """The mean offspring count over many uniforms is num W_k (Kitagawa 1996)."""
+    lw = torch.tensor([0.0, 1.5, -2.0, 0.3], dtype=torch.float64)
+    idx = systematic(lw.unsqueeze(1).expand(4, 20_000), 3, generator=torch.Generator().manual_seed(1))
+    mean = torch.stack([(idx == k).double().sum(0) for k in range(4)]).mean(1)
+    torch.testing.assert_close(mean, 3 * torch.softmax(lw, 0), atol=0.02, rtol=0)
+
+
+def test_islands_resample_within_themselves_and_take_their_mean_weight():
+    """Two islands of 4 chains per example: a row takes a state of its own island and example;
+    a resampled island's chains carry its mean weight; an island above the threshold and a failed
+    one stay as they are."""
+    k, b, n = 8, 2, 3
+    g = torch.Generator().manual_seed(0)
+    lw = torch.randn(k, n, generator=g, dtype=torch.float64) * 3.0
+    lw[:, 0] = torch.tensor([0.0, -6, -6, -6, -6, 0.0, -6, -6])  # both islands' ESS near 1
+    lw[:4, 1] = torch.tensor([0.0, -6, -6, -6])  # island 0 of example 1: one chain holds it all
+    lw[4:, 1] = 0.05 * torch.arange(4)  # island 1 of example 1 nearly uniform: ESS > half
+    lw[:4, 2] = -math.inf  # island 0 of example 2 failed
+    source, new, flags = Resampler(0.5, ((k, b),), n)(lw.reshape(-1), g)
     source, new, flags = source.reshape(k, n), new.reshape(k, n), flags.reshape(k, n)
-    assert flags[:, 0].all() and not flags[:, 1:].any()
-    offspring = torch.bincount(source[:, 0] // n, minlength=k).double()
-    expected = k * torch.softmax(lw[:, 0], 0)
-    assert ((offspring - expected).abs() < 1).all()
-    assert torch.equal(source % n, torch.arange(n).expand(k, n))  # within its example
-    assert torch.allclose(new[:, 0], torch.logsumexp(lw[:, 0], 0) - math.log(k))
-    assert torch.equal(source[:, 1:], (torch.arange(k).unsqueeze(1) * n + torch.arange(1, n)))
-    assert torch.equal(new[:, 1:], lw[:, 1:])
+    chain, col = source // n, source % n
+    assert torch.equal(col, torch.arange(n).expand(k, n))
+    assert ((chain // 4) == (torch.arange(k) // 4).unsqueeze(1)).all()  # within its island
+    assert flags[:, 0].all() and flags[:4, 1].all() and not flags[4:, 1].any()
+    assert not flags[:4, 2].any() and torch.equal(new[:4, 2], lw[:4, 2])
+    for island in (slice(0, 4), slice(4, 8)):
+        torch.testing.assert_close(new[island, 0], (torch.logsumexp(lw[island, 0], 0)
+                                                    - math.log(4)).expand(4))
+    assert torch.equal(new[4:, 1], lw[4:, 1]) and torch.equal(chain[4:, 1], torch.arange(4, 8))
 
 
 def test_the_legs_are_resampled_apart():
-    """Two legs (forward and reverse) of 3 and 5 chains: a row takes a state from its own leg."""
+    """Two legs (forward and reverse) of 4 and 6 chains in 2 and 3 islands: a row takes a state
+    from its own leg."""
     n, g = 2, torch.Generator().manual_seed(1)
-    lw = torch.randn(8 * n, generator=g, dtype=torch.float64) * 5
-    source, _, flags = Resampling(1.0).bind((3, 5), n)(lw, g)
+    lw = torch.randn(10 * n, generator=g, dtype=torch.float64) * 5
+    source, _, flags = Resampler(1.0, ((4, 2), (6, 3)), n)(lw, g)
     assert flags.all()
-    assert (source[: 3 * n] < 3 * n).all() and (source[3 * n :] >= 3 * n).all()
+    assert (source[: 4 * n] < 4 * n).all() and (source[4 * n :] >= 4 * n).all()
 
 
 def test_ancestor_weights_sum_over_descendants_and_reduce_to_the_weights():
@@ -57,13 +92,36 @@ def test_ancestor_weights_sum_over_descendants_and_reduce_to_the_weights():
     assert effective_sample_size(families)[1] == pytest.approx(1.0)
 
 
-def test_the_threshold_is_validated_and_recorded():
+@pytest.mark.parametrize("num_chains, islands", [(1, None), (2, None), (4, None), (7, None),
+                                                 (8, 2), (9, None), (10, 2), (12, 3), (14, 2),
+                                                 (16, 4), (18, 3), (32, 4), (100, 4)])
+def test_the_default_islands(num_chains, islands):
+    assert default_islands(num_chains) == islands
+    assert pyrolik.SMC().islands_for(num_chains) == islands
+
+
+def test_the_settings_are_validated_recorded_and_read_back():
     for bad in (0, -0.5, 1.5, True, "0.5"):
         with pytest.raises(ValueError, match=r"resample must be a fraction in \(0, 1\]"):
-            pyrolik.HMC(resample=bad)
-    kernel = pyrolik.HMC(resample=0.5)
-    assert kernel.resample == 0.5 and pyrolik.HMC(**kernel.to_dict()) == kernel
-    assert pyrolik.HMC().resample is None  # plain AIS by default
+            pyrolik.SMC(resample=bad)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="islands must be a positive integer"):
+            pyrolik.SMC(islands=bad)
+    with pytest.raises(TypeError, match="move must be a pyrolik.HMC"):
+        pyrolik.SMC(move=3)
+    with pytest.raises(ValueError, match="does not split num_chains=10 into equal islands"):
+        pyrolik.SMC(islands=3).islands_for(10)
+    kernel = pyrolik.SMC(pyrolik.HMC(num_leapfrog=5), resample=0.5, islands=2)
+    assert pyrolik.SMC.from_dict(kernel.to_dict()) == kernel
+    assert pyrolik.SMC().resample == 1.0 and pyrolik.SMC(resample=None).islands_for(8) is None
+    # a file written before SMC: its HMC's settings, with or without the old resample
+    old = pyrolik.HMC().to_dict()
+    assert pyrolik.SMC.from_dict(old).resample is None
+    assert pyrolik.SMC.from_dict({**old, "resample": 0.5}).resample == 0.5
+    lg = LinearGaussian.random(**LG)
+    with pytest.raises(ValueError, match="islands=3 does not split num_chains=8"):
+        pyrolik.ais(lg, lg.sample(2), num_steps=5, num_chains=8, progress=False,
+                    kernel=pyrolik.SMC(islands=3))
 
 
 def _replicas(lg, num_points, copies, seed):
@@ -81,22 +139,26 @@ def _assert_mean_ratio_is_one(log_estimate, log_truth, num_se=4.0):
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("threshold", [0.5, 1.0])
-def test_forward_smc_is_unbiased_for_p_of_x(threshold, seed):
-    """Each example's SMC estimate of p(x) is unbiased (one estimate per run: 1000 runs per point;
-    keeping the resampled chains' own weights instead of their mean fails it at 4-10 SE)."""
+@pytest.mark.parametrize("threshold, islands", [(0.5, 1), (1.0, 1), (1.0, 2), (0.5, 2)])
+def test_forward_smc_is_unbiased_for_p_of_x(threshold, islands, seed):
+    """Each example's SMC estimate of p(x) is unbiased, in one island or several (one estimate per
+    run: 1000 runs per point; keeping the resampled chains' own weights instead of their island's
+    mean fails it at 4-10 SE)."""
     lg = LinearGaussian.random(**LG)
     x = _replicas(lg, 2, 1000, seed)
     r = pyrolik.ais(lg, x, num_steps=20, num_chains=6, seed=seed, progress=False,
-                    kernel=pyrolik.HMC(num_leapfrog=2, resample=threshold))
-    assert int(r.num_resampled.sum()) > 2000 and r.ancestor.shape == (6, 2000)
+                    kernel=pyrolik.SMC(pyrolik.HMC(num_leapfrog=2), resample=threshold,
+                                       islands=islands))
+    assert float(r.num_resampled.sum()) > 1000 and r.ancestor.shape == (6, 2000)
+    assert r.settings["islands"] == islands
     exact = lg.exact_log_marginal(x)
     _assert_mean_ratio_is_one(r.log_likelihood.reshape(2, 1000).T, exact.reshape(2, 1000).T)
     assert float((r.log_likelihood - exact).mean()) <= 3 * float(r.stderr)  # a lower bound
 
 
 @pytest.mark.statistical
-def test_reverse_smc_from_one_exact_draw_is_unbiased_for_one_over_p_of_x(seed):
+@pytest.mark.parametrize("islands", [1, 2])
+def test_reverse_smc_from_one_exact_draw_is_unbiased_for_one_over_p_of_x(islands, seed):
     """Every chain starts at the same exact posterior draw, as in BDMC: the mean weight is still
     an unbiased estimate of 1/p(x)."""
     lg = LinearGaussian.random(**LG)
@@ -105,19 +167,19 @@ def test_reverse_smc_from_one_exact_draw_is_unbiased_for_one_over_p_of_x(seed):
         torch.manual_seed(seed)
         z = lg.exact_posterior(x).sample()  # (N, d): one draw per run
     r = pyrolik.reverse_ais(lg, x, z, num_steps=20, num_chains=6, seed=seed, progress=False,
-                            kernel=pyrolik.HMC(num_leapfrog=2, resample=1.0))
-    assert int(r.num_resampled.sum()) > 2000
+                            kernel=pyrolik.SMC(pyrolik.HMC(num_leapfrog=2), islands=islands))
+    assert float(r.num_resampled.sum()) > 2000
     exact = lg.exact_log_marginal(x)
     _assert_mean_ratio_is_one(-r.log_likelihood.reshape(2, 1000).T, -exact.reshape(2, 1000).T)
 
 
 @pytest.mark.statistical
-def test_bdmc_with_resampling_brackets_the_exact_value(seed):
+def test_the_default_bdmc_brackets_the_exact_value(seed):
     lg = LinearGaussian.random(**LG)
     sim = pyrolik.simulate(lg, 20, data_shape=(5,), seed=seed)
     exact = lg.exact_log_marginal(sim.x)
-    r = pyrolik.bdmc(lg, data=sim, num_steps=60, num_chains=8, seed=seed, progress=False,
-                     kernel=pyrolik.HMC(resample=0.5))
+    r = pyrolik.bdmc(lg, data=sim, num_steps=60, num_chains=8, seed=seed, progress=False)
+    assert r.lower.settings["islands"] == 2 and r.lower.kernel == pyrolik.SMC()
     n = len(exact)
     se_lo, se_up = r.lower.mcse.pow(2).sum().sqrt() / n, r.upper.mcse.pow(2).sum().sqrt() / n
     assert (r.lower.log_likelihood - exact).mean() <= 3 * se_lo
@@ -126,40 +188,40 @@ def test_bdmc_with_resampling_brackets_the_exact_value(seed):
     assert r.lower.num_resampled is not None and r.upper.num_resampled is not None
 
 
-def test_the_diagnostics_are_those_of_the_ancestors(seed):
-    """ESS, MCSE and k-hat of a resampled run come from the ancestors' summed weights: an example
-    whose chains all descend from one chain has an ESS of 1, whatever its final weights."""
+def test_the_mcse_comes_from_the_islands_and_the_rest_from_the_ancestors(seed):
+    """With islands the MCSE is the jackknife over the islands' summed weights (independent runs);
+    ESS and k-hat are those of the ancestors' summed weights (Chan & Lai 2013). Plain AIS keeps
+    no genealogy."""
     lg = LinearGaussian.random(**LG)
     x = lg.sample(4, torch.Generator().manual_seed(seed))
     r = pyrolik.ais(lg, x, num_steps=30, num_chains=8, seed=seed, progress=False,
-                    kernel=pyrolik.HMC(num_leapfrog=2, resample=1.0))
+                    kernel=pyrolik.SMC(pyrolik.HMC(num_leapfrog=2), islands=2))
+    islands = torch.logsumexp(r.log_weights.reshape(2, 4, 4), 1)
+    torch.testing.assert_close(r.mcse, mcse_log_mean_exp(islands))
     families = ancestor_log_weights(r.log_weights, r.ancestor)
     torch.testing.assert_close(r.ess, effective_sample_size(families))
-    torch.testing.assert_close(r.mcse, mcse_log_mean_exp(families))
-    one = torch.tensor([len(set(r.ancestor[:, i].tolist())) == 1 for i in range(4)])
-    assert torch.allclose(r.ess[one], torch.ones(int(one.sum()), dtype=r.ess.dtype))
-    assert (r.ess <= effective_sample_size(r.log_weights) + 1e-9).all()
+    assert ((r.ancestor // 4) == (torch.arange(8) // 4).unsqueeze(1)).all()  # never crossed
     plain = pyrolik.ais(lg, x, num_steps=30, num_chains=8, seed=seed, progress=False,
-                        kernel=pyrolik.HMC(num_leapfrog=2))
+                        kernel=pyrolik.SMC(pyrolik.HMC(num_leapfrog=2), resample=None))
     assert plain.ancestor is None and plain.num_resampled is None
+    assert plain.settings["islands"] is None
 
 
-def test_the_export_carries_the_genealogy_and_says_what_it_means(tmp_path, seed):
+def test_the_export_carries_the_genealogy(tmp_path, seed):
     lg = LinearGaussian.random(**LG)
     x = lg.sample(3, torch.Generator().manual_seed(seed))
     r = pyrolik.ais(lg, x, num_steps=20, num_chains=8, seed=seed, progress=False,
-                    kernel=pyrolik.HMC(num_leapfrog=2, resample=1.0))
+                    kernel=pyrolik.SMC(pyrolik.HMC(num_leapfrog=2)))
     idata = r.to_inference_data()
     assert {"num_resampled", "ancestor"} <= _all_vars(idata)
-    assert any("resampled" in w for w in r.warnings())
     path = tmp_path / "r.nc"
     pyrolik.save(r, path)
     back = pyrolik.load(path)
     assert torch.equal(back.ancestor, r.ancestor)
     assert torch.equal(back.num_resampled, r.num_resampled)
     torch.testing.assert_close(back.ess, r.ess)
-    assert back.kernel.resample == 1.0
-    assert r.summary()["resamplings"].iloc[0] == pytest.approx(float(r.num_resampled.double().mean()))
+    assert back.kernel == r.kernel and back.settings["islands"] == 2
+    assert r.summary()["resamplings"].iloc[0] == pytest.approx(float(r.num_resampled.mean()))
 
 
 def _all_vars(idata) -> set[str]:
@@ -175,21 +237,25 @@ def test_resampling_adds_no_host_sync_per_step():
     for steps in (10, 80):
         with SyncCounter() as c:
             pyrolik.bdmc(lg, data=sim, num_steps=steps, num_chains=4, seed=0, progress=False,
-                         kernel=pyrolik.HMC(num_leapfrog=2, resample=0.5))
+                         kernel=pyrolik.SMC(pyrolik.HMC(num_leapfrog=2), resample=0.5,
+                                            islands=2))
         counts.append(dict(c.counts))
     assert counts[0] == counts[1], f"host syncs grew with num_steps: {counts}"
 
 
-def test_a_single_lineage_has_no_mcse_and_the_suggested_fix_gives_one(seed):
-    """Resampled at every step for long, an example's chains coalesce into one lineage: its MCSE is
-    NaN (not a number that looks like one) and a warning says what to do; resample=0.5 works."""
+def test_one_island_can_leave_one_lineage_and_the_suggested_fix_gives_an_mcse(seed):
+    """One island resampled at every step for long coalesces into one lineage: its MCSE is NaN (not
+    a number that looks like one) and a warning says what to do; islands (the default with 8
+    chains) fix it."""
     lg = LinearGaussian.random(**LG)
     x = lg.sample(6, torch.Generator().manual_seed(seed))
-    kw = dict(num_steps=300, num_chains=4, seed=seed, progress=False)
-    r = pyrolik.ais(lg, x, kernel=pyrolik.HMC(num_leapfrog=2, resample=1.0), **kw)
+    kw = dict(num_steps=300, seed=seed, progress=False)
+    r = pyrolik.ais(lg, x, num_chains=4, **kw,
+                    kernel=pyrolik.SMC(pyrolik.HMC(num_leapfrog=2), islands=1))
     single = torch.tensor([len(set(r.ancestor[:, i].tolist())) == 1 for i in range(6)])
     assert single.any() and torch.equal(r.mcse.isnan(), single)
     assert any("cannot be estimated from this run" in w for w in r.warnings())
-    fixed = pyrolik.ais(lg, x, kernel=pyrolik.HMC(num_leapfrog=2, resample=0.5), **kw)
+    fixed = pyrolik.ais(lg, x, num_chains=8, kernel=pyrolik.SMC(pyrolik.HMC(num_leapfrog=2)), **kw)
+    assert fixed.settings["islands"] == 2
     assert not fixed.mcse.isnan().any()
     assert not any("cannot be estimated" in w for w in fixed.warnings())

@@ -14,7 +14,9 @@ from pyrolik.annealing.run import Leg, Recording, describe
 def test_describe_resolves_the_kernel_and_the_schedule_once(lg, x):
     problem = describe(lg, x, directions=("forward",), num_steps=20, num_chains=4,
                        schedule="auto", kernel=None)
-    assert problem.x is x and isinstance(problem.kernel, HMC) and problem.kernel.adapt == "pilot"
+    assert problem.x is x and isinstance(problem.kernel, pyrolik.SMC)
+    assert problem.kernel.move.adapt == "pilot" and problem.kernel.resample == 1.0
+    assert problem.islands is None  # 4 chains: plain AIS (islands of 4 or more from 8 chains)
     betas = problem.schedule.betas
     assert betas.shape == (21,) and betas[0] == 0 and betas[-1] == 1  # the sigmoid the pilot uses
     assert problem.schedule.adaptive and problem.path_name == "prior"
@@ -23,7 +25,7 @@ def test_describe_resolves_the_kernel_and_the_schedule_once(lg, x):
 
 def test_describe_refuses_bad_input_naming_the_fix(lg, x):
     common = dict(directions=("forward",), num_steps=20, num_chains=4, schedule="sigmoid")
-    with pytest.raises(TypeError, match="pyrolik.HMC"):
+    with pytest.raises(TypeError, match="pyrolik.HMC or pyrolik.SMC"):
         describe(lg, x, kernel=object(), **common)
     with pytest.raises(ValueError, match="num_chains must be a positive integer"):
         describe(lg, x, kernel=None, **{**common, "num_chains": 0})

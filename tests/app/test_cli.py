@@ -61,15 +61,21 @@ def test_evaluate_writes_the_results_of_the_api(tmp_path, data, capsys, seed):
 
 def test_evaluate_resamples_as_the_api_does(tmp_path, data, capsys, seed):
     out = tmp_path / "smc.nc"
-    status, _, err = run(["evaluate", MODEL, "--data", data, "--resample", "0.9", "--seed", seed,
-                          "-o", out, *FAST], capsys)
+    status, _, err = run(["evaluate", MODEL, "--data", data, "--resample", "0.9", "--islands",
+                          "1", "--seed", seed, "-o", out, *FAST], capsys)
     assert status == 0, err
     x = torch.from_numpy(np.load(data))
     api = pyrolik.ais(sm.model, x, num_steps=6, num_chains=2, seed=seed, progress=False,
-                      kernel=pyrolik.HMC(num_leapfrog=2, resample=0.9))
+                      kernel=pyrolik.SMC(pyrolik.HMC(num_leapfrog=2), resample=0.9, islands=1))
     got = pyrolik.load(out)
-    assert got.kernel.resample == 0.9 and torch.equal(got.log_weights, api.log_weights)
+    assert got.kernel.resample == 0.9 and got.kernel.islands == 1
+    assert torch.equal(got.log_weights, api.log_weights)
     assert torch.equal(got.num_resampled, api.num_resampled)
+    status, _, err = run(["evaluate", MODEL, "--data", data, "--resample", "none", "--seed", seed,
+                          "-o", tmp_path / "ais.nc", *FAST], capsys)
+    assert status == 0, err
+    plain = pyrolik.load(tmp_path / "ais.nc")
+    assert plain.kernel.resample is None and plain.num_resampled is None
 
 
 def test_evaluate_with_a_tolerance_is_the_api_with_one(tmp_path, data, capsys, seed):

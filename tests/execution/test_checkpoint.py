@@ -61,27 +61,30 @@ def assert_same_ais(a, b):
 PILOT_MASS = pyrolik.HMC(num_leapfrog=2, mass_matrix=True)
 ONLINE = pyrolik.HMC(num_leapfrog=2, adapt="online")
 MOMENTUM = pyrolik.HMC(num_leapfrog=2, momentum_persistence=0.8)
-RESAMPLE = pyrolik.HMC(num_leapfrog=2, resample=0.9)
+RESAMPLE = pyrolik.SMC(pyrolik.HMC(num_leapfrog=2), resample=0.9, islands=1)
+ISLANDS = pyrolik.SMC(pyrolik.HMC(num_leapfrog=2))  # 4 chains: 2 islands of 2, at every step
 
 
 @pytest.mark.parametrize("kernel, saves", [(PILOT_MASS, 1), (PILOT_MASS, 3), (PILOT_MASS, 6),
                                            (PILOT_MASS, 9), (ONLINE, 1), (ONLINE, 3),
                                            (ONLINE, 6), (MOMENTUM, 3), (MOMENTUM, 9),
-                                           (RESAMPLE, 3), (RESAMPLE, 9)],
+                                           (RESAMPLE, 3), (RESAMPLE, 9), (ISLANDS, 3),
+                                           (ISLANDS, 9)],
                          ids=["pilot+mass-1", "pilot+mass-3", "pilot+mass-6", "pilot+mass-9",
                               "online-1", "online-3", "online-6", "momentum-3", "momentum-9",
-                              "resample-3", "resample-9"])
+                              "resample-3", "resample-9", "islands-3", "islands-9"])
 def test_ais_resumes_bit_identically(tmp_path, monkeypatch, saves, kernel, seed):
     """Interrupted after the ``saves``-th checkpoint: with the pilot, saves 1-7 of a batch fall in
     its pilot (31 transitions: 11 inner temperatures and 2 x 10 warm-ups) and 8-9 in its
     estimating run;
     online, at steps 4 and 8 of each of the 3 batches."""
     x = sm.sample(7, seed)
-    kw = dict(num_steps=12, num_chains=3, kernel=kernel, seed=seed, batch_size=3, progress=False,
-              record_every=2, keep_states=True)
+    kw = dict(num_steps=12, num_chains=4 if kernel is ISLANDS else 3, kernel=kernel, seed=seed,
+              batch_size=3, progress=False, record_every=2, keep_states=True)
     reference = pyrolik.ais(sm.model, x, **kw)
-    if kernel.resample is not None:  # the chains were resampled before the interruption
+    if isinstance(kernel, pyrolik.SMC):  # the chains were resampled before the interruption
         assert int(reference.num_resampled.min()) >= 1
+        assert reference.settings["islands"] == (2 if kernel is ISLANDS else 1)
     path = tmp_path / "run.ckpt"
     interrupt_after(monkeypatch, saves)
     with pytest.raises(Interrupt):
