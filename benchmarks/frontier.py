@@ -92,7 +92,9 @@ CANDIDATES = {
 def settings(name: str) -> dict:
     """The arguments of a candidate: a named one, or ``L<n>``, ``p<alpha>``, ``m``, ``r<t>`` (SMC
     resampling at ESS below ``t``) and ``i<B>`` (``B`` islands; none: the default) combined; a name
-    without ``r`` is plain AIS."""
+    without ``r`` is plain AIS. ``+enc`` after any of them: AIS+encoder (``init=model.guide``)."""
+    if name.endswith("+enc"):
+        return {**settings(name[: -len("+enc")]), "encoder": True}
     if name in CANDIDATES:
         return dict(CANDIDATES[name])
     m = re.fullmatch(r"(?:L(\d+))?(?:p(0?\.\d+))?(m)?(?:r(0?\.\d+|1))?(?:i(\d+))?", name)
@@ -234,12 +236,12 @@ def steps_for_total(kernel: pyrolik.SMC, total: int, chains: int) -> int:
 
 
 def run(model, sim, kernel: pyrolik.SMC, budget: int, chains: int, seed: int,
-        schedule: str = "auto", total: int | None = None) -> dict:
+        schedule: str = "auto", total: int | None = None, init=None) -> dict:
     steps = (steps_for_total(kernel, total, chains) if total is not None
              else max(1, budget // kernel.move.num_leapfrog))
     t0, c0 = time.perf_counter(), time.process_time()
     r = pyrolik.bdmc(model, data=sim, num_steps=steps, num_chains=chains, kernel=kernel,
-                     schedule=schedule, seed=seed, progress=False)
+                     schedule=schedule, seed=seed, progress=False, init=init)
     s = r.lower.settings
     per_chain = (2 * s["gradient_evals_per_example"] + s["pilot_gradient_evals_per_example"]) \
         / (2 * chains)
@@ -305,10 +307,11 @@ def main(argv=None):
     splits = ([(k, None, b) for k in args.chains for b in args.totals] if args.totals
               else [(args.chains[0], b, None) for b in args.budgets])
     for name in args.candidates:
-        kernel, schedule = None, "auto"
+        kernel, schedule, init = None, "auto", None
         if name not in peers:
             kw = settings(name)
             schedule = kw.pop("schedule", "auto")
+            init = model.guide if kw.pop("encoder", False) else None
             if name == "fixed":
                 kw["step_size"] = args.fixed_step
             kernel = make_kernel(kw)
@@ -317,7 +320,8 @@ def main(argv=None):
                 measured = run_peer(*peer_settings(name, args), model, sim,
                                     budget or max(1, total // chains), chains, args.seed)
             else:
-                measured = run(model, sim, kernel, budget or 0, chains, args.seed, schedule, total)
+                measured = run(model, sim, kernel, budget or 0, chains, args.seed, schedule, total,
+                               init)
             row = {"candidate": name, "budget": budget or total, "chains": chains, **measured,
                    "total": measured["gradient_evals"] * chains}
             rows.append(row)
