@@ -32,12 +32,12 @@ from pyrolik.annealing.schedules import (
 )
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.distortion.export import bdmc_fields, bdmc_to_datatree
+from pyrolik.distortion.path import DistortionFn, DistortionModel, distortion_model
 from pyrolik.exceptions import prefixed
 from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed
 from pyrolik.infer.sandwich import Simulated, _check_posterior_start, simulate
 from pyrolik.model.arguments import mark_arguments, take_rows
-from pyrolik.model.distortion import DistortionFn, DistortionModel, distortion_model
 from pyrolik.model.target import make_target
 from pyrolik.ops.stats import log_mean_exp
 from pyrolik.results import BDMCResult

@@ -26,9 +26,9 @@ from pyrolik.annealing.schedules import (
     sigma_of,
 )
 from pyrolik.distortion.export import curve_fields, curve_to_datatree
+from pyrolik.distortion.path import DistortionModel, distortion_model
 from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed
-from pyrolik.model.distortion import DistortionModel, distortion_model
 from pyrolik.ops.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
 from pyrolik.results.table import Summary
 
