@@ -26,7 +26,6 @@ TESTED_ELSEWHERE = {
     "distortion/export.py": "distortion/test_curve.py",
     "distortion/plots.py": "distortion/test_curve.py",
     "execution/batches.py": "infer/test_annealing.py",  # batch_size changes only MC noise
-    "infer/chains.py": "infer/test_conservative.py",
     "io/datasets.py": "curves/test_curve.py",
     "io/netcdf.py": "io/test_export.py",
     "model/constructs.py": "integration/test_idioms.py",
@@ -35,7 +34,6 @@ TESTED_ELSEWHERE = {
     "model/messenger.py": "integration/test_idioms_more.py",
     "model/readmap.py": "model/test_simulation_sites.py",
     "model/modules.py": "integration/test_idioms.py",
-    "model/sampling.py": "infer/test_conservative.py",
     "results/bdmc.py": "results/test_warnings.py",  # the gap, its MCSE, an inverted gap
 }
 
