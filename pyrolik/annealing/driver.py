@@ -186,7 +186,7 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, hooks: dict, path: Annea
     """The rows of the estimating run cut back into one :class:`LegOutput` per leg (chain-major
     rows: each leg's ``K_leg * n`` rows follow the previous leg's); with ``resampled``, each
     chain's ancestor and the resamplings of each example."""
-    n = target.num_examples
+    n = target.layout.num_examples
     totals = cast(engine.Totals, hooks["totals"])
     trace, steps = cast(engine.Recorder, hooks["recorder"]).trace()
     num_steps = len(betas) - 1
@@ -202,8 +202,8 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, hooks: dict, path: Annea
             acceptance_rate=(totals.acceptance_sum[lo:hi] / num_steps).reshape(k, n),
             num_divergent=totals.num_divergent[lo:hi].reshape(k, n), trace=leg_trace,
             trace_steps=steps, latents=path.first_chains(k).target.unravel(z),
-            table=table, schedule=betas, evaluation=path.evaluation, plate=target.plate_name,
-            num_observed=target.num_observed,
+            table=table, schedule=betas, evaluation=path.evaluation, plate=target.layout.plate_name,
+            num_observed=target.layout.num_observed,
             ancestor=((state.ancestor[lo:hi] - lo) // n).reshape(k, n) if resampled else None,
             num_resampled=totals.num_resampled[lo : lo + n] if resampled else None))
         offset += k
@@ -281,7 +281,7 @@ def pilot_phase(strategy: Adaptation, path: AnnealingPath, schedule: Tensor,
 
     Its starts are drawn for all chains, so the random stream does not depend on the pilot's chains.
     """
-    k_all, n = path.target.num_chains, path.target.num_examples
+    k_all, n = path.target.layout.num_chains, path.target.layout.num_examples
     plan = strategy.pilot(k_all, schedule)
     if plan is None:
         return None
@@ -301,7 +301,7 @@ def run_pilot(strategy: Adaptation, path: AnnealingPath, kernel: HMCTransition, 
     if phase is None:
         return None
     _, hooks = run_phase(phase, kernel=kernel, generator=generator,
-                         num_examples=path.target.num_examples, saved=None, save=None, every=1,
+                         num_examples=path.target.layout.num_examples, saved=None, save=None, every=1,
                          bar=progress_bar(phase.schedule.shape[0] - 1, "pilot", False))
     return cast(PilotTable, hooks["table"]).table()
 

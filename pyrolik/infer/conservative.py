@@ -59,7 +59,7 @@ def model_log_obs(model: Callable, model_args: tuple = (), model_kwargs: dict[st
             targets[key] = make_target(model, x, s, model_args=model_args,
                                        model_kwargs=model_kwargs)
         target = targets[key]
-        names = [site.name for site in target.sites]
+        names = [site.name for site in target.layout.sites]
         missing = [k for k in names if k not in latents]
         extra = sorted(set(latents) - set(names))
         if missing or extra:
@@ -68,7 +68,7 @@ def model_log_obs(model: Callable, model_args: tuple = (), model_kwargs: dict[st
                 f"unknown {extra} (draw them with pyrolik.infer.prior_samples or encoder_decoder)")
         values = {
             site.name: _to_rows(latents[site.name], s, n, per_example).movedim(0, site.plate_index)
-            for site in target.sites
+            for site in target.layout.sites
         }
         _, log_p_obs = target.log_joint_constrained(values)
         return log_p_obs.reshape(s, n)
@@ -374,7 +374,7 @@ def csl(
         khat_values = torch.full_like(running.log_mean, float("nan"))
     # a Pyro model: bits/dim divides by the entries it observes (masks included)
     num_observed = (make_target(log_obs_fn_or_model, x, 1, model_args=model_args,
-                                model_kwargs=model_kwargs).num_observed
+                                model_kwargs=model_kwargs).layout.num_observed
                     if isinstance(first, Mapping) and not callable(getattr(log_obs_fn_or_model,
                                                                            "log_obs", None))
                     else None)
