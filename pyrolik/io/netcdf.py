@@ -19,17 +19,8 @@ from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.infer.tolerance import Budget
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
-from pyrolik.results.convert import (
-    BLOCK,
-    DERIVED,
-    EX,
-    LAYOUT,
-    NESTED,
-    Stored,
-    declared,
-    flatten,
-    to_datatree,
-)
+from pyrolik.results.convert import flatten, to_datatree
+from pyrolik.results.layout import BLOCK, DERIVED, EX, LAYOUT, NESTED, Stored, declared
 
 __all__ = ["from_datatree", "save", "load", "register_reader", "NOT_A_RESULT"]
 

@@ -5,16 +5,10 @@ Modelled on ArviZ's ``io_numpyro.py``; the layout of every group is in ``docs/ex
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import json
-import math
 import platform
-import re
-import warnings
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from functools import cached_property
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -24,156 +18,36 @@ import xarray as xr
 from pyrolik._version import __version__
 from pyrolik.ops.stats import DEFAULT_BLOCKS, check_blocks, systematic
 from pyrolik.ops.stats import num_blocks as num_blocks_of
+from pyrolik.results.layout import (
+    BLOCK,
+    DERIVED,
+    EX,
+    LAYOUT,
+    Variables,
+    _attr,
+    _dataset,
+    _event_dims,
+    _gather,
+    _laid_out,
+    _log_mean_exp,
+    _np,
+    _one_draw,
+    _tree,
+    blocked,
+    declared,
+    example_dim,
+    good_k,
+    kish_ess,
+)
 
-__all__ = ["stored", "declared", "Stored", "EstimateConverter", "AISConverter", "BDMCConverter",
-           "to_datatree", "to_inference_data", "flatten", "example_dim", "EX", "BLOCK", "DERIVED",
-           "NESTED", "LAYOUT"]
+__all__ = ["EstimateConverter", "AISConverter", "to_datatree", "to_inference_data", "flatten"]
 
-EX = "<example>"  # in a declaration's dims: the example dim (the model's plate)
-BLOCK = "<block>"  # in a declaration's dims: K chains as (chain, particle), C blocks of M
-#: Variables the converters compute from the stored ones (not read back).
-DERIVED = {"particles": ("log_marginal_likelihood", "ess"),
-           "annealing": ("log_marginal_likelihood", "ess")}
-NESTED = ("lower", "upper")  # the subtrees of a BDMC export
-LAYOUT = 3  # the version of the layout, a root attr
-DEFAULT_EXAMPLE_DIM = "example"
 RESAMPLING_STREAM = 20240  # mixed with the result's seed: the export's own random stream
 SITE_GROUPS = {"forward": ("posterior", "unconstrained_posterior", "sample_stats"),
                "reverse": ("prior", "unconstrained_prior", "sample_stats_prior")}
 ORDER = ["posterior", "prior", "unconstrained_posterior", "unconstrained_prior", "sample_stats",
          "sample_stats_prior", "particles", "unconstrained_particles", "evidence", "annealing",
          "trajectory", "observed_data", "constant_data", "simulated", "calibration"]
-# dims the layout uses for something else: a plate with one of these names is exported as "example"
-_RESERVED_DIMS = {"chain", "draw", "sample", "step", "pilot_step", "bandwidth", "latent_dim"}
-# what ArviZ reads off the "library" it records: its name and version
-_LIBRARY = SimpleNamespace(__name__="pyrolik", __version__=__version__)
-#: Which ArviZ converter builds the groups: "auto" (ArviZ 0.x's when ``arviz.InferenceData``
-#: exists, else ``arviz_base``'s), "arviz" or "arviz_base" (the tests set it to check both).
-CONVERTER = "auto"
-
-
-# --- the declaration: where each field of a result is stored ----------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Stored:
-    """Where a result field lives in its export.
-
-    ``group``: a group, ``"attrs"`` or (``codec="result"``) a subtree. ``name``: the variable or
-    attr; a tuple for a NamedTuple field, ``None`` for a dict field (one variable per key).
-    ``dims``: truncated to the rank, extra dims ``<name>_dim_i``. ``codec``: the reader's key.
-    """
-
-    group: str
-    name: str | tuple[str, ...] | None = None
-    dims: tuple[str, ...] = ()
-    codec: str | None = None
-
-
-def stored(group: str, name: str | tuple[str, ...] | None = None, dims: Sequence[str] = (),
-           codec: str | None = None, **kwargs: Any) -> Any:
-    """A dataclass field (``kwargs`` as :func:`dataclasses.field`) declaring where it is exported."""
-    return dataclasses.field(metadata={"stored": Stored(group, name, tuple(dims), codec)}, **kwargs)
-
-
-def declared(cls: Any) -> dict[str, Stored]:
-    """``{field: Stored}`` of a result class or object."""
-    return {f.name: f.metadata["stored"] for f in dataclasses.fields(cls) if "stored" in f.metadata}
-
-
-# --- shared helpers ---------------------------------------------------------------------------
-
-
-def _np(t: Any) -> np.ndarray:
-    return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
-
-
-def _event_dims(name: str, ndim: int) -> list[str]:
-    return [f"{name}_dim_{i}" for i in range(ndim)]
-
-
-def blocked(a: np.ndarray, c: int, axis: int = 0) -> np.ndarray:
-    """Split axis ``axis`` (length ``K``) into ``(c, K // c)``: block-major, chains in order."""
-    return a.reshape(a.shape[:axis] + (c, a.shape[axis] // c) + a.shape[axis + 1:])
-
-
-def _log_mean_exp(lw: np.ndarray, axis: int) -> np.ndarray:
-    top = np.max(lw, axis=axis, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        out = np.log(np.mean(np.exp(lw - top), axis=axis, keepdims=True)) + top
-    return np.squeeze(out, axis=axis)
-
-
-def kish_ess(lw: np.ndarray, axis: int) -> np.ndarray:
-    r"""Kish's effective sample size :math:`(\sum w)^2 / \sum w^2` along ``axis``."""
-    top = np.max(lw, axis=axis, keepdims=True)
-    w = np.exp(lw - np.where(np.isfinite(top), top, 0.0))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.sum(w, axis=axis) ** 2 / np.sum(w * w, axis=axis)
-
-
-def good_k(num_samples: int) -> float:
-    r""":math:`\min(1 - 1/\log_{10} K,\ 0.7)` (Vehtari et al. 2024); ``-inf`` for ``K = 1``."""
-    return -math.inf if num_samples < 2 else min(1.0 - 1.0 / math.log10(num_samples), 0.7)
-
-
-def _gather(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``values`` ``(C, M, N, *event)`` at ``idx`` ``(C, M, N)`` along axis 1."""
-    full = idx.reshape(idx.shape + (1,) * (values.ndim - 3))
-    return np.take_along_axis(values, np.broadcast_to(full, idx.shape + values.shape[3:]), axis=1)
-
-
-def pit(draws: xr.DataArray, truth: xr.DataArray) -> xr.DataArray:
-    """Fraction of ``draws`` (over ``chain`` and ``draw``) below ``truth``, ties counted half."""
-    below = (draws < truth).mean(("chain", "draw"))
-    tied = (draws == truth).mean(("chain", "draw"))
-    return (below + 0.5 * tied).astype(np.float64)
-
-
-def _arviz_flavour() -> str:
-    """``"arviz"`` (ArviZ 0.x's ``dict_to_dataset``) or ``"arviz_base"`` (ArviZ 1.x's)."""
-    if CONVERTER != "auto":
-        return CONVERTER
-    import arviz
-
-    return "arviz" if hasattr(arviz, "InferenceData") else "arviz_base"
-
-
-Variables = dict[str, tuple[list[str], np.ndarray]]  # name: (dims, values)
-
-
-def _dataset(variables: Variables, coords: dict[str, Any], sample_dims: list[str]) -> xr.Dataset:
-    """One group through ArviZ's converter; ``dims`` name the non-sample dims of each variable."""
-    data = {k: v for k, (_, v) in variables.items()}
-    dims: dict[Hashable, Sequence[Hashable]] = {k: d for k, (d, _) in variables.items()}
-    with warnings.catch_warnings():
-        # more blocks than draws per block (num_blocks=10 of 4 chains each) is a layout, not a
-        # transposed array
-        warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
-        if _arviz_flavour() == "arviz_base":  # ArviZ >= 1.0
-            from arviz_base import dict_to_dataset as base_dict_to_dataset
-
-            return base_dict_to_dataset(
-                data, coords=coords, dims=dims, index_origin=0,
-                # the stub asks for a module; ArviZ reads only __name__ and __version__ off it
-                inference_library=_LIBRARY,  # type: ignore[arg-type]
-                sample_dims=sample_dims, check_conventions=False)
-        from arviz import dict_to_dataset  # ArviZ 0.x
-
-        return dict_to_dataset(data, coords=coords, dims=dims, index_origin=0, library=_LIBRARY,
-                               default_dims=sample_dims)
-
-
-def example_dim(result: Any) -> str:
-    """The name of the example dim: the result's ``example_dim`` (the model's data plate)."""
-    if hasattr(result, "lower") and hasattr(result, "upper"):  # BDMC: its runs' plate
-        result = result.lower
-    name = getattr(result, "example_dim", None)
-    if (not isinstance(name, str) or not name or name in _RESERVED_DIMS
-            or re.fullmatch(r".+_dim_\d+", name)):
-        return DEFAULT_EXAMPLE_DIM
-    return name
 
 
 def _versions() -> dict[str, str]:
@@ -189,43 +63,6 @@ def _versions() -> dict[str, str]:
 
 def _created_at() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat()
-
-
-def _laid_out(name: str, v: np.ndarray, template: Sequence[str], ex: str,
-              c: int | None = None) -> tuple[list[str], np.ndarray]:
-    """``v`` in the dims of ``template`` (truncated to its rank): ``EX`` is ``ex``, ``BLOCK`` splits
-    its ``K`` chains into ``c`` blocks; further dims are ``<name>_dim_i``."""
-    dims: list[str] = []
-    for d in template[:v.ndim]:
-        if d == BLOCK:
-            v = blocked(v, int(c or 1), axis=len(dims))
-            dims += ["chain", "particle"]
-        else:
-            dims.append(ex if d == EX else d)
-    return dims + _event_dims(name, v.ndim - len(dims)), v
-
-
-def _attr(value: Any, codec: str | None) -> Any:
-    """A declared attr as netCDF stores it: a plain str, int or float."""
-    if codec == "none":
-        return str(value or "none")
-    if codec == "seed":  # an int when netCDF can hold it (int64), its decimal string otherwise
-        return int(value) if -(2**63) <= int(value) < 2**63 else str(value)
-    if codec is not None:  # JSON: settings, or an object's to_dict() (kernel, budget)
-        return json.dumps(value.to_dict() if hasattr(value, "to_dict") else value, default=str)
-    return value if isinstance(value, str | int | float) else str(value)
-
-
-def _one_draw(ds: xr.Dataset) -> xr.Dataset:
-    """A group that is not a sample (a pooled estimate, the simulated truth) as one draw of one
-    chain, so that ArviZ's tables (``to_dataframe``) line it up with the draws."""
-    return ds.expand_dims({"chain": [0], "draw": [0]})
-
-
-def _tree(groups: dict[str, xr.Dataset | None], attrs: dict[str, Any]) -> xr.DataTree:
-    tree = xr.DataTree.from_dict({k: v for k, v in groups.items() if v is not None})
-    tree.attrs = attrs
-    return tree
 
 
 # --- the converters ---------------------------------------------------------------------------
@@ -462,69 +299,6 @@ class AISConverter(EstimateConverter):
     def groups(self) -> dict[str, xr.Dataset | None]:
         return {**super().groups(), "annealing": self.annealing_to_xarray(),
                 "trajectory": self.trajectory_to_xarray()}
-
-
-class BDMCConverter:
-    """A BDMC result: its two runs as subtrees, the sandwich, the simulated latents and their PIT."""
-
-    def __init__(self, result: Any, num_blocks: int = DEFAULT_BLOCKS):
-        self.result = result
-        self.ex = example_dim(result)
-        self.subtrees = {name: to_datatree(getattr(result, name), num_blocks=num_blocks)
-                         for name in NESTED}
-
-    def evidence_to_xarray(self) -> xr.Dataset:
-        """Both bounds per example ``(bound, <plate>)``, the gap and its MCSE."""
-        lo, up, ex = self.result.lower, self.result.upper, self.ex
-        ev: dict[str, Any] = {
-            "log_marginal_likelihood": (("bound", ex), np.stack([_np(lo.log_likelihood),
-                                                                 _np(up.log_likelihood)])),
-            "gap": ((ex,), _np(self.result.per_example_gap))}
-        if lo.mcse is not None and up.mcse is not None:
-            mcse = np.stack([_np(lo.mcse), _np(up.mcse)])
-            ev["mcse"] = (("bound", ex), mcse)
-            ev["gap_mcse"] = ((ex,), np.sqrt((mcse ** 2).sum(0)))
-        return _one_draw(xr.Dataset(ev, coords={ex: np.arange(len(self.result.x)),
-                                                "bound": ["lower", "upper"]}))
-
-    def simulated_to_xarray(self) -> xr.Dataset | None:
-        """The exact latents that generated ``x``, ``(<plate>, ...)`` or ``(sample, <plate>, ...)``."""
-        lat, n = self.result.latents, len(self.result.x)
-        if not lat:
-            return None
-        variables = {s: _laid_out(s, _np(v), (EX,) if v.shape[0] == n else ("sample", EX), self.ex)
-                     for s, v in lat.items()}
-        return _one_draw(_dataset(variables, {self.ex: np.arange(n)}, []))
-
-    def calibration_to_xarray(self, simulated: xr.Dataset | None) -> xr.Dataset | None:
-        """The PIT of each simulated latent among the forward run's resampled draws."""
-        post = self.subtrees["lower"].children.get("posterior")
-        if simulated is None or post is None or any(
-                da.dims[2] != self.ex for da in simulated.data_vars.values()):
-            return None
-        truth = simulated.squeeze(("chain", "draw"), drop=True)
-        return _one_draw(xr.Dataset({s: pit(post.dataset[s], truth[s]) for s in truth.data_vars
-                                     if s in post.dataset}))
-
-    def groups(self) -> dict[str, xr.Dataset | None]:
-        simulated = self.simulated_to_xarray()
-        lower = self.subtrees["lower"]
-        return {"evidence": self.evidence_to_xarray(), "simulated": simulated,
-                "calibration": self.calibration_to_xarray(simulated),
-                **{g: lower[g].to_dataset() for g in ("posterior", "sample_stats")
-                   if g in lower.children},
-                **{f"{name}/{g}": node.to_dataset() for name, sub in self.subtrees.items()
-                   for g, node in sub.children.items()}}
-
-    def to_datatree(self) -> xr.DataTree:
-        r = self.result
-        tree = _tree(self.groups(), {
-            **_versions(), "pyrolik_result": type(r).__name__, "method": "bdmc",
-            "bound": "sandwich", "gap": float(r.gap), "gap_stderr": float(r.gap_stderr),
-            "wall_time": float(r.wall_time), "created_at": _created_at(), "layout": LAYOUT})
-        for name, sub in self.subtrees.items():
-            tree[name].attrs = dict(sub.attrs)
-        return tree
 
 
 def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree:

@@ -20,14 +20,12 @@ from pyrolik.advice import (
 from pyrolik.exceptions import Message, remark
 from pyrolik.ops.stats import khat_threshold
 from pyrolik.results.convert import (
-    BLOCK,
-    EX,
     AISConverter,
     EstimateConverter,
-    stored,
     to_datatree,
     to_inference_data,
 )
+from pyrolik.results.layout import BLOCK, EX, stored
 from pyrolik.results.table import Summary
 
 __all__ = ["EstimateResult", "AISResult", "KHAT_WARN", "MIN_WEIGHTS_FOR_MCSE", "bits_per_dim"]

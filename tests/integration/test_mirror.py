@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 TESTED_ELSEWHERE = {
     "results/convert.py": "results/test_datatree.py",  # the converters: every group, every kind
+    "results/layout.py": "io/test_export.py",  # the declarations, read back by every round trip
     "_validate.py": "infer/test_annealing.py",  # bad input at every estimator's boundary
     "_version.py": "io/test_export.py",  # versions recorded in every export
     "advice.py": "results/test_warnings.py",

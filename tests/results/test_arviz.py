@@ -78,7 +78,7 @@ def test_the_arviz_1_libraries_read_the_datatree(name, converter, monkeypatch):
     ArviZ 0.x's converter or by ``arviz_base``'s (what ArviZ 1.x uses)."""
     azb = pytest.importorskip("arviz_base", minversion="0.8")
     azs = pytest.importorskip("arviz_stats", minversion="0.8")
-    monkeypatch.setattr("pyrolik.results.convert.CONVERTER", converter)
+    monkeypatch.setattr("pyrolik.results.layout.CONVERTER", converter)
     r = result(name)
     tree = r.to_datatree()
     assert tree[group_of(name)].attrs["inference_library"] == "pyrolik"
