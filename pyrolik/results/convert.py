@@ -36,7 +36,7 @@ from pyrolik.results.layout import (
     blocked,
     declared,
     example_dim,
-    good_k,
+    khat_attrs,
     kish_ess,
 )
 
@@ -222,7 +222,7 @@ class EstimateConverter:
         """The pooled per-example estimate and its diagnostics."""
         ds = _dataset(self.variables("evidence"), {self.ex: np.arange(self.n)}, [])
         if "pareto_k" in ds and self.k is not None:
-            ds["pareto_k"].attrs.update(good_k=float(good_k(self.k)), n_samples=int(self.k))
+            ds["pareto_k"].attrs.update(khat_attrs(self.k))
         return _one_draw(ds).assign_attrs(bound=str(self.result.bound or "none"))
 
     def observed_data_to_xarray(self) -> xr.Dataset | None:

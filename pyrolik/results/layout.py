@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 import warnings
 from collections.abc import Hashable, Sequence
@@ -18,8 +17,9 @@ import torch
 import xarray as xr
 
 from pyrolik._version import __version__
+from pyrolik.ops.stats import effective_sample_size, khat_threshold, log_mean_exp
 
-__all__ = ["Stored", "stored", "declared", "example_dim", "blocked", "kish_ess", "good_k", "pit",
+__all__ = ["Stored", "stored", "declared", "example_dim", "blocked", "kish_ess", "khat_attrs", "pit",
            "EX", "BLOCK", "DERIVED", "NESTED", "LAYOUT", "DEFAULT_EXAMPLE_DIM", "CONVERTER"]
 
 EX = "<example>"  # in a declaration's dims: the example dim (the model's plate)
@@ -85,24 +85,19 @@ def blocked(a: np.ndarray, c: int, axis: int = 0) -> np.ndarray:
 
 
 def _log_mean_exp(lw: np.ndarray, axis: int) -> np.ndarray:
-    top = np.max(lw, axis=axis, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        out = np.log(np.mean(np.exp(lw - top), axis=axis, keepdims=True)) + top
-    return np.squeeze(out, axis=axis)
+    """:func:`pyrolik.ops.stats.log_mean_exp` of numpy log-weights along ``axis``."""
+    return log_mean_exp(torch.from_numpy(np.ascontiguousarray(lw)), dim=axis).numpy()
 
 
 def kish_ess(lw: np.ndarray, axis: int) -> np.ndarray:
-    r"""Kish's effective sample size :math:`(\sum w)^2 / \sum w^2` along ``axis``."""
-    top = np.max(lw, axis=axis, keepdims=True)
-    w = np.exp(lw - np.where(np.isfinite(top), top, 0.0))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.sum(w, axis=axis) ** 2 / np.sum(w * w, axis=axis)
+    """Kish's effective sample size (:func:`pyrolik.ops.stats.effective_sample_size`) along ``axis``."""
+    return effective_sample_size(torch.from_numpy(np.ascontiguousarray(lw)), dim=axis).numpy()
 
 
-def good_k(num_samples: int) -> float:
-    r""":math:`\min(1 - 1/\log_{10} K,\ 0.7)` (Vehtari et al. 2024); ``-inf`` for ``K = 1``."""
-    return -math.inf if num_samples < 2 else min(1.0 - 1.0 / math.log10(num_samples), 0.7)
+def khat_attrs(num_samples: int) -> dict[str, Any]:
+    """ArviZ's attrs of ``pareto_k``: ``good_k``, :func:`pyrolik.ops.stats.khat_threshold` (``-inf``
+    for 10 or fewer weights: no tail to trust), and ``n_samples``."""
+    return {"good_k": float(khat_threshold(num_samples)), "n_samples": int(num_samples)}
 
 
 def _gather(values: np.ndarray, idx: np.ndarray) -> np.ndarray:

@@ -231,3 +231,16 @@ def test_per_batch_adaptive_schedules_and_reverse_runs_round_trip(tmp_path):
     np.testing.assert_allclose(ann["log_marginal_likelihood"].isel(step=-1).values, 0.0,
                                atol=1e-12)
     assert (ann["beta"].isel(step=-1) == 0.0).all()
+
+
+@pytest.mark.parametrize(("k", "good_k"), [(1, -math.inf), (8, -math.inf), (10, -math.inf),
+                                           (11, 1 - 1 / math.log10(11)), (100, 0.5), (10**4, 0.7)])
+def test_good_k_is_the_khat_threshold_the_warnings_use(k, good_k):
+    """ArviZ's ``good_k`` on ``pareto_k`` is ``ops.stats.khat_threshold`` (Vehtari et al. 2024): with
+    10 weights or fewer no k-hat is good (the formula alone would give 0 at K = 10, -0.11 at K = 8)."""
+    zeros = torch.zeros(2, dtype=torch.float64)
+    r = EstimateResult(method="iwae", log_likelihood=zeros, bound="lower",
+                       log_weights=torch.zeros(k, 2, dtype=torch.float64), khat=zeros)
+    attrs = r.to_datatree()["evidence"]["pareto_k"].attrs
+    assert attrs["n_samples"] == k
+    assert attrs["good_k"] == good_k if math.isinf(good_k) else attrs["good_k"] == pytest.approx(good_k)
