@@ -20,8 +20,8 @@ from pyrolik.advice import (
 )
 from pyrolik.exceptions import prefixed, remark
 from pyrolik.ops.stats import DEFAULT_BLOCKS
-from pyrolik.results.convert import _created_at, _versions, to_datatree
-from pyrolik.results.estimates import AISResult, _Exports, _mean, _stderr
+from pyrolik.results.convert import Converter, _created_at, _versions, to_datatree
+from pyrolik.results.estimates import AISResult, Exported, _mean, _stderr
 from pyrolik.results.layout import (
     EX,
     LAYOUT,
@@ -37,7 +37,7 @@ from pyrolik.results.layout import (
 )
 from pyrolik.results.table import Summary
 
-__all__ = ["BDMCResult", "BDMCConverter"]
+__all__ = ["BDMCResult", "BDMCConverter", "DistortionBDMCConverter"]
 
 
 class BDMCConverter:
@@ -103,8 +103,37 @@ class BDMCConverter:
         return tree
 
 
+class DistortionBDMCConverter(Converter):
+    """BDMC at points of the distortion path (``docs/export.md``): the bounds per point and example as
+    one draw, and point ``j``'s BDMC export as the subtree ``beta_j``."""
+
+    def __init__(self, result: Any, num_blocks: int = DEFAULT_BLOCKS):
+        self.result = result
+        self.ex = example_dim(result)
+        self.subtrees = [to_datatree(res, num_blocks=num_blocks) for res in result.results]
+
+    def bdmc_to_xarray(self) -> xr.Dataset:
+        r = self.result
+        variables = self.variables("bdmc")
+        variables.update({name: (["beta", self.ex], _np(getattr(r, name)))
+                          for name in ("rate_lower", "rate_upper")})
+        derived = {"gap": r.gap, "gap_stderr": r.gap_stderr}
+        if r.mode == "gaussian":
+            derived["sigma"] = r.sigmas
+        variables.update({name: (["beta"], _np(v)) for name, v in derived.items()})
+        coords = {"beta": _np(r.betas), self.ex: np.arange(r.lower.shape[-1])}
+        return _one_draw(_dataset(variables, coords, []))
+
+    def to_datatree(self) -> xr.DataTree:
+        tree = _tree({"bdmc": self.bdmc_to_xarray()}, {
+            **self.attrs(), "method": "bdmc (distortion path)", "bound": "sandwich"})
+        for j, sub in enumerate(self.subtrees):
+            tree[f"beta_{j}"] = sub
+        return tree
+
+
 @dataclass(frozen=True)
-class BDMCResult(_Exports):
+class BDMCResult(Exported):
     """Bidirectional Monte Carlo on simulated data: a sandwich ``lower <= log p(x) <= upper``."""
 
     converter: ClassVar[type] = BDMCConverter

@@ -68,24 +68,13 @@ def _created_at() -> str:
 # --- the converters ---------------------------------------------------------------------------
 
 
-class EstimateConverter:
-    """Importance-sampling estimates (IWAE, likelihood weighting) and KDE (``docs/export.md``)."""
+class Converter:
+    """What every converter shares: the fields its result declares (``stored``), laid out in their
+    groups, and the root attrs (the versions, the declared attrs, the layout)."""
 
-    def __init__(self, result: Any, num_blocks: int = DEFAULT_BLOCKS):
-        self.result = result
-        self.ex = example_dim(result)
-        self.n = result.num_examples
-        self.draws = getattr(result, "draws", None)
-        # (K, N) float64 weights, and the number of blocks (None: no weights, no draws)
-        self.lw: Any = None if result.log_weights is None else _np(result.log_weights).astype(
-            np.float64)
-        self.k = self.lw.shape[0] if self.lw is not None else result.num_weights
-        self.c: Any = (self.draws["draw_index"].shape[0] if self.draws
-                       else None if self.lw is None else num_blocks_of(self.k, num_blocks))
-        self.sites = getattr(result, "latents", None) or getattr(result, "samples", None) or {}
-        self.direction = getattr(result, "direction", "forward")
-
-    # what each group is built from
+    result: Any
+    ex: str  # the example dim
+    c: Any = None  # the blocks the K chains are split into (None: no chains)
 
     def variables(self, group: str) -> Variables:
         """The fields the result class declares in ``group``, laid out in their declared dims
@@ -108,6 +97,36 @@ class EstimateConverter:
 
     def layout(self, name: str, v: np.ndarray, template: Sequence[str]) -> tuple[list[str], Any]:
         return _laid_out(name, v, template, self.ex, self.c)
+
+    def attrs(self) -> dict[str, Any]:
+        attrs: dict[str, Any] = {**_versions(), "created_at": _created_at(),
+                                 "pyrolik_result": type(self.result).__name__}
+        for field, spec in declared(self.result).items():
+            value = getattr(self.result, field)
+            if spec.group == "attrs" and (value is not None or spec.codec == "none"):
+                attrs[str(spec.name)] = _attr(value, spec.codec)
+        attrs["layout"] = LAYOUT
+        if self.c is not None:
+            attrs["num_blocks"] = int(self.c)
+        return attrs
+
+
+class EstimateConverter(Converter):
+    """Importance-sampling estimates (IWAE, likelihood weighting) and KDE (``docs/export.md``)."""
+
+    def __init__(self, result: Any, num_blocks: int = DEFAULT_BLOCKS):
+        self.result = result
+        self.ex = example_dim(result)
+        self.n = result.num_examples
+        self.draws = getattr(result, "draws", None)
+        # (K, N) float64 weights, and the number of blocks (None: no weights, no draws)
+        self.lw: Any = None if result.log_weights is None else _np(result.log_weights).astype(
+            np.float64)
+        self.k = self.lw.shape[0] if self.lw is not None else result.num_weights
+        self.c: Any = (self.draws["draw_index"].shape[0] if self.draws
+                       else None if self.lw is None else num_blocks_of(self.k, num_blocks))
+        self.sites = getattr(result, "latents", None) or getattr(result, "samples", None) or {}
+        self.direction = getattr(result, "direction", "forward")
 
     def coords(self, **more: Any) -> dict[str, Any]:
         base = {"chain": np.arange(self.c)} if self.c is not None else {}
@@ -246,18 +265,6 @@ class EstimateConverter:
                 "observed_data": self.observed_data_to_xarray(),
                 "constant_data": self.constant_data_to_xarray()}
 
-    def attrs(self) -> dict[str, Any]:
-        attrs: dict[str, Any] = {**_versions(), "created_at": _created_at(),
-                 "pyrolik_result": type(self.result).__name__}
-        for field, spec in declared(self.result).items():
-            value = getattr(self.result, field)
-            if spec.group == "attrs" and (value is not None or spec.codec == "none"):
-                attrs[str(spec.name)] = _attr(value, spec.codec)
-        attrs["layout"] = LAYOUT
-        if self.c is not None:
-            attrs["num_blocks"] = int(self.c)
-        return attrs
-
     def to_datatree(self) -> xr.DataTree:
         groups = self.groups()
         return _tree({g: groups.get(g) for g in ORDER}, self.attrs())
@@ -301,34 +308,91 @@ class AISConverter(EstimateConverter):
                 "trajectory": self.trajectory_to_xarray()}
 
 
+class CurveConverter(Converter):
+    """A curve from one run along the distortion path (``docs/export.md``): its estimates per recorded
+    beta and example as one draw, each chain's weight and distortion there by block, and the run."""
+
+    #: the root attr ``bound``: what the curve's numbers bound
+    BOUND = ("log_z and log_likelihood: stochastic lower bounds at every beta; (distortion, rate): "
+             "on or above the rate-distortion curve in expectation")
+
+    def __init__(self, result: Any, num_blocks: int = DEFAULT_BLOCKS):
+        self.result = result
+        self.ex = example_dim(result)
+        self.c = num_blocks_of(result.num_chains, num_blocks)
+        self.run = None if result.ais is None else to_datatree(result.ais, num_blocks=num_blocks)
+
+    def coords(self, **more: Any) -> dict[str, Any]:
+        return {"beta": _np(self.result.betas), self.ex: np.arange(self.result.num_examples),
+                **more}
+
+    def curve_to_xarray(self) -> xr.Dataset:
+        """Per beta and example the estimates, per beta their means (one draw, as ``evidence``)."""
+        r = self.result
+        per_example = {"log_z": r.log_z, "mcse": r.mcse, "ess": r.ess, "distortion": r.distortion,
+                       "distortion_mcse": r.distortion_mcse, "rate": r.rate}
+        means = {f"{name}_mean": per_example[name].mean(-1) for name in per_example
+                 if name in ("log_z", "distortion", "rate")}
+        if r.mode == "gaussian":
+            per_example["log_likelihood"] = r.log_likelihood
+            means.update(log_likelihood_mean=r.log_likelihood.mean(-1), stderr=r.stderr,
+                         sigma=r.sigmas)
+        variables: Variables = {name: (["beta", self.ex], _np(v)) for name, v in per_example.items()}
+        variables.update({name: (["beta"], _np(v)) for name, v in means.items()})
+        return _one_draw(_dataset(variables, self.coords(), []))
+
+    def particles_to_xarray(self) -> xr.Dataset:
+        m = self.result.num_chains // self.c
+        return _dataset(self.variables("particles"),
+                        self.coords(chain=np.arange(self.c), particle=np.arange(m)), [])
+
+    def groups(self) -> dict[str, Any]:
+        run = {} if self.run is None else self.run.children  # its draws at beta_max, for ArviZ
+        return {**{g: run[g].to_dataset() for g in ("posterior", "sample_stats") if g in run},
+                "curve": self.curve_to_xarray(), "particles": self.particles_to_xarray(),
+                "observed_data": _dataset(self.variables("observed_data"),
+                                          {self.ex: np.arange(self.result.num_examples)}, []),
+                "constant_data": _dataset(self.variables("constant_data"),
+                                          {"beta": _np(self.result.betas)}, [])}
+
+    def to_datatree(self) -> xr.DataTree:
+        tree = _tree(self.groups(), {**self.attrs(), "method": "ais (distortion path)",
+                                     "bound": self.BOUND, "per_example_sigma_warning":
+                                     self.result.optimal_sigma_warning})
+        if self.run is not None:
+            tree["ais"] = self.run
+        return tree
+
+
 def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree:
-    """Export a result (AIS, reverse AIS, IWAE, likelihood weighting, KDE or BDMC) to a DataTree.
+    """Export a result (AIS, reverse AIS, IWAE, likelihood weighting, KDE, BDMC, CSL or a curve of
+    ``pyrolik.distortion``) to a DataTree.
 
     Groups and dims: ``docs/export.md``. ``num_blocks``: ArviZ chains the K chains are split into
     (:mod:`pyrolik.ops.stats`); ``posterior`` holds draws resampled with the result's seed.
     """
-    if getattr(result, "exports_itself", False):  # e.g. pyrolik.distortion's curves
-        return result.to_datatree()
     kind = getattr(result, "converter", None)
     if kind is None:
-        raise TypeError(f"expected a pyrolik result (EstimateResult, AISResult or BDMCResult), got "
-                        f"{type(result).__name__}")
+        raise TypeError(f"expected a pyrolik result (EstimateResult, AISResult, BDMCResult, "
+                        f"DistortionCurve or DistortionBDMC), got {type(result).__name__}")
     check_blocks(num_blocks)
     return kind(result, num_blocks).to_datatree()
 
 
 def flatten(tree: xr.DataTree) -> xr.DataTree:
-    """One level of groups: a BDMC tree's ``lower/posterior`` becomes ``lower_posterior``, ....
+    """One level of groups: a BDMC tree's ``lower/posterior`` becomes ``lower_posterior``, a curve's
+    ``ais/posterior`` ``ais_posterior``, a distortion BDMC's ``beta_0/lower/posterior``
+    ``beta_0_lower_posterior``, ....
 
-    The layout ArviZ 0.x reads (:func:`to_inference_data`, :func:`pyrolik.save`); the attrs of
-    ``lower`` and ``upper`` go onto each of their groups. A flat tree is returned as it is.
+    The layout ArviZ 0.x reads (:func:`to_inference_data`, :func:`pyrolik.save`); the attrs of a
+    subtree (``lower``, ``upper``, ...) go onto each of its groups. A flat tree is returned as it is.
     """
     if not any(node.children for node in tree.children.values()):
         return tree
     groups: dict[str, xr.Dataset] = {}
     for name, node in tree.children.items():
         if node.children:
-            for group, leaf in node.children.items():
+            for group, leaf in flatten(node).children.items():
                 ds = leaf.to_dataset()
                 groups[f"{name}_{group}"] = ds.assign_attrs({**ds.attrs, **node.attrs})
         else:

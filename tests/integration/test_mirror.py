@@ -24,7 +24,6 @@ TESTED_ELSEWHERE = {
     "curves/representations.py": "curves/test_measures.py",
     "distortion/anneal.py": "distortion/test_curve.py",
     "distortion/bounds.py": "distortion/test_curve.py",
-    "distortion/export.py": "distortion/test_curve.py",
     "distortion/plots.py": "distortion/test_curve.py",
     "execution/batches.py": "infer/test_annealing.py",  # batch_size changes only MC noise
     "io/datasets.py": "curves/test_curve.py",

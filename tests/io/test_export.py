@@ -154,6 +154,10 @@ def assert_same_result(a, b) -> None:
         x, y = getattr(a, f.name), getattr(b, f.name)
         if isinstance(x, BDMCResult | AISResult):
             assert_same_result(x, y)
+        elif isinstance(x, list) and x and dataclasses.is_dataclass(x[0]):  # nested results
+            assert len(x) == len(y), f.name
+            for u, v in zip(x, y, strict=True):
+                assert_same_result(u, v)
         elif isinstance(x, torch.Tensor):
             assert isinstance(y, torch.Tensor) and x.dtype == y.dtype, f.name
             torch.testing.assert_close(x, y, rtol=0, atol=0, equal_nan=True, msg=f.name)
