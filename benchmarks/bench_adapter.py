@@ -25,8 +25,8 @@ def compare(batch: int, dtype, device: str, repeats: int) -> dict[str, float]:
     x = (torch.rand(batch // 10, 784, generator=g) < 0.13).to(dtype).to(device)
     target = make_target(pyro_model(dec), x, num_chains=10, replay=True)
     eager = make_target(pyro_model(dec), x, num_chains=10, replay=False)
-    u = torch.randn(target.rows, 50, generator=g, dtype=dtype).to(device)
-    hand = hand_value_and_grad(dec, target.x)
+    u = torch.randn(target.layout.rows, 50, generator=g, dtype=dtype).to(device)
+    hand = hand_value_and_grad(dec, target.program.x)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def run_hand():

@@ -22,7 +22,7 @@ Configurations (``--configs``, comma-separated): ``default`` (``HMC()`` and the 
 time ratio refers to), ``fixed-jitter``, ``pilot065`` (the default before issue 17: pilot on all
 chains aiming at acceptance 0.65, no jitter, sigmoid), ``pilot90-sigmoid``, ``pilot90-adaptive``,
 ``default-encoder`` / ``pilot065-encoder`` / ``fixed-encoder`` (the same with ``init=model.guide``),
-``blackjax``, and ``lab-...`` prototypes of ``_ais_lab.py``.
+and ``blackjax``.
 """
 
 from __future__ import annotations
@@ -68,14 +68,6 @@ LIBRARY = {
 # the same on the encoder path (AIS+encoder: f0 = the IWAE's guide q(z | x))
 ENCODER = {"default-encoder": "default", "pilot065-encoder": "pilot065", "fixed-encoder": "fixed"}
 
-# prototypes (issue 17, phase 1): _ais_lab.pilot + plan; keys are read by run_lab
-LAB = {
-    "lab-ta90-jit-speed": {"ta": 0.9, "jitter": 0.5, "sched": "speed"},
-    "lab-ta90-jit-speed-kp4": {"ta": 0.9, "jitter": 0.5, "sched": "speed", "kp": 4},
-    "lab-fixed-jit": {"eps": 0.1, "jitter": 0.5},
-}
-
-
 def run_library(name, model, data, args, seed):
     encoder = name in ENCODER
     make, schedule = LIBRARY[ENCODER.get(name, name)]
@@ -92,36 +84,6 @@ def run_library(name, model, data, args, seed):
     return {"lower": r.lower.log_likelihood, "upper": r.upper.log_likelihood, "wall": wall,
             "grads": run + pilot, "pilot_grads": pilot, "schedule": settings["schedule"],
             "acc": float(r.lower.acceptance_rate.mean())}
-
-
-def run_lab(name, model, data, args, seed):
-    import _ais_lab as lab
-
-    cfg = LAB[name]
-    x, zp = data.x, data.latents["z"]
-    n, k, T = x.shape[0], args.chains, args.steps
-    sig = pyrolik.schedules.sigmoid(T)
-    t0 = time.perf_counter()
-    pilot = 0
-    betas = sig
-    if "eps" in cfg:
-        plan = lab.fixed(cfg["eps"], args.leapfrog)
-    else:
-        grid = sig[torch.linspace(0, T, cfg.get("P", 40) + 1).round().long()]
-        pl = lab.pilot(model, x, cfg.get("kp", k), grid, target_accept=cfg["ta"],
-                       jitter=cfg.get("jitter", 0.0), seed=seed + 1000)
-        pilot = pl["grads_per_example"]
-        plan = lab.Plan(lab.table_eps_fn(pl["betas"], pl["log_eps"], n))
-        if cfg.get("sched") == "speed":
-            sd = pl["var_r"].clamp_min(0).mean(1).sqrt()
-            betas = lab.speed_schedule(pl["betas"], sd, T)
-    plan.eps_jitter = cfg.get("jitter", 0.0)
-    plan.L_fn = lambda t: args.leapfrog
-    r = lab.bdmc(model, x, zp, k, betas.float(), plan, seed=seed)
-    wall = time.perf_counter() - t0
-    run = 2 * k * T * args.leapfrog
-    return {"lower": r["lower"], "upper": r["upper"], "wall": wall, "grads": run + pilot,
-            "pilot_grads": pilot, "acc": float(r["run"].acc[:, : r["kn"]].mean())}
 
 
 def run_blackjax(name, model, data, args, seed):
@@ -174,8 +136,7 @@ def main(argv=None):
           f"x {args.leapfrog} leapfrog, float32; {machine()}; {peer.available() or 'no jax'}",
           flush=True)
     print(f"load before: {load_avg()}", flush=True)
-    runners = {**{k: run_library for k in [*LIBRARY, *ENCODER]}, **{k: run_lab for k in LAB},
-               "blackjax": run_blackjax}
+    runners = {**{k: run_library for k in [*LIBRARY, *ENCODER]}, "blackjax": run_blackjax}
     results: dict[str, list[dict]] = {n: [] for n in names}
     order = list(names)
     for rep in range(args.repeats):

@@ -29,8 +29,7 @@ from scipy import stats
 
 from models.oracles.rbm import RBM
 from pyrolik import compare, csl
-from pyrolik.infer import biased_csl
-from pyrolik.infer.chains import sample_chain
+from pyrolik.infer import biased_csl, sample_chain
 from pyrolik.io.datasets import find_data_dir, load_binarized_mnist, load_digits
 
 

@@ -19,13 +19,7 @@ from pyrolik.annealing.tuning import Adaptation, PilotTuning, Tuning
 from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batches
 from pyrolik.execution.checkpoint import Checkpoint, checkpoint_path, fingerprint
 from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
-from pyrolik.ops.stats import (
-    ancestor_log_weights,
-    effective_sample_size,
-    log_mean_exp,
-    mcse_log_mean_exp,
-    pareto_khat,
-)
+from pyrolik.ops.stats import chain_statistics, log_mean_exp
 from pyrolik.results import AISResult
 
 __all__ = ["drive", "anneal", "open_checkpoint", "Phase", "run_phase", "pilot_phase", "run_pilot", "LegOutput", "finish"]
@@ -180,7 +174,7 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, totals: engine.Totals,
     rows: each leg's ``K_leg * n`` rows follow the previous leg's); when resampled in ``islands``,
     each chain's ancestor and the resamplings of each example (mean over its islands)."""
     resampled = islands is not None
-    n = target.num_examples
+    n = target.layout.num_examples
     trace, steps = recorder.trace()
     num_steps = len(betas) - 1
     outputs, offset = [], 0
@@ -195,8 +189,8 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, totals: engine.Totals,
             acceptance_rate=(totals.acceptance_sum[lo:hi] / num_steps).reshape(k, n),
             num_divergent=totals.num_divergent[lo:hi].reshape(k, n), trace=leg_trace,
             trace_steps=steps, latents=path.first_chains(k).target.unravel(z),
-            table=table, schedule=betas, evaluation=path.evaluation, plate=target.plate_name,
-            num_observed=target.num_observed,
+            table=table, schedule=betas, evaluation=path.evaluation, plate=target.layout.plate_name,
+            num_observed=target.layout.num_observed,
             ancestor=((state.ancestor[lo:hi] - lo) // n).reshape(k, n) if resampled else None,
             num_resampled=(totals.num_resampled[lo:hi].reshape(k, n).double().mean(0)
                            if resampled else None), islands=islands))
@@ -273,12 +267,12 @@ def pilot_phase(strategy: Adaptation, path: AnnealingPath, schedule: Tensor,
     """The pilot of ``strategy`` before a run along ``schedule`` on ``path``'s first
     ``pilot_chains`` chains, and that number (``None`` when it runs none); its chains stop at
     ``stops`` and are resampled at ESS below ``resample`` as one island."""
-    k_all, n = path.target.num_chains, path.target.num_examples
+    k_all, n = path.target.layout.num_chains, path.target.layout.num_examples
     plan = strategy.pilot(k_all, schedule)
     if plan is None:
         return None
     mine = path.first_chains(plan.num_chains) if plan.num_chains < k_all else path
-    betas = plan.schedule.to(dtype=path.target.dtype, device=path.target.x.device)
+    betas = plan.schedule.to(dtype=path.target.dtype, device=path.target.program.x.device)
     return (Phase(betas, mine.value_and_grad, plan.tuning(n, betas), stops,
                   _resampler(resample, ((plan.num_chains, 1),), n)), plan.num_chains)
 
@@ -292,9 +286,9 @@ def run_pilot(strategy: Adaptation, path: AnnealingPath, kernel: HMCTransition, 
     if pilot is None:
         return None
     phase, chains = pilot
-    start = path.sample_initial(generator)[: chains * path.target.num_examples]
+    start = path.sample_initial(generator)[: chains * path.target.layout.num_examples]
     state = run_phase(phase, start, kernel=kernel, generator=generator,
-                      num_examples=path.target.num_examples, hooks={}, saved=None, save=None,
+                      num_examples=path.target.layout.num_examples, hooks={}, saved=None, save=None,
                       tag={}, every=1, bar=progress_bar(phase.schedule.shape[0] - 1, "pilot", False))
     assert isinstance(state.tuning, PilotTuning)
     return state.tuning.table()
@@ -364,14 +358,7 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
     ancestors = [p.ancestor for p in parts if p.ancestor is not None]
     resampled = [p.num_resampled for p in parts if p.num_resampled is not None]
     ancestor = torch.cat(ancestors, dim=1) if len(ancestors) == len(parts) else None
-    families = ancestor_log_weights(lw, ancestor)  # lw itself unless resampled
-    islands = parts[0].islands
-    if islands is not None and islands > 1:  # independent islands: the MCSE from their spread
-        mcse = mcse_log_mean_exp(torch.logsumexp(lw.reshape(islands, -1, lw.shape[1]), 1))
-    else:
-        mcse = mcse_log_mean_exp(families)
-        if ancestor is not None:  # one surviving lineage: its spread cannot be told from one run
-            mcse = torch.where(torch.isfinite(families).sum(0) < 2, torch.nan, mcse)
+    ess, mcse, khat = chain_statistics(lw, ancestor, parts[0].islands)
     trace = {name: torch.cat([p.trace[name] for p in parts], dim=2)
              for name in parts[0].trace if name != "beta"}
     schedule, trace["beta"] = _visited(problem.schedule.betas, parts)
@@ -382,8 +369,7 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
     return AISResult(
         method=leg.method, log_likelihood=ll.to(x.dtype if x.is_floating_point() else ll.dtype),
         bound="lower" if forward else "upper", log_weights=lw,
-        ess=effective_sample_size(families), mcse=mcse,
-        khat=pareto_khat(families), x=x, ancestor=ancestor,
+        ess=ess, mcse=mcse, khat=khat, x=x, ancestor=ancestor,
         num_resampled=torch.cat(resampled) if ancestor is not None else None,
         settings={**settings, "evaluation": _evaluation(parts)}, seed=seed,
         wall_time=time.perf_counter() - start, direction=leg.direction, path=problem.path_name,

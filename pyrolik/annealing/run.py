@@ -174,39 +174,39 @@ def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_exam
                    ) -> dict[str, Tensor]:
     """Exact posterior draws ``(N, *site)`` or ``(K, N, *site)`` (a tensor for single-site models) as a
     checked dict of ``(K, N, *site)`` tensors; ``target`` supplies the site layout."""
-    k, n = target.num_chains, num_examples
+    k, n = target.layout.num_chains, num_examples
     if isinstance(latents, Tensor):
-        if len(target.sites) != 1:
-            raise TypeError(f"the model has latent sites {[s.name for s in target.sites]}: pass "
+        if len(target.layout.sites) != 1:
+            raise TypeError(f"the model has latent sites {[s.name for s in target.layout.sites]}: pass "
                             "latents as a dict {site: tensor}")
-        latents = {target.sites[0].name: latents}
+        latents = {target.layout.sites[0].name: latents}
     if not isinstance(latents, dict):
         raise TypeError(f"latents must be a dict {{site: tensor}} or a tensor, got "
                         f"{type(latents).__name__}")
-    missing = [s.name for s in target.sites if s.name not in latents]
+    missing = [s.name for s in target.layout.sites if s.name not in latents]
     if missing:
         raise ValueError(f"latents miss the site(s) {missing}; pass one value per latent site")
-    probe = target.constrain(torch.zeros(target.rows, target.latent_dim, dtype=target.x.dtype))
+    probe = target.constrain(torch.zeros(target.layout.rows, target.layout.latent_dim, dtype=target.program.x.dtype))
     out = {}
-    for s in target.sites:
+    for s in target.layout.sites:
         per_example = tuple(probe[s.name].movedim(s.plate_index, 0).shape[1:])
-        v = torch.as_tensor(latents[s.name]).to(target.x)
+        v = torch.as_tensor(latents[s.name]).to(target.program.x)
         if tuple(v.shape) == (n,) + per_example:
             v = v.unsqueeze(0).expand(k, *v.shape)
         if tuple(v.shape) != (k, n) + per_example:
             raise ValueError(f"latents[{s.name!r}] has shape {tuple(v.shape)}; expected "
                              f"{(n,) + per_example} or {(k, n) + per_example}")
-        ok = target.supports[s.name].check(v)
+        ok = target.layout.supports[s.name].check(v)
         if not bool(ok.all()):
             raise ValueError(f"latents[{s.name!r}] lie outside the site's support "
-                             f"{target.supports[s.name]}")
+                             f"{target.layout.supports[s.name]}")
         out[s.name] = v
     return out
 
 
 def latents_to_flat(target: Target, latents: dict[str, Tensor]) -> Tensor:
     """``{site: (K, N, *site)}`` constrained values -> flat unconstrained ``u`` ``(K * N, d)``."""
-    k, n = target.num_chains, target.num_examples
+    k, n = target.layout.num_chains, target.layout.num_examples
     values = {s.name: latents[s.name].reshape(k * n, *latents[s.name].shape[2:])
-              .movedim(0, s.plate_index) for s in target.sites}
+              .movedim(0, s.plate_index) for s in target.layout.sites}
     return target.ravel(values)

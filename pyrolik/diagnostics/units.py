@@ -57,7 +57,8 @@ def observed_dims(model: Any, x: Any, *, model_args: tuple = (),
 
     Masked entries are not observed (``docs/units.md``); results carry ``result.observed_dims``.
     """
-    counts = make_target(model, x, 1, model_args=model_args, model_kwargs=model_kwargs).num_observed
+    counts = make_target(model, x, 1, model_args=model_args,
+                         model_kwargs=model_kwargs).layout.num_observed
     if counts is None:  # discovery always counts; a target built otherwise has no count
         raise ValueError("the model's observed entries could not be counted")
     return counts

@@ -10,13 +10,9 @@ from pyrolik.distortion.curve import (
     OptimalSigma,
     SigmaChoice,
 )
+from pyrolik.distortion.path import distortion_model, squared_error
 from pyrolik.distortion.plots import plot_optimal_sigma, plot_rate_distortion, plot_sigma_curve
 from pyrolik.distortion.tolerance import curve_budget
-from pyrolik.io.netcdf import register_reader
-from pyrolik.model.distortion import distortion_model, squared_error
-
-register_reader("DistortionCurve", DistortionCurve.from_datatree)
-register_reader("DistortionBDMC", DistortionBDMC.from_datatree)
 
 __all__ = ["sigma_curve", "rate_distortion", "distortion_bdmc", "curve_budget", "distortion_model",
            "squared_error", "DistortionCurve", "DistortionBDMC", "SigmaChoice", "OptimalSigma",

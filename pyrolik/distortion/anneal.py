@@ -13,9 +13,9 @@ from pyrolik._validate import shared_params
 from pyrolik.annealing.kernel import Kernel
 from pyrolik.annealing.schedules import grid_from_betas
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve, run_curve
+from pyrolik.distortion.path import DistortionFn, distortion_model
 from pyrolik.distortion.tolerance import curve_search
 from pyrolik.infer.tolerance import MAX_STEPS, Budget, check_tolerance, gradient_evals
-from pyrolik.model.distortion import DistortionFn, distortion_model
 
 __all__ = ["sigma_curve", "rate_distortion"]
 

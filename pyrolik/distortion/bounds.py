@@ -6,7 +6,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pandas as pd
@@ -31,42 +31,51 @@ from pyrolik.annealing.schedules import (
     sigma_of,
 )
 from pyrolik.annealing.step_sizes import StepSizes
-from pyrolik.distortion.export import bdmc_fields, bdmc_to_datatree
+from pyrolik.distortion.path import DistortionFn, DistortionModel, distortion_model
 from pyrolik.exceptions import prefixed
 from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed
 from pyrolik.infer.sandwich import Simulated, _check_posterior_start, simulate
 from pyrolik.model.arguments import mark_arguments, take_rows
-from pyrolik.model.distortion import DistortionFn, DistortionModel, distortion_model
 from pyrolik.model.target import make_target
 from pyrolik.ops.stats import log_mean_exp
 from pyrolik.results import BDMCResult
+from pyrolik.results.bdmc import DistortionBDMCConverter
+from pyrolik.results.estimates import Exported
+from pyrolik.results.layout import EX, stored
 from pyrolik.results.table import Summary
 
 __all__ = ["distortion_bdmc", "DistortionBDMC"]
 
 
 @dataclass(frozen=True)
-class DistortionBDMC:
+class DistortionBDMC(Exported):
     r"""BDMC along the distortion path at a few betas: per beta its own (simulated) data.
 
-    ``lower`` / ``upper``: ``(c, N)`` stochastic bounds on :math:`\log Z_\beta(x)`, row ``j`` of ``x[j]``.
+    ``lower`` / ``upper``: ``(c, N)`` stochastic bounds on :math:`\log Z_\beta(x)`, row ``j`` of ``x[j]``;
+    fields declare their export.
     """
 
-    mode: str
-    betas: Tensor  # (c,)
-    lower: Tensor  # (c, N) forward AIS, log Z_beta
-    upper: Tensor  # (c, N) reverse AIS, log Z_beta
-    distortion: Tensor  # (c, N) d(x, f(z)) at the exact draws
-    num_values: int
-    x: list[Tensor]
-    results: list[Any] = field(default_factory=list)  # the BDMCResult of each beta
-    seed: int | None = None
-    wall_time: float = float("nan")
+    converter: ClassVar[type] = DistortionBDMCConverter
+
+    mode: str = stored("attrs", "mode")
+    betas: Tensor = stored("bdmc", "beta", ["beta"], codec="coord")  # (c,)
+    lower: Tensor = stored("bdmc", "lower", ["beta", EX])  # (c, N) forward AIS, log Z_beta
+    upper: Tensor = stored("bdmc", "upper", ["beta", EX])  # (c, N) reverse AIS, log Z_beta
+    # (c, N) d(x, f(z)) at the exact draws
+    distortion: Tensor = stored("bdmc", "distortion", ["beta", EX])
+    num_values: int = stored("attrs", "num_values")
+    # the BDMCResult of each beta, the subtrees beta_0, beta_1, ...
+    results: list[Any] = stored("beta", codec="results", default_factory=list)
+    seed: int | None = stored("attrs", "seed", codec="seed", default=None)
+    wall_time: float = stored("attrs", "wall_time", default=float("nan"))
     # the one pass's pilot table (a later call on the same data and points may reuse it); not saved
     step_sizes: Any = None
 
-    exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.io.export.to_datatree call ours
+    @property
+    def x(self) -> list[Tensor]:
+        """Each checked point's data ``(N, *event_shape)`` (its result's ``x``)."""
+        return [res.x for res in self.results]
 
     @property
     def sigmas(self) -> Tensor | None:
@@ -123,14 +132,6 @@ class DistortionBDMC:
         return [prefixed(f"at {what} {v:.4g}: ", w)
                 for v, res in zip(names, self.results, strict=True) for w in res.warnings()]
 
-    def to_datatree(self):
-        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.distortion.export`)."""
-        return bdmc_to_datatree(self)
-
-    @classmethod
-    def from_datatree(cls, tree) -> DistortionBDMC:
-        """Rebuild from :meth:`to_datatree`'s output (``pyrolik.load`` calls this)."""
-        return cls(**bdmc_fields(tree))
 
 
 @shared_params
@@ -235,7 +236,7 @@ def distortion_bdmc(
                       num_chains=num_chains, kernel=kernel, seed=seed, batch_size=batch_size,
                       progress=progress, step_sizes=step_sizes,
                       check=not all(isinstance(data_of[j], Simulated) for j in chosen))
-    lower, upper, dist, xs, results = [], [], [], [], []
+    lower, upper, dist, results = [], [], [], []
     for i, j in enumerate(chosen):
         dm, stop = models[j], float(sub[int(steps[j])])
         x = data_of[j][0]
@@ -250,10 +251,9 @@ def distortion_bdmc(
         lower.append(res.lower.log_likelihood.double() - constant)
         upper.append(res.upper.log_likelihood.double() - constant)
         dist.append((constant - ratio) / dm.beta_max)
-        xs.append(x)
         results.append(res)
     return DistortionBDMC(mode, grid[chosen].to(torch.float64), torch.stack(lower),
-                          torch.stack(upper), torch.stack(dist), num_values, xs, results, seed,
+                          torch.stack(upper), torch.stack(dist), num_values, results, seed,
                           time.perf_counter() - start, joint.lower.step_sizes)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
 
@@ -25,11 +25,13 @@ from pyrolik.annealing.schedules import (
     merge_grid,
     sigma_of,
 )
-from pyrolik.distortion.export import curve_fields, curve_to_datatree
+from pyrolik.distortion.path import DistortionModel, distortion_model
 from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed
-from pyrolik.model.distortion import DistortionModel, distortion_model
 from pyrolik.ops.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
+from pyrolik.results.convert import CurveConverter
+from pyrolik.results.estimates import Exported
+from pyrolik.results.layout import BLOCK, EX, stored
 from pyrolik.results.table import Summary
 
 __all__ = ["DistortionCurve", "SigmaChoice", "OptimalSigma", "OPTIMAL_SIGMA_WARNING", "run_curve",
@@ -91,30 +93,33 @@ def _se(t: Tensor) -> Tensor:
 
 
 @dataclass(frozen=True)
-class DistortionCurve:
-    r"""Per-example curves from one run along the distortion path.
+class DistortionCurve(Exported):
+    r"""Per-example curves from one run along the distortion path; fields declare their export.
 
     ``log_weights`` and ``distortions`` are ``(m, K, N)`` (betas x chains x examples); ``mode``:
     ``"gaussian"`` or ``"user"`` (rate-distortion only).
     """
 
-    mode: str
-    betas: Tensor  # (m,) float64, increasing
-    log_weights: Tensor  # (m, K, N) float64
-    distortions: Tensor  # (m, K, N) float64
-    num_values: int  # D, observed values per example
-    x: Tensor
-    schedule: Tensor  # (T + 1,) in the path parameter b = beta / beta_max
-    record_steps: Tensor  # (m,) indices into schedule
-    beta_max: float
-    ais: Any = None  # the AISResult of the run (acceptance, step sizes, final states)
-    seed: int | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-    wall_time: float = float("nan")
-    budget: Any = None  # infer.tolerance.Budget: how tolerance= chose num_steps (None without it)
-
-    exports_itself: ClassVar[bool] = True  # pyrolik.save / pyrolik.io.export.to_datatree call ours
+    converter: ClassVar[type] = CurveConverter
     optimal_sigma_warning: ClassVar[str] = OPTIMAL_SIGMA_WARNING
+
+    mode: str = stored("attrs", "mode")
+    betas: Tensor = stored("particles", "beta", ["beta"], codec="coord")  # (m,) float64, increasing
+    log_weights: Tensor = stored("particles", "log_weight", ["beta", BLOCK, EX])  # (m, K, N) float64
+    distortions: Tensor = stored("particles", "distortion", ["beta", BLOCK, EX])  # (m, K, N) float64
+    num_values: int = stored("attrs", "num_values")  # D, observed values per example
+    x: Tensor = stored("observed_data", "x", [EX])
+    # (T + 1,) in the path parameter b = beta / beta_max
+    schedule: Tensor = stored("constant_data", "schedule", ["step"])
+    record_steps: Tensor = stored("constant_data", "record_step", ["beta"])  # (m,) into schedule
+    beta_max: float = stored("attrs", "beta_max")
+    # the AISResult of the run (acceptance, step sizes, final states)
+    ais: Any = stored("ais", codec="result", default=None)
+    seed: int | None = stored("attrs", "seed", codec="seed", default=None)
+    settings: dict[str, Any] = stored("attrs", "settings", codec="json", default_factory=dict)
+    wall_time: float = stored("attrs", "wall_time", default=float("nan"))
+    # infer.tolerance.Budget: how tolerance= chose num_steps (None without it)
+    budget: Any = stored("attrs", "budget", codec="budget", default=None)
 
     # -- per example ----------------------------------------------------------------------------
     @property
@@ -279,28 +284,11 @@ class DistortionCurve:
             out.extend(self.budget.notes)
         return out
 
-    # -- export -----------------------------------------------------------------------------------
-    def to_datatree(self):
-        """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.distortion.export`)."""
-        return curve_to_datatree(self)
-
-    @classmethod
-    def from_datatree(cls, tree) -> DistortionCurve:
-        """Rebuild a curve from :meth:`to_datatree`'s output (``pyrolik.load`` calls this)."""
-        return cls(**curve_fields(tree))
-
+    # -- export (to_datatree, to_inference_data: pyrolik.results.convert.CurveConverter) ---------
     def to_dataset(self):
         """The per-beta, per-example curves as one :class:`xarray.Dataset` (``beta`` coordinate,
-        ``sigma`` beside it in Gaussian mode)."""
-        return self.to_datatree()["curve"].to_dataset()
-
-    def to_inference_data(self):
-        """Export to an :class:`arviz.InferenceData` (the groups of :meth:`to_datatree`)."""
-        import arviz as az
-
-        tree = self.to_datatree()
-        return az.InferenceData(attrs=dict(tree.attrs), **{
-            name: node.to_dataset() for name, node in tree.children.items() if name != "ais"})
+        ``sigma (beta)`` beside them in Gaussian mode): the export's ``curve`` group."""
+        return self.to_datatree()["curve"].to_dataset().squeeze(("chain", "draw"), drop=True)
 
 
 def run_curve(dm: DistortionModel, x: Tensor, betas: Tensor, mode: str, *, num_steps: int | None,

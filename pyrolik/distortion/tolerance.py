@@ -17,6 +17,7 @@ from pyrolik.annealing.kernel import HMC, Kernel
 from pyrolik.annealing.schedules import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.distortion.bounds import distortion_bdmc
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve
+from pyrolik.distortion.path import distortion_model
 from pyrolik.infer.sandwich import simulate
 from pyrolik.infer.tolerance import (
     CONFIDENCE_Z,
@@ -32,7 +33,6 @@ from pyrolik.infer.tolerance import (
     simulated_size,
     simulation_arguments,
 )
-from pyrolik.model.distortion import distortion_model
 from pyrolik.model.reuse import TargetCache
 from pyrolik.model.target import make_target
 

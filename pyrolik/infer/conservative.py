@@ -1,28 +1,250 @@
-"""Conservative sampling-based log-likelihood (CSL) and its biased variant (``docs/csl.md``)."""
+"""Conservative sampling-based log-likelihood (CSL), its biased variant and the latent samples it
+averages over: alternating chains (RBM block Gibbs, encoder/decoder) and prior draws (``docs/csl.md``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NamedTuple, cast
 
+import pyro
+import pyro.poutine as poutine
 import torch
+from pyro.poutine.util import site_is_subsample
 from torch import Tensor
 
-from pyrolik._random import resolve_seed
+from pyrolik._random import fork_rng_from, resolve_seed
 from pyrolik._validate import check_count, validate_data
 from pyrolik.execution.batches import progress_bar
-from pyrolik.infer.chains import Latents, as_chain, sample_chain
-from pyrolik.model import sampling as _pyro
-from pyrolik.model.target import make_target
+from pyrolik.model.arguments import fit_rows, has_per_example, mark_arguments
+from pyrolik.model.modules import eval_mode
+from pyrolik.model.target import Target, make_target
 from pyrolik.ops.stats import RunningLogWeights
+from pyrolik.ops.types import Latents
 from pyrolik.results import EstimateResult
 
-__all__ = ["csl", "biased_csl"]
+__all__ = ["csl", "biased_csl", "AlternatingChain", "block_gibbs", "encoder_decoder",
+           "iterate_chain", "sample_chain", "prior_samples"]
 
 LogObsFn = Callable[[Tensor, Latents], Tensor]
+
+
+# --- a Pyro model's log p(x | z) for every pair, and its conditional draws --------------------
+
+
+def _to_rows(v: Tensor, s: int, n: int, per_example: bool) -> Tensor:
+    if per_example:
+        return v.reshape(s * n, *v.shape[2:])
+    return v.unsqueeze(1).expand(s, n, *v.shape[1:]).reshape(s * n, *v.shape[1:])
+
+
+def model_log_obs(model: Callable, model_args: tuple = (), model_kwargs: dict[str, Any] | None = None
+                  ) -> Callable[[Tensor, Latents, bool], Tensor]:
+    r"""Return ``log_obs(x, latents, per_example) -> (S, N)``: :math:`\log p(x_n \mid z_s)`.
+
+    ``latents`` maps every latent site to ``(S, *site_shape)`` (every sample paired with every
+    example) or, with ``per_example=True``, ``(S, N, *site_shape)``. The ``S * N`` pairs are the
+    rows of a :class:`~pyrolik.model.target.Target` with ``S`` chains (row ``s * N + n``).
+    """
+    targets: dict[tuple, Target] = {}
+
+    def log_obs(x: Tensor, latents: Latents, per_example: bool = False) -> Tensor:
+        latents = _by_site(latents)
+        n = x.shape[0]
+        s = next(iter(latents.values())).shape[0]
+        key = (s, tuple(x.shape))
+        if key not in targets:
+            targets[key] = make_target(model, x, s, model_args=model_args,
+                                       model_kwargs=model_kwargs)
+        target = targets[key]
+        names = [site.name for site in target.layout.sites]
+        missing = [k for k in names if k not in latents]
+        extra = sorted(set(latents) - set(names))
+        if missing or extra:
+            raise ValueError(
+                f"latents must hold exactly the model's latent sites {names}; missing {missing}, "
+                f"unknown {extra} (draw them with pyrolik.infer.prior_samples or encoder_decoder)")
+        values = {
+            site.name: _to_rows(latents[site.name], s, n, per_example).movedim(0, site.plate_index)
+            for site in target.layout.sites
+        }
+        _, log_p_obs = target.log_joint_constrained(values)
+        return log_p_obs.reshape(s, n)
+
+    return log_obs
+
+
+def _by_site(latents: Latents) -> Mapping[str, Tensor]:
+    """A Pyro model's latents: ``{site name: tensor}``, never one flat tensor."""
+    if not isinstance(latents, Mapping):
+        raise TypeError(f"a Pyro model's latents are a dict {{site name: tensor}}, got "
+                        f"{type(latents).__name__}: draw them with pyrolik.infer.prior_samples "
+                        "or encoder_decoder")
+    return latents
+
+
+def _trace(fn: Callable, x: Tensor, data: Mapping[str, Tensor] | None, args, kwargs):
+    """Trace ``fn`` on ``x`` with modules in eval mode; per-example arguments marked with
+    ``pyrolik.model.per_example`` are repeated to the rows of ``x`` (whole copies of the examples)."""
+    fn = poutine.condition(fn, data=dict(data)) if data else fn
+    args, kwargs = fit_rows(args, kwargs, x.shape[0])
+    with pyro.validation_enabled(False), eval_mode():
+        return poutine.trace(fn).get_trace(x, *args, **kwargs)
+
+
+def _latent_names(trace: poutine.Trace, given: Mapping[str, Tensor] | None = None) -> tuple:
+    latent, observed = [], []
+    for name, site in trace.nodes.items():
+        if site["type"] != "sample" or site_is_subsample(site):
+            continue
+        if site["is_observed"] and not (given and name in given):
+            observed.append(name)
+        elif not site["is_observed"]:
+            latent.append(name)
+    return latent, observed
+
+
+# --- alternating chains and prior draws --------------------------------------------------------
+
+
+class AlternatingChain(NamedTuple):
+    """The two conditional samplers of an alternating chain.
+
+    ``sample_latent_fn(x, generator) -> h`` and ``sample_obs_fn(h, x, generator) -> x'`` (``x``: the
+    previous state, for its shape).
+    """
+
+    sample_latent_fn: Callable[[Tensor, torch.Generator | None], Latents]
+    sample_obs_fn: Callable[[Latents, Tensor, torch.Generator | None], Tensor]
+
+
+def block_gibbs(rbm: Any) -> AlternatingChain:
+    """Block-Gibbs chain of an object with ``sample_hidden(v, g)`` and ``sample_visible(h, g)``."""
+    if not (hasattr(rbm, "sample_hidden") and hasattr(rbm, "sample_visible")):
+        raise TypeError(f"block_gibbs needs an object with sample_hidden(v, generator) and "
+                        f"sample_visible(h, generator) (e.g. models.oracles.rbm.RBM); got "
+                        f"{type(rbm).__name__}")
+    return AlternatingChain(lambda x, g: rbm.sample_hidden(x, g),
+                            lambda h, x, g: rbm.sample_visible(h, g))
+
+
+def encoder_decoder(model: Callable, guide: Callable, *, model_args: tuple = (),
+                    model_kwargs: dict[str, Any] | None = None) -> AlternatingChain:
+    r"""The chain :math:`z \sim q(z \mid x)` (``guide``), :math:`x \sim p(x \mid z)` (``model``).
+
+    The model needs a single observed site whose value is ``x``. Latents are ``{site: tensor}``.
+    """
+    if not callable(model) or not callable(guide):
+        raise TypeError("encoder_decoder needs a Pyro model and a Pyro guide (callables)")
+    kwargs = model_kwargs or {}
+
+    def sample_latent(x: Tensor, generator: torch.Generator | None) -> dict[str, Tensor]:
+        with fork_rng_from(generator, x.device), torch.no_grad():
+            trace = _trace(guide, x, None, model_args, kwargs)
+        return {name: trace.nodes[name]["value"] for name in _latent_names(trace)[0]}
+
+    def sample_obs(latents: Latents, x: Tensor, generator: torch.Generator | None) -> Tensor:
+        latents = _by_site(latents)
+        with torch.no_grad():
+            trace = _trace(model, x, latents, model_args, kwargs)
+            observed = _latent_names(trace, latents)[1]
+            if len(observed) != 1 or trace.nodes[observed[0]]["value"].shape != x.shape:
+                raise ValueError(
+                    f"the alternating chain needs exactly one observed site whose value is x; "
+                    f"found {observed}: write the model with a single pyro.sample(..., obs=x)")
+            with fork_rng_from(generator, x.device):  # x' ~ p(x | z); x gives only the shape
+                return trace.nodes[observed[0]]["fn"].sample()
+
+    return AlternatingChain(sample_latent, sample_obs)
+
+
+def as_chain(chain: Any) -> AlternatingChain:
+    """Accept an :class:`AlternatingChain` or an RBM-like object (made into :func:`block_gibbs`)."""
+    if isinstance(chain, AlternatingChain):
+        return chain
+    return block_gibbs(chain)
+
+
+def _tree_map(fn: Callable[[Tensor], Tensor], tree: Latents) -> Latents:
+    if isinstance(tree, Mapping):
+        return {k: fn(v) for k, v in tree.items()}
+    return fn(tree)
+
+
+def _stack(trees: list[Latents]) -> Latents:
+    # one chain's draws are all dicts or all tensors
+    if isinstance(trees[0], Mapping):
+        dicts = cast(list[Mapping[str, Tensor]], trees)
+        return {k: torch.stack([t[k] for t in dicts]) for k in dicts[0]}
+    return torch.stack(cast(list[Tensor], trees))
+
+
+def _check_counts(low: int = 0, **counts: Any) -> None:
+    for name, value in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{name} must be a {'positive' if low else 'non-negative'} int; got "
+                             f"{value!r}")
+
+
+def iterate_chain(chain: Any, x0: Tensor, *, num_samples: int, thin: int = 1, burn_in: int = 0,
+                  chunk_size: int = 100, seed: int | None = None) -> Iterator[Latents]:
+    r"""Run ``x0.shape[0]`` chains and yield their kept latent states in chunks ``(k * C, ...)``.
+
+    Step :math:`t` draws :math:`h_t \sim P(h \mid x_{t-1})`, then :math:`x_t \sim P(x \mid h_t)`;
+    :math:`h_t` is kept after ``burn_in``, every ``thin`` steps; the global RNG is left alone.
+    """
+    _check_counts(num_samples=num_samples, burn_in=burn_in)
+    _check_counts(1, thin=thin, chunk_size=chunk_size)
+    chain = as_chain(chain)
+    gen = torch.Generator(device=x0.device).manual_seed(resolve_seed(seed))
+    x, kept, buffer, t = x0, 0, [], 0
+    while kept < num_samples:
+        t += 1
+        # no_grad only around the draws: held across a yield it would leak into the consumer
+        with torch.no_grad():
+            h = chain.sample_latent_fn(x, gen)
+            x = chain.sample_obs_fn(h, x, gen)
+        if t > burn_in and (t - burn_in) % thin == 0:
+            buffer.append(h)
+            kept += 1
+            if len(buffer) == chunk_size or kept == num_samples:
+                yield _tree_map(lambda v: v.reshape(-1, *v.shape[2:]), _stack(buffer))
+                buffer = []
+
+
+def sample_chain(chain: Any, x0: Tensor, *, num_samples: int, thin: int = 1, burn_in: int = 0,
+                 seed: int | None = None, flatten: bool = False) -> Latents:
+    """The kept latents of :func:`iterate_chain`: ``(num_samples, C, ...)``, or flattened."""
+    _check_counts(1, num_samples=num_samples)
+    (out,) = iterate_chain(chain, x0, num_samples=num_samples, thin=thin, burn_in=burn_in,
+                           chunk_size=num_samples, seed=seed)
+    if flatten:
+        return out
+    c = x0.shape[0]
+    return _tree_map(lambda v: v.reshape(num_samples, c, *v.shape[1:]), out)
+
+
+def prior_samples(model: Callable, x: Tensor, num_samples: int, *, model_args: tuple = (),
+                  model_kwargs: dict[str, Any] | None = None, seed: int | None = None
+                  ) -> dict[str, Tensor]:
+    """I.i.d. prior draws of every latent site, ``{site: (num_samples, *site_shape)}``."""
+    _check_counts(1, num_samples=num_samples)
+    x = validate_data(x)
+    gen = torch.Generator(device=x.device).manual_seed(resolve_seed(seed))
+    marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), x.shape[0])
+    per_example = has_per_example(*marked)
+    if per_example:
+        raise ValueError(f"prior samples shared by all examples cannot follow the per-example "
+                         f"argument(s) {per_example}: the prior may depend on them; estimate with "
+                         "pyrolik.likelihood_weighting (prior draws per example) instead")
+    target = make_target(model, x[:1], num_samples, model_args=marked[0], model_kwargs=marked[1])
+    draw = target.sample_prior(gen)
+    return {k: v.squeeze(1) for k, v in target.unravel(draw.u).items()}
+
+
+# --- CSL ----------------------------------------------------------------------------------------
 
 
 def _resolve(fn: Any, is_dict: bool, model_args: tuple, model_kwargs: dict | None,
@@ -31,19 +253,12 @@ def _resolve(fn: Any, is_dict: bool, model_args: tuple, model_kwargs: dict | Non
     if callable(getattr(fn, "log_obs", None)):
         return fn.log_obs
     if not callable(fn):
-        raise TypeError(
-            "csl needs a log_obs_fn(x, h) -> (S, N), an object with such a log_obs method, or a "
-            f"Pyro model; got {type(fn).__name__}"
-        )
+        raise TypeError("csl needs a log_obs_fn(x, h) -> (S, N), an object with such a log_obs "
+                        f"method, or a Pyro model; got {type(fn).__name__}")
     if is_dict:
-        log_obs = _pyro.model_log_obs(fn, model_args, model_kwargs)
+        log_obs = model_log_obs(fn, model_args, model_kwargs)
         return lambda x, h: log_obs(x, h, per_example)
     return fn
-
-
-def _is_pyro_model(fn: Any, first: Latents) -> bool:
-    """Whether :func:`_resolve` read ``fn`` as a Pyro model (latents by site, no ``log_obs``)."""
-    return isinstance(first, Mapping) and not callable(getattr(fn, "log_obs", None))
 
 
 def _chunks(latents: Latents | Iterable[Latents], chunk_size: int):
@@ -98,7 +313,7 @@ def csl(
         ``log_obs`` method; or a Pyro model (``latents`` then ``{site: tensor}``).
     latents : Tensor, dict of Tensors, or an iterable of either (chunks)
         ``(S, *latent_shape)``, or ``(S, N, *latent_shape)`` with ``per_example=True``; chunks
-        from a generator (:func:`pyrolik.infer.chains.iterate_chain`) stream.
+        from a generator (:func:`iterate_chain`) stream.
     chunk_size : int
         Samples per pass when ``latents`` is a tensor or dict.
     keep_weights, khat, progress : bool
@@ -124,9 +339,8 @@ def csl(
     if first is None or known == 0:
         raise ValueError("latents hold no samples; pass at least one")
     chunks = itertools.chain([first], chunks)
-    fn = _resolve(
-        log_obs_fn_or_model, isinstance(first, Mapping), model_args, model_kwargs, per_example
-    )
+    fn = _resolve(log_obs_fn_or_model, isinstance(first, Mapping), model_args, model_kwargs,
+                  per_example)
     n = x.shape[0]
     running = RunningLogWeights(known or 1, keep_weights)
     bar = progress_bar(-(-known // chunk_size) if known else 0, "csl", progress)
@@ -136,23 +350,18 @@ def csl(
             if per_example:
                 lead = next(iter(h.values())) if isinstance(h, Mapping) else h
                 if lead.dim() < 2 or lead.shape[1] != n:
-                    raise ValueError(
-                        f"per_example latents must have shape (S, N={n}, ...); got "
-                        f"{tuple(lead.shape)}"
-                    )
+                    raise ValueError(f"per_example latents must have shape (S, N={n}, ...); got "
+                                     f"{tuple(lead.shape)}")
             try:
                 log_w = fn(x, h)
             except TypeError as e:
-                raise TypeError(
-                    f"calling log_obs(x, h) failed ({e}); a Pyro model needs latents as "
-                    "{site: tensor} dicts, a function must take (x, h)"
-                ) from e
+                raise TypeError(f"calling log_obs(x, h) failed ({e}); a Pyro model needs latents "
+                                "as {site: tensor} dicts, a function must take (x, h)") from e
             if not torch.is_tensor(log_w) or tuple(log_w.shape) != (s, n):
                 got = tuple(log_w.shape) if torch.is_tensor(log_w) else type(log_w).__name__
-                raise ValueError(
-                    f"log_obs returned {got}, expected (S={s}, N={n}): log P(x_n | h_s) for every "
-                    "sample and example (for a Pyro model pass latents as {site: tensor})"
-                )
+                raise ValueError(f"log_obs returned {got}, expected (S={s}, N={n}): log P(x_n | h_s) "
+                                 "for every sample and example (for a Pyro model pass latents as "
+                                 "{site: tensor})")
             if torch.isnan(log_w).any():
                 raise ValueError("log_obs returned NaN; check the latents and the model")
             running.update(log_w.detach())
@@ -165,8 +374,10 @@ def csl(
         khat_values = torch.full_like(running.log_mean, float("nan"))
     # a Pyro model: bits/dim divides by the entries it observes (masks included)
     num_observed = (make_target(log_obs_fn_or_model, x, 1, model_args=model_args,
-                                model_kwargs=model_kwargs).num_observed
-                    if _is_pyro_model(log_obs_fn_or_model, first) else None)
+                                model_kwargs=model_kwargs).layout.num_observed
+                    if isinstance(first, Mapping) and not callable(getattr(log_obs_fn_or_model,
+                                                                           "log_obs", None))
+                    else None)
     return EstimateResult(
         method="csl", num_observed=num_observed, log_likelihood=running.log_mean, bound="lower",
         log_weights=running.log_weights, ess=running.ess, mcse=running.mcse, khat=khat_values, x=x,
@@ -199,8 +410,7 @@ def biased_csl(
     log_obs_fn_or_model : callable or object
         As in :func:`csl`; a function receives per-example latents ``(S, N, *latent_shape)``.
     chain : AlternatingChain or RBM-like
-        :func:`pyrolik.infer.chains.block_gibbs` (or an RBM) or
-        :func:`pyrolik.infer.chains.encoder_decoder`.
+        :func:`block_gibbs` (or an RBM) or :func:`encoder_decoder`.
     seed : int, optional
         Seeds the chains; recorded in the result.
 

@@ -165,7 +165,7 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
             if k not in targets:
                 targets[k] = make_target(model, xb, k, model_args=b.model_args,
                                          model_kwargs=b.model_kwargs, guide=b.guide)
-                plate.setdefault("name", targets[k].plate_name)
+                plate.setdefault("name", targets[k].layout.plate_name)
             lw, values = log_weights_fn(targets[k], batch.generator)
             lw = lw.reshape(k, xb.shape[0])
             running.update(lw.detach())
@@ -181,7 +181,7 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
         return {"log_likelihood": running.log_mean, "ess": running.ess, "mcse": running.mcse,
                 "khat": running.khat(), "log_weights": running.log_weights, **resampler.result(),
                 **{f"sample:{s}": torch.cat(v) for s, v in kept.items()},
-                "num_observed": next(iter(targets.values())).num_observed}
+                "num_observed": next(iter(targets.values())).layout.num_observed}
 
     parts = run_batches(n, batch_size, seed, x.device, work, shard=shard,
                         rows_per_example=chunk)

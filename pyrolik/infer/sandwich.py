@@ -70,7 +70,7 @@ def simulate(
 
 def _check_posterior_start(target: Target, starts: list[Tensor], finals: list[Tensor]) -> None:
     """Warn when user latents explain x far worse than forward AIS's final states do."""
-    k, d = target.num_chains, target.latent_dim
+    k, d = target.layout.num_chains, target.layout.latent_dim
     lo_start, lo_final = target.log_obs(starts[1]), target.log_obs(finals[0])
     start = lo_start.reshape(k, -1).mean(0)
     fwd = lo_final.reshape(k, -1)

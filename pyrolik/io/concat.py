@@ -8,12 +8,7 @@ from typing import Any
 import torch
 
 from pyrolik.io.netcdf import from_datatree
-from pyrolik.ops.stats import (
-    effective_sample_size,
-    log_mean_exp,
-    mcse_log_mean_exp,
-    pareto_khat,
-)
+from pyrolik.ops.stats import chain_statistics, log_mean_exp
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
 __all__ = ["concat"]
@@ -84,15 +79,24 @@ def concat(a: Any, b: Any) -> Any:
     forward = getattr(a, "direction", "forward") == "forward"
     count = "num_chains" if isinstance(a, AISResult) else "num_samples"
     settings = {**a.settings, count: int(lw.shape[0]), "seeds": [a.seed, b.seed]}
+    ancestor = islands = resamplings = None
+    if isinstance(a, AISResult) and isinstance(b, AISResult) and a.ancestor is not None \
+            and b.ancestor is not None and a.num_resampled is not None \
+            and b.num_resampled is not None:  # resampled runs (SMC): b's islands follow a's
+        ancestor = torch.cat([a.ancestor, b.ancestor + a.ancestor.shape[0]])
+        islands = settings["islands"] = a.settings.get("islands", 1) + b.settings.get("islands", 1)
+        resamplings = (a.num_resampled.double() + b.num_resampled.double()) / 2
+    ess, mcse, khat = chain_statistics(lw, ancestor, islands)
     fields: dict[str, Any] = dict(
         log_likelihood=(lme if forward else -lme).to(a.log_likelihood.dtype), log_weights=lw,
-        ess=effective_sample_size(lw), mcse=mcse_log_mean_exp(lw), khat=pareto_khat(lw),
-        settings=settings, seed=None, wall_time=a.wall_time + b.wall_time,
+        ess=ess, mcse=mcse, khat=khat, settings=settings, seed=None,
+        wall_time=a.wall_time + b.wall_time,
     )
     if isinstance(a, AISResult) and isinstance(b, AISResult):  # same type (_check)
         steps_match = a.trace_steps is not None and b.trace_steps is not None and torch.equal(
             a.trace_steps, b.trace_steps)
         fields.update(
+            ancestor=ancestor, num_resampled=resamplings,
             latents=_cat_dict(a.latents, b.latents, 0),
             final_state=None if a.final_state is None or b.final_state is None
             else torch.cat([a.final_state, b.final_state]),

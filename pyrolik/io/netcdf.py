@@ -18,20 +18,21 @@ import xarray as xr
 from pyrolik.annealing.kernel import SMC
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.infer.tolerance import Budget
-from pyrolik.results import AISResult, BDMCResult, EstimateResult
-from pyrolik.results.convert import (
+from pyrolik.results import BDMCResult, EstimateResult
+from pyrolik.results.convert import flatten, to_datatree
+from pyrolik.results.estimates import Exported
+from pyrolik.results.layout import (
     BLOCK,
+    DEFAULT_EXAMPLE_DIM,
     DERIVED,
     EX,
     LAYOUT,
     NESTED,
     Stored,
     declared,
-    flatten,
-    to_datatree,
 )
 
-__all__ = ["from_datatree", "save", "load", "register_reader", "NOT_A_RESULT"]
+__all__ = ["from_datatree", "save", "load", "NOT_A_RESULT"]
 
 Result = EstimateResult | BDMCResult
 NOT_A_RESULT = ("make one with pyrolik.save(result, 'run.nc') or the pyrolik evaluate / bdmc "
@@ -63,12 +64,6 @@ def _unflatten(tree: xr.DataTree) -> xr.DataTree:
     return out
 
 
-#: Readers of trees that other packages write themselves (``exports_itself`` results), by their
-#: ``pyrolik_result`` attribute; registered by those packages (:func:`register_reader`), so that
-#: this module imports none of them.
-READERS: dict[str, Any] = {}
-#: The result classes :func:`from_datatree` rebuilds from their declared fields.
-CLASSES: dict[str, Any] = {cls.__name__: cls for cls in (EstimateResult, AISResult, BDMCResult)}
 #: How a declared attr or structured field is decoded, by its codec (the writer encodes objects with
 #: their ``to_dict()``).
 DECODE: dict[str, Any] = {"json": json.loads, "seed": int,
@@ -78,14 +73,9 @@ DECODE: dict[str, Any] = {"json": json.loads, "seed": int,
                           "step_sizes": StepSizes}
 
 
-def register_reader(kind: str, reader: Any) -> None:
-    """Let :func:`from_datatree` (and :func:`load`) rebuild trees whose ``pyrolik_result`` is ``kind``."""
-    READERS[kind] = reader
-
-
-def from_datatree(tree: Any) -> Result:
-    """Rebuild the result object from :func:`to_datatree`'s (or :func:`to_inference_data`'s) output.
-    """
+def from_datatree(tree: Any) -> Any:
+    """Rebuild the result object from :func:`to_datatree`'s (or :func:`to_inference_data`'s) output:
+    the result class named by the tree, each field read where the class declares it (``stored``)."""
     if not isinstance(tree, xr.DataTree):
         if hasattr(tree, "to_datatree"):  # arviz.InferenceData
             tree = tree.to_datatree()
@@ -96,20 +86,20 @@ def from_datatree(tree: Any) -> Result:
     if kind is None:
         raise ValueError("this tree was not written by pyrolik (no 'pyrolik_result' attribute); "
                          "load files made by pyrolik.save or result.to_datatree()")
-    if kind in READERS:
-        return READERS[kind](tree)
     if tree.attrs.get("layout") != LAYOUT:
         raise ValueError(f"this {kind} tree has layout {tree.attrs.get('layout')}, not {LAYOUT}: it "
                          "was written by another pyrolik version; load it with that version")
     if kind == "BDMCResult" and "lower" not in tree.children:
         tree = _unflatten(tree)
-    cls = CLASSES.get(kind, EstimateResult)  # a newer estimator's class: the common fields
+    # a newer estimator's class: the common fields
+    cls = Exported.class_named(kind) or EstimateResult
+    specs = declared(cls)
     evidence = _group(tree, "evidence")
-    if evidence is None:
+    if evidence is None and any(spec.group == "evidence" for spec in specs.values()):
         raise ValueError(f"this {kind} tree has no 'evidence' group: it was not written whole by "
                          "pyrolik; load files made by pyrolik.save or result.to_datatree()")
-    ex = str(evidence["log_marginal_likelihood"].dims[-1])
-    specs = declared(cls)
+    ex = (str(evidence["log_marginal_likelihood"].dims[-1]) if evidence is not None
+          else DEFAULT_EXAMPLE_DIM)
     named: dict[str, set[str]] = {}  # the variables each group's declared fields take
     for spec in specs.values():
         names = spec.name if isinstance(spec.name, tuple) else (spec.name,)
@@ -147,6 +137,11 @@ def _read(tree: xr.DataTree, spec: Stored, ex: str, named: set[str]) -> Any:
         return DECODE[spec.codec](value) if spec.codec else value
     if spec.codec == "result":
         return from_datatree(tree[spec.group]) if spec.group in tree.children else None
+    if spec.codec == "results":  # a list of results: the subtrees <group>_0, <group>_1, ...
+        found: list[Any] = []
+        while f"{spec.group}_{len(found)}" in tree.children:
+            found.append(from_datatree(tree[f"{spec.group}_{len(found)}"]))
+        return found
     ds = _group(tree, spec.group)
     if ds is None:
         return None

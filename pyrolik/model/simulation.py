@@ -36,8 +36,8 @@ def draw_joint(model: Callable[..., Any], placeholder: Tensor, seed: int, model_
                 pyro.validation_enabled(False), eval_mode():
             return pyro.poutine.trace(fn).get_trace(x, *args, **kwargs)
 
-    target = _structure(model, placeholder, model_args, model_kwargs, run)
-    index = _read_map(model, placeholder, target, run)
+    layout = _structure(model, placeholder, model_args, model_kwargs, run)
+    index = _read_map(model, placeholder, layout, run)
     tr = None
     try:  # the obs=x idiom: with x=None the observed sites sample
         tr = run(None, model)
@@ -66,9 +66,9 @@ def draw_joint(model: Callable[..., Any], placeholder: Tensor, seed: int, model_
                 f"simulating from the model failed: its structure reads the data (site {moved!r} "
                 f"draws differently on two placeholders x with the same seed), so no placeholder "
                 f"gives its joint; {_DATA_HINT}")
-    x = assemble(tr, index, placeholder, target.plate_name)
+    x = assemble(tr, index, placeholder, layout.plate_name)
     latents = {s.name: tr.nodes[s.name]["value"].detach().movedim(s.plate_index, 0)
-               for s in target.sites}
+               for s in layout.sites}
     return x, latents
 
 
@@ -87,10 +87,11 @@ class _Release(UnconditionMessenger):
 
 def _structure(model: Callable[..., Any], placeholder: Tensor, model_args: tuple,
                model_kwargs: dict | None, run: Callable):
-    """The model's target on the placeholder, or the refusal: pyrolik's own (naming its fix) when the
+    """The model's layout on the placeholder, or the refusal: pyrolik's own (naming its fix) when the
     model runs, the pointer to ``data=`` when it does not run on a placeholder at all."""
     try:
-        return make_target(model, placeholder, 1, model_args=model_args, model_kwargs=model_kwargs)
+        return make_target(model, placeholder, 1, model_args=model_args,
+                           model_kwargs=model_kwargs).layout
     except ValueError as err:
         try:
             run(placeholder, model, seeded=False)
@@ -101,13 +102,13 @@ def _structure(model: Callable[..., Any], placeholder: Tensor, model_args: tuple
         raise ValueError(f"pyrolik cannot simulate from this model: {err}") from err
 
 
-def _read_map(model: Callable[..., Any], placeholder: Tensor, target, run: Callable
+def _read_map(model: Callable[..., Any], placeholder: Tensor, layout, run: Callable
               ) -> dict[str, Tensor]:
     """Where each observed site reads ``x`` (:func:`~pyrolik.model.readmap.read_map`); a single site
     holding all of ``x`` reads it in order even where the map cannot be found (boolean ``x``)."""
     try:
         return read_map(lambda coded_x: run(coded_x, model, seeded=False), placeholder,
-                        target.observed)
+                        layout.observed)
     except ReadMapError as err:
         if not err.uncodable:
             raise ValueError(_unread(err)) from err
@@ -115,11 +116,11 @@ def _read_map(model: Callable[..., Any], placeholder: Tensor, target, run: Calla
     except Exception as err:  # noqa: BLE001 - the model does not run on coded data
         failure = err
     tr = run(placeholder, model, seeded=False)
-    if len(target.observed) == 1:
-        value = tr.nodes[target.observed[0]]["value"]
+    if len(layout.observed) == 1:
+        value = tr.nodes[layout.observed[0]]["value"]
         if tuple(value.shape) == tuple(placeholder.shape):
             order = torch.arange(placeholder[0].numel(), device=placeholder.device)
-            return {target.observed[0]: order.reshape(placeholder.shape[1:]).expand(
+            return {layout.observed[0]: order.reshape(placeholder.shape[1:]).expand(
                 placeholder.shape)}
     raise ValueError(_unread(failure)) from failure
 

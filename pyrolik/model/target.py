@@ -7,7 +7,6 @@ from typing import Any
 
 import pyro
 import torch
-from pyro.distributions import constraints
 from torch import Tensor
 
 from pyrolik._validate import check_count, validate_data
@@ -46,70 +45,10 @@ class Target:
         self._evaluations: dict[str, Replayed] = {}
         self._first: dict[int, Target] = {}  # first_chains(k), kept with their recordings
 
-    # -- what discovery found -------------------------------------------------------------------
-    @property
-    def sites(self) -> tuple[SiteLayout, ...]:
-        return self.layout.sites
-
-    @property
-    def supports(self) -> dict[str, constraints.Constraint]:
-        return dict(self.layout.supports)
-
-    @property
-    def observed(self) -> tuple[str, ...]:
-        return self.layout.observed
-
-    @property
-    def plate_name(self) -> str:
-        return self.layout.plate_name
-
-    @property
-    def num_chains(self) -> int:
-        return self.layout.num_chains
-
-    @property
-    def num_examples(self) -> int:
-        return self.layout.num_examples
-
-    @property
-    def rows(self) -> int:
-        return self.layout.rows
-
-    @property
-    def num_observed(self) -> Tensor | None:
-        """``(num_examples,)``: the entries of each example its observed sites score, masks included
-        (the D of bits/dim, :mod:`pyrolik.model.observed`)."""
-        return self.layout.num_observed
-
-    @property
-    def latent_dim(self) -> int:
-        return self.layout.latent_dim
-
-    # -- what it evaluates ----------------------------------------------------------------------
-    @property
-    def x(self) -> Tensor:
-        """The data repeated ``num_chains`` times: ``(rows, *event_shape)``."""
-        return self.program.x
-
-    @property
-    def model(self) -> ModelFn:
-        return self.program.model
-
-    @property
-    def guide(self) -> ModelFn | FittedGaussian | None:
-        return self.program.guide
-
-    @property
-    def model_args(self) -> tuple:
-        return self.program.model_args
-
-    @property
-    def model_kwargs(self) -> dict:
-        return self.program.model_kwargs
-
     @property
     def dtype(self) -> torch.dtype:
-        return self.x.dtype if self.x.is_floating_point() else torch.get_default_dtype()
+        x = self.program.x
+        return x.dtype if x.is_floating_point() else torch.get_default_dtype()
 
     def guide_or_raise(self) -> ModelFn | FittedGaussian:
         """The guide; ``ValueError`` if the target was built without one."""
@@ -117,7 +56,7 @@ class Target:
 
     def first_chains(self, k: int) -> Target:
         """The same target restricted to its first ``k`` chains (rows are chain-major)."""
-        if k >= self.num_chains:
+        if k >= self.layout.num_chains:
             return self
         if k not in self._first:
             self._first[k] = Target(self.layout.first_chains(k), self.program.first_chains(k),

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from pyrolik.advice import MIN_WEIGHTS
 
-__all__ = ["log_mean_exp", "effective_sample_size", "ancestor_log_weights", "mcse_log_mean_exp", "khat_threshold", "MIN_WEIGHTS_FOR_KHAT", "pareto_khat", "pareto_tail_size", "pareto_khat_from_tail", "RunningLogWeights", "num_blocks", "check_blocks", "DEFAULT_BLOCKS"]
+__all__ = ["log_mean_exp", "effective_sample_size", "ancestor_log_weights", "chain_statistics", "mcse_log_mean_exp", "khat_threshold", "MIN_WEIGHTS_FOR_KHAT", "pareto_khat", "pareto_tail_size", "pareto_khat_from_tail", "RunningLogWeights", "num_blocks", "check_blocks", "DEFAULT_BLOCKS"]
 
 
 def log_mean_exp(log_weights: Tensor, dim: int = 0) -> Tensor:
@@ -35,6 +35,24 @@ def ancestor_log_weights(log_weights: Tensor, ancestor: Tensor | None) -> Tensor
     top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
     summed = torch.zeros_like(log_weights).scatter_add_(0, ancestor, torch.exp(log_weights - top))
     return torch.log(summed) + top
+
+
+def chain_statistics(log_weights: Tensor, ancestor: Tensor | None = None,
+                     islands: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """``(ess, mcse, khat)`` per example of ``K`` chains' log-weights ``(K, N)``. Resampled chains
+    (``ancestor``: the starting chain each descends from) have the ESS and k-hat of their ancestors'
+    summed weights (Chan & Lai 2013); resampled in ``islands`` (equal, consecutive groups of
+    chains), the MCSE is the jackknife over the islands' summed weights, independent runs; in one
+    island, over the ancestors, NaN where one lineage is left (its spread cannot be told)."""
+    families = ancestor_log_weights(log_weights, ancestor)
+    if ancestor is not None and islands is not None and islands > 1:
+        n = log_weights.shape[1]
+        mcse = mcse_log_mean_exp(torch.logsumexp(log_weights.reshape(islands, -1, n), 1))
+    else:
+        mcse = mcse_log_mean_exp(families)
+        if ancestor is not None:
+            mcse = torch.where(torch.isfinite(families).sum(0) < 2, torch.nan, mcse)
+    return effective_sample_size(families), mcse, pareto_khat(families)
 
 
 def _log1mexp(x: Tensor) -> Tensor:

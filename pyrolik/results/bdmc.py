@@ -1,4 +1,5 @@
-r"""The result of BDMC: a forward (lower) and a reverse (upper) AIS run on simulated data, and their gap."""
+r"""The result of BDMC: a forward (lower) and a reverse (upper) AIS run on simulated data, their gap,
+and its converter to a DataTree."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import pandas as pd
 import torch
+import xarray as xr
 from torch import Tensor
 
 from pyrolik.advice import (
@@ -16,15 +19,121 @@ from pyrolik.advice import (
     inverted_gap_advice,
 )
 from pyrolik.exceptions import prefixed, remark
-from pyrolik.results.convert import EX, BDMCConverter, stored
-from pyrolik.results.estimates import AISResult, _Exports, _mean, _stderr
+from pyrolik.ops.stats import DEFAULT_BLOCKS
+from pyrolik.results.convert import Converter, _created_at, _versions, to_datatree
+from pyrolik.results.estimates import AISResult, Exported, _mean, _stderr
+from pyrolik.results.layout import (
+    EX,
+    LAYOUT,
+    NESTED,
+    _dataset,
+    _laid_out,
+    _np,
+    _one_draw,
+    _tree,
+    example_dim,
+    pit,
+    stored,
+)
 from pyrolik.results.table import Summary
 
-__all__ = ["BDMCResult"]
+__all__ = ["BDMCResult", "BDMCConverter", "DistortionBDMCConverter"]
+
+
+class BDMCConverter:
+    """A BDMC result: its two runs as subtrees, the sandwich, the simulated latents and their PIT."""
+
+    def __init__(self, result: Any, num_blocks: int = DEFAULT_BLOCKS):
+        self.result = result
+        self.ex = example_dim(result)
+        self.subtrees = {name: to_datatree(getattr(result, name), num_blocks=num_blocks)
+                         for name in NESTED}
+
+    def evidence_to_xarray(self) -> xr.Dataset:
+        """Both bounds per example ``(bound, <plate>)``, the gap and its MCSE."""
+        lo, up, ex = self.result.lower, self.result.upper, self.ex
+        ev: dict[str, Any] = {
+            "log_marginal_likelihood": (("bound", ex), np.stack([_np(lo.log_likelihood),
+                                                                 _np(up.log_likelihood)])),
+            "gap": ((ex,), _np(self.result.per_example_gap))}
+        if lo.mcse is not None and up.mcse is not None:
+            mcse = np.stack([_np(lo.mcse), _np(up.mcse)])
+            ev["mcse"] = (("bound", ex), mcse)
+            ev["gap_mcse"] = ((ex,), np.sqrt((mcse ** 2).sum(0)))
+        return _one_draw(xr.Dataset(ev, coords={ex: np.arange(len(self.result.x)),
+                                                "bound": ["lower", "upper"]}))
+
+    def simulated_to_xarray(self) -> xr.Dataset | None:
+        """The exact latents that generated ``x``, ``(<plate>, ...)`` or ``(sample, <plate>, ...)``."""
+        lat, n = self.result.latents, len(self.result.x)
+        if not lat:
+            return None
+        variables = {s: _laid_out(s, _np(v), (EX,) if v.shape[0] == n else ("sample", EX), self.ex)
+                     for s, v in lat.items()}
+        return _one_draw(_dataset(variables, {self.ex: np.arange(n)}, []))
+
+    def calibration_to_xarray(self, simulated: xr.Dataset | None) -> xr.Dataset | None:
+        """The PIT of each simulated latent among the forward run's resampled draws."""
+        post = self.subtrees["lower"].children.get("posterior")
+        if simulated is None or post is None or any(
+                da.dims[2] != self.ex for da in simulated.data_vars.values()):
+            return None
+        truth = simulated.squeeze(("chain", "draw"), drop=True)
+        return _one_draw(xr.Dataset({s: pit(post.dataset[s], truth[s]) for s in truth.data_vars
+                                     if s in post.dataset}))
+
+    def groups(self) -> dict[str, xr.Dataset | None]:
+        simulated = self.simulated_to_xarray()
+        lower = self.subtrees["lower"]
+        return {"evidence": self.evidence_to_xarray(), "simulated": simulated,
+                "calibration": self.calibration_to_xarray(simulated),
+                **{g: lower[g].to_dataset() for g in ("posterior", "sample_stats")
+                   if g in lower.children},
+                **{f"{name}/{g}": node.to_dataset() for name, sub in self.subtrees.items()
+                   for g, node in sub.children.items()}}
+
+    def to_datatree(self) -> xr.DataTree:
+        r = self.result
+        tree = _tree(self.groups(), {
+            **_versions(), "pyrolik_result": type(r).__name__, "method": "bdmc",
+            "bound": "sandwich", "gap": float(r.gap), "gap_stderr": float(r.gap_stderr),
+            "wall_time": float(r.wall_time), "created_at": _created_at(), "layout": LAYOUT})
+        for name, sub in self.subtrees.items():
+            tree[name].attrs = dict(sub.attrs)
+        return tree
+
+
+class DistortionBDMCConverter(Converter):
+    """BDMC at points of the distortion path (``docs/export.md``): the bounds per point and example as
+    one draw, and point ``j``'s BDMC export as the subtree ``beta_j``."""
+
+    def __init__(self, result: Any, num_blocks: int = DEFAULT_BLOCKS):
+        self.result = result
+        self.ex = example_dim(result)
+        self.subtrees = [to_datatree(res, num_blocks=num_blocks) for res in result.results]
+
+    def bdmc_to_xarray(self) -> xr.Dataset:
+        r = self.result
+        variables = self.variables("bdmc")
+        variables.update({name: (["beta", self.ex], _np(getattr(r, name)))
+                          for name in ("rate_lower", "rate_upper")})
+        derived = {"gap": r.gap, "gap_stderr": r.gap_stderr}
+        if r.mode == "gaussian":
+            derived["sigma"] = r.sigmas
+        variables.update({name: (["beta"], _np(v)) for name, v in derived.items()})
+        coords = {"beta": _np(r.betas), self.ex: np.arange(r.lower.shape[-1])}
+        return _one_draw(_dataset(variables, coords, []))
+
+    def to_datatree(self) -> xr.DataTree:
+        tree = _tree({"bdmc": self.bdmc_to_xarray()}, {
+            **self.attrs(), "method": "bdmc (distortion path)", "bound": "sandwich"})
+        for j, sub in enumerate(self.subtrees):
+            tree[f"beta_{j}"] = sub
+        return tree
 
 
 @dataclass(frozen=True)
-class BDMCResult(_Exports):
+class BDMCResult(Exported):
     """Bidirectional Monte Carlo on simulated data: a sandwich ``lower <= log p(x) <= upper``."""
 
     converter: ClassVar[type] = BDMCConverter

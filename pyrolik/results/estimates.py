@@ -20,17 +20,15 @@ from pyrolik.advice import (
 from pyrolik.exceptions import Message, remark
 from pyrolik.ops.stats import khat_threshold
 from pyrolik.results.convert import (
-    BLOCK,
-    EX,
     AISConverter,
     EstimateConverter,
-    stored,
     to_datatree,
     to_inference_data,
 )
+from pyrolik.results.layout import BLOCK, EX, stored
 from pyrolik.results.table import Summary
 
-__all__ = ["EstimateResult", "AISResult", "KHAT_WARN", "MIN_WEIGHTS_FOR_MCSE", "bits_per_dim"]
+__all__ = ["Exported", "EstimateResult", "AISResult", "KHAT_WARN", "MIN_WEIGHTS_FOR_MCSE", "bits_per_dim"]
 
 # fewer weights per example than this: k-hat cannot check their tail, so the MCSE is a rough guide
 MIN_WEIGHTS_FOR_MCSE = MIN_WEIGHTS  # thresholds: pyrolik.advice
@@ -52,9 +50,21 @@ def bits_per_dim(log_likelihood: Tensor | float, num_dims: int | Tensor) -> Tens
     return -log_likelihood / (num_dims * math.log(2.0))
 
 
-class _Exports:
-    """Export methods shared by every result (the work is in :mod:`pyrolik.results.convert`, which
-    reads results by their attributes and does not import this module)."""
+class Exported:
+    """Every result: its export methods (the work is in :mod:`pyrolik.results.convert`, which reads
+    results by their attributes and does not import this module), and its class found again by name
+    when a file is read (:func:`pyrolik.io.netcdf.from_datatree`)."""
+
+    @staticmethod
+    def class_named(name: str) -> Any:
+        """The result class called ``name`` among the subclasses of :class:`Exported`, or ``None``."""
+        found = [Exported]
+        while found:
+            cls = found.pop()
+            if cls.__name__ == name:
+                return cls
+            found.extend(cls.__subclasses__())
+        return None
 
     def to_datatree(self, *, num_blocks: int = 4):
         """Export to an :class:`xarray.DataTree` (see :mod:`pyrolik.results.convert`)."""
@@ -68,7 +78,7 @@ class _Exports:
 
 
 @dataclass(frozen=True)
-class EstimateResult(_Exports):
+class EstimateResult(Exported):
     """Per-example estimates of log p(x) in nats; fields declare their export (``stored``)."""
 
     converter: ClassVar[type] = EstimateConverter

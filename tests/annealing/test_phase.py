@@ -30,7 +30,7 @@ def pilot_by_hand(strategy, path, kernel, schedule, generator) -> StepSizes:
     run): adapt per example from the chains' mean acceptance, warm up at both ends, keep the mean
     of each temperature's second half, cap by the next, smooth; the variance of r under the chains'
     AIS weights."""
-    k_all, n = path.target.num_chains, path.target.num_examples
+    k_all, n = path.target.layout.num_chains, path.target.layout.num_examples
     z0 = path.sample_initial(generator)
     k = strategy.pilot_chains(k_all)
     z0, fn = z0[: k * n], path.first_chains(k).value_and_grad
@@ -99,7 +99,7 @@ def test_a_phase_resumes_from_its_checkpoint_bit_for_bit(path):
     saves: list[dict] = []
     g = torch.Generator().manual_seed(5)
     phase, chains = pilot_phase(kernel.adaptation, path, schedule)
-    n = path.target.num_examples
+    n = path.target.layout.num_examples
     start = path.sample_initial(g)[: chains * n]
     run_phase(phase, start, kernel=kernel.transition, generator=g, num_examples=n, hooks={},
               saved=None, save=saves.append, tag={"phase": "pilot"}, every=7,

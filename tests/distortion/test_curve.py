@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import matplotlib
+import numpy as np
 import pytest
 import torch
 from pyrolik_models import LinearGaussian, build
@@ -21,6 +23,7 @@ from pyrolik.distortion import (
 )
 from tests.conftest import SEED
 from tests.helpers import assert_unbiased
+from tests.io.test_export import assert_same_result
 from tests.oracles import LG_NARROW
 
 matplotlib.use("Agg")
@@ -174,7 +177,9 @@ def test_bdmc_on_simulated_data_follows_the_curves_betas(lg, seed):
     lo, up = b.log_likelihood_bounds()  # log p_sigma = log Z + (D/2) log(beta / pi)
     torch.testing.assert_close(up - lo, b.upper - b.lower)
     torch.testing.assert_close(lo[1] - b.lower[1], torch.full_like(lo[1], 2.5 * math.log(0.5 / math.pi)))
-    assert "gap [nats]" in b.summary().columns and b.to_datatree()["bdmc"]["gap"].shape == (2,)
+    assert "gap [nats]" in b.summary().columns
+    gap = b.to_datatree()["bdmc"]["gap"]  # one draw of the estimator, 2 points
+    assert gap.dims == ("chain", "draw", "beta") and gap.shape == (1, 1, 2)
 
 
 def test_squared_error_as_a_user_distortion_is_the_same_path(lg, x, seed):
@@ -232,23 +237,27 @@ def test_best_fixed_sigma_and_per_example_sigma():
 
 def test_export_round_trip_and_plots(curve, tmp_path):
     tree = curve.to_datatree()
-    ds = tree["curve"].to_dataset()
+    ds = curve.to_dataset()  # the curve group, its one draw squeezed
+    assert ds["log_z"].dims == ("beta", "example") and ds["sigma"].dims == ("beta",)
+    assert tree["curve"]["log_z"].dims == ("chain", "draw", "beta", "example")
     assert list(ds["sigma"].values) == pytest.approx(curve.sigmas.tolist())
     torch.testing.assert_close(torch.as_tensor(ds["log_likelihood"].values), curve.log_likelihood)
     torch.testing.assert_close(torch.as_tensor(ds["rate"].values), curve.rate)
     torch.testing.assert_close(torch.as_tensor(ds["stderr"].values), curve.stderr)
-    assert curve.to_dataset()["log_z"].dims == ("beta", "example")
+    # each chain's weight by block: chain c * M + particle of the run
+    lw = tree["particles"]["log_weight"]
+    assert lw.dims == ("beta", "chain", "particle", "example")
+    assert torch.equal(torch.as_tensor(lw.values).flatten(1, 2), curve.log_weights)
     path = pyrolik.save(tree, tmp_path / "curve.nc")
     import xarray as xr
 
     with xr.open_datatree(path) as back:
         back.load()
         again = pyrolik.io.export.from_datatree(back)
-    assert torch.equal(again.log_weights, curve.log_weights)
-    torch.testing.assert_close(again.log_likelihood, curve.log_likelihood)
-    assert again.ais is not None and torch.equal(again.ais.log_weights, curve.ais.log_weights)
+    assert_same_result(again, curve)
     idata = curve.to_inference_data()
-    assert {"curve", "log_weights", "observed_data"} <= set(idata.groups())
+    assert {"curve", "particles", "observed_data", "posterior", "ais_annealing"} <= set(
+        idata.groups())
     assert curve.summary().shape[0] == len(SIGMAS)
     from pyrolik.distortion import plot_optimal_sigma, plot_rate_distortion, plot_sigma_curve
 
@@ -329,3 +338,30 @@ def test_a_poor_run_stays_above_the_rate_distortion_curve(lg, x, seed):
         assert above >= -3 * se - 1e-6
         gaps.append(above)
     assert max(gaps) > 0.5  # the run is poor: the test is not about a converged estimate
+
+
+# ArviZ 0.23's to_dataframe sorts in place and merges with copy=, which pandas 3.1 deprecates
+@pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame.sort_index")
+@pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")
+def test_arviz_tables_a_curve_and_its_bdmc_and_both_read_back(lg, curve, seed, tmp_path):
+    """``idata.to_dataframe()`` with ArviZ's defaults on a curve's export and on a distortion BDMC's:
+    the estimates (one draw) on the row of chain 0, draw 0; both files read back field by field."""
+    df = curve.to_inference_data().to_dataframe()
+    assert {"chain", "draw"} <= set(df.columns)
+    one = curve.to_inference_data().to_dataframe(groups="curve")
+    cols = [c for c in one.columns if isinstance(c, tuple) and c[0].startswith("log_likelihood[")]
+    assert len(one) == 1 and len(cols) == curve.log_likelihood.numel()
+    np.testing.assert_array_equal(np.sort(one[cols].to_numpy().ravel()),
+                                  np.sort(curve.log_likelihood.numpy().ravel()))
+    b = distortion_bdmc(lg, 3, sigmas=[0.1, 1.0], data_shape=(5,), num_steps=10, num_chains=4,
+                        seed=seed, progress=False)
+    idata = b.to_inference_data()
+    assert {"bdmc", "beta_0_evidence", "beta_1_lower_posterior"} <= set(idata.groups())
+    bounds = idata.to_dataframe(groups="bdmc")
+    cols = [c for c in bounds.columns if isinstance(c, tuple) and c[0].startswith("lower[")]
+    np.testing.assert_array_equal(np.sort(bounds[cols].to_numpy().ravel()),
+                                  np.sort(b.lower.numpy().ravel()))
+    assert {"chain", "draw"} <= set(idata.to_dataframe().columns)
+    again = pyrolik.load(pyrolik.save(b, tmp_path / "b.nc"))
+    assert_same_result(again, dataclasses.replace(b, step_sizes=None))  # the table is not saved
+    assert again.seed == seed and [x.shape for x in again.x] == [(3, 5), (3, 5)]

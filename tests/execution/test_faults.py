@@ -112,7 +112,7 @@ def test_out_of_memory_suggests_batch_size(monkeypatch):
     orig = Target.value_and_grad
 
     def oom_on_second_batch(self, *args, **kwargs):
-        if torch.equal(self.x[0], x[4]):
+        if torch.equal(self.program.x[0], x[4]):
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
         return orig(self, *args, **kwargs)
 

@@ -12,14 +12,15 @@ from pyrolik_models.oracles.rbm import RBM
 
 from pyrolik import likelihood_weighting
 from pyrolik._random import generator_for
-from pyrolik.infer.chains import (
+from pyrolik.infer.conservative import (
     AlternatingChain,
+    biased_csl,
+    csl,
     encoder_decoder,
     iterate_chain,
     prior_samples,
     sample_chain,
 )
-from pyrolik.infer.conservative import biased_csl, csl
 from pyrolik.io.datasets import load_digits
 from pyrolik.model.target import make_target
 

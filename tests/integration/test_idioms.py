@@ -211,7 +211,8 @@ def test_obs_mask_integrates_the_missing_entries_as_latents(lg, x):
                 pyro.sample("x_unobserved", dist.Normal((z @ lg.W.T + lg.b).T, lg.s))
 
     t = make_target(imputing, x, 2, model_args=(mask,))
-    assert [s.name for s in t.sites] == ["z", "x_unobserved"] and t.observed == ("x_observed",)
+    assert [s.name for s in t.layout.sites] == ["z", "x_unobserved"]
+    assert t.layout.observed == ("x_observed",)
     exact_iwae(imputing, x, guide, truth, model_args=(mask,))
     r = pyrolik.ais(imputing, x, num_steps=10, num_chains=3, init=guide, model_args=(mask,),
                     seed=0, progress=False)
@@ -237,7 +238,7 @@ def test_a_masked_latent_is_refused_when_its_masked_entries_matter(lg, x):
                 pyro.sample("pad", dist.Normal(0.0, 1.0))
 
     t = make_target(padded, x, 2)
-    u = torch.randn(t.rows, 3, generator=torch.Generator().manual_seed(0))
+    u = torch.randn(t.layout.rows, 3, generator=torch.Generator().manual_seed(0))
     lp, lo = t.log_prior_and_obs(u)
     ref_lp, ref_lo = make_target(lg, x, 2).log_prior_and_obs(u[:, :2])
     torch.testing.assert_close(lp, ref_lp + dist.Normal(0.0, 1.0).log_prob(u[:, 2]))
@@ -281,7 +282,7 @@ def test_deterministic_sites_and_reparameterised_latents_carry_no_density(lg, x)
             pyro.sample("x", dist.Normal(loc, lg.s).to_event(1), obs=x)
 
     t = same_density(with_deterministic, lg, x)
-    assert t.observed == ("x",) and [s.name for s in t.sites] == ["z"]
+    assert t.layout.observed == ("x",) and [s.name for s in t.layout.sites] == ["z"]
 
     from pyro.infer.reparam import LocScaleReparam
 
@@ -291,7 +292,7 @@ def test_deterministic_sites_and_reparameterised_latents_carry_no_density(lg, x)
             pyro.sample("x", dist.Normal(z @ lg.W.T + lg.b, lg.s).to_event(1), obs=x)
 
     t = make_target(decentered, x, 2)
-    assert t.observed == ("x",) and [s.name for s in t.sites] == ["z_decentered"]
+    assert t.layout.observed == ("x",) and [s.name for s in t.layout.sites] == ["z_decentered"]
     def guide(x):
         post = lg.exact_posterior(x)
         with pyro.plate("data", x.shape[0]):
@@ -383,7 +384,7 @@ def test_pyro_modules_and_pyro_samples(lg, x):
     r = pyrolik.ais(model, x, num_steps=5, num_chains=3, init=encoder, seed=0, progress=False)
     torch.testing.assert_close(r.log_weights, truth.expand(3, -1), rtol=1e-9, atol=1e-9)
     prior_module = _PriorModule(lg)
-    assert [s.name for s in make_target(prior_module, x).sites] == ["z"]
+    assert [s.name for s in make_target(prior_module, x).layout.sites] == ["z"]
     exact_iwae(prior_module, x, encoder, truth)
     assert model.training and encoder.training  # left as they were
 
@@ -424,7 +425,7 @@ def test_enumerated_discrete_latents_are_summed_out_exactly():
                    mix.parts[1].sample(2, torch.Generator().manual_seed(1))])
     truth = mix.log_marginal(x)
     t = make_target(mix, x, 3)
-    assert [s.name for s in t.sites] == ["z"] and t.layout.enumerated == ("c",)
+    assert [s.name for s in t.layout.sites] == ["z"] and t.layout.enumerated == ("c",)
     exact_iwae(mix, x, mix.guide, truth)
     r = pyrolik.ais(mix, x, num_steps=5, num_chains=3, init=mix.guide, seed=0, progress=False)
     torch.testing.assert_close(r.log_weights, truth.expand(3, -1), rtol=1e-9, atol=1e-9)
@@ -516,7 +517,7 @@ def test_grey_levels_scored_by_a_bernoulli_as_pyros_vae_example_does(lg):
     with pytest.warns(pyrolik.IdiomWarning, match=r"observed site 'x' has support .* and x holds "
                       r"values outside it.*ContinuousBernoulli"):
         t = make_target(relaxed, grey, 2)
-    u = torch.randn(t.rows, 2, generator=torch.Generator().manual_seed(1))
+    u = torch.randn(t.layout.rows, 2, generator=torch.Generator().manual_seed(1))
     probs = torch.sigmoid(u @ lg.W.T)
     want = (grey.repeat(2, 1) * probs.log() + (1 - grey.repeat(2, 1)) * (1 - probs).log()).sum(-1)
     torch.testing.assert_close(t.log_obs(u), want)  # the model's density as written

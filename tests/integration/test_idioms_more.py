@@ -60,9 +60,9 @@ def test_observations_split_sliced_or_without_to_event_under_a_dim_minus_2_plate
 
     for model in (split, batch_dims, feature_plate):
         t = make_target(model, x, 3)
-        u = torch.randn(t.rows, 2, generator=torch.Generator().manual_seed(0))
+        u = torch.randn(t.layout.rows, 2, generator=torch.Generator().manual_seed(0))
         ref = make_target(lg, x, 3)
-        for a, b in zip(t.log_prior_and_obs(u.reshape(t.rows, 2)), ref.log_prior_and_obs(u),
+        for a, b in zip(t.log_prior_and_obs(u.reshape(t.layout.rows, 2)), ref.log_prior_and_obs(u),
                         strict=True):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
@@ -80,7 +80,7 @@ def test_reparameterisers_and_transformed_latents(lg, x):
     same_density(transformed, lg, x)
     exact_iwae(transformed, x, exact_guide(lg), lg.exact_log_marginal(x))
     t = make_target(transformed, x, 2, model_kwargs={"reparam": True})
-    assert [s.name for s in t.sites] == ["z_base"]
+    assert [s.name for s in t.layout.sites] == ["z_base"]
     _lw(transformed, x, lg.exact_log_marginal(x), model_kwargs={"reparam": True})
 
     def learnable_centering(x):  # LocScaleReparam() creates pyro.param("z_centered")

@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 TESTED_ELSEWHERE = {
     "results/convert.py": "results/test_datatree.py",  # the converters: every group, every kind
+    "results/layout.py": "io/test_export.py",  # the declarations, read back by every round trip
     "_validate.py": "infer/test_annealing.py",  # bad input at every estimator's boundary
     "_version.py": "io/test_export.py",  # versions recorded in every export
     "advice.py": "results/test_warnings.py",
@@ -23,10 +24,8 @@ TESTED_ELSEWHERE = {
     "curves/representations.py": "curves/test_measures.py",
     "distortion/anneal.py": "distortion/test_curve.py",
     "distortion/bounds.py": "distortion/test_curve.py",
-    "distortion/export.py": "distortion/test_curve.py",
     "distortion/plots.py": "distortion/test_curve.py",
     "execution/batches.py": "infer/test_annealing.py",  # batch_size changes only MC noise
-    "infer/chains.py": "infer/test_conservative.py",
     "io/datasets.py": "curves/test_curve.py",
     "io/netcdf.py": "io/test_export.py",
     "model/constructs.py": "integration/test_idioms.py",
@@ -35,7 +34,6 @@ TESTED_ELSEWHERE = {
     "model/messenger.py": "integration/test_idioms_more.py",
     "model/readmap.py": "model/test_simulation_sites.py",
     "model/modules.py": "integration/test_idioms.py",
-    "model/sampling.py": "infer/test_conservative.py",
     "results/bdmc.py": "results/test_warnings.py",  # the gap, its MCSE, an inverted gap
 }
 

@@ -23,7 +23,10 @@ def test_concat_joins_chains_and_recomputes_the_evidence(lg_runs):
     both = pyrolik.concat(a, b)
     lw = torch.cat([a.log_weights, b.log_weights])
     torch.testing.assert_close(both.log_likelihood, torch.logsumexp(lw, 0) - math.log(32))
-    torch.testing.assert_close(both.mcse, mcse_log_mean_exp(lw))
+    # 4 islands of 4 chains each (SMC): joined, 8 independent islands, the MCSE from their spread
+    assert a.settings["islands"] == 4 and both.settings["islands"] == 8
+    torch.testing.assert_close(both.mcse, mcse_log_mean_exp(torch.logsumexp(lw.reshape(8, 4, -1), 1)))
+    assert torch.equal(both.ancestor, torch.cat([a.ancestor, b.ancestor + 16]))
     assert both.settings["num_chains"] == 32 and both.seed is None
     tree = both.to_datatree()
     assert tree["posterior"].sizes["chain"] == 4 and tree["posterior"].sizes["draw"] == 8

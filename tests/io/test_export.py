@@ -16,7 +16,7 @@ from numpy.testing import assert_array_equal
 import pyrolik
 from pyrolik.io import export
 from pyrolik.results import AISResult, BDMCResult
-from pyrolik.results.convert import example_dim
+from pyrolik.results.layout import example_dim
 from tests.export_cases import ESTIMATORS, summary_where_defined
 
 
@@ -154,6 +154,10 @@ def assert_same_result(a, b) -> None:
         x, y = getattr(a, f.name), getattr(b, f.name)
         if isinstance(x, BDMCResult | AISResult):
             assert_same_result(x, y)
+        elif isinstance(x, list) and x and dataclasses.is_dataclass(x[0]):  # nested results
+            assert len(x) == len(y), f.name
+            for u, v in zip(x, y, strict=True):
+                assert_same_result(u, v)
         elif isinstance(x, torch.Tensor):
             assert isinstance(y, torch.Tensor) and x.dtype == y.dtype, f.name
             torch.testing.assert_close(x, y, rtol=0, atol=0, equal_nan=True, msg=f.name)
@@ -502,20 +506,23 @@ def test_a_seed_beyond_int64_is_kept_as_a_string(results, tmp_path):
 
 
 def test_the_export_does_not_import_the_results_module():
-    """The export reads results by their attributes: it imports neither the result classes nor any
-    layer above them (only pure tensor ops and the version)."""
+    """The export reads results by their attributes: the converters and the layout they share import
+    neither the result classes nor any layer above them (only pure tensor ops and the version)."""
     import ast
     from pathlib import Path
 
     import pyrolik.results.convert as convert
+    import pyrolik.results.layout as layout
 
-    tree = ast.parse(Path(convert.__file__).read_text())
-    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                 for a in node.names}
-    assert not {m for m in imported if m and m.startswith("pyrolik") and m != "pyrolik._version"
-                and not m.startswith("pyrolik.ops.")}
-    assert "pyrolik.results" not in imported
+    for module in (convert, layout):
+        tree = ast.parse(Path(module.__file__).read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                     for a in node.names}
+        assert not {m for m in imported if m and m.startswith("pyrolik")
+                    and m not in ("pyrolik._version", "pyrolik.results.layout")
+                    and not m.startswith("pyrolik.ops.")}, module.__name__
+        assert "pyrolik.results" not in imported
 
 
 def test_the_package_has_no_import_cycle():

@@ -126,8 +126,8 @@ def test_csl_and_the_chains_follow_per_example_arguments(lg):
     torch.testing.assert_close(got.log_weights, want.log_weights)
     with pytest.raises(ValueError, match=r"prior samples shared by all examples cannot follow the "
                        r"per-example argument\(s\) \['model_args\[0\]'\]"):
-        pyrolik.infer.chains.prior_samples(model, x, 3, model_args=(y,))
-    chain = pyrolik.infer.chains.encoder_decoder(model, guide, model_args=(pyrolik.model.per_example(y),))
+        pyrolik.infer.prior_samples(model, x, 3, model_args=(y,))
+    chain = pyrolik.infer.encoder_decoder(model, guide, model_args=(pyrolik.model.per_example(y),))
     r = pyrolik.infer.biased_csl(model, x, chain, num_chains=2, num_steps=3, seed=0,
                            model_args=(y,))
     assert torch.isfinite(r.log_likelihood).all()

@@ -15,7 +15,9 @@ lg = alias("lg_medium")
 def test_linear_gaussian_log_joint_and_gradients(lg):
     x = lg.sample(3, torch.Generator().manual_seed(1))
     t = make_target(lg, x, num_chains=4)
-    assert (t.rows, t.latent_dim, t.plate_name, t.observed) == (12, 2, "data", ("x",))
+    layout = t.layout
+    assert (layout.rows, layout.latent_dim, layout.plate_name, layout.observed) == (12, 2, "data",
+                                                                                    ("x",))
     u = torch.randn(12, 2, generator=torch.Generator().manual_seed(2))
     lp, lo = t.log_prior_and_obs(u)
     ref_lp = dist.Normal(0.0, 1.0).log_prob(u).sum(-1)
@@ -37,7 +39,7 @@ def test_constrained_sites_carry_their_log_jacobian():
 
     x = torch.randn(3, 2)
     t = make_target(model, x, num_chains=2)
-    assert [(s.name, s.size) for s in t.sites] == [("a", 1), ("b", 2)]
+    assert [(s.name, s.size) for s in t.layout.sites] == [("a", 1), ("b", 2)]
     u = torch.randn(6, 3)
     lp, _ = t.log_prior_and_obs(u)
     # by hand: a = -1 + 3 sigmoid(u0), b = exp(u1:3)

@@ -51,7 +51,7 @@ def _target(lg, guide):
     x = lg.sample(3, torch.Generator().manual_seed(1))
     # replay off: these tests count the guide's runs by the eager path (tests/model/test_replay.py: replay)
     t = make_target(lg, x, num_chains=5, guide=guide, replay=False)
-    u = torch.randn(t.rows, t.latent_dim, generator=torch.Generator().manual_seed(2))
+    u = torch.randn(t.layout.rows, t.layout.latent_dim, generator=torch.Generator().manual_seed(2))
     return t, u
 
 
@@ -110,7 +110,8 @@ def test_a_guide_in_training_mode_is_kept_in_eval_mode_and_latent_dependent_ones
     x = torch.randn(3, 1, generator=torch.Generator().manual_seed(0))
     for guide in (chained, hidden):
         t = make_target(model, x, num_chains=2, guide=guide)
-        u = torch.randn(t.rows, t.latent_dim, generator=torch.Generator().manual_seed(1))
+        u = torch.randn(t.layout.rows, t.layout.latent_dim,
+                        generator=torch.Generator().manual_seed(1))
         got = t.value_and_grad(u, "guide")
         assert t.kept_guide.cached is False
         if guide is chained:  # (with detach the guide's own gradient is not the density's)

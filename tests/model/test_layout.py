@@ -16,7 +16,7 @@ lg = alias("lg_medium")
 def test_rows_are_chain_major_and_chains_do_not_interact(lg):
     x = lg.sample(3, torch.Generator().manual_seed(1))
     t = make_target(lg, x, num_chains=2)
-    torch.testing.assert_close(t.x[4], x[1])  # row k*N + n holds example n
+    torch.testing.assert_close(t.program.x[4], x[1])  # row k*N + n holds example n
     u = torch.randn(6, 2)
     g = t.value_and_grad(u).grad_ratio
     u2 = u.clone()

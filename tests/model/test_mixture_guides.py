@@ -106,7 +106,7 @@ def test_config_enumerate_guide_sums_the_label_in_the_model_too(m2, x, seed):
     # Pyro's SS-VAE: the model samples y unmarked, the guide is config_enumerate'd
     guide = config_enumerate(lambda x: m2.guide(x, exact=False), "parallel")
     t = make_target(m2.unmarked, x, 2, guide=guide)
-    assert t.layout.enumerated == ("y",) and [s.name for s in t.sites] == ["z"]
+    assert t.layout.enumerated == ("y",) and [s.name for s in t.layout.sites] == ["z"]
     r = pyrolik.iwae(m2.unmarked, x, guide, num_samples=400, keep_weights=True, seed=seed,
                      progress=False)
     assert_unbiased(r.log_weights, m2.log_marginal(x))

@@ -45,7 +45,8 @@ def _pair(model, x, k=3, guide=None, dtype=torch.float64):
     fast = make_target(model, x, k, guide=guide, replay=True)
     slow = make_target(model, x, k, guide=guide, replay=False)
     g = torch.Generator().manual_seed(7)
-    points = [torch.randn(fast.rows, fast.latent_dim, generator=g, dtype=dtype) for _ in range(5)]
+    points = [torch.randn(fast.layout.rows, fast.layout.latent_dim, generator=g, dtype=dtype)
+              for _ in range(5)]
     return fast, slow, points
 
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import pyrolik
+from pyrolik.distortion.path import distortion_model
 from pyrolik.exceptions import BudgetWarning
 from pyrolik.model import replay
 from pyrolik.model.arguments import PerExample
-from pyrolik.model.distortion import distortion_model
 from pyrolik.model.reuse import TargetCache, active_cache, same_value
 from pyrolik.model.target import make_target
 from tests.oracles import alias

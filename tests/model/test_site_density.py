@@ -137,7 +137,7 @@ def test_value_and_grad_equals_autograd_on_a_mixed_model(path):
     pyro.clear_param_store()
     x = torch.randn(3, 2, generator=torch.Generator().manual_seed(3))
     t = make_target(_hierarchical, x, num_chains=2, guide=_guide)
-    u = torch.randn(t.rows, t.latent_dim, generator=torch.Generator().manual_seed(4))
+    u = torch.randn(t.layout.rows, t.layout.latent_dim, generator=torch.Generator().manual_seed(4))
     got = t.value_and_grad(u, path)
     for a, b in zip(got, _autograd_value_and_grad(t, u, path), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
@@ -163,7 +163,7 @@ def test_the_hot_loop_memo_keeps_pyro_semantics(replay):
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
     t = make_target(model, x, num_chains=2, replay=replay)
     indices.clear()
-    u = torch.randn(t.rows, 2, generator=torch.Generator().manual_seed(1))
+    u = torch.randn(t.layout.rows, 2, generator=torch.Generator().manual_seed(1))
     first = t.value_and_grad(u)
     assert {"dec$$$weight", "dec$$$bias", "shift", "noise"} <= set(pyro.get_param_store().keys())
     for _ in range(3):

@@ -26,7 +26,7 @@ def _mean_field(lg):
 def test_paths_are_objects_over_one_evaluation(lg):
     x = lg.sample(3, torch.Generator().manual_seed(1))
     t = make_target(lg, x, num_chains=2, guide=_mean_field(lg), replay=False)
-    u = torch.randn(t.rows, t.latent_dim, generator=torch.Generator().manual_seed(2))
+    u = torch.randn(t.layout.rows, t.layout.latent_dim, generator=torch.Generator().manual_seed(2))
     prior, guide = t.path("prior"), t.path("guide")
     assert isinstance(prior, AnnealingPath) and guide.name == "guide"
     for path in (prior, guide):
@@ -41,7 +41,7 @@ def test_paths_are_objects_over_one_evaluation(lg):
     torch.testing.assert_close(vg.log_ratio, lp + lo - t.log_guide(u), rtol=1e-12, atol=1e-12)
     assert t.kept_guide.cached is not False  # the mean-field guide is kept, not rerun
     draw = guide.sample_initial(torch.Generator().manual_seed(3))
-    assert draw.shape == (t.rows, t.latent_dim)
+    assert draw.shape == (t.layout.rows, t.layout.latent_dim)
     assert (prior.evaluation, guide.evaluation) == ("eager", "eager")
 
 
@@ -52,18 +52,19 @@ def test_a_path_that_cannot_exist_is_refused(lg):
     with pytest.raises(ValueError, match=r"path must be one of \('prior', 'guide'\)"):
         t.path("posterior")
     with pytest.raises(ValueError, match="built without a guide"):
-        t.value_and_grad(torch.zeros(t.rows, t.latent_dim), "guide")
+        t.value_and_grad(torch.zeros(t.layout.rows, t.layout.latent_dim), "guide")
 
 
 def test_first_chains_is_the_same_target_on_fewer_rows(lg):
     x = lg.sample(3, torch.Generator().manual_seed(1))
     t = make_target(lg, x, num_chains=4, replay=True)
-    u = torch.randn(t.rows, t.latent_dim, generator=torch.Generator().manual_seed(2))
+    u = torch.randn(t.layout.rows, t.layout.latent_dim, generator=torch.Generator().manual_seed(2))
     for _ in range(3):
         t.value_and_grad(u)
     assert t.replay_status == {"prior": "replay"} and t.evaluation("prior") == "replay"
     two = t.path("prior").first_chains(2)
-    assert (two.target.rows, two.target.num_chains, two.target.num_examples) == (6, 2, 3)
+    layout = two.target.layout
+    assert (layout.rows, layout.num_chains, layout.num_examples) == (6, 2, 3)
     assert two.evaluation == "eager"  # layers of its own: nothing recorded yet
     got = two.value_and_grad(u[:6])
     want = t.value_and_grad(u)

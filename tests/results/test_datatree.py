@@ -108,7 +108,10 @@ def test_the_export_is_reproducible_and_num_blocks_is_honoured(lg_runs):
     assert_array_equal(a["posterior"]["z"].values, b["posterior"]["z"].values)
     one = r.to_inference_data(num_blocks=1)
     assert one.posterior.sizes["chain"] == 1 and one.posterior.sizes["draw"] == 64
-    assert r.to_datatree(num_blocks=8)["posterior"].sizes["chain"] == 8
+    # the run resampled its 64 chains in 4 islands: blocks hold whole islands, so at most 4
+    assert r.settings["islands"] == 4
+    assert r.to_datatree(num_blocks=8)["posterior"].sizes["chain"] == 4
+    assert r.to_datatree(num_blocks=2)["posterior"].sizes["chain"] == 2
 
 
 def test_estimate_results_without_draws_export_their_evidence(results):
@@ -186,7 +189,8 @@ def test_bdmc_calibration_pit_is_uniform_only_when_the_posterior_is_right():
     pvalues = {}
     for steps in (5, 100):
         b = pyrolik.bdmc(LG, 100, data_shape=(5,), num_steps=steps, num_chains=16,
-                         kernel=pyrolik.HMC(num_leapfrog=5), seed=0, progress=False)
+                         kernel=pyrolik.SMC(pyrolik.HMC(num_leapfrog=5), resample=None), seed=0,
+                         progress=False)  # plain AIS: at 5 steps SMC's draws hide the error
         tree = b.to_datatree()
         pit = tree["calibration"]["z"]  # one draw, as the simulated latents
         draws = tree["posterior"]["z"].values  # (C, D, N, 2)
@@ -231,3 +235,16 @@ def test_per_batch_adaptive_schedules_and_reverse_runs_round_trip(tmp_path):
     np.testing.assert_allclose(ann["log_marginal_likelihood"].isel(step=-1).values, 0.0,
                                atol=1e-12)
     assert (ann["beta"].isel(step=-1) == 0.0).all()
+
+
+@pytest.mark.parametrize(("k", "good_k"), [(1, -math.inf), (8, -math.inf), (10, -math.inf),
+                                           (11, 1 - 1 / math.log10(11)), (100, 0.5), (10**4, 0.7)])
+def test_good_k_is_the_khat_threshold_the_warnings_use(k, good_k):
+    """ArviZ's ``good_k`` on ``pareto_k`` is ``ops.stats.khat_threshold`` (Vehtari et al. 2024): with
+    10 weights or fewer no k-hat is good (the formula alone would give 0 at K = 10, -0.11 at K = 8)."""
+    zeros = torch.zeros(2, dtype=torch.float64)
+    r = EstimateResult(method="iwae", log_likelihood=zeros, bound="lower",
+                       log_weights=torch.zeros(k, 2, dtype=torch.float64), khat=zeros)
+    attrs = r.to_datatree()["evidence"]["pareto_k"].attrs
+    assert attrs["n_samples"] == k
+    assert attrs["good_k"] == good_k if math.isinf(good_k) else attrs["good_k"] == pytest.approx(good_k)

@@ -1,4 +1,4 @@
-"""The distortion-path wrapper (pyrolik.model.distortion) and the linear-Gaussian oracle it is tested with."""
+"""The distortion-path wrapper (pyrolik.distortion.path) and the linear-Gaussian oracle it is tested with."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from pyrolik_models import build
 
 import pyrolik
-from pyrolik.model.distortion import distortion_model, squared_error
+from pyrolik.distortion.path import distortion_model, squared_error
 from pyrolik.model.target import make_target
 from tests.oracles import alias
 
