@@ -20,6 +20,7 @@ __all__ = ["plot_log_weights", "plot_ess", "plot_khat", "plot_annealing", "plot_
            "plot_bandwidth", "plot_diagnostics", "plot_bdmc_convergence", "plot_posterior_decodings"]
 
 FORWARD, REVERSE = "C0", "C3"
+MAX_WIDTH = 10.0  # inches: a figure this wide is read at a documentation page's width
 
 
 def _axes(ax, ncols: int = 1, width: float = 6.0, height: float = 3.5):
@@ -27,6 +28,7 @@ def _axes(ax, ncols: int = 1, width: float = 6.0, height: float = 3.5):
         return ax
     import matplotlib.pyplot as plt
 
+    width = min(width, MAX_WIDTH / ncols)
     _, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False,
                            layout="constrained")
     return axes[0, 0] if ncols == 1 else axes[0]
@@ -84,7 +86,8 @@ def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_
     shown = (f"examples {idx[0]}-{idx[-1]} of {n}" if len(idx) < n and np.array_equal(
         idx, np.arange(idx[0], idx[0] + len(idx))) else f"{len(idx)} of {n} examples"
         if len(idx) < n else f"all {n} examples")
-    ax.set_title(f"{_label(result)}: log-weights ({lw.shape[0]} per example), {shown}")
+    ax.set_title(f"{_label(result)}: centred log-weights\n{lw.shape[0]} per example, {shown}",
+                 fontsize="medium")
     return ax
 
 
@@ -111,7 +114,7 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
     ax.set_xlabel("example")
     ax.set_ylabel("ESS / number of weights")
     ax.legend(loc="best", fontsize="small")
-    ax.set_title("effective sample size of the importance weights")
+    ax.set_title("ESS of the importance weights", fontsize="medium")
     return ax
 
 
@@ -141,13 +144,13 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
         _integer_ticks(ax)
         ax.set_xlabel("example")
         ax.set_ylabel("Pareto k-hat")
-        ax.set_title(f"Pareto k-hat (unreliable above {KHAT_WARN})")
+        ax.set_title(f"Pareto k-hat (unreliable above {KHAT_WARN})", fontsize="medium")
         return ax
     if any(part.log_weights is None for part in parts):
         ax.text(0.5, 0.5, f"k-hat unavailable: PSIS needs at least {KHAT_MIN_WEIGHTS} weights\n"
                 "per example, and the weights were not kept", ha="center", va="center",
                 transform=ax.transAxes)
-        ax.set_title("Pareto k-hat")
+        ax.set_title("Pareto k-hat", fontsize="medium")
         return ax
     for part, color in zip(parts, (FORWARD, REVERSE), strict=False):
         lw = _weights_of(part)
@@ -161,7 +164,7 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
     _integer_ticks(ax)
     ax.set_xlabel("example")
     ax.set_ylabel("largest weight / sum of weights")
-    ax.set_title(f"largest normalised weight (k-hat needs >= {KHAT_MIN_WEIGHTS} weights per "
+    ax.set_title(f"largest normalised weight\n(k-hat needs >= {KHAT_MIN_WEIGHTS} weights per "
                  f"example, got {k})", fontsize="medium")
     return ax
 
@@ -169,7 +172,7 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
 def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     """Acceptance rate, step size and the running estimate of :math:`\\log Z_\\beta` against beta.
     """
-    axes = _axes(axes, 3, width=4.5)
+    axes = _axes(axes, 3, width=3.3)
     if isinstance(result, BDMCResult):
         runs = [(result.lower, FORWARD), (result.upper, REVERSE)]
     elif isinstance(result, AISResult):
@@ -196,13 +199,13 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     axes[0].set_ylabel("acceptance rate")
     axes[1].set_yscale("log")
     axes[1].set_ylabel("step size")
-    axes[2].set_ylabel("log Z_beta, mean over examples")
+    axes[2].set_ylabel("log Z_beta (mean over examples)")
     for ax in axes:
         ax.set_xlabel("beta")
     axes[0].legend(loc="lower left", fontsize="small")
-    axes[0].set_title("HMC acceptance")
-    axes[1].set_title("step size")
-    axes[2].set_title("running estimate of log Z_beta")
+    axes[0].set_title("HMC acceptance", fontsize="medium")
+    axes[1].set_title("step size", fontsize="medium")
+    axes[2].set_title("running estimate of log Z_beta", fontsize="medium")
     return axes
 
 
@@ -221,7 +224,8 @@ def plot_bdmc(result: BDMCResult, *, ax=None):
     ax.plot(pos, hi[order], "v", color=REVERSE, label="upper (reverse AIS)")
     ax.set_xlabel("example (sorted by gap)")
     ax.set_ylabel("log p(x) [nats]")
-    ax.set_title(f"BDMC sandwich: mean gap {result.gap:.3f} +- {result.gap_stderr:.3f} nats")
+    ax.set_title(f"BDMC sandwich: mean gap {result.gap:.3f} +- {result.gap_stderr:.3f} nats",
+                 fontsize="medium")
     ax.legend(loc="best", fontsize="small")
     return ax
 
@@ -246,13 +250,25 @@ def plot_bandwidth(result: EstimateResult, *, ax=None):
     ax.set_xlabel("bandwidth h")
     ax.set_ylabel("mean validation log-likelihood")
     ax.legend(loc="best", fontsize="small")
-    ax.set_title("KDE bandwidth chosen on validation data")
+    ax.set_title("KDE bandwidth chosen on validation data", fontsize="medium")
     return ax
 
 
 def plot_diagnostics(result: EstimateResult | BDMCResult):
-    """A one-figure overview: log-weights (or BDMC bounds), ESS and k-hat per example, plus the
-    annealing traces for AIS and BDMC results. A KDE result shows its bandwidth choice.
+    """A one-figure overview, 10 inches wide: the log-weights (or the BDMC bounds) of each example
+    across the top, ESS and k-hat per example below, and for AIS and BDMC results the annealing
+    traces (acceptance, step size, running log Z) in a third row. A KDE result shows its bandwidth
+    choice.
+
+    Parameters
+    ----------
+    result : EstimateResult or BDMCResult
+        A result of any estimator, fresh or loaded (:func:`pyrolik.load`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure; its axes are ``figure.axes``.
     """
     import matplotlib.pyplot as plt
 
@@ -263,9 +279,10 @@ def plot_diagnostics(result: EstimateResult | BDMCResult):
         plot_bandwidth(result, ax=ax)
         return fig
     is_ais = isinstance(result, BDMCResult) or (isinstance(result, AISResult) and bool(result.trace))
-    fig = plt.figure(figsize=(14, 7 if is_ais else 3.5), layout="constrained")
-    grid = fig.add_gridspec(2 if is_ais else 1, 3)
-    first = fig.add_subplot(grid[0, 0])
+    rows = 3 if is_ais else 2
+    fig = plt.figure(figsize=(MAX_WIDTH, 3.4 * rows), layout="constrained")
+    grid = fig.add_gridspec(rows, 6)
+    first = fig.add_subplot(grid[0, :])
     if isinstance(result, BDMCResult):
         plot_bdmc(result, ax=first)
     elif result.log_weights is not None:
@@ -273,8 +290,8 @@ def plot_diagnostics(result: EstimateResult | BDMCResult):
     else:
         first.text(0.5, 0.5, "log-weights not kept\n(keep_weights=False)", ha="center",
                    va="center", transform=first.transAxes)
-    plot_ess(result, ax=fig.add_subplot(grid[0, 1]))
-    plot_khat(result, ax=fig.add_subplot(grid[0, 2]))
+    plot_ess(result, ax=fig.add_subplot(grid[1, :3]))
+    plot_khat(result, ax=fig.add_subplot(grid[1, 3:]))
     if is_ais and isinstance(result, AISResult | BDMCResult):
-        plot_annealing(result, axes=[fig.add_subplot(grid[1, j]) for j in range(3)])
+        plot_annealing(result, axes=[fig.add_subplot(grid[2, 2 * j:2 * j + 2]) for j in range(3)])
     return fig

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
+from pyrolik.diagnostics.ticks import plain_log_axis
 from pyrolik.distortion.curve import DistortionCurve
 
 __all__ = ["plot_sigma_curve", "plot_optimal_sigma", "plot_rate_distortion"]
@@ -22,22 +22,7 @@ def _axes(ax, size=(5, 3.5)):
 
 def _plain_log_x(ax) -> None:
     """A log x axis labelled with plain numbers (0.3, 0.5, 1, 2): matplotlib's minor labels overlap."""
-    from matplotlib.ticker import Formatter
-
-    class PlainLog(Formatter):
-        def __call__(self, x, pos=None):
-            lo, hi = sorted(abs(v) for v in self.axis.get_view_interval())
-            decades = math.log10(hi / lo) if lo > 0 else math.inf
-            keep = (1, 2, 3, 5) if decades <= 1.6 else (1, 2, 5) if decades <= 2.5 else \
-                (1, 2) if decades <= 3.5 else (1,)
-            if not x > 0:
-                return ""
-            mantissa = round(x / 10 ** math.floor(math.log10(x) + 1e-9), 6)
-            return f"{x:g}" if mantissa in keep else ""
-
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(PlainLog())
-    ax.xaxis.set_minor_formatter(PlainLog())
+    plain_log_axis(ax, "x")
 
 
 def plot_sigma_curve(curve: DistortionCurve, ax=None, *, label: str = "one AIS run",

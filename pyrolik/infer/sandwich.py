@@ -228,7 +228,7 @@ def plot_bdmc_convergence(table: pd.DataFrame, x: str = "num_steps", ax=None, ti
     if x not in ("num_steps", "seconds", "gradient_evals"):
         raise ValueError(f"x must be 'num_steps', 'seconds' or 'gradient_evals', got {x!r}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
+        _, ax = plt.subplots(figsize=(5, 3.5), layout="constrained")
     t = table.sort_values(x)
     for name, color in (("upper", "tab:red"), ("lower", "tab:blue")):
         direction = "reverse" if name == "upper" else "forward"
