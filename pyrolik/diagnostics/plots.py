@@ -58,7 +58,24 @@ def _examples(n: int, examples, max_examples: int) -> np.ndarray:
 
 def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_examples: int = 30,
                      ax=None):
-    """Centred log-weights :math:`\\log w_k - \\log\\frac1K\\sum_j w_j` per example."""
+    """Centred log-weights :math:`\\log w_k - \\log\\frac1K\\sum_j w_j` per example.
+
+    Parameters
+    ----------
+    result : EstimateResult or BDMCResult
+        A result that kept its weights, fresh or loaded; a BDMC result draws both bounds.
+    examples : sequence of int, optional
+        The examples to show (default: the first ``max_examples``).
+    max_examples : int
+        How many examples to show when ``examples`` is None.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes, or a pair of them (lower, upper) for a BDMC result.
+    """
     if isinstance(result, BDMCResult):
         axes = _axes(ax, 2)
         plot_log_weights(result.lower, examples=examples, max_examples=max_examples, ax=axes[0])
@@ -98,7 +115,19 @@ def _label(result: EstimateResult) -> str:
 
 
 def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
-    """Effective sample size per example as a fraction of the chains or samples."""
+    """Effective sample size per example as a fraction of the chains or samples.
+
+    Parameters
+    ----------
+    result : EstimateResult or BDMCResult
+        A result that kept its weights, fresh or loaded; a BDMC result draws both bounds.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
     ax = _axes(ax)
     parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
     for part, color in zip(parts, (FORWARD, REVERSE), strict=False):
@@ -126,6 +155,17 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
     PSIS needs at least 25 weights per example (Vehtari et al. 2024); with fewer the panel shows
     the largest normalised weight :math:`\max_k w_k / \sum_j w_j` instead (near 1: one chain
     carries the estimate). A BDMC result draws forward (blue) and reverse (red) runs.
+
+    Parameters
+    ----------
+    result : EstimateResult or BDMCResult
+        A result that kept its weights, fresh or loaded; a BDMC result draws both bounds.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
     """
     ax = _axes(ax)
     parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
@@ -171,6 +211,17 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
 
 def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     """Acceptance rate, step size and the running estimate of :math:`\\log Z_\\beta` against beta.
+
+    Parameters
+    ----------
+    result : AISResult or BDMCResult
+        A result that recorded a trace (``record_every``).
+    axes : sequence of three matplotlib.axes.Axes, optional
+        Where to draw the three panels; a new 10-inch figure when None.
+
+    Returns
+    -------
+    sequence of matplotlib.axes.Axes
     """
     axes = _axes(axes, 3, width=3.3)
     if isinstance(result, BDMCResult):
@@ -210,7 +261,19 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
 
 
 def plot_bdmc(result: BDMCResult, *, ax=None):
-    """BDMC bounds per example, lower to upper, sorted by gap (ticks: example indices)."""
+    """BDMC bounds per example, lower to upper, sorted by gap (ticks: example indices).
+
+    Parameters
+    ----------
+    result : BDMCResult
+        The result of :func:`pyrolik.bdmc`.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
     if not isinstance(result, BDMCResult):
         raise TypeError(f"plot_bdmc needs a BDMCResult, got {type(result).__name__}")
     ax = _axes(ax)
@@ -231,7 +294,19 @@ def plot_bdmc(result: BDMCResult, *, ax=None):
 
 
 def plot_bandwidth(result: EstimateResult, *, ax=None):
-    """KDE: the validation log-likelihood of each candidate bandwidth, the chosen one marked."""
+    """KDE: the validation log-likelihood of each candidate bandwidth, the chosen one marked.
+
+    Parameters
+    ----------
+    result : EstimateResult
+        The result of :func:`pyrolik.kde` with a grid of bandwidths and validation data.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
     grid = result.settings.get("bandwidth_grid")
     scores = result.settings.get("validation_log_likelihood")
     if result.method != "kde" or scores is None:
