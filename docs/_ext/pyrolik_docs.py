@@ -294,11 +294,25 @@ def link_repository_files(app, doctree) -> None:
                 node["reftarget"] = docname
 
 
+def plain_citations_in_tables(app, doctree) -> None:
+    """A summary line citing ``[1]_`` shows "[1]" in an autosummary table, not numpydoc's mangled
+    label, which resolves to nothing on that page."""
+    from sphinx import addnodes
+    from sphinx.ext.autosummary import autosummary_table
+
+    for table in doctree.findall(autosummary_table):
+        for ref in list(table.findall(addnodes.pending_xref)):
+            if ref.get("reftype") == "citation" or ref.get("refdomain") == "citation":
+                label = ref.get("reftarget", "").rsplit("-", 1)[-1]
+                ref.parent.replace(ref, nodes.Text(f"[{label}]"))
+
+
 def setup(app) -> dict[str, Any]:
     app.connect("config-inited", write_reference)  # before Sphinx lists the sources
     app.connect("build-finished", copy_mathjax)
     app.connect("autodoc-process-docstring", link_guides, priority=400)  # before numpydoc
     app.connect("doctree-read", link_repository_files)
+    app.connect("doctree-read", plain_citations_in_tables)
     app.add_directive("tutorial-gallery", TutorialGallery)
     app.add_directive("package-toc", PackageToc)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

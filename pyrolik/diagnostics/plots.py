@@ -11,6 +11,7 @@ from torch import Tensor
 from pyrolik.advice import KHAT_WARN
 from pyrolik.advice import MIN_WEIGHTS as KHAT_MIN_WEIGHTS
 from pyrolik.diagnostics.checks import temperature_trace
+from pyrolik.diagnostics.ticks import plain_log_axis
 from pyrolik.infer.annealing import plot_posterior_decodings
 from pyrolik.infer.sandwich import plot_bdmc_convergence
 from pyrolik.ops.stats import log_mean_exp
@@ -248,7 +249,7 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
             axes[0].axhline(target, color="0.5", ls=":", lw=0.8)
     axes[0].set_ylim(0, 1.02)
     axes[0].set_ylabel("acceptance rate")
-    axes[1].set_yscale("log")
+    plain_log_axis(axes[1], "y")
     axes[1].set_ylabel("step size")
     axes[2].set_ylabel("log Z_beta (mean over examples)")
     for ax in axes:
