@@ -63,6 +63,9 @@ INTEGRATION = (
     "tests/integration/test_docs_examples.py",
     "tests/integration/test_curves_docs.py",
     "tests/integration/test_readme.py",
+    "tests/integration/test_docs_site.py",
+    "tests/integration/test_docs_reference.py",
+    "tests/integration/test_docstring_examples.py",
     "tests/app/test_demo.py::test_quick_demo_writes_table_results_and_plots",
     # processes: torchrun, SIGKILL at random moments
     "tests/execution/test_distributed.py::test_two_processes_with_torchrun_equal_one_process",

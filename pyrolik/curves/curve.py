@@ -130,7 +130,21 @@ class LossDataCurve:
 
 
 def default_sizes(num_pool: int, num: int = 8, smallest: int = 10) -> np.ndarray:
-    """Log-spaced training-set sizes from ``smallest`` to ``num_pool`` (Reprieve's default grid)."""
+    """Log-spaced training-set sizes from ``smallest`` to ``num_pool`` (Reprieve's default grid).
+
+    Parameters
+    ----------
+    num_pool : int
+        The size of the training pool: the largest size.
+    num : int
+        How many sizes.
+    smallest : int
+        The smallest size.
+
+    Returns
+    -------
+    numpy.ndarray of int
+    """
     if num_pool < 1 or num < 1 or smallest < 1:
         raise ValueError("num_pool, num and smallest must be >= 1")
     grid = np.ceil(np.geomspace(min(smallest, num_pool), num_pool, num)).astype(np.int64)
@@ -138,7 +152,19 @@ def default_sizes(num_pool: int, num: int = 8, smallest: int = 10) -> np.ndarray
 
 
 def default_lr(probe: str, num_features: int) -> float:
-    """Default Adam learning rate: ``min(0.03, 0.5 / d)`` (linear), ``min(0.01, 0.5 / d)`` (MLP)."""
+    """Default Adam learning rate: ``min(0.03, 0.5 / d)`` (linear), ``min(0.01, 0.5 / d)`` (MLP).
+
+    Parameters
+    ----------
+    probe : {"linear", "mlp"}
+        The probe.
+    num_features : int
+        :math:`d`, the representation's dimension.
+
+    Returns
+    -------
+    float
+    """
     cap = {"linear": 0.03, "mlp": 0.01}
     if probe not in cap:
         raise ValueError(f"probe must be one of {PROBES}; got {probe!r}")
@@ -181,7 +207,24 @@ def train_valid_split(
     x, y, *, valid_size: float | int = 0.2, seed: int = 0
 ) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
     """Split ``(x, y)`` at random into ``((x_train, y_train), (x_valid, y_valid))``; ``valid_size`` is a
-    fraction in (0, 1) or a number of examples."""
+    fraction in (0, 1) or a number of examples.
+
+    Parameters
+    ----------
+    x : Tensor or ndarray, shape (N, ...)
+        The inputs.
+    y : Tensor or ndarray, shape (N,)
+        The labels.
+    valid_size : float or int
+        The validation share (a fraction) or count.
+    seed : int
+        The seed of the permutation.
+
+    Returns
+    -------
+    tuple
+        ``((x_train, y_train), (x_valid, y_valid))``.
+    """
     x = _as_tensor(x, "x")
     y = _as_tensor(y, "y")
     if len(x) != len(y):
@@ -236,6 +279,8 @@ def loss_data_curve(
         Adam's settings for every probe (``lr``: default :func:`default_lr`).
     standardize : bool
         Centre the features, divide by one global scale.
+    hidden : int
+        The hidden units of the MLP probe.
     num_classes, seed, name
         K (default ``max(label) + 1``), the seed, the curve's label.
     """
@@ -313,6 +358,19 @@ def evaluate_representations(
 
     ``representations``: ``{name: x -> features}``; ``train``, ``valid``: ``(x, y)``; other
     keywords go to :func:`loss_data_curve`.
+
+    Parameters
+    ----------
+    representations : dict of callable
+        ``{name: x -> features}``.
+    train, valid : tuple
+        ``(x, y)`` of the training pool and of the validation data.
+    **kwargs
+        Passed to :func:`loss_data_curve` (``sizes``, ``num_seeds``, ``num_steps``, ...).
+
+    Returns
+    -------
+    dict of LossDataCurve
     """
     if not isinstance(representations, Mapping) or not representations:
         raise TypeError("representations must be a non-empty dict of name -> callable")

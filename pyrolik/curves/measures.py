@@ -58,13 +58,37 @@ def _check_epsilon(epsilon) -> float:
 
 
 def validation_loss(curve: LossDataCurve, n: int) -> float:
-    r"""VA: the seed-averaged validation loss :math:`\hat L(n)` (nats) at grid size ``n``."""
+    r"""VA: the seed-averaged validation loss :math:`\hat L(n)` (nats) at grid size ``n``.
+
+    Parameters
+    ----------
+    curve : LossDataCurve
+        The curve of one representation (:func:`loss_data_curve`).
+    n : int
+        A size of the curve's grid.
+
+    Returns
+    -------
+    float
+    """
     c = _upto(curve, n)
     return float(c.mean_loss[-1])
 
 
 def validation_accuracy(curve: LossDataCurve, n: int) -> float:
-    """VA: the seed-averaged validation accuracy at grid size ``n``."""
+    """VA: the seed-averaged validation accuracy at grid size ``n``.
+
+    Parameters
+    ----------
+    curve : LossDataCurve
+        The curve of one representation (:func:`loss_data_curve`).
+    n : int
+        A size of the curve's grid.
+
+    Returns
+    -------
+    float
+    """
     c = _upto(curve, n)
     mean = c.mean_accuracy
     if mean is None:
@@ -76,6 +100,15 @@ def mi_proxy(curve: LossDataCurve) -> float:
     r"""MI proxy: the loss at the largest size, :math:`\hat L(n_m)`.
 
     :math:`H(Y) - \hat L(n_m)` lower-bounds :math:`I(\phi(X); Y)` up to validation noise.
+
+    Parameters
+    ----------
+    curve : LossDataCurve
+        The curve of one representation (:func:`loss_data_curve`).
+
+    Returns
+    -------
+    float
     """
     return float(_check_curve(curve).mean_loss[-1])
 
@@ -109,6 +142,21 @@ def mdl(
     estimating :math:`\sum_{i=1}^{n} L(\mathcal{A}_\phi, i)` (Whitney et al. 2020, eq. 4).
     ``rule="left"`` charges :math:`\hat L_{j-1}`, :math:`\hat L_0 =` ``loss_at_zero`` (default
     :math:`\log K`): Voita & Titov's block code; right and left bracket the sum.
+
+    Parameters
+    ----------
+    curve : LossDataCurve
+        The curve of one representation (:func:`loss_data_curve`).
+    n : int, optional
+        The evaluation size: only the curve up to ``n`` (a size of its grid) is used; default all.
+    rule : {"right", "left"}
+        Which end of each interval's loss is charged (see above).
+    loss_at_zero : float, optional
+        :math:`\hat L_0` for ``rule="left"`` (default :math:`\log K`).
+
+    Returns
+    -------
+    float
     """
     return _area(_upto(curve, n), 0.0, rule, loss_at_zero)
 
@@ -124,6 +172,23 @@ def sdl(
 
     estimating :math:`\sum_{i=1}^{\infty} [L(\mathcal{A}_\phi, i) - \varepsilon]_+` (Whitney et al.
     2020, section 4); ``inf`` until the last loss used is :math:`\le \varepsilon`.
+
+    Parameters
+    ----------
+    curve : LossDataCurve
+        The curve of one representation (:func:`loss_data_curve`).
+    epsilon : float
+        The loss threshold (nats), e.g. :func:`epsilon_from_baseline`.
+    n : int, optional
+        The evaluation size: only the curve up to ``n`` (a size of its grid) is used; default all.
+    rule : {"right", "left"}
+        Which end of each interval's loss is charged (see above).
+    loss_at_zero : float, optional
+        :math:`\hat L_0` for ``rule="left"`` (default :math:`\log K`).
+
+    Returns
+    -------
+    float
     """
     c = _upto(curve, n)
     epsilon = _check_epsilon(epsilon)
@@ -141,6 +206,21 @@ def epsilon_sample_complexity(
 
     ``inf`` if no size up to ``n`` reaches it; an upper bound on the crossing (``interpolate=True``:
     linear in :math:`\log n`) (Whitney et al. 2020, section 4).
+
+    Parameters
+    ----------
+    curve : LossDataCurve
+        The curve of one representation (:func:`loss_data_curve`).
+    epsilon : float
+        The loss threshold (nats), e.g. :func:`epsilon_from_baseline`.
+    n : int, optional
+        The evaluation size: only the curve up to ``n`` (a size of its grid) is used; default all.
+    interpolate : bool
+        Interpolate the crossing between grid sizes (linear in :math:`\log n`).
+
+    Returns
+    -------
+    float
     """
     c = _upto(curve, n)
     epsilon = _check_epsilon(epsilon)
@@ -162,6 +242,17 @@ def epsilon_from_baseline(baseline: LossDataCurve | float, slack: float = 0.1) -
     .. math:: \varepsilon = \hat L_\text{raw}(n_m) + \text{slack},
 
     so that :math:`\varepsilon > H(Y \mid X)`; ``baseline``: a curve or a loss in nats.
+
+    Parameters
+    ----------
+    baseline : LossDataCurve or float
+        The raw representation's curve (its loss at the largest size is used), or that loss.
+    slack : float
+        Added to the baseline's loss (nats).
+
+    Returns
+    -------
+    float
     """
     if isinstance(baseline, LossDataCurve):
         base = mi_proxy(baseline)
@@ -203,6 +294,21 @@ def measures_table(
 
     A DataFrame indexed by ``(n, representation)``: ``va_loss``, ``va_accuracy``, ``mdl``,
     ``sdl``, ``sdl_partial`` (lower bound on an undetermined SDL), ``eps_sc``.
+
+    Parameters
+    ----------
+    curves : dict of LossDataCurve, or a sequence of them
+        The curves, by representation name (a sequence is named by each curve's ``name``).
+    epsilon : float
+        The loss threshold (nats), e.g. :func:`epsilon_from_baseline`.
+    ns : sequence of int, optional
+        Evaluation sizes, shared by every curve's grid (default: all shared sizes).
+    rule : {"right", "left"}
+        The rule of MDL and SDL (:func:`mdl`).
+
+    Returns
+    -------
+    pandas.DataFrame
     """
     import pandas as pd
 
@@ -243,6 +349,15 @@ def best_representation(table: pd.DataFrame) -> pd.DataFrame:
     """The verdict of each measure at each evaluation size: the best representation, if decided.
 
     A DataFrame indexed by ``n`` of names (ties joined by ``" = "``) or ``None`` (undecided).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The table of :func:`measures_table`.
+
+    Returns
+    -------
+    pandas.DataFrame
     """
     import pandas as pd
 

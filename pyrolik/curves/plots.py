@@ -9,6 +9,7 @@ import numpy as np
 
 from pyrolik.curves.curve import LossDataCurve
 from pyrolik.curves.measures import _as_mapping, measures_table
+from pyrolik.diagnostics.ticks import plain_log_axis
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -31,12 +32,31 @@ def plot_loss_data(
     ns: Sequence[int] | None = None,
     ax: Axes | None = None,
 ) -> Axes:
-    """Loss-data curves of several representations on one axis (log-log)."""
+    """Loss-data curves of several representations on one axis (log-log).
+
+    Each curve is the seed mean of the validation loss against the training-set size, with a band
+    of one standard error.
+
+    Parameters
+    ----------
+    curves : dict of LossDataCurve, or a sequence of them
+        The curves, by representation name (a sequence is named by each curve's ``name``).
+    epsilon : float, optional
+        A loss threshold to draw as a dashed line (the SDL and eps-SC threshold).
+    ns : sequence of int, optional
+        Evaluation sizes to mark with dotted vertical lines.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new 5 x 4 inch figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
     import matplotlib.pyplot as plt
 
     curves = _as_mapping(curves)
     if ax is None:
-        _, ax = plt.subplots(figsize=(5, 4))
+        _, ax = plt.subplots(figsize=(5, 4), layout="constrained")
     for name, c in curves.items():
         m, s = c.mean_loss, c.stderr_loss
         (line,) = ax.plot(c.sizes, m, "o-", ms=4, label=name)
@@ -46,8 +66,9 @@ def plot_loss_data(
         ax.axhline(epsilon, color="0.4", ls="--", lw=1, label=f"epsilon = {epsilon:.3g}")
     for n in () if ns is None else ns:
         ax.axvline(n, color="0.7", ls=":", lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="training-set size n",
-           ylabel="validation loss (nats)", title="Loss-data curves")
+    plain_log_axis(ax, "x")
+    plain_log_axis(ax, "y")
+    ax.set(xlabel="training-set size n", ylabel="validation loss (nats)", title="Loss-data curves")
     ax.legend(fontsize="small")
     return ax
 
@@ -59,15 +80,37 @@ def plot_curves(
     *,
     rule: str = "right",
 ) -> Figure:
-    """The curves on one axis, and VA loss, MDL, SDL and eps-SC against the evaluation size ``n``.
+    """The curves, and VA loss, MDL, SDL and eps-SC against the evaluation size ``n``.
+
+    Six panels in a 10-inch figure: the loss-data curves, the four measures of
+    :func:`~pyrolik.curves.measures_table` against ``n``, and the legend. SDL and eps-SC that are
+    not determined yet at ``n`` are drawn hollow at their lower bound.
+
+    Parameters
+    ----------
+    curves : dict of LossDataCurve, or a sequence of them
+        The curves, by representation name.
+    epsilon : float
+        The loss threshold of SDL and eps-SC (nats), e.g. from
+        :func:`~pyrolik.curves.epsilon_from_baseline`.
+    ns : sequence of int, optional
+        Evaluation sizes (default: the curves' own sizes).
+    rule : {"right", "left"}
+        How MDL and SDL integrate the curve between sizes (:func:`~pyrolik.curves.mdl`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
     import matplotlib.pyplot as plt
 
     curves = _as_mapping(curves)
     table = measures_table(curves, epsilon, ns, rule=rule)
-    fig, axes = plt.subplots(1, 5, figsize=(22, 4.2), constrained_layout=True)
+    fig, grid = plt.subplots(2, 3, figsize=(10, 6.6), layout="constrained")
+    axes, key = grid.flat[:5], grid.flat[5]
     plot_loss_data(curves, epsilon=epsilon, ns=table.index.get_level_values("n").unique(),
                    ax=axes[0])
+    axes[0].get_legend().remove()
     for ax, (col, title) in zip(axes[1:], _PANELS, strict=True):
         for i, name in enumerate(curves):
             rows = table.xs(name, level="representation")
@@ -77,16 +120,22 @@ def plot_curves(
             if col == "sdl":  # not determined: hollow markers at the lower bound
                 bound = rows["sdl_partial"].to_numpy()
                 ax.plot(n[~ok], bound[~ok], "o:", ms=5, mfc="none", color=f"C{i}", lw=0.8)
-        ax.set(xscale="log", xlabel="evaluation size n", title=title, xlim=axes[0].get_xlim())
+        plain_log_axis(ax, "x")
+        ax.set(xlabel="evaluation size n", xlim=axes[0].get_xlim())
+        ax.set_title(title, fontsize="medium")
         if col in ("mdl", "eps_sc"):
-            ax.set_yscale("log")
+            plain_log_axis(ax, "y")
         elif col == "sdl":
             ax.set_yscale("symlog", linthresh=1.0)  # SDL can be exactly 0
             ax.set_ylim(bottom=0.0)
     ns_all = table.index.get_level_values("n").unique().to_numpy()
     axes[4].plot(ns_all, ns_all, ":", color="0.6", lw=1, label="not determined: > n")
-    axes[4].legend(fontsize="small", loc="upper left")
-    axes[3].set_title(f"SDL, epsilon = {epsilon:.3g} (nats)")
-    axes[4].set_title(f"eps-SC, epsilon = {epsilon:.3g}")
-    axes[3].set_xlabel("evaluation size n (hollow: not determined, lower bound)")
+    axes[3].set_title(f"SDL, epsilon = {epsilon:.3g} (nats)", fontsize="medium")
+    axes[4].set_title(f"eps-SC, epsilon = {epsilon:.3g}", fontsize="medium")
+    axes[3].set_xlabel("evaluation size n\n(hollow: not determined, lower bound)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    more, more_labels = axes[4].get_legend_handles_labels()
+    key.axis("off")
+    key.legend(handles + more[-1:], labels + more_labels[-1:], loc="center", frameon=False,
+               title="representation")
     return fig

@@ -27,7 +27,20 @@ def raw() -> Callable[[Tensor], Tensor]:
 
 def random_projection(dim: int, *, seed: int = 0) -> Callable[[Tensor], Tensor]:
     r"""A fixed Gaussian random projection :math:`\phi(x) = x R`, :math:`R_{ij} \sim N(0, 1/d)`, drawn
-    from ``seed`` (the same on training and validation data)."""
+    from ``seed`` (the same on training and validation data).
+
+    Parameters
+    ----------
+    dim : int
+        The projection's dimension.
+    seed : int
+        The seed of :math:`R`.
+
+    Returns
+    -------
+    callable
+        ``x -> x R``, for ``x`` of shape ``(N, ...)`` (flattened).
+    """
     if not isinstance(dim, int) or dim < 1:
         raise ValueError(f"dim must be a positive integer; got {dim!r}")
 
@@ -42,7 +55,20 @@ def random_projection(dim: int, *, seed: int = 0) -> Callable[[Tensor], Tensor]:
 
 def pca(fit_data, dim: int) -> Callable[[Tensor], Tensor]:
     """Projection on the top ``dim`` principal components of ``fit_data`` (labels unused); fit it on the
-    training pool only."""
+    training pool only.
+
+    Parameters
+    ----------
+    fit_data : Tensor or ndarray, shape (N, ...)
+        The data the components are fitted on.
+    dim : int
+        How many components.
+
+    Returns
+    -------
+    callable
+        ``x -> features`` of shape ``(N, dim)``.
+    """
     x = _flat(fit_data)
     if not isinstance(dim, int) or not 1 <= dim <= min(x.shape):
         raise ValueError(f"dim must be an integer in 1..{min(x.shape)} (rank limit); got {dim!r}")

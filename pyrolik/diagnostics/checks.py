@@ -25,6 +25,16 @@ def _check_result(result) -> None:
 def example_table(result: EstimateResult | BDMCResult) -> pd.DataFrame:
     """One row per example: the estimate, its MCSE, ESS and k-hat; AIS adds the mean acceptance rate
     and the number of divergences; BDMC gives both bounds and the gap.
+
+    Parameters
+    ----------
+    result : EstimateResult or BDMCResult
+        A result of any estimator, fresh or loaded (:func:`pyrolik.load`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by example; for a BDMC result, :func:`bdmc_gap`'s table.
     """
     _check_result(result)
     if isinstance(result, BDMCResult):
@@ -44,6 +54,17 @@ def temperature_trace(result: AISResult) -> pd.DataFrame:
     Columns: ``beta``, ``acceptance_rate`` and its per-example ``min``, ``step_size`` with
     min/max, ``divergent_fraction``, ``log_mean_weight``, ``log_normalizer``
     (:func:`running_log_normalizer`), averaged over examples.
+
+    Parameters
+    ----------
+    result : AISResult
+        A forward or reverse AIS result that recorded a trace (``record_every``), or a BDMC result's
+        ``.lower`` / ``.upper``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by the recorded step.
     """
     if not isinstance(result, AISResult):
         raise TypeError(f"temperature_trace needs an AIS result (ais, reverse_ais, or a BDMC "
@@ -74,6 +95,16 @@ def running_log_normalizer(result: AISResult) -> torch.Tensor:
 
     Forward AIS: :math:`\log\frac1K\sum_k w_k^{(t)}`, a stochastic lower bound ending at the
     estimate. Reverse AIS: shifted to 0 at :math:`\beta = 0`, ending at the upper estimate.
+
+    Parameters
+    ----------
+    result : AISResult
+        An AIS result that recorded a trace (``record_every``).
+
+    Returns
+    -------
+    torch.Tensor, shape (R, N)
+        One row per recorded step, one column per example.
     """
     if not result.trace:
         raise ValueError("this result recorded no trace; rerun with record_every set")
@@ -86,7 +117,19 @@ def running_log_normalizer(result: AISResult) -> torch.Tensor:
 
 
 def bdmc_gap(result: BDMCResult) -> pd.DataFrame:
-    """Per example: lower (forward AIS) and upper (reverse AIS) bounds, gap, MCSE, ESS, k-hat."""
+    """Per example: lower (forward AIS) and upper (reverse AIS) bounds, gap, MCSE, ESS, k-hat.
+
+    Parameters
+    ----------
+    result : BDMCResult
+        The result of :func:`pyrolik.bdmc`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by example: ``lower``, ``upper``, ``gap``, and ``mcse_*``, ``ess_*``, ``khat_*`` of
+        each bound.
+    """
     if not isinstance(result, BDMCResult):
         raise TypeError(f"bdmc_gap needs a BDMCResult, got {type(result).__name__}")
     cols = {"lower": result.lower.log_likelihood, "upper": result.upper.log_likelihood,
@@ -118,7 +161,29 @@ def _temperature_warnings(result: AISResult) -> list[str]:
 
 
 def check(result: EstimateResult | BDMCResult) -> list[str]:
-    """All plain-words warnings: ``result.warnings()``, acceptance collapse, negative BDMC gaps."""
+    """All plain-words warnings: ``result.warnings()``, acceptance collapse, negative BDMC gaps.
+
+    Parameters
+    ----------
+    result : EstimateResult or BDMCResult
+        A result of any estimator, fresh or loaded (:func:`pyrolik.load`).
+
+    Returns
+    -------
+    list of str
+        The messages, empty when nothing calls for attention.
+
+    Examples
+    --------
+    >>> import torch, pyrolik
+    >>> from pyrolik_models.oracles.linear_gaussian import LinearGaussian
+    >>> model = LinearGaussian.random(data_dim=5, latent_dim=2, seed=0)
+    >>> x = model.sample(3, torch.Generator().manual_seed(0))
+    >>> result = pyrolik.likelihood_weighting(model, x, num_samples=4, seed=0, progress=False)
+    >>> messages = pyrolik.diagnostics.check(result)   # 4 samples per example: too few weights
+    >>> len(messages) > 0
+    True
+    """
     _check_result(result)
     out = list(result.warnings())
     if isinstance(result, BDMCResult):
@@ -134,7 +199,20 @@ def check(result: EstimateResult | BDMCResult) -> list[str]:
 def warn(result: EstimateResult | BDMCResult, stacklevel: int = 2) -> list[str]:
     """Issue each message of :func:`check` once as a :class:`~pyrolik.exceptions.DiagnosticWarning`
     (a remark at the level of Monte Carlo noise as its subclass
-    :class:`~pyrolik.exceptions.RemarkWarning`, which a filter can silence alone); return them."""
+    :class:`~pyrolik.exceptions.RemarkWarning`, which a filter can silence alone); return them.
+
+    Parameters
+    ----------
+    result : EstimateResult or BDMCResult
+        A result of any estimator, fresh or loaded (:func:`pyrolik.load`).
+    stacklevel : int
+        Passed to :func:`warnings.warn`: 2 points the warning at the caller of ``warn``.
+
+    Returns
+    -------
+    list of str
+        The messages issued.
+    """
     messages = check(result)
     for message in messages:
         category = RemarkWarning if severity(message) == REMARK else DiagnosticWarning

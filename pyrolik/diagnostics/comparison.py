@@ -25,6 +25,22 @@ def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
     r"""Holm's step-down adjusted p-values (controls the family-wise error rate).
 
     .. math:: \tilde p_{(i)} = \max_{j \le i} \min\{1, (m - j + 1)\, p_{(j)}\} \quad \text{(Holm, 1979)}
+
+    Parameters
+    ----------
+    pvalues : sequence of float
+        The unadjusted p-values of the family.
+
+    Returns
+    -------
+    numpy.ndarray
+        The adjusted p-values, in the order given.
+
+    Examples
+    --------
+    >>> from pyrolik.diagnostics.comparison import holm
+    >>> holm([0.01, 0.04, 0.03])
+    array([0.03, 0.06, 0.06])
     """
     p = np.asarray(pvalues, dtype=np.float64)
     if p.ndim != 1 or ((p < 0) | (p > 1)).any() or np.isnan(p).any():
@@ -297,7 +313,10 @@ def compare(
     names : sequence of str, optional
         Names for positional models (defaults: ``.name``, ``.method``, ``model_i``).
     y : array of int, optional
-        Observed classes, scored by ``scores`` (default: log, quadratic and spherical).
+        Observed classes, scored by ``scores``.
+    scores : sequence of str, optional
+        The scoring rules applied with ``y`` (:mod:`pyrolik.diagnostics.scoring`; default: log,
+        quadratic and spherical).
     level : float
         Significance level of the decisions and intervals.
     test : {"t", "wilcoxon"}
@@ -313,6 +332,18 @@ def compare(
         ``pairs``, ``table`` (ranked), ``notes``, ``better`` (two models).
 
     :func:`pyrolik.evidence` results are compared by log Bayes factor (``mean_diff``, ``se``).
+
+    Examples
+    --------
+    >>> import torch, pyrolik
+    >>> from pyrolik_models.oracles.linear_gaussian import LinearGaussian
+    >>> model = LinearGaussian.random(data_dim=5, latent_dim=2, seed=0)   # exact log p(x) known
+    >>> x = model.sample(4, torch.Generator().manual_seed(0))
+    >>> ais = pyrolik.ais(model, x, num_steps=50, num_chains=8, seed=0, progress=False)
+    >>> lw = pyrolik.likelihood_weighting(model, x, num_samples=1000, seed=0, progress=False)
+    >>> comparison = pyrolik.compare(ais, lw, names=["ais", "lw"])
+    >>> comparison.pairs[["model_a", "model_b"]].values.tolist()
+    [['ais', 'lw']]
     """
     if not (isinstance(level, float | int) and 0 < level < 1):
         raise ValueError(f"level must be in (0, 1); got {level!r}")

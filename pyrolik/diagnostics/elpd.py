@@ -62,6 +62,8 @@ def to_elpd(data: Any, *, bound: str = "lower") -> Any:
     ----------
     data : result, xarray.DataTree or arviz.InferenceData
         An export with an ``evidence`` group, or a BDMC export (its ``bound`` run).
+    bound : {"lower", "upper"}
+        Which run of a BDMC export: forward AIS (lower) or reverse AIS (upper).
 
     Returns
     -------

@@ -11,6 +11,7 @@ from torch import Tensor
 from pyrolik.advice import KHAT_WARN
 from pyrolik.advice import MIN_WEIGHTS as KHAT_MIN_WEIGHTS
 from pyrolik.diagnostics.checks import temperature_trace
+from pyrolik.diagnostics.ticks import plain_log_axis
 from pyrolik.infer.annealing import plot_posterior_decodings
 from pyrolik.infer.sandwich import plot_bdmc_convergence
 from pyrolik.ops.stats import log_mean_exp
@@ -20,6 +21,7 @@ __all__ = ["plot_log_weights", "plot_ess", "plot_khat", "plot_annealing", "plot_
            "plot_bandwidth", "plot_diagnostics", "plot_bdmc_convergence", "plot_posterior_decodings"]
 
 FORWARD, REVERSE = "C0", "C3"
+MAX_WIDTH = 10.0  # inches: a figure this wide is read at a documentation page's width
 
 
 def _axes(ax, ncols: int = 1, width: float = 6.0, height: float = 3.5):
@@ -27,6 +29,7 @@ def _axes(ax, ncols: int = 1, width: float = 6.0, height: float = 3.5):
         return ax
     import matplotlib.pyplot as plt
 
+    width = min(width, MAX_WIDTH / ncols)
     _, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False,
                            layout="constrained")
     return axes[0, 0] if ncols == 1 else axes[0]
@@ -56,7 +59,24 @@ def _examples(n: int, examples, max_examples: int) -> np.ndarray:
 
 def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_examples: int = 30,
                      ax=None):
-    """Centred log-weights :math:`\\log w_k - \\log\\frac1K\\sum_j w_j` per example."""
+    """Centred log-weights :math:`\\log w_k - \\log\\frac1K\\sum_j w_j` per example.
+
+    Parameters
+    ----------
+    result : EstimateResult or BDMCResult
+        A result that kept its weights, fresh or loaded; a BDMC result draws both bounds.
+    examples : sequence of int, optional
+        The examples to show (default: the first ``max_examples``).
+    max_examples : int
+        How many examples to show when ``examples`` is None.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes, or a pair of them (lower, upper) for a BDMC result.
+    """
     if isinstance(result, BDMCResult):
         axes = _axes(ax, 2)
         plot_log_weights(result.lower, examples=examples, max_examples=max_examples, ax=axes[0])
@@ -84,7 +104,8 @@ def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_
     shown = (f"examples {idx[0]}-{idx[-1]} of {n}" if len(idx) < n and np.array_equal(
         idx, np.arange(idx[0], idx[0] + len(idx))) else f"{len(idx)} of {n} examples"
         if len(idx) < n else f"all {n} examples")
-    ax.set_title(f"{_label(result)}: log-weights ({lw.shape[0]} per example), {shown}")
+    ax.set_title(f"{_label(result)}: centred log-weights\n{lw.shape[0]} per example, {shown}",
+                 fontsize="medium")
     return ax
 
 
@@ -95,7 +116,19 @@ def _label(result: EstimateResult) -> str:
 
 
 def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
-    """Effective sample size per example as a fraction of the chains or samples."""
+    """Effective sample size per example as a fraction of the chains or samples.
+
+    Parameters
+    ----------
+    result : EstimateResult or BDMCResult
+        A result that kept its weights, fresh or loaded; a BDMC result draws both bounds.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
     ax = _axes(ax)
     parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
     for part, color in zip(parts, (FORWARD, REVERSE), strict=False):
@@ -111,7 +144,7 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
     ax.set_xlabel("example")
     ax.set_ylabel("ESS / number of weights")
     ax.legend(loc="best", fontsize="small")
-    ax.set_title("effective sample size of the importance weights")
+    ax.set_title("ESS of the importance weights", fontsize="medium")
     return ax
 
 
@@ -123,6 +156,17 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
     PSIS needs at least 25 weights per example (Vehtari et al. 2024); with fewer the panel shows
     the largest normalised weight :math:`\max_k w_k / \sum_j w_j` instead (near 1: one chain
     carries the estimate). A BDMC result draws forward (blue) and reverse (red) runs.
+
+    Parameters
+    ----------
+    result : EstimateResult or BDMCResult
+        A result that kept its weights, fresh or loaded; a BDMC result draws both bounds.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
     """
     ax = _axes(ax)
     parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
@@ -141,13 +185,13 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
         _integer_ticks(ax)
         ax.set_xlabel("example")
         ax.set_ylabel("Pareto k-hat")
-        ax.set_title(f"Pareto k-hat (unreliable above {KHAT_WARN})")
+        ax.set_title(f"Pareto k-hat (unreliable above {KHAT_WARN})", fontsize="medium")
         return ax
     if any(part.log_weights is None for part in parts):
         ax.text(0.5, 0.5, f"k-hat unavailable: PSIS needs at least {KHAT_MIN_WEIGHTS} weights\n"
                 "per example, and the weights were not kept", ha="center", va="center",
                 transform=ax.transAxes)
-        ax.set_title("Pareto k-hat")
+        ax.set_title("Pareto k-hat", fontsize="medium")
         return ax
     for part, color in zip(parts, (FORWARD, REVERSE), strict=False):
         lw = _weights_of(part)
@@ -161,15 +205,26 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
     _integer_ticks(ax)
     ax.set_xlabel("example")
     ax.set_ylabel("largest weight / sum of weights")
-    ax.set_title(f"largest normalised weight (k-hat needs >= {KHAT_MIN_WEIGHTS} weights per "
+    ax.set_title(f"largest normalised weight\n(k-hat needs >= {KHAT_MIN_WEIGHTS} weights per "
                  f"example, got {k})", fontsize="medium")
     return ax
 
 
 def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     """Acceptance rate, step size and the running estimate of :math:`\\log Z_\\beta` against beta.
+
+    Parameters
+    ----------
+    result : AISResult or BDMCResult
+        A result that recorded a trace (``record_every``).
+    axes : sequence of three matplotlib.axes.Axes, optional
+        Where to draw the three panels; a new 10-inch figure when None.
+
+    Returns
+    -------
+    sequence of matplotlib.axes.Axes
     """
-    axes = _axes(axes, 3, width=4.5)
+    axes = _axes(axes, 3, width=3.3)
     if isinstance(result, BDMCResult):
         runs = [(result.lower, FORWARD), (result.upper, REVERSE)]
     elif isinstance(result, AISResult):
@@ -194,20 +249,32 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
             axes[0].axhline(target, color="0.5", ls=":", lw=0.8)
     axes[0].set_ylim(0, 1.02)
     axes[0].set_ylabel("acceptance rate")
-    axes[1].set_yscale("log")
+    plain_log_axis(axes[1], "y")
     axes[1].set_ylabel("step size")
-    axes[2].set_ylabel("log Z_beta, mean over examples")
+    axes[2].set_ylabel("log Z_beta (mean over examples)")
     for ax in axes:
         ax.set_xlabel("beta")
     axes[0].legend(loc="lower left", fontsize="small")
-    axes[0].set_title("HMC acceptance")
-    axes[1].set_title("step size")
-    axes[2].set_title("running estimate of log Z_beta")
+    axes[0].set_title("HMC acceptance", fontsize="medium")
+    axes[1].set_title("step size", fontsize="medium")
+    axes[2].set_title("running estimate of log Z_beta", fontsize="medium")
     return axes
 
 
 def plot_bdmc(result: BDMCResult, *, ax=None):
-    """BDMC bounds per example, lower to upper, sorted by gap (ticks: example indices)."""
+    """BDMC bounds per example, lower to upper, sorted by gap (ticks: example indices).
+
+    Parameters
+    ----------
+    result : BDMCResult
+        The result of :func:`pyrolik.bdmc`.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
     if not isinstance(result, BDMCResult):
         raise TypeError(f"plot_bdmc needs a BDMCResult, got {type(result).__name__}")
     ax = _axes(ax)
@@ -221,13 +288,26 @@ def plot_bdmc(result: BDMCResult, *, ax=None):
     ax.plot(pos, hi[order], "v", color=REVERSE, label="upper (reverse AIS)")
     ax.set_xlabel("example (sorted by gap)")
     ax.set_ylabel("log p(x) [nats]")
-    ax.set_title(f"BDMC sandwich: mean gap {result.gap:.3f} +- {result.gap_stderr:.3f} nats")
+    ax.set_title(f"BDMC sandwich: mean gap {result.gap:.3f} +- {result.gap_stderr:.3f} nats",
+                 fontsize="medium")
     ax.legend(loc="best", fontsize="small")
     return ax
 
 
 def plot_bandwidth(result: EstimateResult, *, ax=None):
-    """KDE: the validation log-likelihood of each candidate bandwidth, the chosen one marked."""
+    """KDE: the validation log-likelihood of each candidate bandwidth, the chosen one marked.
+
+    Parameters
+    ----------
+    result : EstimateResult
+        The result of :func:`pyrolik.kde` with a grid of bandwidths and validation data.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
     grid = result.settings.get("bandwidth_grid")
     scores = result.settings.get("validation_log_likelihood")
     if result.method != "kde" or scores is None:
@@ -246,13 +326,25 @@ def plot_bandwidth(result: EstimateResult, *, ax=None):
     ax.set_xlabel("bandwidth h")
     ax.set_ylabel("mean validation log-likelihood")
     ax.legend(loc="best", fontsize="small")
-    ax.set_title("KDE bandwidth chosen on validation data")
+    ax.set_title("KDE bandwidth chosen on validation data", fontsize="medium")
     return ax
 
 
 def plot_diagnostics(result: EstimateResult | BDMCResult):
-    """A one-figure overview: log-weights (or BDMC bounds), ESS and k-hat per example, plus the
-    annealing traces for AIS and BDMC results. A KDE result shows its bandwidth choice.
+    """A one-figure overview, 10 inches wide: the log-weights (or the BDMC bounds) of each example
+    across the top, ESS and k-hat per example below, and for AIS and BDMC results the annealing
+    traces (acceptance, step size, running log Z) in a third row. A KDE result shows its bandwidth
+    choice.
+
+    Parameters
+    ----------
+    result : EstimateResult or BDMCResult
+        A result of any estimator, fresh or loaded (:func:`pyrolik.load`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure; its axes are ``figure.axes``.
     """
     import matplotlib.pyplot as plt
 
@@ -263,9 +355,10 @@ def plot_diagnostics(result: EstimateResult | BDMCResult):
         plot_bandwidth(result, ax=ax)
         return fig
     is_ais = isinstance(result, BDMCResult) or (isinstance(result, AISResult) and bool(result.trace))
-    fig = plt.figure(figsize=(14, 7 if is_ais else 3.5), layout="constrained")
-    grid = fig.add_gridspec(2 if is_ais else 1, 3)
-    first = fig.add_subplot(grid[0, 0])
+    rows = 3 if is_ais else 2
+    fig = plt.figure(figsize=(MAX_WIDTH, 3.4 * rows), layout="constrained")
+    grid = fig.add_gridspec(rows, 6)
+    first = fig.add_subplot(grid[0, :])
     if isinstance(result, BDMCResult):
         plot_bdmc(result, ax=first)
     elif result.log_weights is not None:
@@ -273,8 +366,8 @@ def plot_diagnostics(result: EstimateResult | BDMCResult):
     else:
         first.text(0.5, 0.5, "log-weights not kept\n(keep_weights=False)", ha="center",
                    va="center", transform=first.transAxes)
-    plot_ess(result, ax=fig.add_subplot(grid[0, 1]))
-    plot_khat(result, ax=fig.add_subplot(grid[0, 2]))
+    plot_ess(result, ax=fig.add_subplot(grid[1, :3]))
+    plot_khat(result, ax=fig.add_subplot(grid[1, 3:]))
     if is_ais and isinstance(result, AISResult | BDMCResult):
-        plot_annealing(result, axes=[fig.add_subplot(grid[1, j]) for j in range(3)])
+        plot_annealing(result, axes=[fig.add_subplot(grid[2, 2 * j:2 * j + 2]) for j in range(3)])
     return fig

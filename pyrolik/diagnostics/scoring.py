@@ -39,25 +39,73 @@ def _check(probs: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def log_score(probs: Any, y: Any) -> np.ndarray:
-    r"""Logarithmic score :math:`\ln q_{y}` per example (``-inf`` where :math:`q_y = 0`)."""
+    r"""Logarithmic score :math:`\ln q_{y}` per example (``-inf`` where :math:`q_y = 0`).
+
+    Parameters
+    ----------
+    probs : array or tensor, shape (N, K)
+        Predicted class probabilities, one row per example (rows sum to 1).
+    y : array or tensor of int, shape (N,)
+        The true class of each example.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N,)
+    """
     q, labels = _check(probs, y)
     with np.errstate(divide="ignore"):
         return np.log(q[np.arange(len(labels)), labels])
 
 
 def quadratic_score(probs: Any, y: Any) -> np.ndarray:
-    r"""Quadratic score :math:`2 q_y - \|q\|^2` per example, in :math:`[-1, 1]`."""
+    r"""Quadratic score :math:`2 q_y - \|q\|^2` per example, in :math:`[-1, 1]`.
+
+    Parameters
+    ----------
+    probs : array or tensor, shape (N, K)
+        Predicted class probabilities, one row per example (rows sum to 1).
+    y : array or tensor of int, shape (N,)
+        The true class of each example.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N,)
+    """
     q, labels = _check(probs, y)
     return 2 * q[np.arange(len(labels)), labels] - (q**2).sum(1)
 
 
 def brier_score(probs: Any, y: Any) -> np.ndarray:
-    r"""Brier score :math:`\|q - e_y\|^2 = 1 - \text{quadratic}` per example (lower is better)."""
+    r"""Brier score :math:`\|q - e_y\|^2 = 1 - \text{quadratic}` per example (lower is better).
+
+    Parameters
+    ----------
+    probs : array or tensor, shape (N, K)
+        Predicted class probabilities, one row per example (rows sum to 1).
+    y : array or tensor of int, shape (N,)
+        The true class of each example.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N,)
+    """
     return 1.0 - quadratic_score(probs, y)
 
 
 def spherical_score(probs: Any, y: Any) -> np.ndarray:
-    r"""Spherical score :math:`q_y / \|q\|` per example, in :math:`[0, 1]`."""
+    r"""Spherical score :math:`q_y / \|q\|` per example, in :math:`[0, 1]`.
+
+    Parameters
+    ----------
+    probs : array or tensor, shape (N, K)
+        Predicted class probabilities, one row per example (rows sum to 1).
+    y : array or tensor of int, shape (N,)
+        The true class of each example.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N,)
+    """
     q, labels = _check(probs, y)
     return q[np.arange(len(labels)), labels] / np.linalg.norm(q, axis=1)
 
@@ -66,7 +114,27 @@ SCORES = {"log": log_score, "quadratic": quadratic_score, "spherical": spherical
 
 
 def score(probs: Any, y: Any, rule: str = "log") -> np.ndarray:
-    """Per-example score under ``rule`` in ``SCORES`` (all oriented so that higher is better)."""
+    """Per-example score under ``rule`` in ``SCORES`` (all oriented so that higher is better).
+
+    Parameters
+    ----------
+    probs : array or tensor, shape (N, K)
+        Predicted class probabilities, one row per example (rows sum to 1).
+    y : array or tensor of int, shape (N,)
+        The true class of each example.
+    rule : {"log", "quadratic", "spherical"}
+        The scoring rule.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N,)
+
+    Examples
+    --------
+    >>> from pyrolik.diagnostics.scoring import score
+    >>> score([[0.9, 0.1], [0.5, 0.5]], [0, 1], rule="quadratic")
+    array([0.98, 0.5 ])
+    """
     if rule not in SCORES:
         raise ValueError(f"unknown scoring rule {rule!r}; choose one of {sorted(SCORES)}")
     return SCORES[rule](probs, y)

@@ -56,6 +56,21 @@ def observed_dims(model: Any, x: Any, *, model_args: tuple = (),
     r"""``(N,)``: the entries of each example that ``model``'s observed sites score (:math:`D_n` of bits/dim).
 
     Masked entries are not observed (``docs/units.md``); results carry ``result.observed_dims``.
+
+    Parameters
+    ----------
+    model : callable
+        The Pyro model, as the estimators take it.
+    x : torch.Tensor, shape (N, ...)
+        The data.
+    model_args : tuple
+        Extra positional arguments of the model.
+    model_kwargs : dict, optional
+        Extra keyword arguments of the model.
+
+    Returns
+    -------
+    torch.Tensor, shape (N,)
     """
     counts = make_target(model, x, 1, model_args=model_args,
                          model_kwargs=model_kwargs).layout.num_observed
@@ -65,12 +80,30 @@ def observed_dims(model: Any, x: Any, *, model_args: tuple = (),
 
 
 def nats_to_bits(nats: Any) -> Any:
-    r"""Nats to bits: :math:`b = n / \ln 2` (:math:`\log_2 a = \ln a / \ln 2`)."""
+    r"""Nats to bits: :math:`b = n / \ln 2` (:math:`\log_2 a = \ln a / \ln 2`).
+
+    Parameters
+    ----------
+    nats : float, array or tensor
+
+    Returns
+    -------
+    The same type, in bits.
+    """
     return nats / LN2
 
 
 def bits_to_nats(bits: Any) -> Any:
-    r"""Bits to nats: :math:`n = b \ln 2`."""
+    r"""Bits to nats: :math:`n = b \ln 2`.
+
+    Parameters
+    ----------
+    bits : float, array or tensor
+
+    Returns
+    -------
+    The same type, in nats.
+    """
     return bits * LN2
 
 
@@ -80,12 +113,41 @@ def nats_to_bits_per_dim(nats: Any, num_dims: int) -> Any:
     .. math:: \text{bits/dim} = \frac{n}{D \ln 2}
 
     ``num_dims`` may be per example; for images see :func:`nll_bits_per_dim`.
+
+    Parameters
+    ----------
+    nats : float, array or tensor
+        Per example (a log-likelihood, or its negative).
+    num_dims : int or array of int
+        :math:`D`, the dimensions of an example, or one count per example.
+
+    Returns
+    -------
+    The same type, in bits per dimension.
+
+    Examples
+    --------
+    >>> import math
+    >>> from pyrolik.diagnostics.units import nats_to_bits_per_dim
+    >>> round(nats_to_bits_per_dim(784 * math.log(2), 784), 6)   # 784 nats ln 2 over 784 pixels
+    1.0
     """
     return nats / (_dims("num_dims", num_dims) * LN2)
 
 
 def bits_per_dim_to_nats(bits_per_dim: Any, num_dims: int) -> Any:
-    r"""Bits per dimension back to nats per example: :math:`n = \text{bits/dim} \cdot D \ln 2`."""
+    r"""Bits per dimension back to nats per example: :math:`n = \text{bits/dim} \cdot D \ln 2`.
+
+    Parameters
+    ----------
+    bits_per_dim : float, array or tensor
+    num_dims : int or array of int
+        :math:`D`, the dimensions of an example, or one count per example.
+
+    Returns
+    -------
+    The same type, in nats per example.
+    """
     return bits_per_dim * _dims("num_dims", num_dims) * LN2
 
 
@@ -130,6 +192,8 @@ def affine_log_density(log_p_transformed: Any, A: Any, num_dims: int | None = No
         :math:`\log p_y(y)` in nats, per example.
     A : float, 1-D or 2-D array/tensor
         A number (times the identity), the diagonal, or the full square matrix.
+    num_dims : int, optional
+        :math:`k`; required when ``A`` is a single number.
     """
     a = torch.as_tensor(A, dtype=torch.float64)
     if a.dim() == 0:
@@ -165,6 +229,9 @@ def discrete_log_prob_bound(
         :math:`D`.
     levels : int
         :math:`L`, 256 for 8-bit images.
+    rescaled : bool
+        Whether the density is of the data rescaled to :math:`[0, 1]` (then the bound subtracts
+        :math:`D \log L`); with ``False`` it is of :math:`k + u` and is returned as it is.
     """
     d = _dims("num_dims", num_dims)
     levels = _positive_int("levels", levels)
@@ -181,6 +248,21 @@ def nll_bits_per_dim(
 
     .. math:: \text{bits/dim} = \frac{-\log p(x) + D \log L}{D \ln 2}
               = -\frac{\log p(x)}{D \ln 2} + \log_2 L .
+
+    Parameters
+    ----------
+    log_likelihood : float, array or tensor
+        :math:`\log p(x)` per example, in nats, of the data as the model saw them.
+    num_dims : int or array of int
+        :math:`D`.
+    levels : int, optional
+        :math:`L`: the data were integers dequantized to :math:`(k + u)/L` (256 for 8-bit images).
+    scale : float or 1-D array/tensor, optional
+        The data were divided by ``scale`` before modelling.
+
+    Returns
+    -------
+    The same type: the negative log-likelihood in bits per dimension.
     """
     ll = log_likelihood
     if scale is not None:

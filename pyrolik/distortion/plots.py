@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
+from pyrolik.diagnostics.ticks import plain_log_axis
 from pyrolik.distortion.curve import DistortionCurve
 
 __all__ = ["plot_sigma_curve", "plot_optimal_sigma", "plot_rate_distortion"]
@@ -22,22 +22,7 @@ def _axes(ax, size=(5, 3.5)):
 
 def _plain_log_x(ax) -> None:
     """A log x axis labelled with plain numbers (0.3, 0.5, 1, 2): matplotlib's minor labels overlap."""
-    from matplotlib.ticker import Formatter
-
-    class PlainLog(Formatter):
-        def __call__(self, x, pos=None):
-            lo, hi = sorted(abs(v) for v in self.axis.get_view_interval())
-            decades = math.log10(hi / lo) if lo > 0 else math.inf
-            keep = (1, 2, 3, 5) if decades <= 1.6 else (1, 2, 5) if decades <= 2.5 else \
-                (1, 2) if decades <= 3.5 else (1,)
-            if not x > 0:
-                return ""
-            mantissa = round(x / 10 ** math.floor(math.log10(x) + 1e-9), 6)
-            return f"{x:g}" if mantissa in keep else ""
-
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(PlainLog())
-    ax.xaxis.set_minor_formatter(PlainLog())
+    plain_log_axis(ax, "x")
 
 
 def plot_sigma_curve(curve: DistortionCurve, ax=None, *, label: str = "one AIS run",
@@ -46,6 +31,21 @@ def plot_sigma_curve(curve: DistortionCurve, ax=None, *, label: str = "one AIS r
 
     ``per_sigma``: optional comparison ``{"sigma": [...], "mean": [...], "stderr": [...],
     "label": str}`` (e.g. one AIS run per sigma).
+
+    Parameters
+    ----------
+    curve : DistortionCurve
+        The result of :func:`pyrolik.sigma_curve`.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new 5 x 3.5 inch figure when None.
+    label : str
+        The legend's label of the curve.
+    per_sigma : dict, optional
+        The comparison described above.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
     """
     ax = _axes(ax)
     sigmas = curve.sigmas
@@ -68,7 +68,21 @@ def plot_sigma_curve(curve: DistortionCurve, ax=None, *, label: str = "one AIS r
 
 def plot_optimal_sigma(curve: DistortionCurve, fixed_sigma: float | None = None, ax=None):
     """Per-example log p_sigma(x) curves (thin), the fixed sigma (dashed) and each example's best
-    sigma (dots): Table 3 as a picture. The dots are not log-likelihoods of a model."""
+    sigma (dots): Table 3 as a picture. The dots are not log-likelihoods of a model.
+
+    Parameters
+    ----------
+    curve : DistortionCurve
+        The result of :func:`pyrolik.sigma_curve`.
+    fixed_sigma : float, optional
+        The sigma every example shares (default: the best one for the mean).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new 5 x 3.5 inch figure when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
     ax = _axes(ax)
     opt = curve.optimal_sigma(fixed_sigma)  # raises unless the curve is in the Gaussian mode
     sigmas, ll = curve.sigmas, curve.log_likelihood
@@ -95,6 +109,23 @@ def plot_rate_distortion(curve: DistortionCurve, ax=None, *, bdmc: Any = None,
 
     ``bdmc``: a :class:`~pyrolik.distortion.bounds.DistortionBDMC` drawn as rate sandwiches;
     ``analytic``: ``(distortion, rate)`` of a known curve.
+
+    Parameters
+    ----------
+    curve : DistortionCurve
+        The result of :func:`pyrolik.rate_distortion` (or :func:`pyrolik.sigma_curve`).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new 5 x 3.5 inch figure when None.
+    bdmc : DistortionBDMC, optional
+        The result of :func:`pyrolik.distortion_bdmc`.
+    analytic : tuple of two arrays, optional
+        ``(distortion, rate)`` of a known curve.
+    label : str
+        The legend's label of the AIS curve.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
     """
     ax = _axes(ax)
     d, r = curve.distortion.mean(-1).numpy(), curve.rate.mean(-1).numpy()

@@ -142,7 +142,18 @@ def default_threads() -> int:
 
 def set_threads(num_threads: int | None = None) -> int:
     """Set torch's CPU threads (``None``: ``$PYROLIK_NUM_THREADS``, else 1, the fastest for small
-    networks and on a shared machine; ``docs/design.md``); returns the old count."""
+    networks and on a shared machine; ``docs/design.md``); returns the old count.
+
+    Parameters
+    ----------
+    num_threads : int, optional
+        The number of threads.
+
+    Returns
+    -------
+    int
+        The previous count, to restore it with ``set_threads(previous)``.
+    """
     if num_threads is None:
         num_threads = default_threads()
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:

@@ -103,6 +103,18 @@ def evidence(
         ``log_likelihood`` ``(1,)``, ``log_weights`` ``(K, 1)``, ``bound == "lower"``,
         ``method == "evidence"``, ``latents`` ``{site: (K, 1, *shape)}``.
 
+    Examples
+    --------
+    >>> import pyrolik
+    >>> from pyrolik_models.oracles.global_gaussian import GlobalLinearGaussian
+    >>> model = GlobalLinearGaussian.random()   # a global latent shared by all examples
+    >>> x = model.sample(6)                     # one data set of 6 examples
+    >>> result = pyrolik.evidence(model, x, num_steps=50, num_chains=8, seed=0, progress=False)
+    >>> result.bound, result.log_likelihood.shape   # one estimate for the whole data set
+    ('lower', torch.Size([1]))
+    >>> bool(abs(float(result.log_likelihood) - float(model.exact_log_evidence(x))) < 2.0)
+    True
+
     References
     ----------
     .. [1] R. M. Neal. Annealed importance sampling. Statistics and Computing, 2001.
@@ -162,6 +174,16 @@ def evidence_bdmc(
     -------
     BDMCResult
         ``lower``, ``upper``, ``gap`` per data set, ``x`` ``(num_datasets, N, *event_shape)``.
+
+    Examples
+    --------
+    >>> import pyrolik
+    >>> from pyrolik_models.oracles.global_gaussian import GlobalLinearGaussian
+    >>> model = GlobalLinearGaussian.random()
+    >>> sandwich = pyrolik.evidence_bdmc(model, 2, data_shape=(6, 4), num_steps=50, num_chains=8,
+    ...                                  seed=0, progress=False)   # 2 data sets of 6 examples
+    >>> type(sandwich).__name__, bool(sandwich.gap < 2.0)
+    ('BDMCResult', True)
     """
     check_model(model)
     check_count("num_datasets", num_datasets)

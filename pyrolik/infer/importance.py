@@ -51,6 +51,18 @@ def likelihood_weighting(
     EstimateResult
         ``log_likelihood`` (N,), ``bound == "lower"``, ``ess``, ``mcse``, ``khat`` per example.
 
+    Examples
+    --------
+    >>> import torch, pyrolik
+    >>> from pyrolik_models.oracles.linear_gaussian import LinearGaussian
+    >>> model = LinearGaussian.random(data_dim=5, latent_dim=2, seed=0)   # exact log p(x) known
+    >>> x = model.sample(4, torch.Generator().manual_seed(0))
+    >>> result = pyrolik.likelihood_weighting(model, x, num_samples=1000, seed=0, progress=False)
+    >>> result.bound, result.log_likelihood.shape
+    ('lower', torch.Size([4]))
+    >>> bool((result.log_likelihood - model.exact_log_marginal(x)).abs().max() < 1.0)
+    True
+
     References
     ----------
     .. [1] Y. Wu, Y. Burda, R. Salakhutdinov, R. Grosse. On the quantitative analysis of
@@ -102,6 +114,19 @@ def iwae(
     -------
     EstimateResult
         ``log_likelihood`` (N,), ``bound == "lower"``, ``ess``, ``mcse``, ``khat`` per example.
+
+    Examples
+    --------
+    >>> import torch, pyrolik
+    >>> from pyrolik_models.oracles.linear_gaussian import LinearGaussian
+    >>> model = LinearGaussian.random(data_dim=5, latent_dim=2, seed=0)   # exact log p(x) known
+    >>> x = model.sample(4, torch.Generator().manual_seed(0))
+    >>> result = pyrolik.iwae(model, x, model.exact_guide, num_samples=16, seed=0, progress=False)
+    >>> result.bound
+    'lower'
+    >>> exact = model.exact_log_marginal(x)   # the exact posterior as guide: every weight is p(x)
+    >>> bool(torch.allclose(result.log_likelihood, exact, atol=1e-3))
+    True
 
     References
     ----------

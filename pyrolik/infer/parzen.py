@@ -59,10 +59,30 @@ def kde(
     ----------
     samples : torch.Tensor, shape ``(S, *event_shape)``
         Draws from the model.
+    x : torch.Tensor, shape ``(N, *event_shape)``
+        The examples to evaluate.
     bandwidth : float or sequence of floats
         h, or a grid of candidates.
     validation : torch.Tensor, optional
         Held-out examples to choose a grid's bandwidth on (never ``x``).
+    chunk_size : int
+        Samples per pass (memory: ``N x chunk_size`` distances).
+    progress : bool
+        Show a progress bar on stderr.
+
+    Examples
+    --------
+    >>> import torch, pyrolik
+    >>> from pyrolik_models.oracles.linear_gaussian import LinearGaussian
+    >>> model = LinearGaussian.random(data_dim=5, latent_dim=2, seed=0)   # exact log p(x) known
+    >>> x = model.sample(4, torch.Generator().manual_seed(0))
+    >>> samples = model.sample(500, torch.Generator().manual_seed(1))   # draws from the model
+    >>> valid = model.sample(50, torch.Generator().manual_seed(2))      # held out, never x
+    >>> result = pyrolik.kde(samples, x, bandwidth=[0.1, 0.3, 1.0], validation=valid, progress=False)
+    >>> result.bound is None   # no bound: the density of the smoothed samples
+    True
+    >>> result.settings["bandwidth"] in (0.1, 0.3, 1.0)
+    True
 
     References
     ----------

@@ -62,6 +62,18 @@ def concat(a: Any, b: Any) -> Any:
     Returns
     -------
     The same type with ``K_a + K_b`` chains; the seeds are in ``settings["seeds"]``.
+
+    Examples
+    --------
+    >>> import torch, pyrolik
+    >>> from pyrolik_models.oracles.linear_gaussian import LinearGaussian
+    >>> model = LinearGaussian.random(data_dim=5, latent_dim=2, seed=0)   # exact log p(x) known
+    >>> x = model.sample(4, torch.Generator().manual_seed(0))
+    >>> schedule = pyrolik.schedules.sigmoid(50)   # the same schedule for both runs
+    >>> a = pyrolik.ais(model, x, schedule=schedule, num_chains=8, seed=0, progress=False)
+    >>> b = pyrolik.ais(model, x, schedule=schedule, num_chains=8, seed=1, progress=False)
+    >>> pyrolik.concat(a, b).log_weights.shape   # 16 chains per example
+    torch.Size([16, 4])
     """
     a, b = (from_datatree(r) if hasattr(r, "children") or hasattr(r, "groups") else r
             for r in (a, b))

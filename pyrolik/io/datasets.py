@@ -36,7 +36,20 @@ class Split(NamedTuple):
 
 
 def find_data_dir(data_dir: str | os.PathLike | None = None, filename: str = MNIST_TEST) -> Path | None:
-    """Resolve the MNIST data directory from ``data_dir`` or ``$PYROLIK_DATA``."""
+    """Resolve the MNIST data directory from ``data_dir`` or ``$PYROLIK_DATA``.
+
+    Parameters
+    ----------
+    data_dir : str or path-like, optional
+        The folder holding the file (default: ``$PYROLIK_DATA``).
+    filename : str
+        The file that must be in the folder.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The folder, or None when neither names one that holds ``filename``.
+    """
     candidates = [data_dir, os.environ.get("PYROLIK_DATA")]
     for c in candidates:
         if c and (Path(c) / filename).is_file():
@@ -59,7 +72,24 @@ def dequantize(
     k: Tensor | np.ndarray, levels: int = 256, generator: torch.Generator | None = None,
     dtype: torch.dtype | None = None,
 ) -> Tensor:
-    r"""Uniform dequantization: :math:`x = (k + u) / \text{levels}`, :math:`u \sim U[0, 1)`."""
+    r"""Uniform dequantization: :math:`x = (k + u) / \text{levels}`, :math:`u \sim U[0, 1)`.
+
+    Parameters
+    ----------
+    k : Tensor or ndarray
+        Integer levels ``0 .. levels - 1``.
+    levels : int
+        The number of levels (256 for 8-bit images).
+    generator : torch.Generator, optional
+        The random stream of ``u``.
+    dtype : torch.dtype, optional
+        The result's dtype (default: torch's default dtype).
+
+    Returns
+    -------
+    torch.Tensor
+        In :math:`[0, 1)`, the shape of ``k``.
+    """
     k = torch.as_tensor(np.asarray(k)).to(dtype or torch.get_default_dtype())
     u = torch.rand(k.shape, generator=generator, dtype=k.dtype)
     return (k + u) / levels
@@ -71,6 +101,27 @@ def load_digits(
     r"""scikit-learn's 1,797 8x8 digits as ``(images (1797, 64), labels (1797,))``.
 
     Levels 0..16; ``scale=True``: :math:`k / 16`, or :math:`(k + u) / 17` with ``dequantize_seed``.
+
+    Parameters
+    ----------
+    scale : bool
+        Divide the levels by 16 (ignored with ``dequantize_seed``).
+    dequantize_seed : int, optional
+        Dequantize with this seed: :math:`(k + u) / 17`.
+    dtype : torch.dtype, optional
+        The images' dtype (default: torch's default dtype).
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(images, labels)``.
+
+    Examples
+    --------
+    >>> from pyrolik.io.datasets import load_digits
+    >>> x, y = load_digits(dequantize_seed=0)
+    >>> tuple(x.shape), tuple(y.shape), bool((x >= 0).all() and (x < 1).all())
+    ((1797, 64), (1797,), True)
     """
     from sklearn.datasets import load_digits as _load
 
@@ -88,7 +139,20 @@ def load_digits(
 def load_binarized_mnist(
     data_dir: str | os.PathLike | None = None, *, dtype: torch.dtype | None = None
 ) -> Split:
-    """The fixed binarization of Larochelle & Murray (2011): 50k/10k/10k images of 784 {0,1} pixels."""
+    """The fixed binarization of Larochelle & Murray (2011): 50k/10k/10k images of 784 {0,1} pixels.
+
+    Parameters
+    ----------
+    data_dir : str or path-like, optional
+        The folder holding the file (default: ``$PYROLIK_DATA``).
+    dtype : torch.dtype, optional
+        The images' dtype (default: torch's default dtype).
+
+    Returns
+    -------
+    Split
+        ``(train, valid, test)`` images.
+    """
     path = _require(data_dir, BINARIZED_MNIST)
     dtype = dtype or torch.get_default_dtype()
     with np.load(path) as f:
@@ -102,7 +166,18 @@ def load_binarized_mnist(
 def load_mnist_test(
     data_dir: str | os.PathLike | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The 10,000 MNIST test images as uint8 grey levels ``(10000, 784)`` and labels ``(10000,)``."""
+    """The 10,000 MNIST test images as uint8 grey levels ``(10000, 784)`` and labels ``(10000,)``.
+
+    Parameters
+    ----------
+    data_dir : str or path-like, optional
+        The folder holding the file (default: ``$PYROLIK_DATA``).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(images, labels)``.
+    """
     path = _require(data_dir, MNIST_TEST)
     with np.load(path) as f:
         return f["images"], f["labels"]
@@ -118,6 +193,22 @@ def split_mnist_test(
     """Continuous MNIST from the 10,000 test images: a fixed random split, dequantized to [0, 1].
 
     Default 8,000 train / 1,000 valid / 1,000 test; returns ``(images, labels)`` as :class:`Split` tuples.
+
+    Parameters
+    ----------
+    data_dir : str or path-like, optional
+        The folder holding the file (default: ``$PYROLIK_DATA``).
+    sizes : tuple of three int
+        Train, valid and test sizes.
+    seed : int
+        The seed of the permutation and of the dequantization.
+    dtype : torch.dtype, optional
+        The images' dtype (default: torch's default dtype).
+
+    Returns
+    -------
+    tuple of Split
+        ``(images, labels)``, each a ``(train, valid, test)`` split.
     """
     images, labels = load_mnist_test(data_dir)
     if sum(sizes) > len(images):

@@ -46,7 +46,19 @@ def _stderr(values: Tensor, failed: Tensor) -> float:
 
 def bits_per_dim(log_likelihood: Tensor | float, num_dims: int | Tensor) -> Tensor | float:
     r"""Negative log-likelihood in bits per dimension: :math:`-\log p(x) / (D \ln 2)`; ``num_dims``
-    may be per example (the entries each observes)."""
+    may be per example (the entries each observes).
+
+    Parameters
+    ----------
+    log_likelihood : float or torch.Tensor
+        :math:`\log p(x)` in nats, per example.
+    num_dims : int or torch.Tensor
+        :math:`D`, or the entries each example observes.
+
+    Returns
+    -------
+    float or torch.Tensor
+    """
     return -log_likelihood / (num_dims * math.log(2.0))
 
 
@@ -154,7 +166,19 @@ class EstimateResult(Exported):
         .. math:: \text{bits/dim} = \frac{-\sum_n \log p(x_n)}{\ln 2 \sum_n D_n},
 
         with :math:`D_n` the entries example :math:`n` observes (:attr:`observed_dims`); NaN
-        when the count is unknown or zero."""
+        when the count is unknown or zero.
+
+        Parameters
+        ----------
+        log_likelihood : float or torch.Tensor
+            :math:`\log p(x)` in nats, per example.
+        num_dims : int or torch.Tensor
+            :math:`D`, or the entries each example observes.
+
+        Returns
+        -------
+        float or torch.Tensor
+        """
         dims = self.observed_dims
         if dims is None:
             return float("nan")

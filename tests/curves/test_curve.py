@@ -65,7 +65,7 @@ def test_three_representations_of_digits(digits_split):
     df = lc["raw"].to_frame()
     assert len(df) == 6 and set(df.columns) == {"representation", "n", "seed", "loss", "accuracy"}
     fig = curves.plot_curves(lc, eps)
-    assert len(fig.axes) == 5
+    assert len(fig.axes) == 6  # five panels and the legend
     plt.close(fig)
 
 
