@@ -44,9 +44,10 @@ class AISInfo(NamedTuple):
 
 @dataclass(frozen=True)
 class Resampler:
-    """Resampling within islands, bound to a run's rows: ``groups`` gives each leg's chains and
-    islands (``(K, B)``, rows chain-major, leg after leg); island ``i`` of a leg holds its chains
-    ``i K/B .. (i + 1) K/B - 1`` of every example."""
+    """Resampling within islands, bound to a run's rows.
+
+    ``groups`` gives each leg's chains and islands ``(K, B)`` (rows chain-major, leg after leg);
+    island ``i`` of a leg holds its chains ``i K/B`` to ``(i + 1) K/B - 1`` of every example."""
 
     threshold: float
     groups: tuple[tuple[int, int], ...]
