@@ -135,5 +135,112 @@ def main(argv=None):
     return summary
 
 
+
+
+TOTAL_ROW = re.compile(r"\s*(\S+) K=\s*(\d+) B=\s*(\d+): T=\s*([\d.]+),\s+([\d.]+) evals/chain,"
+                       r"\s+([\d.]+) evals/example, gap\s+(-?[\d.]+) \+- ([\d.]+), ([\d.]+) s "
+                       r"\(([\d.]+) s CPU\)")
+
+
+def read_totals(logs: list[str], bounds: list[str]) -> dict[tuple[str, int, int], dict]:
+    """``{(candidate, chains, total): {"gap": per-example gaps of all seeds, "evals": mean
+    gradients per example, "cpu": mean CPU s per run, "seeds": n}}`` from ``frontier.py --totals``
+    logs and their ``--save-bounds`` files (the gaps from the bounds, seeds pooled)."""
+    import numpy as np
+
+    cells: dict[tuple[str, int, int], dict] = defaultdict(lambda: defaultdict(list))
+    for path in logs:
+        for line in open(path):
+            m = TOTAL_ROW.match(line)
+            if m:
+                name, k, b = m.group(1), int(m.group(2)), int(m.group(3))
+                cells[(name, k, b)]["evals"].append(float(m.group(6)))
+                cells[(name, k, b)]["cpu"].append(float(m.group(10)))
+    for path in bounds:
+        with np.load(path) as f:
+            for key in f.files:
+                m = re.fullmatch(r"(.+)@(\d+)K(\d+):lower", key)
+                if m:
+                    cell = cells[(m.group(1), int(m.group(3)), int(m.group(2)))]
+                    cell["gap"].append(f[key.replace(":lower", ":upper")] - f[key])
+    out = {}
+    for key, c in cells.items():
+        if c["gap"]:
+            gap = np.concatenate(c["gap"])
+            out[key] = {"gap": gap, "mean": float(gap.mean()),
+                        "se": float(gap.std() / len(gap) ** 0.5), "seeds": len(c["gap"]),
+                        "evals": float(np.mean(c["evals"])) if c["evals"] else float(key[2]),
+                        "cpu": float(np.mean(c["cpu"])) if c["cpu"] else float("nan")}
+    return out
+
+
+def totals_main(argv=None):
+    """``frontier_summary.py --totals``: the gap against the total gradients per example with the
+    number of chains free, each candidate's best split per budget marked; one table and a figure."""
+    p = argparse.ArgumentParser(description=totals_main.__doc__)
+    p.add_argument("--totals", action="store_true")
+    p.add_argument("--logs", nargs="+", required=True)
+    p.add_argument("--bounds", nargs="+", required=True)
+    p.add_argument("--title", default="")
+    p.add_argument("--out", default=None)
+    p.add_argument("--rename", nargs="*", default=[], metavar="OLD=NEW")
+    args = p.parse_args(argv)
+    names = dict(r.split("=", 1) for r in args.rename)
+    cells = read_totals(args.logs, args.bounds)
+    cands = sorted({c for c, _, _ in cells})
+    budgets = sorted({b for _, _, b in cells})
+    chains = sorted({k for _, k, _ in cells})
+    best: dict[tuple[str, int], tuple[int, dict]] = {}
+    for c in cands:
+        print(f"{names.get(c, c)}: BDMC gap, mean over examples of all seeds +- se (seeds), "
+              "CPU s per run; * the best split")
+        for b in budgets:
+            row = {k: cells[(c, k, b)] for k in chains if (c, k, b) in cells}
+            if not row:
+                continue
+            k_best = min(row, key=lambda k: row[k]["mean"])
+            best[(c, b)] = (k_best, row[k_best])
+            print(f"  B={b:>6}: " + "  ".join(
+                f"K={k}{'*' if k == k_best else ' '} {v['mean']:6.3f} +- {v['se']:.3f} "
+                f"({v['seeds']}, {v['cpu']:.0f} s)" for k, v in row.items()))
+    if args.out:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True, layout="constrained")
+        for i, c in enumerate(cands):
+            color = f"C{i}"
+            for ax, key in ((axes[0], "evals"), (axes[1], "cpu")):
+                for k in chains:  # every split, faint
+                    pts = sorted((cells[(c, k, b)][key], max(cells[(c, k, b)]["mean"], 1e-3))
+                                 for b in budgets if (c, k, b) in cells)
+                    if pts:
+                        ax.plot(*zip(*pts, strict=True), color=color, alpha=0.2, lw=0.8)
+                pts = sorted((v[key], max(v["mean"], v["se"], 1e-3), v["se"], k)
+                             for (cc, _), (k, v) in best.items() if cc == c)
+                xs, ys, es, ks = zip(*pts, strict=True)
+                ax.errorbar(xs, ys, yerr=es, color=color, marker="o", capsize=2,
+                            label=names.get(c, c) if key == "evals" else None)
+                if key == "evals":
+                    for x, y, k in zip(xs, ys, ks, strict=True):
+                        ax.annotate(f"{k}", (x, y), textcoords="offset points", xytext=(4, 4),
+                                    fontsize=7, color=color)
+        for ax, label in ((axes[0], "gradient evaluations per example (pilot included)"),
+                          (axes[1], "CPU seconds per run (one thread)")):
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(label)
+        axes[0].set_ylabel("BDMC gap [nats], best split (its chains marked)")
+        axes[0].legend(frameon=False, fontsize=8)
+        fig.suptitle(args.title)
+        fig.savefig(args.out, dpi=120)
+        print(f"figure: {args.out}")
+    return cells, best
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    totals_main() if "--totals" in sys.argv else main()

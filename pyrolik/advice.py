@@ -15,6 +15,8 @@ ACCEPTANCE_COLLAPSE = 0.1  # mean HMC acceptance below it: the chains barely mov
 NEGATIVE_GAP_SE = 4.0  # an inverted BDMC gap beyond this many standard errors is not noise
 BDMC_GAP_WARN = 1.0  # nats: a mean gap above it, AIS has not converged (Grosse et al. 2015)
 DIVERGENT_REMARK = 0.01  # divergences (each rejected, AIS stays valid) below 1% are a remark
+BEST_SPLIT_CHAINS = 4  # the frontier's best split of a budget: 4 chains, the rest in steps
+WASTED_SPLIT = 2.0  # a split predicted to leave more than this times the best split's bias warns
 
 
 def _adaptation(kernel: Any) -> str | None:

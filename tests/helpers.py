@@ -7,6 +7,14 @@ import torch
 from pyrolik.ops.stats import effective_sample_size, mcse_log_mean_exp
 
 
+def plain(move=None):
+    """Plain AIS (``pyrolik.SMC(resample=None)``): independent chains, whose weights the
+    assertions below read one by one (resampled chains are tested in tests/annealing/test_resampling)."""
+    import pyrolik
+
+    return pyrolik.SMC(pyrolik.HMC() if move is None else move, resample=None)
+
+
 def assert_unbiased(log_weights, log_z, num_se=4.0, min_ess_frac=0.1):
     """E[exp(log w - log Z)] = 1 per example; 4 SE gives ~1e-4 false alarms per example."""
     ratio = torch.exp(log_weights - log_z)  # (K, N)

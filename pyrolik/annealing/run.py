@@ -16,12 +16,12 @@ from pyrolik._validate import (
     check_optional_count,
     validate_data,
 )
-from pyrolik.annealing.kernel import SMC, Kernel, as_smc
+from pyrolik.annealing.kernel import HMC, SMC, Kernel, as_smc
 from pyrolik.annealing.schedules import Schedule, resolve_schedule
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.model.target import Target, make_target, prepare_inputs
 
-__all__ = ["Leg", "Problem", "Recording", "describe", "expand_latents", "latents_to_flat"]
+__all__ = ["Leg", "Problem", "Recording", "describe", "gradient_evals", "expand_latents", "latents_to_flat"]
 
 Check = Callable[[Target, list[Tensor], list[Tensor]], None]
 
@@ -82,18 +82,14 @@ class Problem:
         """The settings every AIS result records, costs included (gradient evaluations per example of one
         leg's chains and of the pilot)."""
         kernel, num_chains, num_steps = self.kernel.move, self.legs[0].num_chains, self.schedule.num_steps
-        strategy = kernel.adaptation
-        pilot_chains = strategy.pilot_chains(num_chains)
-        pilot = strategy.pilot_transitions(num_steps)
+        chains, pilot = gradient_evals(kernel, num_steps, num_chains)
         return {"num_steps": num_steps, "num_chains": num_chains, "schedule": self.schedule.name,
                 "num_leapfrog": kernel.num_leapfrog, "adapt": str(kernel.adapt),
                 "target_accept": kernel.target_accept, "initial_step_size": kernel.step_size,
                 "mass_matrix": kernel.mass_matrix, "batch_size": batch_size,
                 "resample": self.kernel.resample, "islands": self.islands,
                 "init": "prior" if self.guide is None else getattr(self.guide, "__name__", "guide"),
-                "gradient_evals_per_example": (num_steps * kernel.num_leapfrog + 1) * num_chains,
-                "pilot_gradient_evals_per_example":
-                    (pilot * kernel.num_leapfrog + 1) * pilot_chains if pilot else 0}
+                "gradient_evals_per_example": chains, "pilot_gradient_evals_per_example": pilot}
 
     def fingerprint_extra(self) -> dict[str, Tensor]:
         """The tensors besides the settings that a checkpoint of this run must match: the base
@@ -108,6 +104,15 @@ class Problem:
         if self.stops is not None:
             extra["stops"] = self.stops
         return extra
+
+
+def gradient_evals(move: HMC, num_steps: int, num_chains: int) -> tuple[int, int]:
+    """Gradient evaluations per example of ``num_chains`` chains of ``num_steps`` steps with ``move``
+    (one to start, ``num_leapfrog`` per step), and of the pilot before them (0 without one)."""
+    strategy = move.adaptation
+    pilot = strategy.pilot_transitions(num_steps)
+    return ((num_steps * move.num_leapfrog + 1) * num_chains,
+            (pilot * move.num_leapfrog + 1) * strategy.pilot_chains(num_chains) if pilot else 0)
 
 
 @dataclass(frozen=True)

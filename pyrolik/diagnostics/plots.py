@@ -244,7 +244,8 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
             ax.fill_between(beta, band.min(-1), band.max(-1), color=color, alpha=0.2, lw=0)
             ax.plot(beta, mean.to_numpy(), color=color, label=label)
         axes[2].plot(beta, df["log_normalizer"].to_numpy(), color=color, label=label)
-        target = getattr(run.kernel, "target_accept", None)  # None without adaptation
+        move = getattr(run.kernel, "move", run.kernel)  # the SMC's HMC (a loaded file: either)
+        target = getattr(move, "target_accept", None)  # None without adaptation
         if target is not None:
             axes[0].axhline(target, color="0.5", ls=":", lw=0.8)
     axes[0].set_ylim(0, 1.02)

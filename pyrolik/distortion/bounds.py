@@ -351,6 +351,7 @@ def _point_of(joint: BDMCResult, i: int, x: Tensor, stop: float, kappa: float,
             num_observed=cut(r.num_observed, 0), final_state=cut(r.final_state),
             latents=None if r.latents is None else {k: v[:, sl] for k, v in r.latents.items()},
             acceptance_rate=cut(r.acceptance_rate), num_divergent=cut(r.num_divergent),
+            ancestor=cut(r.ancestor), num_resampled=cut(r.num_resampled, 0),
             trace=trace, step_sizes=table,
             schedule=torch.minimum(r.schedule, torch.tensor(stop, dtype=r.schedule.dtype)) / stop,
             settings={**r.settings, "stop": stop, "steps_to_point": steps_to_point}))

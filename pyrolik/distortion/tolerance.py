@@ -13,7 +13,7 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, shared_params, validate_data
-from pyrolik.annealing.kernel import HMC, Kernel
+from pyrolik.annealing.kernel import Kernel, as_smc
 from pyrolik.annealing.schedules import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.distortion.bounds import distortion_bdmc
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve
@@ -97,8 +97,7 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: float, *,
     if (sigmas is None) == (betas is None):
         raise ValueError("pass the curve's grid as sigmas= or betas=, exactly one of them")
     tolerance = check_tolerance(tolerance, None, schedule, max_steps, named="geometric")
-    if kernel is not None and not isinstance(kernel, HMC):
-        raise TypeError(f"kernel must be a pyrolik.HMC, got {type(kernel).__name__}")
+    as_smc(kernel)  # refuses another type
     check_count("num_chains", num_chains)
     x, seed = validate_data(x), resolve_seed(seed)
     if sigmas is not None:
@@ -135,7 +134,7 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: float, *,
     # pilot length -> the table a round's pilot made: a later round whose pilot would be as long
     # reuses it (the default's is 20 steps up to 100 steps)
     tables: dict[int | None, Any] = {}
-    pilot_steps = getattr((HMC() if kernel is None else kernel).adaptation, "pilot_steps", None)
+    pilot_steps = getattr(as_smc(kernel).move.adaptation, "pilot_steps", None)
     grid_b = grid / grid[-1]
     grid_b[-1] = 1.0
     targets = TargetCache()

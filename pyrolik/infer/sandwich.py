@@ -239,7 +239,7 @@ def bdmc_convergence(
             "gap": r.gap,
             "gap_se": r.gap_stderr,
             "seconds": r.wall_time,
-            "gradient_evals": (s + pilot) * kern.num_leapfrog,
+            "gradient_evals": (s + pilot) * kern.move.num_leapfrog,
         })
     return pd.DataFrame(rows)
 

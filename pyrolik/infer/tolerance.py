@@ -14,9 +14,11 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, shared_params, validate_data
+from pyrolik.advice import BEST_SPLIT_CHAINS
 from pyrolik.annealing.driver import drive
-from pyrolik.annealing.kernel import Kernel, as_smc
+from pyrolik.annealing.kernel import SMC, Kernel, as_smc
 from pyrolik.annealing.run import Recording, describe
+from pyrolik.annealing.run import gradient_evals as gradient_evals_of
 from pyrolik.exceptions import BudgetWarning
 from pyrolik.execution.batches import Execution, progress_bar
 from pyrolik.execution.faults import warn_failed
@@ -70,7 +72,7 @@ class Budget:
     ``check``), and what it cost in gradient evaluations and seconds (the final run's: :meth:`with_final`).
     """
 
-    tolerance: float
+    tolerance: float | None  # None: a gradient budget was split
     num_steps: int
     converged: bool
     num_simulated: int
@@ -82,6 +84,8 @@ class Budget:
     confidence_z: float = CONFIDENCE_Z
     notes: list[str] = field(default_factory=list)  # the warnings it gave, in plain words
     seed: int | None = None  # the search's seed: the same seed makes the same budget
+    num_chains: int | None = None  # the chains the steps are for (the split's, or the caller's)
+    gradients: float | None = None  # a budget in gradient evaluations per example, split (no search)
 
     def with_final(self, gradient_evals: float, seconds: float) -> Budget:
         """The budget with the final run's cost."""
@@ -98,8 +102,8 @@ class Budget:
 
     @property
     def gap(self) -> float:
-        """The BDMC gap (simulated data) at the chosen ``num_steps``."""
-        return self.rounds[-1].gap
+        """The BDMC gap (simulated data) at the chosen ``num_steps`` (NaN: no search ran)."""
+        return self.rounds[-1].gap if self.rounds else math.nan
 
     @property
     def cost_ratio(self) -> float:
@@ -119,6 +123,9 @@ class Budget:
 
     def summary_fields(self) -> dict[str, Any]:
         """What a result's ``summary()`` shows of the budget."""
+        if not self.rounds:  # a gradient budget, split without a search
+            return {"gradients per example": self.gradients, "chains chosen": self.num_chains,
+                    "steps chosen": self.num_steps}
         last = self.rounds[-1]
         where = "" if last.point is None else f" at {last.point}"
         return {"tolerance [nats]": self.tolerance,
@@ -313,9 +320,10 @@ def forward_ais(model: Callable[..., Any], x: Tensor, num_steps: int, *, num_cha
 def budget(
     model: Callable[..., Any],
     x: Tensor,
-    tolerance: float,
+    tolerance: float | None = None,
     *,
-    num_chains: int,
+    gradients: float | None = None,
+    num_chains: int | None = None,
     schedule: str | Tensor = "auto",
     kernel: Kernel | None = None,
     init: Callable[..., Any] | None = None,
@@ -326,26 +334,84 @@ def budget(
     max_steps: int = MAX_STEPS,
     progress: bool = True,
 ) -> Budget:
-    """The number of annealing steps whose BDMC gap on simulated data is within ``tolerance``.
+    """The split of a budget between chains and steps: for a ``tolerance``, the number of annealing
+    steps whose BDMC gap on simulated data is within it; for ``gradients``, the most steps they pay.
 
-    BDMC on data simulated like ``x`` at 25, 50, 100, ... steps until the gap's mean + 2 standard
-    errors is within ``tolerance``; a check on ``x`` warns when real data disagree (Wu et al. 2017,
-    section 4; ``docs/tolerance.md``).
+    With a tolerance: BDMC on data simulated like ``x`` at 25, 50, 100, ... steps until the gap's
+    mean + 2 standard errors is within ``tolerance``; a check on ``x`` warns when real data disagree
+    (Wu et al. 2017, section 4; ``docs/tolerance.md``). Without ``num_chains`` the steps are for
+    :data:`~pyrolik.advice.BEST_SPLIT_CHAINS` chains, the best split of every budget on the measured
+    frontier (``benchmarks/RESULTS.md``).
 
     Parameters
     ----------
-    tolerance : float
+    tolerance : float, optional
         The largest BDMC gap to accept (nats).
+    gradients : float, optional
+        Instead of a tolerance: gradient evaluations per example to spend, the pilot's included
+        (no search runs).
+    num_chains : int, optional
+        Chains per example (default: the frontier's best split,
+        :data:`~pyrolik.advice.BEST_SPLIT_CHAINS`).
+    max_steps : int
+        The search's largest number of steps.
 
     Returns
     -------
     Budget
-        ``num_steps``, the rounds, the check, the notes it warned with, the seed.
+        ``num_steps`` and ``num_chains`` to pass to the estimator, the rounds, the check, the notes
+        it warned with, the seed.
+
+    Examples
+    --------
+    >>> import pyrolik
+    >>> from pyrolik_models import LinearGaussian
+    >>> lg = LinearGaussian.random(data_dim=3, latent_dim=2, seed=0)
+    >>> b = pyrolik.budget(lg, lg.sample(4), gradients=2000)
+    >>> b.num_chains, b.num_steps
+    (4, 122)
+    >>> r = pyrolik.ais(lg, lg.sample(4), num_steps=b.num_steps, num_chains=b.num_chains,
+    ...                 progress=False)
+    >>> r.settings["gradient_evals_per_example"] + r.settings["pilot_gradient_evals_per_example"] <= 2000
+    True
     """
-    return search(model, x, tolerance, num_chains=num_chains, schedule=schedule, kernel=kernel,
+    if (tolerance is None) == (gradients is None):
+        raise ValueError("pass tolerance= (the largest BDMC gap to accept, in nats) or gradients= "
+                         "(gradient evaluations per example to spend), one of them")
+    chains = BEST_SPLIT_CHAINS if num_chains is None else num_chains
+    if tolerance is None:
+        return split(gradients, chains, as_smc(kernel), schedule)
+    return search(model, x, tolerance, num_chains=chains, schedule=schedule, kernel=kernel,
                   init=init, model_args=model_args, model_kwargs=model_kwargs, seed=seed,
                   batch_size=batch_size, max_steps=max_steps, progress=progress, what="budget",
                   stacklevel=4)
+
+
+def split(gradients: Any, num_chains: int, kernel: SMC, schedule: str | Tensor) -> Budget:
+    """The most steps of ``num_chains`` chains whose run, pilot included, costs at most
+    ``gradients`` gradient evaluations per example."""
+    if isinstance(gradients, bool) or not isinstance(gradients, int | float) or not (
+            math.isfinite(gradients) and gradients > 0):
+        raise ValueError(f"gradients must be a positive number of gradient evaluations per example, "
+                         f"e.g. gradients=10000; got {gradients!r}")
+    check_count("num_chains", num_chains)
+    if not isinstance(schedule, str):
+        raise ValueError("a schedule tensor fixes the number of steps: pass a schedule by name with "
+                         "gradients=, or the tensor with num_steps=None")
+
+    def cost(steps: int) -> int:
+        return sum(gradient_evals_of(kernel.move, steps, num_chains))
+
+    if cost(1) > gradients:
+        raise ValueError(f"gradients={gradients:g} do not pay one step of {num_chains} chains and "
+                         f"its pilot ({cost(1)} per example): give more gradients or fewer chains")
+    lo, hi = 1, 2
+    while cost(hi) <= gradients:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:  # the cost grows with the steps
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if cost(mid) <= gradients else (lo, mid)
+    return Budget(None, lo, True, 0, [], num_chains=num_chains, gradients=float(gradients))
 
 
 def search(model: Callable[..., Any], x: Tensor, tolerance: float, *, num_chains: int,
@@ -420,4 +486,4 @@ def search(model: Callable[..., Any], x: Tensor, tolerance: float, *, num_chains
     chosen = choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at, num_simulated=num_sim,
                            max_steps=max_steps, progress=progress, what=what,
                            stacklevel=stacklevel)
-    return replace(chosen, seed=seed)
+    return replace(chosen, seed=seed, num_chains=num_chains)

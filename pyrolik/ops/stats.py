@@ -12,7 +12,7 @@ from torch import Tensor
 
 from pyrolik.advice import MIN_WEIGHTS
 
-__all__ = ["log_mean_exp", "effective_sample_size", "ancestor_log_weights", "chain_statistics", "mcse_log_mean_exp", "khat_threshold", "MIN_WEIGHTS_FOR_KHAT", "pareto_khat", "pareto_tail_size", "pareto_khat_from_tail", "RunningLogWeights", "num_blocks", "check_blocks", "DEFAULT_BLOCKS"]
+__all__ = ["log_mean_exp", "effective_sample_size", "ancestor_log_weights", "chain_statistics", "lognormal_bias", "mcse_log_mean_exp", "khat_threshold", "MIN_WEIGHTS_FOR_KHAT", "pareto_khat", "pareto_tail_size", "pareto_khat_from_tail", "RunningLogWeights", "num_blocks", "check_blocks", "DEFAULT_BLOCKS"]
 
 
 def log_mean_exp(log_weights: Tensor, dim: int = 0) -> Tensor:
@@ -53,6 +53,18 @@ def chain_statistics(log_weights: Tensor, ancestor: Tensor | None = None,
         if ancestor is not None:
             mcse = torch.where(torch.isfinite(families).sum(0) < 2, torch.nan, mcse)
     return effective_sample_size(families), mcse, pareto_khat(families)
+
+
+def lognormal_bias(num_weights: int, variance: float, draws: int = 20_000) -> float:
+    r""":math:`\log \mathbb E[w] - \mathbb E\,\log\frac1K\sum_k w_k` for ``num_weights`` independent
+    log-normal weights whose logs have ``variance``: the downward bias of a log-mean-exp estimate.
+    AIS log-weights are close to normal with a variance that falls as 1/steps; with the variance
+    the chains show, this predicts the BDMC gap of every split of a budget between chains and steps
+    (``benchmarks/RESULTS.md``). Monte Carlo on a fixed stream: the same inputs give the same value."""
+    g = torch.Generator().manual_seed(20_240)
+    z = torch.randn(draws, num_weights, generator=g, dtype=torch.float64)
+    log_w = z * math.sqrt(variance) - variance / 2  # E[w] = 1
+    return float(-(torch.logsumexp(log_w, 1) - math.log(num_weights)).mean())
 
 
 def _log1mexp(x: Tensor) -> Tensor:

@@ -12,13 +12,15 @@ from torch import Tensor
 
 from pyrolik.advice import (
     ACCEPTANCE_COLLAPSE,
+    BEST_SPLIT_CHAINS,
     DIVERGENT_REMARK,
     KHAT_WARN,
     MIN_WEIGHTS,
+    WASTED_SPLIT,
     acceptance_fix,
 )
 from pyrolik.exceptions import Message, remark
-from pyrolik.ops.stats import khat_threshold
+from pyrolik.ops.stats import khat_threshold, lognormal_bias
 from pyrolik.results.convert import (
     AISConverter,
     EstimateConverter,
@@ -414,9 +416,40 @@ class AISResult(EstimateResult):
             out.append(self._divergent_warning(num_div))
         if self.num_resampled is not None:
             out += self._resampling_warnings()
+        out += self._split_warnings()
         if self.budget is not None:
             out += list(self.budget.notes)
         return out
+
+    def _split_warnings(self) -> list[str]:
+        """Whether fewer chains with more steps each would have spent the same gradients better:
+        the chains' log-weight variance ``v`` falls as 1/steps, and a log-normal model of the weights
+        (which predicts the measured frontier, ``benchmarks/RESULTS.md``) gives the bias of this
+        split and of :data:`~pyrolik.advice.BEST_SPLIT_CHAINS` chains."""
+        k, steps, best = self.num_weights, self.settings.get("num_steps"), BEST_SPLIT_CHAINS
+        if self.log_weights is None or k is None or k <= best or not isinstance(steps, int):
+            return []
+        if self.ancestor is not None:  # resampled: the chains' weights are not independent
+            return [] if k < 4 * best else [remark(
+                f"whether {k} chains of {steps} steps spend the gradients well was not checked: "
+                "the check reads independent chains' weights, and these were resampled; on the "
+                f"measured frontier {best} to {2 * best} chains with more steps each did best "
+                "(benchmarks/RESULTS.md)")]
+        lw = self.log_weights[:, ~self.failed].double()
+        lw = lw[:, torch.isfinite(lw).all(0)]
+        if lw.shape[1] == 0:
+            return []
+        v = float(lw.var(0).mean())
+        ratio = lognormal_bias(k, v) / max(lognormal_bias(best, v * best / k), 1e-12)
+        if ratio <= WASTED_SPLIT:
+            return []
+        longer = steps * k // best
+        return [Message(
+            f"{k} chains of {steps} steps waste this budget: their log-weights vary by {v:.2f} "
+            f"nats^2 per example, too much for more chains to average out; {best} chains of "
+            f"{longer} steps (the same gradient evaluations) would leave about {ratio:.1f} times "
+            f"less bias (a log-normal model of the weights, which predicts the measured frontier: "
+            f"benchmarks/RESULTS.md); pass num_chains={best}, num_steps={longer}")]
 
     def _resampling_warnings(self) -> list[str]:
         """What resampling (SMC) did to the chains and what it means for the diagnostics."""

@@ -13,37 +13,9 @@ import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.annealing.engine import Resampler
 from pyrolik.annealing.kernel import default_islands
-from pyrolik.ops.resampling import systematic
 from pyrolik.ops.stats import ancestor_log_weights, effective_sample_size, mcse_log_mean_exp
 
 LG = dict(data_dim=5, latent_dim=2, s=0.3, seed=0)
-
-
-def test_systematic_resampling_keeps_the_expected_offspring():
-    """Chain k is drawn floor or ceil of num W_k times, sorted; a zero weight never; a column
-    without a finite weight keeps its chains in order; any number of draws and batch shape."""
-    g = torch.Generator().manual_seed(0)
-    lw = torch.randn(8, 3, 2, generator=g, dtype=torch.float64) * 2.0
-    lw[2, 0, 0] = -math.inf
-    lw[:, 1, 1] = -math.inf  # a failed column
-    for num in (8, 5, 20):
-        idx = systematic(lw, num, generator=g)
-        assert idx.shape == (num, 3, 2) and idx.dtype == torch.long
-        ok = torch.isfinite(lw).any(0)
-        assert (idx.diff(dim=0) >= 0)[:, ok].all()
-        for i, j in ((0, 0), (0, 1), (1, 0), (2, 1)):
-            offspring = torch.bincount(idx[:, i, j], minlength=8).double()
-            assert ((offspring - num * torch.softmax(lw[:, i, j], 0)).abs() < 1).all()
-        assert not (idx[:, 0, 0] == 2).any()
-        assert torch.equal(idx[:, 1, 1], torch.arange(num) % 8)
-
-
-def test_systematic_resampling_is_unbiased_for_the_weights():
-    """The mean offspring count over many uniforms is num W_k (Kitagawa 1996)."""
-    lw = torch.tensor([0.0, 1.5, -2.0, 0.3], dtype=torch.float64)
-    idx = systematic(lw.unsqueeze(1).expand(4, 20_000), 3, generator=torch.Generator().manual_seed(1))
-    mean = torch.stack([(idx == k).double().sum(0) for k in range(4)]).mean(1)
-    torch.testing.assert_close(mean, 3 * torch.softmax(lw, 0), atol=0.02, rtol=0)
 
 
 def test_islands_resample_within_themselves_and_take_their_mean_weight():

@@ -14,7 +14,7 @@ from numpy.testing import assert_array_equal
 import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
 from pyrolik.diagnostics import checks as diagnostics
-from tests.helpers import assert_lower_bound, assert_unbiased
+from tests.helpers import assert_lower_bound, assert_unbiased, plain
 
 
 def n(t):
@@ -69,7 +69,7 @@ def test_running_log_normalizer_is_unbiased_at_every_temperature(seed):
     """E[w_t] = Z_{beta_t} for the partial AIS weights at every step (Neal 2001)."""
     lg = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0)
     x = lg.sample(3, torch.Generator().manual_seed(seed))
-    kernel = pyrolik.HMC(num_leapfrog=5, step_size=0.1, adapt=None)
+    kernel = plain(pyrolik.HMC(num_leapfrog=5, step_size=0.1, adapt=None))
     r = pyrolik.ais(lg, x, num_steps=50, num_chains=300, kernel=kernel, seed=seed, record_every=5,
                     progress=False)
     curve = diagnostics.running_log_normalizer(r)  # (R, N)

@@ -22,7 +22,7 @@ from pyrolik.distortion import (
     squared_error,
 )
 from tests.conftest import SEED
-from tests.helpers import assert_unbiased
+from tests.helpers import assert_unbiased, plain
 from tests.io.test_export import assert_same_result
 from tests.oracles import LG_NARROW
 
@@ -43,7 +43,8 @@ def x(lg):
 @pytest.fixture(scope="module")
 def curve(lg, x):
     torch.set_default_dtype(torch.float64)
-    return sigma_curve(lg, x, SIGMAS, num_steps=250, num_chains=200, seed=SEED, progress=False)
+    return sigma_curve(lg, x, SIGMAS, num_steps=250, num_chains=200, seed=SEED, progress=False,
+                       kernel=plain())  # the chains' own weights are tested one by one
 
 
 def _exact_rd(lg, x, betas):

@@ -62,7 +62,7 @@ PILOT_MASS = pyrolik.HMC(num_leapfrog=2, mass_matrix=True)
 ONLINE = pyrolik.HMC(num_leapfrog=2, adapt="online")
 MOMENTUM = pyrolik.HMC(num_leapfrog=2, momentum_persistence=0.8)
 RESAMPLE = pyrolik.SMC(pyrolik.HMC(num_leapfrog=2), resample=0.9, islands=1)
-ISLANDS = pyrolik.SMC(pyrolik.HMC(num_leapfrog=2))  # 4 chains: 2 islands of 2, at every step
+ISLANDS = pyrolik.SMC(pyrolik.HMC(num_leapfrog=2), islands=2)  # 2 islands of 2, every step
 
 
 @pytest.mark.parametrize("kernel, saves", [(PILOT_MASS, 1), (PILOT_MASS, 3), (PILOT_MASS, 6),

@@ -9,7 +9,7 @@ import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
 from models.oracles.quadrature import BernoulliDecoder, BimodalDecoder, UniformLatent
 from pyrolik.io.netcdf import from_datatree
-from tests.helpers import assert_lower_bound, assert_unbiased, assert_upper_bound
+from tests.helpers import assert_lower_bound, assert_unbiased, assert_upper_bound, plain
 from tests.oracles import alias
 
 lg = alias("lg_narrow")
@@ -35,7 +35,7 @@ def test_forward_ais_is_unbiased_for_p_of_x(name, adapt, seed):
     model = MODELS[name]()
     x = data(model, 3, seed)
     exact = model.exact_log_marginal(x).to(x.dtype)
-    kernel = pyrolik.HMC(num_leapfrog=5, step_size=0.2, adapt=adapt)
+    kernel = plain(pyrolik.HMC(num_leapfrog=5, step_size=0.2, adapt=adapt))
     r = pyrolik.ais(model, x, num_steps=100, num_chains=300, kernel=kernel, seed=seed,
                     progress=False)
     assert r.bound == "lower" and r.log_weights.shape == (300, 3)
@@ -79,7 +79,7 @@ def test_encoder_path_with_the_exact_posterior_is_exact(lg, seed):
 
 def test_two_point_schedule_equals_likelihood_weighting(lg, seed):
     x = data(lg, 4, seed)
-    kernel = pyrolik.HMC(adapt=None)
+    kernel = plain(pyrolik.HMC(adapt=None))
     a = pyrolik.ais(lg, x, num_steps=None, schedule=torch.tensor([0.0, 1.0]), num_chains=16,
                     kernel=kernel, seed=seed, progress=False)
     lw = pyrolik.likelihood_weighting(lg, x, num_samples=16, seed=seed, progress=False)
@@ -101,7 +101,7 @@ def test_reverse_ais_from_exact_posterior_is_an_upper_bound(name, seed):
     # reverse weights are heavy-tailed (their mean is dominated by rare large weights): many chains,
     # and enough steps (at 200 the linear-Gaussian case left ESS ~17 of 1000 at some seeds)
     r = pyrolik.reverse_ais(model, x, z, num_steps=400, num_chains=1000, seed=seed,
-                            progress=False, kernel=pyrolik.HMC(num_leapfrog=5))
+                            progress=False, kernel=plain(pyrolik.HMC(num_leapfrog=5)))
     assert r.bound == "upper" and r.direction == "reverse"
     assert_unbiased(r.log_weights, -exact, min_ess_frac=0.02)  # E[w_rev] = 1 / p(x)
     assert_upper_bound(r.log_likelihood, exact, r.log_weights)
@@ -143,7 +143,7 @@ def test_float32(lg, seed):
 def test_mass_matrix_from_the_pilot(lg, seed):
     x = data(lg, 3, seed)
     exact = lg.exact_log_marginal(x)
-    kernel = pyrolik.HMC(num_leapfrog=5, mass_matrix=True)
+    kernel = plain(pyrolik.HMC(num_leapfrog=5, mass_matrix=True))
     r = pyrolik.ais(lg, x, num_steps=100, num_chains=300, kernel=kernel, seed=seed,
                     progress=False)
     assert r.step_sizes.inv_mass.shape[1:] == (3, 2)
@@ -171,7 +171,7 @@ def test_a_pilot_on_fewer_chains_keeps_ais_exact(lg, seed):
     """pilot_chains only changes which chains tune the step sizes: the estimator stays unbiased."""
     x = data(lg, 3, seed)
     exact = lg.exact_log_marginal(x)
-    kernel = pyrolik.HMC(num_leapfrog=5, step_size=0.2, pilot_chains=4)
+    kernel = plain(pyrolik.HMC(num_leapfrog=5, step_size=0.2, pilot_chains=4))
     r = pyrolik.ais(lg, x, num_steps=60, num_chains=300, kernel=kernel, seed=seed, progress=False)
     assert r.step_sizes.log_step_size.shape[1] == 3
     assert_unbiased(r.log_weights, exact, min_ess_frac=0.05)
@@ -210,7 +210,7 @@ def test_the_schedule_is_built_from_the_pilot_by_default(lg, seed):
     pyrolik.schedules.validate(r.schedule)
     pooled = r.step_sizes.log_ratio_var.mean(1)
     torch.testing.assert_close(r.schedule, pyrolik.schedules.adaptive(50, r.step_sizes.betas, pooled))
-    kernel = r.kernel
+    kernel = r.kernel.move
     pilot = (kernel.adaptation.pilot_transitions(50) * 4 * kernel.num_leapfrog + 4)  # 4 chains
     assert r.settings["pilot_gradient_evals_per_example"] == pilot
     fixed = pyrolik.ais(lg, x, num_steps=50, num_chains=6, seed=seed, progress=False,
@@ -245,7 +245,7 @@ def test_a_schedule_per_example_keeps_ais_and_bdmc_exact(lg, seed):
     x = data(lg, 5, seed)
     exact = lg.exact_log_marginal(x).to(x.dtype)
     r = pyrolik.ais(lg, x, num_steps=40, num_chains=200, seed=seed, progress=False,
-                    schedule="adaptive_per_example", batch_size=3)
+                    schedule="adaptive_per_example", batch_size=3, kernel=plain())
     assert r.settings["schedule"] == "adaptive_per_example" and r.schedule.shape == (41, 5)
     want = pyrolik.schedules.adaptive(40, r.step_sizes.betas, r.step_sizes.log_ratio_var)
     torch.testing.assert_close(r.schedule, want.to(r.schedule))
@@ -256,7 +256,7 @@ def test_a_schedule_per_example_keeps_ais_and_bdmc_exact(lg, seed):
     assert_unbiased(r.log_weights, exact, min_ess_frac=0.05)
     b = pyrolik.bdmc(lg, data=pyrolik.simulate(lg, 4, data_shape=(lg.data_dim,), seed=seed),
                      num_steps=40, num_chains=100, seed=seed, progress=False,
-                     schedule="adaptive_per_example")
+                     schedule="adaptive_per_example", kernel=plain())
     assert torch.equal(b.upper.schedule, b.lower.schedule.flip(0))
     truth = lg.exact_log_marginal(b.x).to(b.x.dtype)
     assert_lower_bound(b.lower.log_likelihood, truth, b.lower.log_weights)

@@ -10,7 +10,7 @@ from pyrolik_models.oracles import GlobalLinearGaussian, LinearGaussian
 
 import pyrolik
 from pyrolik.model.dataset import WholeDataset
-from tests.helpers import assert_unbiased
+from tests.helpers import assert_unbiased, plain
 
 pytestmark = pytest.mark.statistical
 
@@ -82,7 +82,8 @@ def test_an_evidence_result_round_trips_through_a_file(glg, data, seed, tmp_path
 def test_without_global_latents_the_evidence_is_the_sum_of_marginals(seed):
     lg = LinearGaussian.random(data_dim=3, latent_dim=2, s=0.5, seed=2)
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(3)) + lg.b
-    r = pyrolik.evidence(lg, x, num_steps=200, num_chains=32, seed=seed, progress=False)
+    r = pyrolik.evidence(lg, x, num_steps=200, num_chains=32, seed=seed, progress=False,
+                         kernel=plain())
     assert_unbiased(r.log_weights, lg.exact_log_marginal(x).sum())
 
 
@@ -114,7 +115,7 @@ def test_bdmc_brackets_the_exact_evidence_of_simulated_data_sets(glg, seed):
     log_z = glg.exact_log_evidence(b.x)
     assert (b.lower.log_likelihood - log_z <= 3 * b.lower.mcse + 1e-10).all()
     assert (b.upper.log_likelihood - log_z >= -3 * b.upper.mcse - 1e-10).all()
-    assert 0.0 <= float(b.gap) < 1.0
+    assert -3 * b.gap_stderr <= float(b.gap) < 1.0  # 3 data sets: a small gap may invert
     # the simulated latents are the model's: mu explains the data sets' means
     assert torch.allclose(b.x.mean(1), b.latents["mu"] + b.latents["z"].mean(1) @ glg.W.T,
                           atol=5 * glg.s / 6**0.5)  # the mean noise: sd s / sqrt(N)

@@ -226,3 +226,52 @@ def test_budget_before_the_estimator_is_ais_with_tolerance(seed):
     assert (t.budget.check.change, t.budget.check.change_se) == (b.check.change, b.check.change_se)
     assert t.budget.final_gradient_evals == 20 * (
         r.settings["gradient_evals_per_example"] + r.settings["pilot_gradient_evals_per_example"])
+
+
+def test_a_gradient_budget_is_split_into_the_frontiers_chains_and_the_most_steps():
+    """``budget(gradients=)``: no search; the frontier's chains (or the caller's) and the most steps
+    whose run, pilot included, stays within the gradients; refused without exactly one of
+    tolerance and gradients, or when they do not pay one step."""
+    from pyrolik.annealing.run import gradient_evals
+
+    x = _data(3, 0)
+    move = pyrolik.SMC().move
+    b = pyrolik.budget(LG, x, gradients=5000)
+    assert b.num_chains == 4 and b.tolerance is None and b.rounds == [] and math.isnan(b.gap)
+    assert sum(gradient_evals(move, b.num_steps, 4)) <= 5000 < sum(
+        gradient_evals(move, b.num_steps + 1, 4))
+    eight = pyrolik.budget(LG, x, gradients=5000, num_chains=8)
+    assert eight.num_chains == 8 and eight.num_steps < b.num_steps
+    assert b.summary_fields()["chains chosen"] == 4
+    with pytest.raises(ValueError, match="one of them"):
+        pyrolik.budget(LG, x)
+    with pytest.raises(ValueError, match="one of them"):
+        pyrolik.budget(LG, x, 0.5, gradients=100)
+    with pytest.raises(ValueError, match="positive number of gradient evaluations"):
+        pyrolik.budget(LG, x, gradients=0)
+    with pytest.raises(ValueError, match="do not pay one step"):
+        pyrolik.budget(LG, x, gradients=20)
+
+
+def test_the_search_defaults_to_the_frontiers_chains(seed):
+    b = pyrolik.budget(LG, _data(3, seed), 2.0, max_steps=50, seed=seed, progress=False)
+    assert b.num_chains == 4
+
+
+@pytest.mark.statistical
+def test_a_wasteful_split_says_so_and_the_fix_it_names_works(seed):
+    """32 chains of 5 steps: the log-normal model of the chains' weights says 4 chains of 40 steps
+    (the same gradients) leave several times less bias, and BDMC on simulated data agrees."""
+    from models.oracles.linear_gaussian import LinearGaussian
+
+    lg = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0)
+    sim = pyrolik.simulate(lg, 40, data_shape=(5,), seed=seed)
+    plain = pyrolik.SMC(resample=None)
+    waste = pyrolik.bdmc(lg, data=sim, num_steps=5, num_chains=32, kernel=plain, seed=seed,
+                         progress=False)
+    said = [w for w in waste.lower.warnings() if "waste this budget" in w]
+    assert said and "pass num_chains=4, num_steps=40" in said[0]
+    fixed = pyrolik.bdmc(lg, data=sim, num_steps=40, num_chains=4, kernel=plain, seed=seed,
+                         progress=False)
+    assert not any("waste" in w for w in fixed.lower.warnings())
+    assert fixed.gap + 2 * fixed.gap_stderr < 0.5 * (waste.gap - 2 * waste.gap_stderr)

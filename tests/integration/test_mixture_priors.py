@@ -17,11 +17,11 @@ from pyrolik_models.oracles import MixturePriorLinearGaussian
 
 import pyrolik
 from tests.export_cases import summary_where_defined
-from tests.helpers import assert_lower_bound, assert_unbiased, assert_upper_bound
+from tests.helpers import assert_lower_bound, assert_unbiased, assert_upper_bound, plain
 
 MIX = MixturePriorLinearGaussian.random(data_dim=3, latent_dim=2, num_components=3, sigma=0.5,
                                         seed=0, dtype=torch.float64)
-KERNEL = pyrolik.HMC(num_leapfrog=5)
+KERNEL = plain(pyrolik.HMC(num_leapfrog=5))  # the chains' weights are read one by one
 
 
 def data(n: int, seed: int) -> torch.Tensor:
