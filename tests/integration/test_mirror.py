@@ -35,6 +35,7 @@ TESTED_ELSEWHERE = {
     "model/readmap.py": "model/test_simulation_sites.py",
     "model/modules.py": "integration/test_idioms.py",
     "results/bdmc.py": "results/test_warnings.py",  # the gap, its MCSE, an inverted gap
+    "diagnostics/ticks.py": "diagnostics/test_plot_layout.py",  # plain log axes of every plot
 }
 
 

@@ -30,7 +30,7 @@ from pyrolik_models.oracles import (
 from torch.distributions import biject_to
 
 import pyrolik
-from tests.helpers import assert_lower_bound, assert_unbiased
+from tests.helpers import assert_lower_bound, assert_unbiased, plain
 from tests.idiom_helpers import exact_guide, exact_iwae
 
 
@@ -274,7 +274,7 @@ def sphere(lg, x):
         truth = _sphere_truth()
         lw_unbiased(_sphere, X1, truth, model_kwargs={"reparam": True})
         r = pyrolik.ais(_sphere, X1, num_steps=20, num_chains=32, model_kwargs={"reparam": True},
-                        seed=0, progress=False)
+                        seed=0, progress=False, kernel=plain())
         assert_lower_bound(r.log_likelihood, truth, r.log_weights)
 
     return Case(lambda: lw(_sphere, X1, model_kwargs={"reparam": False}),
@@ -302,7 +302,7 @@ def circular_annealed(lg, x):
                          progress=False)
         assert_unbiased(r.log_weights, _von_mises_truth())
         r = pyrolik.ais(_sphere, X1, num_steps=20, num_chains=32, model_kwargs={"reparam": True},
-                        seed=0, progress=False)  # a ProjectedNormal latent, reparameterised
+                        seed=0, progress=False, kernel=plain())  # a ProjectedNormal latent, reparameterised
         assert_lower_bound(r.log_likelihood, _sphere_truth(), r.log_weights)
 
     return Case(lambda: pyrolik.ais(_von_mises, X1, num_steps=3, num_chains=2, seed=0,
@@ -466,7 +466,7 @@ def global_latent(lg, x):
     data = glg.sample(3, seed=1)
 
     def fixed():  # pyrolik.evidence(model, x, num_steps=..., num_chains=...)
-        r = pyrolik.evidence(glg, data, num_steps=50, num_chains=64, seed=0, progress=False)
+        r = pyrolik.evidence(glg, data, num_steps=50, num_chains=64, seed=0, progress=False, kernel=plain())
         assert_unbiased(r.log_weights, glg.exact_log_evidence(data))
         # or, for a fitted quantity, a pyro.param: the linear-Gaussian model with that offset
         mu = torch.tensor([0.3, -0.2], dtype=data.dtype)
@@ -519,7 +519,7 @@ def per_example_label_in_evidence(lg, x):
 
     def fixed():
         r = pyrolik.evidence(marginalised, data, num_steps=50, num_chains=64, seed=0,
-                             progress=False)
+                             progress=False, kernel=plain())
         assert_unbiased(r.log_weights, truth())
 
     return Case(lambda: pyrolik.evidence(labelled_global, data, num_steps=2, num_chains=2,
@@ -825,7 +825,7 @@ def observation_computed_from_x(lg, x):
     # of the computation is the only difference, and now x is observed as it is
     def fixed():
         sim = pyrolik.simulate(lg, 4, data_shape=(3,), seed=0)
-        b = pyrolik.bdmc(lg, data=sim, num_steps=20, num_chains=32, seed=0, progress=False)
+        b = pyrolik.bdmc(lg, data=sim, num_steps=20, num_chains=32, seed=0, progress=False, kernel=plain())
         truth = lg.exact_log_marginal(sim.x)
         assert_lower_bound(b.lower.log_likelihood, truth, b.lower.log_weights)
         assert (b.upper.log_likelihood >= truth - 4 * b.upper.mcse).all()
@@ -854,7 +854,7 @@ def structure_reads_the_data(lg, x):
         latents = {"z": torch.cat([o.exact_posterior(xn[None]).sample() for o, xn in
                                    zip(oracles, data, strict=True)])}
         b = pyrolik.bdmc(refused, data=(data, latents), num_steps=20, num_chains=32, seed=0,
-                         progress=False)
+                         progress=False, kernel=plain())
         assert_lower_bound(b.lower.log_likelihood, truth, b.lower.log_weights)
         assert (b.upper.log_likelihood >= truth - 4 * b.upper.mcse).all()
 
@@ -876,7 +876,7 @@ def sigma_curve_of_another_observation(lg, x):
         # Z_beta(x) = int p(z) exp(-beta |x - W z - b|^2) dz in closed form (LinearGaussian)
         curve = pyrolik.rate_distortion(laplace, x, [0.5, 2.0],
                                         distortion=lambda x, x_hat: ((x - x_hat) ** 2).sum(-1),
-                                        num_steps=40, num_chains=64, seed=0, progress=False)
+                                        num_steps=40, num_chains=64, seed=0, progress=False, kernel=plain())
         for j, beta in enumerate(curve.betas.tolist()):
             assert_unbiased(curve.log_weights[j], lg.log_normalizer(x, beta))
 
@@ -960,7 +960,7 @@ def inverted_bdmc_gap(lg, x):
 
     def fixed():  # pass data simulated by pyrolik.simulate
         sim = pyrolik.simulate(lg, 4, data_shape=(3,), seed=0)
-        b = pyrolik.bdmc(lg, data=sim, num_steps=20, num_chains=32, seed=0, progress=False)
+        b = pyrolik.bdmc(lg, data=sim, num_steps=20, num_chains=32, seed=0, progress=False, kernel=plain())
         truth = lg.exact_log_marginal(sim.x)
         assert_lower_bound(b.lower.log_likelihood, truth, b.lower.log_weights)
         assert (b.upper.log_likelihood >= truth - 4 * b.upper.mcse).all()
