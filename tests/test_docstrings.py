@@ -39,18 +39,16 @@ PARAMETERS_TO_DO: set[str] = {
     # pyrolik/results/convert.py
     "pyrolik.io.export.flatten", "pyrolik.io.export.to_datatree",
     "pyrolik.io.export.to_inference_data",
-    # pyrolik/infer/conservative.py, pyrolik/infer/chains.py
-    "pyrolik.csl", "pyrolik.infer.biased_csl", "pyrolik.infer.chains.as_chain",
-    "pyrolik.infer.chains.block_gibbs", "pyrolik.infer.chains.encoder_decoder",
-    "pyrolik.infer.chains.iterate_chain", "pyrolik.infer.chains.prior_samples",
-    "pyrolik.infer.chains.sample_chain",
+    # pyrolik/infer/conservative.py
+    "pyrolik.csl", "pyrolik.infer.biased_csl", "pyrolik.infer.block_gibbs",
+    "pyrolik.infer.encoder_decoder", "pyrolik.infer.iterate_chain", "pyrolik.infer.prior_samples",
+    "pyrolik.infer.sample_chain",
     # pyrolik/model/
     "pyrolik.model.per_example", "pyrolik.model.shared", "pyrolik.distortion.distortion_model",
     "pyrolik.distortion.squared_error",
 }
 EXAMPLES_TO_DO: set[str] = {
     "ais", "reverse_ais",  # pyrolik/infer/annealing.py
-    "budget",  # pyrolik/infer/tolerance.py
     "csl",  # pyrolik/infer/conservative.py
     "sigma_curve", "rate_distortion", "distortion_bdmc",  # pyrolik/distortion/anneal.py, bounds.py
 }
