@@ -34,22 +34,14 @@ PARAMETERS_TO_DO: set[str] = {
     "pyrolik.schedules.linear", "pyrolik.schedules.log_normal_constant",
     "pyrolik.schedules.merge_grid", "pyrolik.schedules.resolve", "pyrolik.schedules.resolve_schedule",
     "pyrolik.schedules.sigma_of", "pyrolik.schedules.sigmoid", "pyrolik.schedules.validate",
-    # pyrolik/infer/annealing.py
-    "pyrolik.infer.posterior_samples", "pyrolik.diagnostics.plots.plot_posterior_decodings",
     # pyrolik/results/convert.py
     "pyrolik.io.export.flatten", "pyrolik.io.export.to_datatree",
     "pyrolik.io.export.to_inference_data",
-    # pyrolik/infer/conservative.py
-    "pyrolik.csl", "pyrolik.infer.biased_csl", "pyrolik.infer.block_gibbs",
-    "pyrolik.infer.encoder_decoder", "pyrolik.infer.iterate_chain", "pyrolik.infer.prior_samples",
-    "pyrolik.infer.sample_chain",
     # pyrolik/model/
     "pyrolik.model.per_example", "pyrolik.model.shared", "pyrolik.distortion.distortion_model",
     "pyrolik.distortion.squared_error",
 }
 EXAMPLES_TO_DO: set[str] = {
-    "ais", "reverse_ais",  # pyrolik/infer/annealing.py
-    "csl",  # pyrolik/infer/conservative.py
     "sigma_curve", "rate_distortion", "distortion_bdmc",  # pyrolik/distortion/anneal.py, bounds.py
 }
 
