@@ -38,11 +38,9 @@ PARAMETERS_TO_DO: set[str] = {
     "pyrolik.io.export.flatten", "pyrolik.io.export.to_datatree",
     "pyrolik.io.export.to_inference_data",
     # pyrolik/model/
-    "pyrolik.model.per_example", "pyrolik.model.shared", "pyrolik.distortion.distortion_model",
-    "pyrolik.distortion.squared_error",
+    "pyrolik.model.per_example", "pyrolik.model.shared",
 }
 EXAMPLES_TO_DO: set[str] = {
-    "sigma_curve", "rate_distortion", "distortion_bdmc",  # pyrolik/distortion/anneal.py, bounds.py
 }
 
 

@@ -404,8 +404,8 @@ def csl(
 
     Examples
     --------
-    The latent states of 100 alternating chains :math:`z \sim p(z \mid x)`, :math:`x \sim p(x \mid z)`
-    (the exact posterior as encoder), 20 kept from each:
+    The latent states of 100 alternating chains :math:`z \sim p(z \mid x)`,
+    :math:`x \sim p(x \mid z)` (the exact posterior as encoder), 20 kept from each:
 
     >>> import torch, pyrolik
     >>> from pyrolik_models import LinearGaussian
