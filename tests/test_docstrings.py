@@ -34,11 +34,6 @@ PARAMETERS_TO_DO: set[str] = {
     "pyrolik.schedules.linear", "pyrolik.schedules.log_normal_constant",
     "pyrolik.schedules.merge_grid", "pyrolik.schedules.resolve", "pyrolik.schedules.resolve_schedule",
     "pyrolik.schedules.sigma_of", "pyrolik.schedules.sigmoid", "pyrolik.schedules.validate",
-    # pyrolik/results/convert.py
-    "pyrolik.io.export.flatten", "pyrolik.io.export.to_datatree",
-    "pyrolik.io.export.to_inference_data",
-    # pyrolik/model/
-    "pyrolik.model.per_example", "pyrolik.model.shared",
 }
 EXAMPLES_TO_DO: set[str] = {
 }
