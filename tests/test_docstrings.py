@@ -29,11 +29,6 @@ PARAMETERS_TO_DO: set[str] = {
     "pyrolik.annealing.describe", "pyrolik.annealing.drive", "pyrolik.annealing.leapfrog",
     "pyrolik.annealing.engine.capped", "pyrolik.annealing.engine.init",
     "pyrolik.annealing.engine.run", "pyrolik.annealing.engine.step",
-    "pyrolik.schedules.adaptive", "pyrolik.schedules.adaptive_of", "pyrolik.schedules.geometric",
-    "pyrolik.schedules.grid_from_betas", "pyrolik.schedules.grid_from_sigmas",
-    "pyrolik.schedules.linear", "pyrolik.schedules.log_normal_constant",
-    "pyrolik.schedules.merge_grid", "pyrolik.schedules.resolve", "pyrolik.schedules.resolve_schedule",
-    "pyrolik.schedules.sigma_of", "pyrolik.schedules.sigmoid", "pyrolik.schedules.validate",
 }
 EXAMPLES_TO_DO: set[str] = {
 }
