@@ -3,9 +3,7 @@ and every estimator shows a short example (an Examples section, run by
 ``tests/integration/test_docstring_examples.py``).
 
 "Public" is what ``pyrolik`` and its subpackages export in ``__all__``, and the modules those export
-(the reference's pages: ``docs/_ext/pyrolik_docs.py``). Names defined in files that other people
-own while this list is worked down are in ``PARAMETERS_TO_DO`` and ``EXAMPLES_TO_DO``; each entry
-fails the test once it is done, so the lists only shrink.
+(the reference's pages: ``docs/_ext/pyrolik_docs.py``).
 """
 
 from __future__ import annotations
@@ -22,39 +20,6 @@ import pyrolik
 ESTIMATORS = ["ais", "reverse_ais", "simulate", "bdmc", "evidence", "evidence_bdmc", "budget", "iwae",
               "likelihood_weighting", "kde", "csl", "compare", "sigma_curve", "rate_distortion",
               "distortion_bdmc", "concat", "save", "load"]
-
-# defined in files that other work in progress owns (issue 40): their sections are still to write
-PARAMETERS_TO_DO: set[str] = {
-    # pyrolik/annealing/
-    "pyrolik.annealing.describe", "pyrolik.annealing.drive", "pyrolik.annealing.leapfrog",
-    "pyrolik.annealing.engine.capped", "pyrolik.annealing.engine.init",
-    "pyrolik.annealing.engine.run", "pyrolik.annealing.engine.step",
-    "pyrolik.schedules.adaptive", "pyrolik.schedules.adaptive_of", "pyrolik.schedules.geometric",
-    "pyrolik.schedules.grid_from_betas", "pyrolik.schedules.grid_from_sigmas",
-    "pyrolik.schedules.linear", "pyrolik.schedules.log_normal_constant",
-    "pyrolik.schedules.merge_grid", "pyrolik.schedules.resolve", "pyrolik.schedules.resolve_schedule",
-    "pyrolik.schedules.sigma_of", "pyrolik.schedules.sigmoid", "pyrolik.schedules.validate",
-    # pyrolik/infer/annealing.py
-    "pyrolik.infer.posterior_samples", "pyrolik.diagnostics.plots.plot_posterior_decodings",
-    # pyrolik/results/convert.py
-    "pyrolik.io.export.flatten", "pyrolik.io.export.to_datatree",
-    "pyrolik.io.export.to_inference_data",
-    # pyrolik/infer/conservative.py, pyrolik/infer/chains.py
-    "pyrolik.csl", "pyrolik.infer.biased_csl", "pyrolik.infer.chains.as_chain",
-    "pyrolik.infer.chains.block_gibbs", "pyrolik.infer.chains.encoder_decoder",
-    "pyrolik.infer.chains.iterate_chain", "pyrolik.infer.chains.prior_samples",
-    "pyrolik.infer.chains.sample_chain",
-    # pyrolik/model/
-    "pyrolik.model.per_example", "pyrolik.model.shared", "pyrolik.distortion.distortion_model",
-    "pyrolik.distortion.squared_error",
-}
-EXAMPLES_TO_DO: set[str] = {
-    "ais", "reverse_ais",  # pyrolik/infer/annealing.py
-    "budget",  # pyrolik/infer/tolerance.py
-    "csl",  # pyrolik/infer/conservative.py
-    "sigma_curve", "rate_distortion", "distortion_bdmc",  # pyrolik/distortion/anneal.py, bounds.py
-}
-
 
 def public_modules() -> list[types.ModuleType]:
     found = [pyrolik] + [importlib.import_module(f"pyrolik.{m.name}")
@@ -100,14 +65,10 @@ def test_every_public_function_documents_its_parameters():
     assert len(functions) >= 90
     gaps = {name: missing for name, fn in functions.items()
             if (missing := undocumented_parameters(fn))}
-    unexpected = {n: m for n, m in gaps.items() if n not in PARAMETERS_TO_DO}
-    assert not unexpected, "\n".join(f"{n}: {', '.join(m)}" for n, m in sorted(unexpected.items()))
-    done = PARAMETERS_TO_DO - set(gaps)
-    assert not done, f"documented now: remove from PARAMETERS_TO_DO: {sorted(done)}"
+    assert not gaps, "\n".join(f"{n}: {', '.join(m)}" for n, m in sorted(gaps.items()))
 
 
 def test_every_estimator_has_an_example():
     missing = {name for name in ESTIMATORS
                if "Examples\n--------" not in inspect.getdoc(getattr(pyrolik, name))}
-    assert missing == EXAMPLES_TO_DO, (f"without an example: {sorted(missing - EXAMPLES_TO_DO)}; "
-                                       f"remove from EXAMPLES_TO_DO: {sorted(EXAMPLES_TO_DO - missing)}")
+    assert not missing, f"without an example: {sorted(missing)}"

@@ -27,9 +27,21 @@ __all__ = ["drive", "anneal", "open_checkpoint", "Phase", "run_phase", "pilot_ph
 
 def drive(method: str, problem: Problem, execution: Execution,
           recording: Recording | None = None) -> list[AISResult] | None:
-    """Run ``problem`` as ``execution`` says; one result per leg, in order (``None`` off rank 0 of
-    a multi-process run). ``method`` names the run in its checkpoint; ``recording`` defaults to
-    about 100 records of the diagnostics."""
+    """Run ``problem`` as ``execution`` says; one result per leg, in order.
+
+    ``None`` off rank 0 of a multi-process run.
+
+    Parameters
+    ----------
+    method : str
+        Names the run in its checkpoint (``"ais"``, ``"reverse_ais"``, ``"bdmc"``, ...).
+    problem : Problem
+        What to run (:func:`describe`).
+    execution : Execution
+        Seed, batches, progress bar, checkpoint and shard of the run.
+    recording : Recording, optional
+        What to record besides the final states (default: about 100 records of the diagnostics).
+    """
     start = time.perf_counter()
     recording = Recording() if recording is None else recording
     parts = anneal(problem, execution, recording,

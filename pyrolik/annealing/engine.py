@@ -77,7 +77,21 @@ class Resampler:
 
 def init(z: Tensor, density: ValueAndGradFn, kernel: HMCTransition, beta: Tensor,
          tuning: Tuning) -> AISState:
-    """The state at ``z`` (exact draws of :math:`f_{\\beta}`), weights zero; one evaluation."""
+    """The state at ``z`` (exact draws of :math:`f_{\\beta}`), weights zero; one evaluation.
+
+    Parameters
+    ----------
+    z : torch.Tensor, shape ``(rows, d)``
+        Unconstrained start positions, chain-major.
+    density : callable
+        ``density(z)``: the split log density and its gradients at ``z``.
+    kernel : HMCTransition
+        The transition whose state is built.
+    beta : torch.Tensor, shape ``(rows,)``
+        The inverse temperature ``z`` is drawn at.
+    tuning : Tuning
+        The tuning of the transitions, started at ``z``.
+    """
     position = kernel.init(z, density)
     rows = z.shape[0]
     return AISState(position, torch.zeros(rows, dtype=torch.float64, device=z.device), beta,
@@ -87,11 +101,28 @@ def init(z: Tensor, density: ValueAndGradFn, kernel: HMCTransition, beta: Tensor
 def step(state: AISState, beta_next: Tensor, *, kernel: HMCTransition,
          density: ValueAndGradFn, generator: torch.Generator | None,
          resample: Resampler | None = None) -> tuple[AISState, AISInfo]:
-    r"""One annealing step to ``beta_next`` ``(rows,)``: the weight update, the resampling (with
-    ``resample``), then one transition with the state's tuning, which is updated after it.
+    r"""One annealing step to ``beta_next``: the weight update, the resampling, one transition.
+
+    The resampling only with ``resample``; the state's tuning gives the transition's parameters and
+    is updated after it.
 
     :math:`\log w \mathrel{+}= (\beta' - \beta)\,r(z)`, then :math:`z \sim \mathcal T_{\beta'}`
     with the step sizes and inverse masses of ``state.tuning.params(beta')``.
+
+    Parameters
+    ----------
+    state : AISState
+        The chains' state.
+    beta_next : torch.Tensor, shape ``(rows,)``
+        The inverse temperature to step to.
+    kernel : HMCTransition
+        The transition.
+    density : callable
+        ``density(z)``: the split log density and its gradients at ``z``.
+    generator : torch.Generator or None
+        Draws the momenta, jitter and resampling (``None``: torch's global generator).
+    resample : Resampler, optional
+        Resample within islands before the transition (SMC); ``None``: plain AIS.
     """
     params = state.tuning.params(beta_next)
     increment = (beta_next - state.beta) * state.position.log_ratio
@@ -134,6 +165,29 @@ def run(state: AISState, schedule: Tensor, *, kernel: HMCTransition,
 
     ``stops`` ``(rows,)``: each row's largest beta (:func:`capped`); a row is an AIS run to its stop.
     ``resample``: resample an example's chains when their ESS is low (SMC), else plain AIS.
+
+    Parameters
+    ----------
+    state : AISState
+        The chains' state at step ``first_step - 1``.
+    schedule : torch.Tensor, shape ``(T + 1, C)``
+        Each column's betas.
+    kernel : HMCTransition
+        The transition.
+    density : callable
+        ``density(z)``: the split log density and its gradients at ``z``.
+    generator : torch.Generator or None
+        Draws the momenta, jitter and resampling (``None``: torch's global generator).
+    num_examples : int
+        Examples among the rows (N).
+    first_step : int
+        The first step to run (after a checkpoint, the next one).
+    hooks : sequence of Hook
+        Called after every step with ``(t, state, info)``.
+    stops : torch.Tensor, shape ``(rows,)``, optional
+        Each row's largest beta.
+    resample : Resampler, optional
+        Resample within islands (SMC); ``None``: plain AIS.
     """
     k = state.log_weight.shape[0] // num_examples
     for t in range(first_step, schedule.shape[0]):
@@ -146,7 +200,15 @@ def run(state: AISState, schedule: Tensor, *, kernel: HMCTransition,
 
 
 def capped(beta: Tensor, stops: Tensor | None) -> Tensor:
-    """Per-row betas ``(rows,)`` capped at the rows' ``stops`` (``None``: as they are)."""
+    """Per-row betas ``(rows,)`` capped at the rows' ``stops`` (``None``: as they are).
+
+    Parameters
+    ----------
+    beta : torch.Tensor, shape ``(rows,)``
+        The schedule's betas.
+    stops : torch.Tensor, shape ``(rows,)``, optional
+        Each row's largest beta.
+    """
     return beta if stops is None else torch.minimum(beta, stops)
 
 

@@ -140,9 +140,44 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
              model_args: tuple = (), model_kwargs: dict | None = None,
              step_sizes: StepSizes | None = None, check: Check | None = None,
              record_every: int | None = None, stops: Tensor | None = None) -> Problem:
-    """Check the arguments every annealing front end takes and describe the run: one leg of
-    ``num_chains`` per direction, reverse legs from ``latents``; with ``stops`` ``(N,)``, example
-    ``n`` anneals only up to ``stops[n]``."""
+    """Check the arguments every annealing front end takes and describe the run.
+
+    One leg of ``num_chains`` per direction, reverse legs from ``latents``; with ``stops`` ``(N,)``,
+    example ``n`` anneals only up to ``stops[n]``.
+
+    Parameters
+    ----------
+    model : callable
+        Pyro model ``model(x, *model_args, **model_kwargs)`` (``docs/models.md``).
+    x : torch.Tensor, shape ``(N, *event_shape)``
+        Observations; the model's data plate runs over dim 0.
+    directions : sequence of {"forward", "reverse"}
+        One leg per entry, in this order.
+    num_steps : int or None
+        Annealing steps T; ``None`` with a schedule tensor.
+    num_chains : int
+        Chains per example of each leg (K).
+    schedule : str or torch.Tensor
+        A schedule's name or its betas (:func:`pyrolik.schedules.resolve_schedule`).
+    kernel : pyrolik.SMC or pyrolik.HMC or None
+        How the chains anneal (``None``: ``SMC()``; an ``HMC`` runs in ``SMC(HMC)``).
+    init : callable, optional
+        A Pyro guide to anneal from instead of the prior (AIS+encoder).
+    latents : dict or torch.Tensor, optional
+        The reverse legs' start: exact posterior draws ``(N, *site)`` or ``(K, N, *site)`` by site.
+    model_args : tuple
+        Further positional arguments of the model.
+    model_kwargs : dict, optional
+        Keyword arguments of the model.
+    step_sizes : StepSizes, optional
+        A pilot table of an earlier run on the same data instead of a new pilot.
+    check : callable, optional
+        Called after each fresh batch with the first leg's target, the starts and the final states.
+    record_every : int, optional
+        Stride of the recorded diagnostics.
+    stops : torch.Tensor, shape ``(N,)``, optional
+        Each example's largest beta, a beta of the (fixed) schedule.
+    """
     check_model(model)
     x = validate_data(x)
     check_count("num_chains", num_chains)

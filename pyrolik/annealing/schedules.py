@@ -30,12 +30,26 @@ def _check(num_steps: int) -> int:
 
 
 def linear(num_steps: int) -> Tensor:
-    """Evenly spaced betas, ``num_steps + 1`` of them."""
+    """Evenly spaced betas, ``num_steps + 1`` of them.
+
+    Parameters
+    ----------
+    num_steps : int
+        Annealing steps T.
+    """
     return torch.linspace(0.0, 1.0, _check(num_steps) + 1, dtype=torch.float64)
 
 
 def geometric(num_steps: int, beta_min: float = 1e-4) -> Tensor:
-    r"""0, then ``num_steps`` betas evenly spaced in log from ``beta_min`` to 1."""
+    r"""0, then ``num_steps`` betas evenly spaced in log from ``beta_min`` to 1.
+
+    Parameters
+    ----------
+    num_steps : int
+        Annealing steps T.
+    beta_min : float
+        The first positive beta, in (0, 1).
+    """
     _check(num_steps)
     if not 0.0 < beta_min < 1.0:
         raise ValueError(f"beta_min must be in (0, 1), got {beta_min}")
@@ -49,6 +63,13 @@ def sigmoid(num_steps: int, delta: float = 4.0) -> Tensor:
     r"""Grosse et al.'s sigmoid schedule: :math:`\sigma(\delta(2t/T - 1))`, rescaled to [0, 1].
 
     Larger ``delta`` puts more steps near both ends.
+
+    Parameters
+    ----------
+    num_steps : int
+        Annealing steps T.
+    delta : float
+        The sigmoid's half-width (positive).
     """
     _check(num_steps)
     if not delta > 0:
@@ -64,12 +85,21 @@ def sigmoid(num_steps: int, delta: float = 4.0) -> Tensor:
 
 
 def adaptive(num_steps: int, betas: Tensor, log_ratio_var: Tensor, floor: float = 0.01) -> Tensor:
-    r"""``num_steps + 1`` betas from 0 to 1 at constant thermodynamic speed: step density proportional to
-    the standard deviation of :math:`r = \log f_1 - \log f_0` (``docs/kernel.md``).
+    r"""``num_steps + 1`` betas from 0 to 1 at constant thermodynamic speed (``docs/kernel.md``).
 
-    ``log_ratio_var`` ``(P,)`` or ``(P, N)`` (one schedule per example): :math:`\mathrm{Var}_\beta[r]`
-    on the grid ``betas``; ``floor``: the fraction of steps spread evenly. Float64, ``(T + 1,)`` or
-    ``(T + 1, N)``.
+    The step density is proportional to the standard deviation of :math:`r = \log f_1 - \log f_0`.
+    Float64, ``(T + 1,)`` or ``(T + 1, N)``.
+
+    Parameters
+    ----------
+    num_steps : int
+        Annealing steps T.
+    betas : torch.Tensor, shape ``(P,)``
+        The grid the variances were measured on, a valid schedule.
+    log_ratio_var : torch.Tensor, shape ``(P,)`` or ``(P, N)``
+        :math:`\mathrm{Var}_\beta[r]` on the grid ``betas`` (``(P, N)``: one schedule per example).
+    floor : float
+        The fraction of steps spread evenly, in (0, 1].
     """
     _check(num_steps)
     if not 0 < floor <= 1:
@@ -108,7 +138,13 @@ _BY_NAME = {"linear": linear, "geometric": geometric, "sigmoid": sigmoid}
 
 
 def validate(schedule: Tensor) -> Tensor:
-    """Check a user schedule: 1-D, finite, strictly increasing from exactly 0 to exactly 1."""
+    """Check a user schedule: 1-D, finite, strictly increasing from exactly 0 to exactly 1.
+
+    Parameters
+    ----------
+    schedule : torch.Tensor
+        The betas; returned as float64 on the CPU.
+    """
     if not isinstance(schedule, Tensor):
         raise TypeError(f"schedule must be a name {sorted(_BY_NAME) + list(PILOT_NAMES)} or a 1-D "
                         f"tensor, got {type(schedule).__name__}")
@@ -129,7 +165,15 @@ def validate(schedule: Tensor) -> Tensor:
 
 
 def resolve(schedule: str | Tensor, num_steps: int | None) -> Tensor:
-    """A schedule by name (with ``num_steps``) or a validated tensor (whose length must agree)."""
+    """A schedule by name (with ``num_steps``) or a validated tensor (whose length must agree).
+
+    Parameters
+    ----------
+    schedule : {"linear", "geometric", "sigmoid"} or torch.Tensor
+        A fixed schedule's name, or its betas.
+    num_steps : int or None
+        Annealing steps T; required with a name, optional with a tensor.
+    """
     if isinstance(schedule, str):
         if schedule not in _BY_NAME:
             raise ValueError(f"unknown schedule {schedule!r}; choose one of "
@@ -181,8 +225,20 @@ class Schedule:
 
 
 def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
-    """Whether the run's schedule is built from its pilot: ``"adaptive"``, ``"adaptive_per_example"``,
-    or ``"auto"`` with a pilot of at least 2 chains per example."""
+    """Whether the run's schedule is built from its pilot.
+
+    It is for ``"adaptive"``, ``"adaptive_per_example"``, or ``"auto"`` with a pilot of at least 2
+    chains per example.
+
+    Parameters
+    ----------
+    schedule : str or torch.Tensor
+        The ``schedule=`` of the run.
+    kernel : HMC
+        The run's kernel, whose pilot would build it.
+    num_chains : int
+        Chains per example of the run.
+    """
     if not isinstance(schedule, str) or schedule not in PILOT_NAMES:
         return False
     chains = kernel.adaptation.pilot_chains(num_chains)
@@ -201,8 +257,19 @@ def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
 
 def resolve_schedule(schedule: str | Tensor, num_steps: int | None, kernel: HMC,
                      num_chains: int) -> Schedule:
-    """The checked :class:`Schedule` named by ``schedule=`` and ``num_steps`` for ``kernel`` running
-    ``num_chains`` chains per example."""
+    """The checked :class:`Schedule` named by ``schedule=`` and ``num_steps``.
+
+    Parameters
+    ----------
+    schedule : str or torch.Tensor
+        A name (:data:`PILOT_NAMES` included) or betas.
+    num_steps : int or None
+        Annealing steps T; ``None`` with a tensor.
+    kernel : HMC
+        The run's kernel.
+    num_chains : int
+        Chains per example of the run.
+    """
     adaptive = adaptive_of(schedule, kernel, num_chains)
     if isinstance(schedule, str) and schedule in PILOT_NAMES:
         # a schedule built from the pilot starts from the sigmoid: the pilot's grid is taken from it
@@ -226,13 +293,25 @@ def _as_grid(values: Sequence[float] | Tensor, name: str) -> Tensor:
 
 
 def grid_from_sigmas(sigmas: Sequence[float] | Tensor) -> tuple[Tensor, float]:
-    r"""``(betas, sigma_min)``: :math:`\beta_j = 1/(2\sigma_j^2)`, increasing (sigmas decreasing)."""
+    r"""``(betas, sigma_min)``: :math:`\beta_j = 1/(2\sigma_j^2)`, increasing (sigmas decreasing).
+
+    Parameters
+    ----------
+    sigmas : sequence of float or torch.Tensor
+        Positive, distinct, any order.
+    """
     s = torch.sort(_as_grid(sigmas, "sigmas"), descending=True).values
     return 0.5 / s**2, float(s[-1])
 
 
 def grid_from_betas(betas: Sequence[float] | Tensor) -> Tensor:
-    """The betas, sorted increasing."""
+    """The betas, sorted increasing.
+
+    Parameters
+    ----------
+    betas : sequence of float or torch.Tensor
+        Positive, distinct, any order.
+    """
     return torch.sort(_as_grid(betas, "betas")).values
 
 
@@ -240,8 +319,16 @@ def merge_grid(grid_b: Tensor, schedule: str | Tensor, num_steps: int | None
                ) -> tuple[Tensor, Tensor]:
     """A schedule in :math:`b` from 0 to 1 containing every grid point, and their step indices.
 
-    ``grid_b``: increasing in :math:`(0, 1]`, ending at 1. Returns ``(schedule, steps)`` with
-    ``schedule[steps] == grid_b``.
+    Returns ``(schedule, steps)`` with ``schedule[steps] == grid_b``.
+
+    Parameters
+    ----------
+    grid_b : torch.Tensor
+        The grid points, increasing in :math:`(0, 1]`, ending at 1.
+    schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
+        The base schedule the grid points are merged into.
+    num_steps : int or None
+        The base schedule's steps; ``None`` with a tensor.
     """
     if isinstance(schedule, str) and schedule in PILOT_NAMES:
         raise ValueError(
@@ -271,10 +358,24 @@ def merge_grid(grid_b: Tensor, schedule: str | Tensor, num_steps: int | None
 
 
 def sigma_of(beta: Tensor) -> Tensor:
-    r""":math:`\sigma = 1/\sqrt{2\beta}`."""
+    r""":math:`\sigma = 1/\sqrt{2\beta}`.
+
+    Parameters
+    ----------
+    beta : torch.Tensor
+        Inverse temperatures (positive).
+    """
     return 1.0 / torch.sqrt(2.0 * beta)
 
 
 def log_normal_constant(beta: Tensor, num_values: int) -> Tensor:
-    r""":math:`-\tfrac D2 \log(2\pi\sigma^2) = \tfrac D2 \log(\beta/\pi)`: ``log p_sigma = log Z_beta + this``."""
+    r""":math:`-\tfrac D2 \log(2\pi\sigma^2) = \tfrac D2 \log(\beta/\pi)`: ``log p_sigma = log Z_beta + this``.
+
+    Parameters
+    ----------
+    beta : torch.Tensor
+        Inverse temperatures, :math:`\beta = 1/(2\sigma^2)`.
+    num_values : int
+        Observed values per example (D).
+    """
     return 0.5 * num_values * torch.log(beta / math.pi)

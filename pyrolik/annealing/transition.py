@@ -54,7 +54,25 @@ def _state(z: Tensor, vg: ValueAndGrad) -> HMCState:
 
 def leapfrog(state: HMCState, p: Tensor, fn: ValueAndGradFn, beta: Tensor, step_size: Tensor,
              inv_mass: Tensor | float, num_leapfrog: int) -> tuple[HMCState, Tensor]:
-    """``num_leapfrog`` leapfrog steps from ``(state.z, p)``; one evaluation of ``fn`` per step."""
+    """``num_leapfrog`` leapfrog steps from ``(state.z, p)``; one evaluation of ``fn`` per step.
+
+    Parameters
+    ----------
+    state : HMCState
+        The start position and its density cache.
+    p : torch.Tensor, shape ``(rows, d)``
+        The start momentum.
+    fn : callable
+        ``fn(z)``: the split log density and its gradients at ``z``.
+    beta : torch.Tensor, shape ``(rows,)``
+        The inverse temperature of the density.
+    step_size : torch.Tensor, shape ``(rows,)``
+        Each row's step size.
+    inv_mass : torch.Tensor or float
+        Inverse mass, ``(rows, d)`` or a scalar.
+    num_leapfrog : int
+        Leapfrog steps.
+    """
     eps = step_size.unsqueeze(-1)
     half_eps = 0.5 * eps
     drift = eps * inv_mass  # (rows, 1) or (rows, d)

@@ -28,7 +28,15 @@ DistortionFn = Callable[[Tensor, Tensor], Tensor]
 
 
 def squared_error(x: Tensor, x_hat: Tensor) -> Tensor:
-    r"""Elementwise :math:`(x - \hat x)^2` (the site sums it over its event dims)."""
+    r"""Elementwise :math:`(x - \hat x)^2` (the site sums it over its event dims).
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Observed values.
+    x_hat : torch.Tensor
+        The observed site's mean, broadcastable to ``x``.
+    """
     return (x - x_hat) ** 2
 
 
@@ -195,6 +203,8 @@ def distortion_model(model: Callable[..., Any], *, sigma: float | None = None,
 
     Parameters
     ----------
+    model : callable
+        Pyro model (``docs/models.md``) to wrap.
     sigma : float, optional
         Gaussian mode: every observed site must be ``Normal``; its scale becomes ``sigma``,
         :math:`\beta_{\max} = 1/(2\sigma^2)`, the distortion is the squared error, and the path

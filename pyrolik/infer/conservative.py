@@ -121,7 +121,14 @@ class AlternatingChain(NamedTuple):
 
 
 def block_gibbs(rbm: Any) -> AlternatingChain:
-    """Block-Gibbs chain of an object with ``sample_hidden(v, g)`` and ``sample_visible(h, g)``."""
+    """Block-Gibbs chain of an object with ``sample_hidden(v, g)`` and ``sample_visible(h, g)``.
+
+    Parameters
+    ----------
+    rbm : object
+        An RBM-like object with ``sample_hidden(v, generator)`` and ``sample_visible(h, generator)``
+        (e.g. ``pyrolik_models.oracles.rbm.RBM``).
+    """
     if not (hasattr(rbm, "sample_hidden") and hasattr(rbm, "sample_visible")):
         raise TypeError(f"block_gibbs needs an object with sample_hidden(v, generator) and "
                         f"sample_visible(h, generator) (e.g. models.oracles.rbm.RBM); got "
@@ -135,6 +142,17 @@ def encoder_decoder(model: Callable, guide: Callable, *, model_args: tuple = (),
     r"""The chain :math:`z \sim q(z \mid x)` (``guide``), :math:`x \sim p(x \mid z)` (``model``).
 
     The model needs a single observed site whose value is ``x``. Latents are ``{site: tensor}``.
+
+    Parameters
+    ----------
+    model : callable
+        Pyro model ``model(x, *model_args, **model_kwargs)`` with a single observed site, ``x``.
+    guide : callable
+        Pyro guide :math:`q(z \mid x)` with the model's signature.
+    model_args : tuple
+        Further positional arguments of the model and the guide.
+    model_kwargs : dict, optional
+        Keyword arguments of the model and the guide.
     """
     if not callable(model) or not callable(guide):
         raise TypeError("encoder_decoder needs a Pyro model and a Pyro guide (callables)")
@@ -194,6 +212,23 @@ def iterate_chain(chain: Any, x0: Tensor, *, num_samples: int, thin: int = 1, bu
 
     Step :math:`t` draws :math:`h_t \sim P(h \mid x_{t-1})`, then :math:`x_t \sim P(x \mid h_t)`;
     :math:`h_t` is kept after ``burn_in``, every ``thin`` steps; the global RNG is left alone.
+
+    Parameters
+    ----------
+    chain : AlternatingChain or RBM-like
+        :func:`block_gibbs` (or an RBM) or :func:`encoder_decoder`.
+    x0 : torch.Tensor, shape ``(C, *event_shape)``
+        The chains' start states, one chain per row.
+    num_samples : int
+        Latent states to keep per chain.
+    thin : int
+        Keep every ``thin``-th state after burn-in.
+    burn_in : int
+        Steps to discard first.
+    chunk_size : int
+        Kept states per chain in each yielded chunk (k; the last chunk may hold fewer).
+    seed : int, optional
+        Seeds the chains' own generator.
     """
     _check_counts(num_samples=num_samples, burn_in=burn_in)
     _check_counts(1, thin=thin, chunk_size=chunk_size)
@@ -216,7 +251,25 @@ def iterate_chain(chain: Any, x0: Tensor, *, num_samples: int, thin: int = 1, bu
 
 def sample_chain(chain: Any, x0: Tensor, *, num_samples: int, thin: int = 1, burn_in: int = 0,
                  seed: int | None = None, flatten: bool = False) -> Latents:
-    """The kept latents of :func:`iterate_chain`: ``(num_samples, C, ...)``, or flattened."""
+    """The kept latents of :func:`iterate_chain`: ``(num_samples, C, ...)``, or flattened.
+
+    Parameters
+    ----------
+    chain : AlternatingChain or RBM-like
+        :func:`block_gibbs` (or an RBM) or :func:`encoder_decoder`.
+    x0 : torch.Tensor, shape ``(C, *event_shape)``
+        The chains' start states, one chain per row.
+    num_samples : int
+        Latent states to keep per chain.
+    thin : int
+        Keep every ``thin``-th state after burn-in.
+    burn_in : int
+        Steps to discard first.
+    seed : int, optional
+        Seeds the chains' own generator.
+    flatten : bool
+        Return ``(num_samples * C, ...)`` instead (sample-major).
+    """
     _check_counts(1, num_samples=num_samples)
     (out,) = iterate_chain(chain, x0, num_samples=num_samples, thin=thin, burn_in=burn_in,
                            chunk_size=num_samples, seed=seed)
@@ -229,7 +282,23 @@ def sample_chain(chain: Any, x0: Tensor, *, num_samples: int, thin: int = 1, bur
 def prior_samples(model: Callable, x: Tensor, num_samples: int, *, model_args: tuple = (),
                   model_kwargs: dict[str, Any] | None = None, seed: int | None = None
                   ) -> dict[str, Tensor]:
-    """I.i.d. prior draws of every latent site, ``{site: (num_samples, *site_shape)}``."""
+    """I.i.d. prior draws of every latent site, ``{site: (num_samples, *site_shape)}``.
+
+    Parameters
+    ----------
+    model : callable
+        Pyro model ``model(x, *model_args, **model_kwargs)``.
+    x : torch.Tensor, shape ``(N, *event_shape)``
+        Observations; the first example gives the model its shapes.
+    num_samples : int
+        Draws of each site (S).
+    model_args : tuple
+        Further positional arguments of the model; none may be per example.
+    model_kwargs : dict, optional
+        Keyword arguments of the model; none may be per example.
+    seed : int, optional
+        Makes the draws reproducible.
+    """
     _check_counts(1, num_samples=num_samples)
     x = validate_data(x)
     gen = torch.Generator(device=x.device).manual_seed(resolve_seed(seed))
@@ -311,11 +380,19 @@ def csl(
     log_obs_fn_or_model : callable or object
         ``log_obs_fn(x, h) -> (S, N)``, :math:`\log P(x_n \mid h_s)`; an object with such a
         ``log_obs`` method; or a Pyro model (``latents`` then ``{site: tensor}``).
+    x : torch.Tensor, shape ``(N, *event_shape)``
+        Observations.
     latents : Tensor, dict of Tensors, or an iterable of either (chunks)
         ``(S, *latent_shape)``, or ``(S, N, *latent_shape)`` with ``per_example=True``; chunks
         from a generator (:func:`iterate_chain`) stream.
+    per_example : bool
+        ``latents`` hold one set of samples per example (dim 1), not one shared by all.
     chunk_size : int
         Samples per pass when ``latents`` is a tensor or dict.
+    model_args : tuple
+        Further positional arguments of a Pyro model.
+    model_kwargs : dict, optional
+        Keyword arguments of a Pyro model.
     keep_weights, khat, progress : bool
         Keep the ``(S, N)`` log-weights; compute Pareto k-hat (off for large test sets); show a bar.
 
@@ -324,6 +401,27 @@ def csl(
     EstimateResult
         ``bound="lower"``, ``method="csl"``; ``ess``, ``mcse``, ``khat`` treat the samples as
         independent (correlated states make the real error larger).
+
+    Examples
+    --------
+    The latent states of 100 alternating chains :math:`z \sim p(z \mid x)`,
+    :math:`x \sim p(x \mid z)` (the exact posterior as encoder), 20 kept from each:
+
+    >>> import torch, pyrolik
+    >>> from pyrolik_models import LinearGaussian
+    >>> lg = LinearGaussian.random(data_dim=3, latent_dim=2, seed=0)   # exact log p(x) known
+    >>> x = lg.sample(4, torch.Generator().manual_seed(0))
+    >>> chain = pyrolik.infer.encoder_decoder(lg, lg.exact_guide)
+    >>> starts = lg.sample(100, torch.Generator().manual_seed(1))
+    >>> states = pyrolik.infer.sample_chain(chain, starts, num_samples=20, burn_in=10, thin=2,
+    ...                                     seed=0, flatten=True)
+    >>> states["z"].shape
+    torch.Size([2000, 2])
+    >>> result = pyrolik.csl(lg, x, states)
+    >>> result.bound, result.log_likelihood.shape
+    ('lower', torch.Size([4]))
+    >>> bool((result.log_likelihood - lg.exact_log_marginal(x)).abs().max() < 1.0)
+    True
 
     References
     ----------
@@ -409,10 +507,24 @@ def biased_csl(
     ----------
     log_obs_fn_or_model : callable or object
         As in :func:`csl`; a function receives per-example latents ``(S, N, *latent_shape)``.
+    x : torch.Tensor, shape ``(N, *event_shape)``
+        Observations; each starts its own chains.
     chain : AlternatingChain or RBM-like
         :func:`block_gibbs` (or an RBM) or :func:`encoder_decoder`.
+    num_chains : int
+        Chains started at each example.
+    num_steps : int
+        Steps per chain, each state kept.
     seed : int, optional
         Seeds the chains; recorded in the result.
+    chunk_size : int
+        Samples per pass of :func:`csl`.
+    model_args : tuple
+        Further positional arguments of a Pyro model.
+    model_kwargs : dict, optional
+        Keyword arguments of a Pyro model.
+    keep_weights : bool
+        Keep the ``(S, N)`` log-weights.
 
     References
     ----------

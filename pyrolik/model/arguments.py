@@ -36,6 +36,11 @@ def per_example(value: Tensor) -> PerExample:
     """Mark a tensor argument as per example: repeated across chains and sliced with the batches.
 
     Where the leading-dimension rule is ambiguous, e.g. ``model_kwargs={"y": per_example(labels)}``.
+
+    Parameters
+    ----------
+    value : torch.Tensor, shape ``(N, ...)``
+        One row per example.
     """
     if isinstance(value, PerExample):
         return value
@@ -46,7 +51,13 @@ def per_example(value: Tensor) -> PerExample:
 
 
 def shared(value: Any) -> Shared:
-    """Mark an argument as the same for every example, even if its leading dimension is ``N``."""
+    """Mark an argument as the same for every example, even if its leading dimension is ``N``.
+
+    Parameters
+    ----------
+    value : object
+        Any model argument; passed to the model as it is.
+    """
     return value if isinstance(value, Shared) else Shared(value)
 
 

@@ -369,11 +369,18 @@ class CurveConverter(Converter):
 
 
 def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree:
-    """Export a result (AIS, reverse AIS, IWAE, likelihood weighting, KDE, BDMC, CSL or a curve of
-    ``pyrolik.distortion``) to a DataTree.
+    """Export a result of any estimator to a DataTree.
 
-    Groups and dims: ``docs/export.md``. ``num_blocks``: ArviZ chains the K chains are split into
-    (:mod:`pyrolik.ops.stats`); ``posterior`` holds draws resampled with the result's seed.
+    AIS, reverse AIS, IWAE, likelihood weighting, KDE, BDMC, CSL or a curve of
+    ``pyrolik.distortion``. Groups and dims: ``docs/export.md``; ``posterior`` holds draws resampled
+    with the result's seed.
+
+    Parameters
+    ----------
+    result : EstimateResult, AISResult, BDMCResult, DistortionCurve or DistortionBDMC
+        A result of any estimator, fresh or loaded (:func:`pyrolik.load`).
+    num_blocks : int
+        ArviZ chains the K chains are split into (:mod:`pyrolik.ops.stats`).
     """
     kind = getattr(result, "converter", None)
     if kind is None:
@@ -384,12 +391,18 @@ def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree
 
 
 def flatten(tree: xr.DataTree) -> xr.DataTree:
-    """One level of groups: a BDMC tree's ``lower/posterior`` becomes ``lower_posterior``, a curve's
-    ``ais/posterior`` ``ais_posterior``, a distortion BDMC's ``beta_0/lower/posterior``
-    ``beta_0_lower_posterior``, ....
+    """One level of groups: a BDMC tree's ``lower/posterior`` becomes ``lower_posterior``.
+
+    Likewise a curve's ``ais/posterior`` becomes ``ais_posterior``, a distortion BDMC's
+    ``beta_0/lower/posterior`` ``beta_0_lower_posterior``, ....
 
     The layout ArviZ 0.x reads (:func:`to_inference_data`, :func:`pyrolik.save`); the attrs of a
     subtree (``lower``, ``upper``, ...) go onto each of its groups. A flat tree is returned as it is.
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+        A tree of :func:`to_datatree`.
     """
     if not any(node.children for node in tree.children.values()):
         return tree
@@ -405,7 +418,15 @@ def flatten(tree: xr.DataTree) -> xr.DataTree:
 
 
 def to_inference_data(result: Any, *, num_blocks: int = DEFAULT_BLOCKS):
-    """Export to an :class:`arviz.InferenceData` (ArviZ 0.x); a DataTree under ArviZ 1.x."""
+    """Export to an :class:`arviz.InferenceData` (ArviZ 0.x); a DataTree under ArviZ 1.x.
+
+    Parameters
+    ----------
+    result : EstimateResult, AISResult, BDMCResult, DistortionCurve, DistortionBDMC or xarray.DataTree
+        A result of any estimator, or its tree (:func:`to_datatree`).
+    num_blocks : int
+        ArviZ chains the K chains are split into (unused for a tree).
+    """
     import arviz as az
 
     tree = result if isinstance(result, xr.DataTree) else to_datatree(result, num_blocks=num_blocks)
