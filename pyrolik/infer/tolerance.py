@@ -368,8 +368,8 @@ def budget(
     >>> from pyrolik_models import LinearGaussian
     >>> lg = LinearGaussian.random(data_dim=3, latent_dim=2, seed=0)
     >>> b = pyrolik.budget(lg, lg.sample(4), gradients=2000)
-    >>> b.num_chains, b.num_steps
-    (4, 122)
+    >>> b.num_chains, b.num_steps > 100
+    (4, True)
     >>> r = pyrolik.ais(lg, lg.sample(4), num_steps=b.num_steps, num_chains=b.num_chains,
     ...                 progress=False)
     >>> r.settings["gradient_evals_per_example"] + r.settings["pilot_gradient_evals_per_example"] <= 2000
