@@ -46,10 +46,10 @@ RESAMPLE = None  # set by --resample
 
 
 def ais_per_step(model, x, steps, chains, leapfrog, adapt="none", init=None, resample="global"):
-    kernel = pyrolik.HMC(num_leapfrog=leapfrog, step_size=0.05,
-                         adapt=None if adapt == "none" else adapt,
-                         momentum_persistence=PERSISTENCE,
-                         resample=RESAMPLE if resample == "global" else resample)
+    move = pyrolik.HMC(num_leapfrog=leapfrog, step_size=0.05,
+                       adapt=None if adapt == "none" else adapt, momentum_persistence=PERSISTENCE)
+    threshold = RESAMPLE if resample == "global" else resample
+    kernel = pyrolik.SMC(move, resample=threshold, islands=None if threshold is None else 1)
     t0 = time.perf_counter()
     pyrolik.ais(model, x, num_steps=steps, num_chains=chains, kernel=kernel, init=init, seed=0,
                 progress=False)
@@ -69,7 +69,7 @@ def main(argv=None):
     p.add_argument("--persistence", type=float, default=pyrolik.HMC().momentum_persistence,
                    help="momentum persistence (default: the default kernel's)")
     p.add_argument("--resample", type=float, default=None,
-                   help="HMC(resample=): resampling threshold (default: none, plain AIS)")
+                   help="SMC(resample=, islands=1): resampling threshold (default: none, plain AIS)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--pilot-steps", type=lambda v: [int(t) for t in v.split(",")], default=[200],
