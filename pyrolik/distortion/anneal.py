@@ -11,9 +11,8 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import shared_params
 from pyrolik.annealing.kernel import Kernel
-from pyrolik.annealing.schedules import grid_from_betas
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve, run_curve
-from pyrolik.distortion.path import DistortionFn, distortion_model
+from pyrolik.distortion.path import DistortionFn, distortion_model, grid_from_betas
 from pyrolik.distortion.tolerance import curve_search
 from pyrolik.infer.tolerance import MAX_STEPS, Budget, check_tolerance, gradient_evals
 

@@ -23,15 +23,17 @@ from pyrolik.annealing.run import (
     expand_latents,
     latents_to_flat,
 )
-from pyrolik.annealing.schedules import (
+from pyrolik.annealing.step_sizes import StepSizes
+from pyrolik.distortion.path import (
+    DistortionFn,
+    DistortionModel,
+    distortion_model,
     grid_from_betas,
     grid_from_sigmas,
     log_normal_constant,
     merge_grid,
     sigma_of,
 )
-from pyrolik.annealing.step_sizes import StepSizes
-from pyrolik.distortion.path import DistortionFn, DistortionModel, distortion_model
 from pyrolik.exceptions import prefixed
 from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed

@@ -18,14 +18,15 @@ from pyrolik._validate import check_count, validate_data
 from pyrolik.annealing.driver import drive
 from pyrolik.annealing.kernel import Kernel
 from pyrolik.annealing.run import Recording, describe
-from pyrolik.annealing.schedules import (
+from pyrolik.distortion.path import (
+    DistortionModel,
+    distortion_model,
     grid_from_betas,
     grid_from_sigmas,
     log_normal_constant,
     merge_grid,
     sigma_of,
 )
-from pyrolik.distortion.path import DistortionModel, distortion_model
 from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed
 from pyrolik.ops.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp

@@ -6,7 +6,7 @@ The derivation (Huang et al. 2020; Wu et al. 2017, figure 2(a)) is in ``docs/sig
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyro
@@ -19,10 +19,12 @@ from torch import Tensor
 from torch.distributions import Independent, Normal
 
 from pyrolik._random import fork_rng_from
+from pyrolik.annealing.schedules import PILOT_NAMES, geometric, resolve
 from pyrolik.model.hints import Refusal
 from pyrolik.model.messenger import is_subsample
 
-__all__ = ["DistortionModel", "distortion_model", "squared_error"]
+__all__ = ["DistortionModel", "distortion_model", "squared_error", "grid_from_sigmas",
+           "grid_from_betas", "merge_grid", "sigma_of", "log_normal_constant"]
 
 DistortionFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -225,3 +227,104 @@ def distortion_model(model: Callable[..., Any], *, sigma: float | None = None,
        generative models. ICML, 2020.
     """
     return DistortionModel(model, sigma=sigma, distortion=distortion, beta_max=beta_max)
+
+
+# -- the path's grids of sigmas (or betas) -------------------------------------------------------
+
+def _as_grid(values: Sequence[float] | Tensor, name: str) -> Tensor:
+    t = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
+    if t.numel() == 0 or not torch.isfinite(t).all() or (t <= 0).any():
+        raise ValueError(f"{name} must be a non-empty list of positive finite numbers, got "
+                         f"{values!r}")
+    if len(torch.unique(t)) != len(t):
+        raise ValueError(f"{name} must not repeat a value, got {t.tolist()}")
+    return t
+
+
+def grid_from_sigmas(sigmas: Sequence[float] | Tensor) -> tuple[Tensor, float]:
+    r"""``(betas, sigma_min)``: :math:`\beta_j = 1/(2\sigma_j^2)`, increasing (sigmas decreasing).
+
+    Parameters
+    ----------
+    sigmas : sequence of float or torch.Tensor
+        Positive, distinct, any order.
+    """
+    s = torch.sort(_as_grid(sigmas, "sigmas"), descending=True).values
+    return 0.5 / s**2, float(s[-1])
+
+
+def grid_from_betas(betas: Sequence[float] | Tensor) -> Tensor:
+    """The betas, sorted increasing.
+
+    Parameters
+    ----------
+    betas : sequence of float or torch.Tensor
+        Positive, distinct, any order.
+    """
+    return torch.sort(_as_grid(betas, "betas")).values
+
+
+def merge_grid(grid_b: Tensor, schedule: str | Tensor, num_steps: int | None
+               ) -> tuple[Tensor, Tensor]:
+    """A schedule in :math:`b` from 0 to 1 containing every grid point, and their step indices.
+
+    Returns ``(schedule, steps)`` with ``schedule[steps] == grid_b``.
+
+    Parameters
+    ----------
+    grid_b : torch.Tensor
+        The grid points, increasing in :math:`(0, 1]`, ending at 1.
+    schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
+        The base schedule the grid points are merged into.
+    num_steps : int or None
+        The base schedule's steps; ``None`` with a tensor.
+    """
+    if isinstance(schedule, str) and schedule in PILOT_NAMES:
+        raise ValueError(
+            f"schedule={schedule!r} is not available on the distortion path: a schedule built from "
+            "the pilot run differs from batch to batch, and the curve needs its grid betas at the "
+            "same steps of one schedule; use 'geometric' (the default here: equal steps in log "
+            "sigma), 'sigmoid', 'linear' or a tensor of betas from 0 to 1")
+    if schedule == "geometric":
+        if num_steps is None:
+            raise ValueError("num_steps is required with a named schedule")
+        base = geometric(num_steps, beta_min=min(1e-4, float(grid_b[0]) / 100))
+    else:
+        base = resolve(schedule, num_steps)
+    if float(grid_b[-1]) != 1.0 or float(grid_b[0]) <= 0:
+        raise ValueError("grid points must lie in (0, 1] with the last at exactly 1")
+    merged = torch.unique(torch.cat([base, grid_b.to(torch.float64)]))  # sorted
+    # betas that differ only by rounding would make a zero-length step: drop the base's copy
+    keep = torch.ones_like(merged, dtype=torch.bool)
+    for b in grid_b.tolist():
+        near = (merged - b).abs() <= 1e-12 * max(b, 1e-300)
+        near &= merged != b
+        keep &= ~near
+    merged = merged[keep]
+    steps = torch.searchsorted(merged, grid_b.to(torch.float64))
+    assert torch.equal(merged[steps], grid_b.to(torch.float64))
+    return merged, steps
+
+
+def sigma_of(beta: Tensor) -> Tensor:
+    r""":math:`\sigma = 1/\sqrt{2\beta}`.
+
+    Parameters
+    ----------
+    beta : torch.Tensor
+        Inverse temperatures (positive).
+    """
+    return 1.0 / torch.sqrt(2.0 * beta)
+
+
+def log_normal_constant(beta: Tensor, num_values: int) -> Tensor:
+    r""":math:`-\tfrac D2 \log(2\pi\sigma^2) = \tfrac D2 \log(\beta/\pi)`: ``log p_sigma = log Z_beta + this``.
+
+    Parameters
+    ----------
+    beta : torch.Tensor
+        Inverse temperatures, :math:`\beta = 1/(2\sigma^2)`.
+    num_values : int
+        Observed values per example (D).
+    """
+    return 0.5 * num_values * torch.log(beta / math.pi)

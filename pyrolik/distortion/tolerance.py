@@ -14,10 +14,15 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, shared_params, validate_data
 from pyrolik.annealing.kernel import Kernel, as_smc
-from pyrolik.annealing.schedules import grid_from_betas, grid_from_sigmas, merge_grid, sigma_of
 from pyrolik.distortion.bounds import distortion_bdmc
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve
-from pyrolik.distortion.path import distortion_model
+from pyrolik.distortion.path import (
+    distortion_model,
+    grid_from_betas,
+    grid_from_sigmas,
+    merge_grid,
+    sigma_of,
+)
 from pyrolik.infer.sandwich import simulate
 from pyrolik.infer.tolerance import (
     CONFIDENCE_Z,

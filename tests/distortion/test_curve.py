@@ -12,7 +12,6 @@ import torch
 from pyrolik_models import LinearGaussian, build
 
 import pyrolik
-from pyrolik.annealing.schedules import merge_grid
 from pyrolik.distortion import (
     OPTIMAL_SIGMA_WARNING,
     DistortionCurve,
@@ -21,6 +20,7 @@ from pyrolik.distortion import (
     sigma_curve,
     squared_error,
 )
+from pyrolik.distortion.path import merge_grid
 from tests.conftest import SEED
 from tests.helpers import assert_unbiased, plain
 from tests.io.test_export import assert_same_result

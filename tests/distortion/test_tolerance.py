@@ -12,7 +12,6 @@ import torch
 from pyrolik_models import LinearGaussian, build
 
 import pyrolik
-from pyrolik.annealing.schedules import grid_from_sigmas, merge_grid
 from pyrolik.distortion import (
     distortion_bdmc,
     distortion_model,
@@ -20,6 +19,7 @@ from pyrolik.distortion import (
     sigma_curve,
     squared_error,
 )
+from pyrolik.distortion.path import grid_from_sigmas, merge_grid
 from pyrolik.infer.tolerance import Budget, BudgetWarning
 from tests.helpers import plain
 
