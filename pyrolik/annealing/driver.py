@@ -119,7 +119,8 @@ def _tune(problem: Problem, execution: Execution, path: AnnealingPath, batch: Ba
     as an engine run checkpointed under the name ``"pilot"``), or ``None`` (no pilot)."""
     n = batch.stop - batch.start
     pilot = pilot_phase(problem.kernel.move.adaptation, path, problem.schedule.betas,
-                        problem.stops_of(batch.start, batch.stop), problem.kernel.resample)
+                        problem.stops_of(batch.start, batch.stop),
+                        None if problem.islands is None else problem.kernel.resample)
     if pilot is None:
         return None
     if problem.step_sizes is not None:  # a table from an earlier pilot: no pilot runs
