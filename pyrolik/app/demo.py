@@ -323,8 +323,24 @@ def _footer(table: pd.DataFrame, s: dict, output: Path, seconds: float, width: i
         text.append(f"The BDMC gaps are large ({big} nats): AIS has not converged at "
                     f"{s['num_steps']} steps, and those rows are loose lower bounds, not "
                     "estimates within the gap; see the warnings, and run --full or more --steps.")
+    text += _encoder_note(table, s["num_steps"], enc)
     text.append(f"Results (netCDF) and plots in {output.resolve()} ({seconds:.0f} s).")
     return "\n".join(textwrap.fill(t, width) for t in text)
+
+
+def _encoder_note(table: pd.DataFrame, num_steps: int, enc: int) -> list[str]:
+    """For a model with an encoder: AIS from it against AIS from the prior, and where to start."""
+    out = []
+    for model in table["model"].unique():
+        rows = table[table["model"] == model].set_index("estimator")["log p(x) [nats]"]
+        if "ais+encoder" in rows and "ais" in rows:
+            diff = rows["ais+encoder"] - rows["ais"]
+            out.append(f"The {model} has an encoder: AIS from it (init=model.guide) with {enc} "
+                       f"steps, {num_steps // enc} times fewer, gave a lower bound {abs(diff):.2f} "
+                       f"nats {'above' if diff >= 0 else 'below'} AIS from the prior with "
+                       f"{num_steps}; for a VAE, start from the encoder "
+                       "(pyrolik.ais(model, x, init=model.guide, ...); docs/kernel.md).")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

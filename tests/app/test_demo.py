@@ -37,6 +37,11 @@ def test_quick_demo_writes_table_results_and_plots(tmp_path, capsys):
     assert "bounds the error" not in out and "The BDMC gaps are large" in out
     # the header of the settings says how many steps the ais+encoder row ran
     assert "3 steps from the encoder" in out.replace("\n", " ")
+    # and leads a VAE user to the encoder path, with the two estimates it compared
+    vae = table[table["model"] == "VAE"].set_index("estimator")["log p(x) [nats]"]
+    diff = vae["ais+encoder"] - vae["ais"]
+    assert f"lower bound {abs(diff):.2f} nats" in out.replace("\n", " ")
+    assert "start from the encoder" in out.replace("\n", " ")
 
 
 def test_quiet_demo_has_no_progress(tmp_path, capsys, monkeypatch):
