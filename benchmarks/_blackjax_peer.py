@@ -227,6 +227,9 @@ def bdmc(model, x: np.ndarray, z_post: np.ndarray, *, num_chains: int, betas: np
             "grads_per_chain": (len(betas) - 1) * (num_leapfrog + 1)}
 
 
+_COMPILED: dict = {}  # smc's compiled programs, by model and settings
+
+
 def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, method: str,
         num_leapfrog: int, num_mcmc_steps: int = 1, step_size: float = 0.1,
         tune: str = "shared-step", target_accept: float = 0.65, target_ess: float = 0.5,
@@ -271,7 +274,7 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
         return {"inverse_mass_matrix": inv_mass, "num_integration_steps": jnp.array([L]),
                 "step_size": jnp.zeros(K, jnp.float32)}  # set by the loop from the acceptance
 
-    def algorithm(xi, reverse, adaptive):
+    def algorithm(xi, reverse, adaptive, ess=None):
         def ll(z):
             return loglik_x(z, xi)
 
@@ -291,10 +294,10 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
                                                "step_size": jnp.full(K, step_size, jnp.float32)})
         if adaptive:
             if solver_rtol is not None:
-                eps = solver_rtol * -float(np.log(target_ess))
-                common["root_solver"] = functools.partial(solver.dichotomy, eps=eps)
+                common["root_solver"] = functools.partial(solver.dichotomy,
+                                                          eps=solver_rtol * -jnp.log(ess))
             alg = blackjax.inner_kernel_tuning(smc_algorithm=blackjax.adaptive_tempered_smc,
-                                               target_ess=target_ess, **common)
+                                               target_ess=ess, **common)
         else:
             alg = blackjax.inner_kernel_tuning(smc_algorithm=blackjax.tempered_smc, **common)
 
@@ -312,8 +315,8 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
 
         return alg.init, step
 
-    def forward(key, xi, z0, bs):
-        init, step = algorithm(xi, False, method == "adaptive")
+    def forward(key, xi, z0, bs, ess):
+        init, step = algorithm(xi, False, method == "adaptive", ess)
         state0 = init(z0)
         if method == "adaptive":  # the temperatures are kept for the reverse run
             def cond(c):
@@ -364,8 +367,9 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
     z_rev = (None if z_post is None else
              jnp.broadcast_to(jnp.asarray(z_post, dtype=jnp.float32)[:, None], (n, K, d)))
 
-    def both(kf, kr, xj, z_fwd, z_rev, bs):
-        fwd = jax.vmap(forward, in_axes=(0, 0, 0, None))(jax.random.split(kf, n), xj, z_fwd, bs)
+    def both(kf, kr, xj, z_fwd, z_rev, bs, ess):
+        fwd = jax.vmap(forward, in_axes=(0, 0, 0, None, None))(jax.random.split(kf, n), xj, z_fwd,
+                                                               bs, ess)
         if z_rev is None:
             return fwd, None
         # the forward run's temperatures backwards (lambda' = 1 - beta): fixed given the forward run,
@@ -374,9 +378,18 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
         return fwd, rev
 
     t0, c0 = time.perf_counter(), time.process_time()
-    compiled = jax.jit(both).lower(kf, kr, xj, z_fwd, z_rev, bs).compile()
+    ess = jnp.float32(target_ess)
+    # one compilation serves every call that differs only in target_ess, the seed and the data
+    # (the placement pilots' rounds, the budgets of one max_temps)
+    key = (id(model), method, K, M, L, step_size, tune, target_accept, max_temps, solver_rtol,
+           z_rev is None, xj.shape, bs.shape)
+    hit = _COMPILED.get(key)
+    compiled = hit[1] if hit is not None and hit[0] is model else None
+    if compiled is None:
+        compiled = jax.jit(both).lower(kf, kr, xj, z_fwd, z_rev, bs, ess).compile()
+        _COMPILED[key] = (model, compiled)
     t1, c1 = time.perf_counter(), time.process_time()
-    fwd, rev = jax.block_until_ready(compiled(kf, kr, xj, z_fwd, z_rev, bs))
+    fwd, rev = jax.block_until_ready(compiled(kf, kr, xj, z_fwd, z_rev, bs, ess))
     t2, c2 = time.perf_counter(), time.process_time()
     lower = np.asarray(fwd[0], np.float64)
     temps_fwd = np.asarray(fwd[1])

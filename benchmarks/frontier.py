@@ -212,7 +212,7 @@ def run_peer(name: str, args, model, sim, budget: int, chains: int, seed: int) -
         print(f"  placement: {t1:.1f} temperatures at ESS {ess}, M = 1 -> M = {M} "
               f"({time.perf_counter() - t0:.1f} s, not counted)", flush=True)
         t0, c0 = time.perf_counter(), time.process_time()
-    kw["max_temps"] = max(4000, 8 * budget // (M * L + 1))
+    kw["max_temps"] = room(budget / (M * L + 1))
     out = peer.smc(model, x, z, method="adaptive", num_mcmc_steps=M, target_ess=ess, **kw)
     temps = np.concatenate([out["temps_fwd"], out["temps_rev"]])
     row = _peer_row(out, float(temps.mean()), t0, c0)
@@ -220,6 +220,12 @@ def run_peer(name: str, args, model, sim, budget: int, chains: int, seed: int) -
                    f"{budget / (M * L + 1):.0f} placed) step {out['step_size']:.3f} "
                    f"acc {out['accept']:.2f}, {out['stalls']:.0f} stalled")
     return row
+
+
+def room(temps: float) -> int:
+    """``max_temps`` for an adaptive run placed at ``temps`` temperatures: 8x, at least 4096, a power
+    of 2 (the runs of one K at several budgets then share one compilation)."""
+    return max(4096, 1 << int(np.ceil(np.log2(8 * temps))))
 
 
 _PILOTS: dict = {}  # the placement pilots' (1 / ESS - 1, mean T) per model, seed, K and kernel
@@ -253,7 +259,7 @@ def place_ess(model, x, kw: dict, M: int, budget: float, pilots: list, tol: floa
         v = float(np.exp(law())) if pilots else 1 / 0.99 - 1  # the first pilot of a K: ESS 0.99
         ess = 1 / (1 + v)
         out = peer.smc(model, x, None, method="adaptive", num_mcmc_steps=M, target_ess=ess,
-                       **{**kw, "max_temps": max(4000, 8 * int(target))})
+                       **{**kw, "max_temps": room(target)})
         t = float(out["temps_fwd"].mean())
         pilots.append((v, t))
         tried.append(f"T {t:.0f} at ESS {ess:.6f}")
