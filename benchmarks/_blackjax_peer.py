@@ -61,6 +61,7 @@ temperature (forward passes).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -226,14 +227,23 @@ def bdmc(model, x: np.ndarray, z_post: np.ndarray, *, num_chains: int, betas: np
             "grads_per_chain": (len(betas) - 1) * (num_leapfrog + 1)}
 
 
+_COMPILED: dict = {}  # smc's compiled programs, by model and settings
+
+
 def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, method: str,
         num_leapfrog: int, num_mcmc_steps: int = 1, step_size: float = 0.1,
         tune: str = "shared-step", target_accept: float = 0.65, target_ess: float = 0.5,
-        betas: np.ndarray | None = None, seed: int = 0, max_temps: int = 4000) -> dict:
+        betas: np.ndarray | None = None, seed: int = 0, max_temps: int = 4000,
+        solver_rtol: float | None = 0.01) -> dict:
     """BlackJAX tempered SMC (``method="tempered"``, along ``betas``) or adaptive tempered SMC
     (``"adaptive"``), with inner-kernel tuning, forward and (when ``z_post`` is given) reverse.
 
-    ``step_size`` is the initial HMC step size. Returns per example ``lower`` and ``upper`` (numpy
+    ``step_size`` is the initial HMC step size. ``solver_rtol`` (adaptive): the tolerance of the ESS
+    root solver (BlackJAX's ``solver.dichotomy``, passed as its ``root_solver``) as a fraction of
+    ``-log(target_ess)``; None keeps BlackJAX's default, an absolute ``eps = 1e-4`` on log ESS, which
+    returns the lower end of its bracket: above ``target_ess`` ~ 0.9999 that end is often 0, a
+    temperature that does not advance (counted in ``stalls``), so T overshoots and, above ~0.99995,
+    the run never reaches 1. Returns per example ``lower`` and ``upper`` (numpy
     float64; ``upper`` None without ``z_post``), the number of temperatures per example and
     direction (``temps_fwd``, ``temps_rev``), the gradient evaluations per chain
     (``grads_per_chain``: mean over examples and directions), the last step size and acceptance
@@ -242,7 +252,7 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
     import blackjax
     import jax
     import jax.numpy as jnp
-    from blackjax.smc import extend_params, resampling
+    from blackjax.smc import extend_params, resampling, solver
     from blackjax.smc.tuning.from_kernel_info import update_scale_from_acceptance_rate
     from blackjax.smc.tuning.from_particles import particles_stds
 
@@ -264,7 +274,7 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
         return {"inverse_mass_matrix": inv_mass, "num_integration_steps": jnp.array([L]),
                 "step_size": jnp.zeros(K, jnp.float32)}  # set by the loop from the acceptance
 
-    def algorithm(xi, reverse, adaptive):
+    def algorithm(xi, reverse, adaptive, ess=None):
         def ll(z):
             return loglik_x(z, xi)
 
@@ -283,8 +293,11 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
                                                "num_integration_steps": jnp.array([L]),
                                                "step_size": jnp.full(K, step_size, jnp.float32)})
         if adaptive:
+            if solver_rtol is not None:
+                common["root_solver"] = functools.partial(solver.dichotomy,
+                                                          eps=solver_rtol * -jnp.log(ess))
             alg = blackjax.inner_kernel_tuning(smc_algorithm=blackjax.adaptive_tempered_smc,
-                                               target_ess=target_ess, **common)
+                                               target_ess=ess, **common)
         else:
             alg = blackjax.inner_kernel_tuning(smc_algorithm=blackjax.tempered_smc, **common)
 
@@ -302,8 +315,8 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
 
         return alg.init, step
 
-    def forward(key, xi, z0, bs):
-        init, step = algorithm(xi, False, method == "adaptive")
+    def forward(key, xi, z0, bs, ess):
+        init, step = algorithm(xi, False, method == "adaptive", ess)
         state0 = init(z0)
         if method == "adaptive":  # the temperatures are kept for the reverse run
             def cond(c):
@@ -354,8 +367,9 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
     z_rev = (None if z_post is None else
              jnp.broadcast_to(jnp.asarray(z_post, dtype=jnp.float32)[:, None], (n, K, d)))
 
-    def both(kf, kr, xj, z_fwd, z_rev, bs):
-        fwd = jax.vmap(forward, in_axes=(0, 0, 0, None))(jax.random.split(kf, n), xj, z_fwd, bs)
+    def both(kf, kr, xj, z_fwd, z_rev, bs, ess):
+        fwd = jax.vmap(forward, in_axes=(0, 0, 0, None, None))(jax.random.split(kf, n), xj, z_fwd,
+                                                               bs, ess)
         if z_rev is None:
             return fwd, None
         # the forward run's temperatures backwards (lambda' = 1 - beta): fixed given the forward run,
@@ -364,17 +378,31 @@ def smc(model, x: np.ndarray, z_post: np.ndarray | None, *, num_chains: int, met
         return fwd, rev
 
     t0, c0 = time.perf_counter(), time.process_time()
-    compiled = jax.jit(both).lower(kf, kr, xj, z_fwd, z_rev, bs).compile()
+    ess = jnp.float32(target_ess)
+    # one compilation serves every call that differs only in target_ess, the seed and the data
+    # (the placement pilots' rounds, the budgets of one max_temps)
+    key = (id(model), method, K, M, L, step_size, tune, target_accept, max_temps, solver_rtol,
+           z_rev is None, xj.shape, bs.shape)
+    hit = _COMPILED.get(key)
+    compiled = hit[1] if hit is not None and hit[0] is model else None
+    if compiled is None:
+        compiled = jax.jit(both).lower(kf, kr, xj, z_fwd, z_rev, bs, ess).compile()
+        _COMPILED[key] = (model, compiled)
     t1, c1 = time.perf_counter(), time.process_time()
-    fwd, rev = jax.block_until_ready(compiled(kf, kr, xj, z_fwd, z_rev, bs))
+    fwd, rev = jax.block_until_ready(compiled(kf, kr, xj, z_fwd, z_rev, bs, ess))
     t2, c2 = time.perf_counter(), time.process_time()
     lower = np.asarray(fwd[0], np.float64)
     temps_fwd = np.asarray(fwd[1])
     out = {"lower": lower, "upper": None, "temps_fwd": temps_fwd, "temps_rev": None,
            "step_size": float(fwd[2].mean()), "accept": float(fwd[3].mean()),
            "compile_s": t1 - t0, "run_s": t2 - t1, "compile_cpu_s": c1 - c0, "run_cpu_s": c2 - c1}
-    if method == "adaptive" and temps_fwd.max() >= max_temps:
-        raise RuntimeError(f"adaptive tempered SMC reached max_temps={max_temps} temperatures")
+    if method == "adaptive":
+        lams = np.asarray(fwd[4])
+        live = np.arange(lams.shape[1] - 1)[None] < temps_fwd[:, None]
+        out["stalls"] = float(((np.diff(lams, axis=1) <= 0) & live).sum(1).mean())
+        if temps_fwd.max() >= max_temps:
+            raise RuntimeError(f"adaptive tempered SMC reached max_temps={max_temps} temperatures "
+                               f"({out['stalls']:.0f} of them not advancing, mean over examples)")
     temps = [temps_fwd]
     if rev is not None:
         out["upper"] = -np.asarray(rev[0], np.float64)

@@ -30,8 +30,11 @@ same simulated examples, forward from the prior and reverse from the simulated l
   (the step size from the particles' acceptance rates: BlackJAX's
   ``update_scale_from_acceptance_rate`` at target ``--peer-accept`` 0.65, averaged into one step
   size for all particles), HMC with ``--peer-leapfrog`` (3) steps, ``--peer-mcmc-steps`` (1) moves
-  per temperature. Its target ESS (``--peer-ess``, 0: placed) is chosen for the budget from a
-  forward pilot on 10 examples (not counted). The reverse run tempers posterior -> prior along the
+  per temperature. Its target ESS (``--peer-ess``, 0: placed) is chosen for the budget by forward
+  pilots on 10 examples (not counted in the rows: ``place_ess``, the power law T ~ (1 / ESS - 1)^b
+  refitted until a pilot's mean T is within 10% of the budget's), with BlackJAX's ESS root solver at
+  a tolerance relative to the target (its default, 1e-4 on log ESS, stalls above ESS ~ 0.9999:
+  ``_blackjax_peer.smc``); a row that fails is printed as FAILED and the command goes on. The reverse run tempers posterior -> prior along the
   forward run's temperatures (an adaptive reverse would jump to the prior in one step: its particles
   start identical, so every increment has ESS = K). Its temperatures come from the particles it then
   weights, so its bounds are biased (with 10 particles, by more than the gap on the digits VAE): the
@@ -188,8 +191,7 @@ def run_peer(name: str, args, model, sim, budget: int, chains: int, seed: int) -
                         step_size=args.peer_step, num_leapfrog=10, seed=seed)
         return _peer_row(out, steps, t0, c0)
     kw = {"num_chains": chains, "num_leapfrog": L, "step_size": args.peer_step,
-          "tune": args.peer_tune, "target_accept": args.peer_accept, "seed": seed,
-          "max_temps": max(4000, 4 * budget // (L + 1))}  # room for the adaptive run's T
+          "tune": args.peer_tune, "target_accept": args.peer_accept, "seed": seed}
     if name == "bjx-tempered":
         M = M or 1
         steps = max(1, round(budget / (M * L + 1)))
@@ -197,26 +199,76 @@ def run_peer(name: str, args, model, sim, budget: int, chains: int, seed: int) -
                        betas=pyrolik.schedules.sigmoid(steps).numpy(), **kw)
         return _peer_row(out, steps, t0, c0)
     ess = args.peer_ess
-    if not M or not ess:  # placement for the budget: a forward pilot on (at most) 10 examples
-        M1, ess1 = M or 1, ess or 0.99
-        pilot = peer.smc(model, x[:10], None, method="adaptive", num_mcmc_steps=M1,
-                         target_ess=ess1, **kw)
-        t1 = float(pilot["temps_fwd"].mean())
-        if not ess:  # T is close to proportional to 1 / sqrt(1 / ess - 1)
-            M = M1
-            c = (1 / ess1 - 1) ** 0.5 * t1 / (budget / (M * L + 1))
-            ess = 1 / (1 + c * c)
-        else:
-            M = max(1, round((budget / t1 - 1) / L))
-        print(f"  placement: {t1:.1f} temperatures at ESS {ess1}, M = {M1} -> ESS {ess:.5f}, "
-              f"M = {M} ({time.perf_counter() - t0:.1f} s, not counted)", flush=True)
+    if not ess:  # placed for the budget (M given, 1 if placed)
+        M = M or 1
+        ess = place_ess(model, x[:10], kw, M, budget, _PILOTS.setdefault(
+            (id(model), seed, chains, M, L, args.peer_tune, args.peer_accept), []))
         t0, c0 = time.perf_counter(), time.process_time()
+    elif not M:  # M placed for the budget at the given ESS: a forward pilot on (at most) 10 examples
+        pilot = peer.smc(model, x[:10], None, method="adaptive", num_mcmc_steps=1, target_ess=ess,
+                         **kw)
+        t1 = float(pilot["temps_fwd"].mean())
+        M = max(1, round((budget / t1 - 1) / L))
+        print(f"  placement: {t1:.1f} temperatures at ESS {ess}, M = 1 -> M = {M} "
+              f"({time.perf_counter() - t0:.1f} s, not counted)", flush=True)
+        t0, c0 = time.perf_counter(), time.process_time()
+    kw["max_temps"] = room(budget / (M * L + 1))
     out = peer.smc(model, x, z, method="adaptive", num_mcmc_steps=M, target_ess=ess, **kw)
     temps = np.concatenate([out["temps_fwd"], out["temps_rev"]])
     row = _peer_row(out, float(temps.mean()), t0, c0)
-    row["peer"] = (f"ESS {ess:.5f} M={M} T={temps.mean():.1f} (max {temps.max()}) step {out['step_size']:.3f} "
-                   f"acc {out['accept']:.2f}")
+    row["peer"] = (f"ESS {ess:.6f} M={M} T={temps.mean():.1f} (max {temps.max()}, "
+                   f"{budget / (M * L + 1):.0f} placed) step {out['step_size']:.3f} "
+                   f"acc {out['accept']:.2f}, {out['stalls']:.0f} stalled")
     return row
+
+
+def room(temps: float) -> int:
+    """``max_temps`` for an adaptive run placed at ``temps`` temperatures: 8x, at least 4096, a power
+    of 2 (the runs of one K at several budgets then share one compilation)."""
+    return max(4096, 1 << int(np.ceil(np.log2(8 * temps))))
+
+
+_PILOTS: dict = {}  # the placement pilots' (1 / ESS - 1, mean T) per model, seed, K and kernel
+
+
+def place_ess(model, x, kw: dict, M: int, budget: float, pilots: list, tol: float = 0.1,
+              rounds: int = 6) -> float:
+    """The target ESS whose adaptive run has T = ``budget / (M L + 1)`` temperatures on average:
+    forward pilots on ``x`` (10 examples; their gradients are not counted in the rows), each placed
+    by the power law T = a (1 / ESS - 1)^b through the two pilots nearest the target in T
+    (b = -1/2 from one: the ESS solver's small-step limit), until a pilot's mean T is within ``tol``
+    of the target; the ESS returned is the law's through the last two. ``pilots`` keeps the points
+    (``1 / ESS - 1``, mean T) across budgets of one K, so a later budget starts from them."""
+    from benchmarks import _blackjax_peer as peer
+
+    L = kw["num_leapfrog"]
+    target = budget / (M * L + 1)
+    t0 = time.perf_counter()
+
+    def law() -> float:
+        """log(1 / ESS - 1) at the target from the pilots nearest it (exponent -1/2 from one)."""
+        near = sorted(pilots, key=lambda p: abs(np.log(p[1] / target)))[:2]
+        (u1, t1), *rest = [(np.log(v), np.log(t)) for v, t in near]
+        b = -0.5
+        if rest and abs(rest[0][0] - u1) > 1e-3:
+            b = float(np.clip((rest[0][1] - t1) / (rest[0][0] - u1), -0.8, -0.3))
+        return u1 + (np.log(target) - t1) / b
+
+    tried = []
+    for _ in range(rounds):
+        v = float(np.exp(law())) if pilots else 1 / 0.99 - 1  # the first pilot of a K: ESS 0.99
+        ess = 1 / (1 + v)
+        out = peer.smc(model, x, None, method="adaptive", num_mcmc_steps=M, target_ess=ess,
+                       **{**kw, "max_temps": room(target)})
+        t = float(out["temps_fwd"].mean())
+        pilots.append((v, t))
+        tried.append(f"T {t:.0f} at ESS {ess:.6f}")
+        if abs(t / target - 1) <= tol:
+            break
+    ess = 1 / (1 + float(np.exp(law())))
+    print(f"  placement for T = {target:.0f}: {', '.join(tried)} -> ESS {ess:.6f} "
+          f"({time.perf_counter() - t0:.1f} s, not counted)", flush=True)
+    return ess
 
 
 def steps_for_total(kernel: pyrolik.SMC, total: int, chains: int) -> int:
@@ -317,8 +369,13 @@ def main(argv=None):
             kernel = make_kernel(kw)
         for chains, budget, total in splits:
             if kernel is None:
-                measured = run_peer(*peer_settings(name, args), model, sim,
-                                    budget or max(1, total // chains), chains, args.seed)
+                try:
+                    measured = run_peer(*peer_settings(name, args), model, sim,
+                                        budget or max(1, total // chains), chains, args.seed)
+                except (RuntimeError, FloatingPointError) as e:  # the row fails, the command goes on
+                    where = f"K={chains:>3} B={total:>6}" if total else f"G={budget:>5}"
+                    print(f"{name:>12} {where}: FAILED: {type(e).__name__}: {e}", flush=True)
+                    continue
             else:
                 measured = run(model, sim, kernel, budget or 0, chains, args.seed, schedule, total,
                                init)
