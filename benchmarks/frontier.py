@@ -271,15 +271,16 @@ def place_ess(model, x, kw: dict, M: int, budget: float, pilots: list, tol: floa
     return ess
 
 
-def steps_for_total(kernel: pyrolik.SMC, total: int, chains: int) -> int:
+def steps_for_total(kernel: pyrolik.SMC, total: int, chains: int, pilot_share: float = 0.5) -> int:
     """The most annealing steps whose BDMC costs at most ``total`` gradient evaluations per example and
-    leg: ``chains`` chains of ``T L + 1`` and half the pilot's (the pilot serves both legs)."""
+    leg: ``chains`` chains of ``T L + 1`` and half the pilot's (the pilot serves both legs;
+    ``pilot_share=1``: one forward run, the whole pilot counted)."""
     L, a = kernel.move.num_leapfrog, kernel.move.adaptation
     pilot_chains = a.pilot_chains(chains)
 
     def cost(t: int) -> float:
         p = a.pilot_transitions(t)
-        return chains * (t * L + 1) + 0.5 * ((p * L + 1) * pilot_chains if p else 0)
+        return chains * (t * L + 1) + pilot_share * ((p * L + 1) * pilot_chains if p else 0)
 
     t = max(1, total // (chains * L))
     while t > 1 and cost(t) > total:

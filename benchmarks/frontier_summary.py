@@ -184,42 +184,53 @@ def totals_main(argv=None):
     p.add_argument("--title", default="")
     p.add_argument("--out", default=None)
     p.add_argument("--rename", nargs="*", default=[], metavar="OLD=NEW")
+    p.add_argument("--drop", nargs="*", default=[], help="candidates in the table, not the figure")
+    p.add_argument("--same", nargs="*", default=[], metavar="NAME@K=OTHER",
+                   help="NAME's rows at K chains are OTHER's (the default at 4 chains is plain AIS, "
+                        "bit for bit: default@4=ais)")
     args = p.parse_args(argv)
     names = dict(r.split("=", 1) for r in args.rename)
     cells = read_totals(args.logs, args.bounds)
+    for same in args.same:
+        (name, k), other = same.split("=")[0].split("@"), same.split("=")[1]
+        cells.update({(name, int(k), b): v for (c, kk, b), v in list(cells.items())
+                      if c == other and kk == int(k)})
     cands = sorted({c for c, _, _ in cells})
     budgets = sorted({b for _, _, b in cells})
     chains = sorted({k for _, k, _ in cells})
     best: dict[tuple[str, int], tuple[int, dict]] = {}
     for c in cands:
         print(f"{names.get(c, c)}: BDMC gap, mean over examples of all seeds +- se (seeds), "
-              "CPU s per run; * the best split")
+              "CPU s per run; * the best split, ! a negative mean gap (its lower bound above the upper "
+              "on average: biased, not a candidate)")
         for b in budgets:
             row = {k: cells[(c, k, b)] for k in chains if (c, k, b) in cells}
-            if not row:
+            valid = [k for k, v in row.items() if v["mean"] >= 0]
+            if not valid:
                 continue
-            k_best = min(row, key=lambda k: row[k]["mean"])
+            k_best = min(valid, key=lambda k: row[k]["mean"])  # biased splits (gap < 0) excluded
             best[(c, b)] = (k_best, row[k_best])
             print(f"  B={b:>6}: " + "  ".join(
-                f"K={k}{'*' if k == k_best else ' '} {v['mean']:6.3f} +- {v['se']:.3f} "
+                f"K={k}{'*' if k == k_best else ('!' if k not in valid else ' ')} {v['mean']:6.3f} +- {v['se']:.3f} "
                 f"({v['seeds']}, {v['cpu']:.0f} s)" for k, v in row.items()))
     if args.out:
         import matplotlib
+        import matplotlib.ticker
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
         fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True, layout="constrained")
-        for i, c in enumerate(cands):
+        for i, c in enumerate(c for c in cands if c not in args.drop):
             color = f"C{i}"
             for ax, key in ((axes[0], "evals"), (axes[1], "cpu")):
                 for k in chains:  # every split, faint
-                    pts = sorted((cells[(c, k, b)][key], max(cells[(c, k, b)]["mean"], 1e-3))
-                                 for b in budgets if (c, k, b) in cells)
+                    pts = [(cells[(c, k, b)][key], cells[(c, k, b)]["mean"])
+                           for b in budgets if (c, k, b) in cells]
                     if pts:
-                        ax.plot(*zip(*pts, strict=True), color=color, alpha=0.2, lw=0.8)
-                pts = sorted((v[key], max(v["mean"], v["se"], 1e-3), v["se"], k)
-                             for (cc, _), (k, v) in best.items() if cc == c)
+                        ax.plot(*zip(*pts, strict=True), color=color, alpha=0.15, lw=0.8)
+                pts = [(v[key], v["mean"], v["se"], k) for b in budgets
+                       for (k, v) in [best.get((c, b), (None, None))] if k is not None]
                 xs, ys, es, ks = zip(*pts, strict=True)
                 ax.errorbar(xs, ys, yerr=es, color=color, marker="o", capsize=2,
                             label=names.get(c, c) if key == "evals" else None)
@@ -227,14 +238,17 @@ def totals_main(argv=None):
                     for x, y, k in zip(xs, ys, ks, strict=True):
                         ax.annotate(f"{k}", (x, y), textcoords="offset points", xytext=(4, 4),
                                     fontsize=7, color=color)
-        for ax, label in ((axes[0], "gradient evaluations per example (pilot included)"),
+        for ax, label in ((axes[0], "gradient evaluations per example and leg (pilot included)"),
                           (axes[1], "CPU seconds per run (one thread)")):
             ax.set_xscale("log")
-            ax.set_yscale("log")
+            ax.set_yscale("symlog", linthresh=0.1, linscale=1.0)
+            ax.axhline(0, color="k", lw=0.5)
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_xlabel(label)
-        axes[0].set_ylabel("BDMC gap [nats], best split (its chains marked)")
+        axes[0].set_ylabel("BDMC gap [nats]")
         axes[0].legend(frameon=False, fontsize=8)
-        fig.suptitle(args.title)
+        fig.suptitle(f"{args.title}\neach split faint; the best valid split per budget marked with "
+                     "its chains")
         fig.savefig(args.out, dpi=120)
         print(f"figure: {args.out}")
     return cells, best
