@@ -213,6 +213,14 @@ def totals_main(argv=None):
             print(f"  B={b:>6}: " + "  ".join(
                 f"K={k}{'*' if k == k_best else ('!' if k not in valid else ' ')} {v['mean']:6.3f} +- {v['se']:.3f} "
                 f"({v['seeds']}, {v['cpu']:.0f} s)" for k, v in row.items()))
+    shown = [c for c in cands if c not in args.drop]
+    print("\n| total gradients | " + " | ".join(names.get(c, c) for c in shown) + " |")
+    print("| --- |" + " --- |" * len(shown))
+    for b in budgets:
+        print(f"| {b:,} | " + " | ".join(
+            f"{best[(c, b)][1]['mean']:.3f} +- {best[(c, b)][1]['se']:.3f} "
+            f"(K={best[(c, b)][0]}, {best[(c, b)][1]['cpu']:.0f} s)" if (c, b) in best else "-"
+            for c in shown) + " |")
     if args.out:
         import matplotlib
         import matplotlib.ticker

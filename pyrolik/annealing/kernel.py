@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 from torch import Tensor
@@ -15,7 +15,7 @@ from pyrolik.ops.stats import num_blocks
 __all__ = ["HMC", "SMC", "Kernel", "as_smc", "HMCTransition", "HMCState", "HMCInfo", "leapfrog"]
 
 
-@dataclass(frozen=True, init=False, repr=False)
+@dataclass(frozen=True, repr=False)
 class HMC:
     r"""The AIS transition kernel: one HMC trajectory of ``num_leapfrog`` steps per annealing step.
 
@@ -52,35 +52,41 @@ class HMC:
         flipped on rejection (Horowitz 1991; Neal 2011, section 5.3); ``0``: fresh momentum.
     """
 
-    transition: HMCTransition
-    adaptation: Adaptation
+    num_leapfrog: int = 3
+    step_size: float = 0.1
+    target_accept: float | None = None
+    adapt: str | Adaptation | None = "pilot"
+    pilot_fraction: float = 0.2
+    min_pilot_steps: int = 20
+    pilot_chains: int | None = 4
+    mass_matrix: bool = False
+    adapt_gain: float = 1.0
+    max_energy_error: float = 1000.0
+    step_jitter: float = 0.5
+    momentum_persistence: float = 0.5
+    transition: HMCTransition = field(init=False, compare=False)
+    adaptation: Adaptation = field(init=False, compare=False)
 
-    def __init__(self, num_leapfrog: int = 3, step_size: float = 0.1,
-                 target_accept: float | None = None,
-                 adapt: str | Adaptation | None = "pilot", pilot_fraction: float = 0.2,
-                 min_pilot_steps: int = 20, pilot_chains: int | None = 4,
-                 mass_matrix: bool = False, adapt_gain: float = 1.0,
-                 max_energy_error: float = 1000.0, step_jitter: float = 0.5,
-                 momentum_persistence: float = 0.5):
-        if isinstance(num_leapfrog, bool) or not isinstance(num_leapfrog, int) or num_leapfrog < 1:
-            raise ValueError(f"num_leapfrog must be a positive integer, got {num_leapfrog!r}")
-        if isinstance(step_jitter, bool) or not isinstance(step_jitter, (int, float)) \
-                or not 0 <= step_jitter < 1:
-            raise ValueError(f"step_jitter must be a number in [0, 1) (0: no jitter), got "
-                             f"{step_jitter!r}")
-        if isinstance(momentum_persistence, bool) \
-                or not isinstance(momentum_persistence, (int, float)) \
-                or not 0 <= momentum_persistence < 1:
+    def __post_init__(self):
+        n, j, a = self.num_leapfrog, self.step_jitter, self.momentum_persistence
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"num_leapfrog must be a positive integer, got {n!r}")
+        if isinstance(j, bool) or not isinstance(j, int | float) or not 0 <= j < 1:
+            raise ValueError(f"step_jitter must be a number in [0, 1) (0: no jitter), got {j!r}")
+        if isinstance(a, bool) or not isinstance(a, int | float) or not 0 <= a < 1:
             raise ValueError(f"momentum_persistence must be a number in [0, 1) (0: a fresh momentum "
-                             f"at every transition, e.g. 0.8 to keep most of it), got "
-                             f"{momentum_persistence!r}")
-        adaptation = from_settings(
-            adapt, step_size=step_size, target_accept=target_accept, pilot_fraction=pilot_fraction,
-            min_pilot_steps=min_pilot_steps, pilot_chains=pilot_chains, mass_matrix=mass_matrix,
-            adapt_gain=adapt_gain)
+                             f"at every transition, e.g. 0.8 to keep most of it), got {a!r}")
+        object.__setattr__(self, "adaptation", from_settings(
+            self.adapt, step_size=self.step_size, target_accept=self.target_accept,
+            pilot_fraction=self.pilot_fraction, min_pilot_steps=self.min_pilot_steps,
+            pilot_chains=self.pilot_chains, mass_matrix=self.mass_matrix,
+            adapt_gain=self.adapt_gain))
         object.__setattr__(self, "transition", HMCTransition(
-            num_leapfrog, float(max_energy_error), float(step_jitter), float(momentum_persistence)))
-        object.__setattr__(self, "adaptation", adaptation)
+            n, float(self.max_energy_error), float(j), float(a)))
+        names = {f.name for f in fields(self) if f.init}
+        for k, v in self.adaptation.settings().items():  # the fields say what the strategy resolved
+            if k in names:
+                object.__setattr__(self, k, v)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
@@ -88,46 +94,10 @@ class HMC:
 
     def to_dict(self) -> dict:
         """The constructor arguments that rebuild this kernel (what results and files record)."""
-        return {"num_leapfrog": self.num_leapfrog, **self.adaptation.settings(),
-                "max_energy_error": self.max_energy_error, "step_jitter": self.step_jitter,
-                "momentum_persistence": self.momentum_persistence}
-
-    # the transition's and the adaptation's settings, by the names of the constructor
-    @property
-    def num_leapfrog(self) -> int:
-        return self.transition.num_leapfrog
-
-    @property
-    def max_energy_error(self) -> float:
-        return self.transition.max_energy_error
-
-    @property
-    def step_jitter(self) -> float:
-        return self.transition.step_jitter
-
-    @property
-    def momentum_persistence(self) -> float:
-        return self.transition.momentum_persistence
-
-    @property
-    def adapt(self) -> str | None:
-        return self.adaptation.name
-
-    @property
-    def step_size(self) -> float:
-        return self.adaptation.step_size
-
-    @property
-    def target_accept(self) -> float | None:
-        return self.adaptation.target_accept
-
-    @property
-    def mass_matrix(self) -> bool:
-        return bool(getattr(self.adaptation, "mass_matrix", False))
-
-    @property
-    def pilot_chains(self) -> int | None:
-        return getattr(self.adaptation, "chains", None)
+        t = self.transition
+        return {"num_leapfrog": t.num_leapfrog, **self.adaptation.settings(),
+                "max_energy_error": t.max_energy_error, "step_jitter": t.step_jitter,
+                "momentum_persistence": t.momentum_persistence}
 
     def init(self, z: Tensor, fn: ValueAndGradFn) -> HMCState:
         """The state at ``z`` (:meth:`HMCTransition.init`)."""

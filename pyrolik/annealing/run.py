@@ -83,10 +83,11 @@ class Problem:
         leg's chains and of the pilot)."""
         kernel, num_chains, num_steps = self.kernel.move, self.legs[0].num_chains, self.schedule.num_steps
         chains, pilot = gradient_evals(kernel, num_steps, num_chains)
+        a = kernel.adaptation
         return {"num_steps": num_steps, "num_chains": num_chains, "schedule": self.schedule.name,
-                "num_leapfrog": kernel.num_leapfrog, "adapt": str(kernel.adapt),
-                "target_accept": kernel.target_accept, "initial_step_size": kernel.step_size,
-                "mass_matrix": kernel.mass_matrix, "batch_size": batch_size,
+                "num_leapfrog": kernel.num_leapfrog, "adapt": str(a.name),
+                "target_accept": a.target_accept, "initial_step_size": a.step_size,
+                "mass_matrix": bool(getattr(a, "mass_matrix", False)), "batch_size": batch_size,
                 "resample": self.kernel.resample, "islands": self.islands,
                 "init": "prior" if self.guide is None else getattr(self.guide, "__name__", "guide"),
                 "gradient_evals_per_example": chains, "pilot_gradient_evals_per_example": pilot}

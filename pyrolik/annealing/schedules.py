@@ -241,8 +241,8 @@ def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
         return False
     chains = kernel.adaptation.pilot_chains(num_chains)
     if schedule == "auto":
-        return kernel.adapt == "pilot" and chains >= 2
-    if kernel.adapt != "pilot":
+        return kernel.adaptation.name == "pilot" and chains >= 2
+    if kernel.adaptation.name != "pilot":
         raise ValueError(f"schedule={schedule!r} is built from the pilot run's variance of "
                          "log p(x | z): use a kernel with adapt='pilot' (the default), or "
                          "schedule='auto' (adaptive with a pilot, sigmoid without)")

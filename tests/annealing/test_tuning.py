@@ -84,8 +84,8 @@ def test_the_pilot_records_the_variance_of_the_log_likelihood_per_temperature(se
 
 def test_the_default_pilot_aims_high_on_four_chains():
     kernel = HMC()
-    assert kernel.target_accept == 0.9 and kernel.pilot_chains == 4 and kernel.step_jitter == 0.5
-    assert HMC(adapt="online").target_accept == 0.65
+    assert kernel.adaptation.target_accept == 0.9 and kernel.pilot_chains == 4
+    assert kernel.step_jitter == 0.5 and HMC(adapt="online").adaptation.target_accept == 0.65
     assert kernel.adaptation.pilot_chains(10) == 4 and kernel.adaptation.pilot_chains(2) == 2
     assert HMC(pilot_chains=None).adaptation.pilot_chains(10) == 10
 
