@@ -76,6 +76,31 @@ INTEGRATION = (
     "tests/infer/test_global_latents.py::test_evidence_with_tolerance_lands_within_it_of_the_exact_joint",
     "tests/infer/test_global_latents.py::test_evidence_is_unbiased_for_the_exact_joint",
     "tests/infer/test_tolerance.py::test_estimate_within_tolerance_of_exact",
+    # the everyday suite's heaviest tests (each 5-20 s on 2 loaded cores), kept whole here: the
+    # replayed model is recorded once per batch, and these run many batches, curves or exports
+    "tests/model/test_arguments.py::test_per_example_arguments_follow_their_rows",
+    "tests/results/test_arviz.py::test_every_result_goes_through_arviz",
+    "tests/results/test_table.py::test_summary_in_a_log_file",
+    "tests/distortion/test_tolerance.py::test_pilot_tables_are_reused_between_rounds",
+    "tests/distortion/test_tolerance.py::test_real_data_harder_than_simulated_warns",
+    "tests/distortion/test_tolerance.py::test_budget_in_summary_warnings_and_export",
+    "tests/io/test_export.py::test_arviz_writes_and_reads_every_export",
+    "tests/io/test_export.py::test_saved_files_open_in_arviz_and_xarray",
+    "tests/distortion/test_curve.py::test_arviz_tables_a_curve_and_its_bdmc_and_both_read_back",
+    "tests/app/test_curve_commands.py::test_sigma_curve_command_with_a_tolerance",
+    "tests/app/test_cli.py::test_bdmc_command_matches_the_api",
+    "tests/app/test_cli.py::test_evaluate_with_a_tolerance_is_the_api_with_one",
+    "tests/app/test_cli_messages.py::test_data_dtype_differs_from_the_model_names_dtype",
+    "tests/execution/test_checkpoint.py::test_reverse_ais_and_bdmc_resume_bit_identically",
+    "tests/infer/test_sandwich.py::test_sandwich_and_gap_closing",
+    "tests/infer/test_annealing.py::test_seed_reproducibility_and_batch_size",
+    "tests/infer/test_tolerance.py::test_encoder_path_with_tolerance",
+    "tests/infer/test_tolerance.py::test_budget_before_the_estimator_is_ais_with_tolerance",
+    "tests/infer/test_tolerance.py::test_real_data_harder_than_simulated_warns",
+    "tests/infer/test_tolerance.py::test_per_example_arguments_follow_the_simulated_rows",
+    "tests/infer/test_global_latents.py::test_bayes_factor_through_compare",
+    "tests/model/test_simulation_sites.py::test_bdmc_on_ragged_sequences_brackets_the_kalman_log_marginal",
+    "tests/annealing/test_host_sync.py",
 )
 
 
