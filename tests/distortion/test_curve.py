@@ -242,6 +242,10 @@ def test_export_round_trip_and_plots(curve, tmp_path):
     assert ds["log_z"].dims == ("beta", "example") and ds["sigma"].dims == ("beta",)
     assert tree["curve"]["log_z"].dims == ("chain", "draw", "beta", "example")
     assert list(ds["sigma"].values) == pytest.approx(curve.sigmas.tolist())
+    assert "sigma" in ds.coords  # a coordinate along beta: select a sigma by value (docs/sigma_and_rd.md)
+    by_sigma = ds["log_likelihood_mean"].swap_dims(beta="sigma")
+    assert by_sigma.sel(sigma=float(curve.sigmas[0]), method="nearest").item() == \
+        pytest.approx(float(curve.log_likelihood[0].mean()))
     torch.testing.assert_close(torch.as_tensor(ds["log_likelihood"].values), curve.log_likelihood)
     torch.testing.assert_close(torch.as_tensor(ds["rate"].values), curve.rate)
     torch.testing.assert_close(torch.as_tensor(ds["stderr"].values), curve.stderr)
