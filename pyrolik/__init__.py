@@ -5,10 +5,8 @@ The top level holds what a user calls; the subpackages and their layers are in `
 
 from __future__ import annotations
 
-import sys
-
+from pyrolik import schedules
 from pyrolik._version import __version__
-from pyrolik.annealing import schedules
 from pyrolik.annealing.kernel import HMC, SMC
 from pyrolik.diagnostics.comparison import compare
 from pyrolik.distortion import distortion_bdmc, rate_distortion, sigma_curve
@@ -37,8 +35,6 @@ from pyrolik.io.export import load, save
 
 from pyrolik import annealing, curves, diagnostics, distortion, infer, io, model, results, training  # isort: skip
 
-# ``import pyrolik.schedules`` reaches the one schedules module (as ``os.path`` does)
-sys.modules[f"{__name__}.schedules"] = schedules
 
 __all__ = [
     "__version__",

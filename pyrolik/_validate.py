@@ -78,7 +78,7 @@ PARAMETERS: dict[str, str] = {
     "num_chains": """num_chains : int
     Independent AIS chains per example (K).""",
     "schedule": """schedule : {"auto", "adaptive", "adaptive_per_example", "sigmoid", "linear", "geometric"} or torch.Tensor
-    Betas from exactly 0 to exactly 1 (:mod:`pyrolik.annealing.schedules`). ``"auto"``: adaptive
+    Betas from exactly 0 to exactly 1 (:mod:`pyrolik.schedules`). ``"auto"``: adaptive
     when the kernel runs a pilot, else sigmoid. ``"adaptive"`` spaces the betas at constant
     thermodynamic speed from the pilot's variance of :math:`\\log p(x \\mid z)`, pooled over the
     batch (``"adaptive_per_example"``: one schedule per example); both need ``adapt="pilot"`` with

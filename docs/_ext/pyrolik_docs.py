@@ -102,7 +102,7 @@ def canonical_names() -> dict[int, str]:
 
 def module_name(package: str, name: str) -> str:
     """The public name of the module exported as ``package.name``: its package page's name when it
-    has one (``pyrolik.annealing.schedules`` is ``pyrolik.schedules``)."""
+    has one (a module that two packages export is documented once)."""
     obj = getattr(importlib.import_module(package), name)
     for candidate in PACKAGES:
         if importlib.import_module(candidate) is obj:

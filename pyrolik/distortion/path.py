@@ -19,9 +19,9 @@ from torch import Tensor
 from torch.distributions import Independent, Normal
 
 from pyrolik._random import fork_rng_from
-from pyrolik.annealing.schedules import PILOT_NAMES, geometric, resolve
 from pyrolik.model.hints import Refusal
 from pyrolik.model.messenger import is_subsample
+from pyrolik.schedules import PILOT_NAMES, geometric, resolve
 
 __all__ = ["DistortionModel", "distortion_model", "squared_error", "grid_from_sigmas",
            "grid_from_betas", "merge_grid", "sigma_of", "log_normal_constant"]

@@ -9,7 +9,7 @@ import pytest
 import torch
 from pyrolik_models.oracles.linear_gaussian import LinearGaussian
 
-from pyrolik.annealing import schedules
+from pyrolik import schedules
 from pyrolik.annealing.driver import pilot_phase, run_phase, run_pilot
 from pyrolik.annealing.kernel import HMC
 from pyrolik.annealing.step_sizes import StepSizes

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from pyrolik_models.oracles.linear_gaussian import LinearGaussian
 
-from pyrolik.annealing import schedules
+from pyrolik import schedules
 from pyrolik.annealing.driver import run_pilot
 from pyrolik.annealing.kernel import HMC
 from pyrolik.model.target import make_target

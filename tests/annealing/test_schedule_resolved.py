@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pyrolik.annealing import schedules
+from pyrolik import schedules
 from pyrolik.annealing.kernel import HMC
-from pyrolik.annealing.schedules import Schedule, adaptive_of, resolve_schedule
+from pyrolik.annealing.run import Schedule, adaptive_of, resolve_schedule
 from pyrolik.annealing.step_sizes import StepSizes
 
 

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pyrolik.annealing import schedules
+from pyrolik import schedules
 
 
 @given(st.integers(1, 3000), st.sampled_from(["linear", "geometric", "sigmoid"]))

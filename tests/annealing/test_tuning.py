@@ -57,7 +57,7 @@ def test_the_pilot_records_the_variance_of_the_log_likelihood_per_temperature(se
     import math
 
     from models.oracles.linear_gaussian import LinearGaussian
-    from pyrolik.annealing import schedules
+    from pyrolik import schedules
     from pyrolik.annealing.driver import run_pilot
     from pyrolik.model.target import make_target
 

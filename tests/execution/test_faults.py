@@ -165,7 +165,7 @@ COUNT_CASES = [
      "chunk_size"),
     (lambda v: pyrolik.kde(X, X, bandwidth=0.1, chunk_size=v), "chunk_size"),
     (lambda v: pyrolik.HMC(num_leapfrog=v), "num_leapfrog"),
-    (lambda v: pyrolik.annealing.schedules.sigmoid(v), "num_steps"),
+    (lambda v: pyrolik.schedules.sigmoid(v), "num_steps"),
 ]
 
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pyrolik
-from pyrolik.annealing import schedules
+from pyrolik import schedules
 from pyrolik.model.target import make_target
 from pyrolik.ops.stats import RunningLogWeights, effective_sample_size, log_mean_exp
 from tests import scale_models as sm

@@ -9,7 +9,7 @@ import pytest
 import torch
 from pyrolik_models import LinearGaussian
 
-from pyrolik.annealing import schedules
+from pyrolik import schedules
 
 
 def log_obs(lg, x, z):

@@ -1,21 +1,14 @@
-"""Annealing schedules and a run's resolved :class:`Schedule`."""
+"""Annealing schedules: betas from exactly 0 to exactly 1 (``schedule=`` of the annealing
+estimators)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from pyrolik.annealing.step_sizes import StepSizes
-
-if TYPE_CHECKING:
-    from pyrolik.annealing.kernel import HMC
-
-__all__ = ["linear", "geometric", "sigmoid", "adaptive", "resolve", "validate", "PILOT_NAMES",
-           "Schedule", "resolve_schedule", "adaptive_of"]
+__all__ = ["linear", "geometric", "sigmoid", "adaptive", "resolve", "validate", "PILOT_NAMES"]
 
 # names resolved after the pilot run (the driver builds them from the pilot's table)
 PILOT_NAMES = ("adaptive", "auto", "adaptive_per_example")
@@ -184,95 +177,3 @@ def resolve(schedule: str | Tensor, num_steps: int | None) -> Tensor:
         raise ValueError(f"the schedule has {len(s)} betas but num_steps={num_steps} needs "
                          f"{num_steps + 1}; pass num_steps=None or a matching schedule")
     return s
-
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """Fixed betas, or a schedule built per batch from the pilot on the grid of ``betas``."""
-
-    name: str
-    betas: Tensor
-    adaptive: bool = False
-    per_example: bool = False  # adaptive: one schedule per example, not one pooled for the batch
-
-    @property
-    def num_steps(self) -> int:
-        return len(self.betas) - 1
-
-    def for_batch(self, table: StepSizes | None) -> Tensor:
-        """The forward betas a batch anneals along: the fixed ones, or from the pilot's variances pooled over
-        the batch ``(T + 1,)``, or with ``per_example`` one per example ``(T + 1, n)``."""
-        if not self.adaptive:
-            return self.betas
-        if table is None or table.log_ratio_var is None:
-            raise ValueError("schedule='adaptive' needs the pilot's variances of log p(x | z) "
-                             "(StepSizes.log_ratio_var); the given step_sizes table has none: pass "
-                             "a table from a pilot of this version, or schedule='sigmoid'")
-        if self.per_example:  # a failed example's NaN variances leave it the floor's even steps
-            return adaptive(self.num_steps, table.betas,
-                                      table.log_ratio_var).to(self.betas)
-        # pooled at each pilot temperature over the examples that have a variance there: not those
-        # whose density failed (NaN/inf, marked failed later), nor those whose pilot weights all
-        # sat on one chain (NaN: no variance under the weights)
-        var = table.log_ratio_var
-        var = torch.where(torch.isfinite(var), var, torch.full_like(var, torch.nan))
-        if var.isnan().all():
-            return self.betas
-        return adaptive(self.num_steps, table.betas, var.nanmean(1)).to(self.betas)
-
-
-def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
-    """Whether the run's schedule is built from its pilot.
-
-    It is for ``"adaptive"``, ``"adaptive_per_example"``, or ``"auto"`` with a pilot of at least 2
-    chains per example.
-
-    Parameters
-    ----------
-    schedule : str or torch.Tensor
-        The ``schedule=`` of the run.
-    kernel : HMC
-        The run's kernel, whose pilot would build it.
-    num_chains : int
-        Chains per example of the run.
-    """
-    if not isinstance(schedule, str) or schedule not in PILOT_NAMES:
-        return False
-    chains = kernel.adaptation.pilot_chains(num_chains)
-    if schedule == "auto":
-        return kernel.adaptation.name == "pilot" and chains >= 2
-    if kernel.adaptation.name != "pilot":
-        raise ValueError(f"schedule={schedule!r} is built from the pilot run's variance of "
-                         "log p(x | z): use a kernel with adapt='pilot' (the default), or "
-                         "schedule='auto' (adaptive with a pilot, sigmoid without)")
-    if chains < 2:
-        raise ValueError(f"schedule={schedule!r} needs at least 2 pilot chains per example to estimate "
-                         f"a variance; this run's pilot has {chains} (num_chains={num_chains}): "
-                         "raise num_chains or pilot_chains, or pass schedule='sigmoid'")
-    return True
-
-
-def resolve_schedule(schedule: str | Tensor, num_steps: int | None, kernel: HMC,
-                     num_chains: int) -> Schedule:
-    """The checked :class:`Schedule` named by ``schedule=`` and ``num_steps``.
-
-    Parameters
-    ----------
-    schedule : str or torch.Tensor
-        A name (:data:`PILOT_NAMES` included) or betas.
-    num_steps : int or None
-        Annealing steps T; ``None`` with a tensor.
-    kernel : HMC
-        The run's kernel.
-    num_chains : int
-        Chains per example of the run.
-    """
-    adaptive = adaptive_of(schedule, kernel, num_chains)
-    if isinstance(schedule, str) and schedule in PILOT_NAMES:
-        # a schedule built from the pilot starts from the sigmoid: the pilot's grid is taken from it
-        per_example = schedule == "adaptive_per_example"
-        name = schedule if per_example else "adaptive" if adaptive else "sigmoid"
-        return Schedule(name, resolve("sigmoid", num_steps), adaptive, per_example)
-    betas = resolve(schedule, num_steps)
-    return Schedule(schedule if isinstance(schedule, str) else "custom", betas)
