@@ -10,6 +10,7 @@ import sys
 import pyro
 import pytest
 import torch
+from hypothesis import settings
 
 # Tests exercise the checkout's models/ (installed as pyrolik_models), whatever is installed: the
 # package and its submodules under both names, so that `pyrolik_models.oracles.rbm` is `models.oracles.rbm`.
@@ -22,6 +23,11 @@ for _info in pkgutil.iter_modules(_models.__path__):
 for _name, _module in list(sys.modules.items()):
     if _name.startswith("models."):
         sys.modules.setdefault("pyrolik_models" + _name[len("models"):], _module)
+
+# no time limit on a hypothesis example: the first call of a worker may pay for torch's warm-up on
+# a loaded machine (speed lives in benchmarks, not in timed tests)
+settings.register_profile("pyrolik", deadline=None)
+settings.load_profile("pyrolik")
 
 pytest_plugins = ["tests.oracles"]  # shared oracle fixtures: lg, x
 
