@@ -156,6 +156,7 @@ def read_totals(logs: list[str], bounds: list[str]) -> dict[tuple[str, int, int]
                 name, k, b = m.group(1), int(m.group(2)), int(m.group(3))
                 cells[(name, k, b)]["evals"].append(float(m.group(6)))
                 cells[(name, k, b)]["cpu"].append(float(m.group(10)))
+                cells[(name, k, b)]["logged"].append((float(m.group(7)), float(m.group(8))))
     for path in bounds:
         with np.load(path) as f:
             for key in f.files:
@@ -165,10 +166,16 @@ def read_totals(logs: list[str], bounds: list[str]) -> dict[tuple[str, int, int]
                     cell["gap"].append(f[key.replace(":lower", ":upper")] - f[key])
     out = {}
     for key, c in cells.items():
-        if c["gap"]:
+        if c["gap"] and len(c["gap"]) >= len(c["logged"]):
             gap = np.concatenate(c["gap"])
             out[key] = {"gap": gap, "mean": float(gap.mean()),
                         "se": float(gap.std() / len(gap) ** 0.5), "seeds": len(c["gap"]),
+                        "evals": float(np.mean(c["evals"])) if c["evals"] else float(key[2]),
+                        "cpu": float(np.mean(c["cpu"])) if c["cpu"] else float("nan")}
+        elif c["logged"]:  # a run cut short wrote no bounds: its printed gaps, equal-size seeds
+            means, ses = np.array(c["logged"]).T
+            out[key] = {"gap": None, "mean": float(means.mean()),
+                        "se": float((ses ** 2).sum() ** 0.5 / len(ses)), "seeds": len(ses),
                         "evals": float(np.mean(c["evals"])) if c["evals"] else float(key[2]),
                         "cpu": float(np.mean(c["cpu"])) if c["cpu"] else float("nan")}
     return out
@@ -185,6 +192,9 @@ def totals_main(argv=None):
     p.add_argument("--out", default=None)
     p.add_argument("--rename", nargs="*", default=[], metavar="OLD=NEW")
     p.add_argument("--drop", nargs="*", default=[], help="candidates in the table, not the figure")
+    p.add_argument("--strict", action="store_true",
+                   help="a split (candidate, K) with a negative mean gap at any budget is biased at "
+                        "every budget (its bias is hidden where the gap is large): left out throughout")
     p.add_argument("--same", nargs="*", default=[], metavar="NAME@K=OTHER",
                    help="NAME's rows at K chains are OTHER's (the default at 4 chains is plain AIS, "
                         "bit for bit: default@4=ais)")
@@ -205,7 +215,9 @@ def totals_main(argv=None):
               "on average: biased, not a candidate)")
         for b in budgets:
             row = {k: cells[(c, k, b)] for k in chains if (c, k, b) in cells}
-            valid = [k for k, v in row.items() if v["mean"] >= 0]
+            valid = [k for k, v in row.items() if v["mean"] >= 0 and not (
+                args.strict and any(cells[(c, k, bb)]["mean"] < 0 for bb in budgets
+                                    if (c, k, bb) in cells))]
             if not valid:
                 continue
             k_best = min(valid, key=lambda k: row[k]["mean"])  # biased splits (gap < 0) excluded
