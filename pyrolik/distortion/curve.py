@@ -289,7 +289,10 @@ class DistortionCurve(Exported):
     def to_dataset(self):
         """The per-beta, per-example curves as one :class:`xarray.Dataset` (``beta`` coordinate,
         ``sigma (beta)`` beside them in Gaussian mode): the export's ``curve`` group."""
-        return self.to_datatree()["curve"].to_dataset().squeeze(("chain", "draw"), drop=True)
+        ds = self.to_datatree()["curve"].to_dataset().squeeze(("chain", "draw"), drop=True)
+        # sigma a coordinate along beta here (.swap_dims(beta="sigma").sel(sigma=...)); a variable
+        # in the export, where ArviZ's to_dataframe() joins the groups' columns
+        return ds.set_coords("sigma") if "sigma" in ds else ds
 
 
 def run_curve(dm: DistortionModel, x: Tensor, betas: Tensor, mode: str, *, num_steps: int | None,

@@ -337,14 +337,13 @@ class CurveConverter(Converter):
                        "distortion_mcse": r.distortion_mcse, "rate": r.rate}
         means = {f"{name}_mean": per_example[name].mean(-1) for name in per_example
                  if name in ("log_z", "distortion", "rate")}
-        sigma = {}  # a coordinate along beta: .swap_dims(beta="sigma").sel(sigma=...) selects by it
         if r.mode == "gaussian":
             per_example["log_likelihood"] = r.log_likelihood
-            means.update(log_likelihood_mean=r.log_likelihood.mean(-1), stderr=r.stderr)
-            sigma = {"sigma": ("beta", _np(r.sigmas))}
+            means.update(log_likelihood_mean=r.log_likelihood.mean(-1), stderr=r.stderr,
+                         sigma=r.sigmas)
         variables: Variables = {name: (["beta", self.ex], _np(v)) for name, v in per_example.items()}
         variables.update({name: (["beta"], _np(v)) for name, v in means.items()})
-        return _one_draw(_dataset(variables, self.coords(), [])).assign_coords(sigma)
+        return _one_draw(_dataset(variables, self.coords(), []))
 
     def particles_to_xarray(self) -> xr.Dataset:
         m = self.result.num_chains // self.c
