@@ -166,18 +166,16 @@ def read_totals(logs: list[str], bounds: list[str]) -> dict[tuple[str, int, int]
                     cell["gap"].append(f[key.replace(":lower", ":upper")] - f[key])
     out = {}
     for key, c in cells.items():
+        cost = {"evals": float(np.mean(c["evals"])) if c["evals"] else float(key[2]),
+                "cpu": float(np.mean(c["cpu"])) if c["cpu"] else float("nan")}
         if c["gap"] and len(c["gap"]) >= len(c["logged"]):
             gap = np.concatenate(c["gap"])
             out[key] = {"gap": gap, "mean": float(gap.mean()),
-                        "se": float(gap.std() / len(gap) ** 0.5), "seeds": len(c["gap"]),
-                        "evals": float(np.mean(c["evals"])) if c["evals"] else float(key[2]),
-                        "cpu": float(np.mean(c["cpu"])) if c["cpu"] else float("nan")}
+                        "se": float(gap.std() / len(gap) ** 0.5), "seeds": len(c["gap"]), **cost}
         elif c["logged"]:  # a run cut short wrote no bounds: its printed gaps, equal-size seeds
             means, ses = np.array(c["logged"]).T
             out[key] = {"gap": None, "mean": float(means.mean()),
-                        "se": float((ses ** 2).sum() ** 0.5 / len(ses)), "seeds": len(ses),
-                        "evals": float(np.mean(c["evals"])) if c["evals"] else float(key[2]),
-                        "cpu": float(np.mean(c["cpu"])) if c["cpu"] else float("nan")}
+                        "se": float((ses ** 2).sum() ** 0.5 / len(ses)), "seeds": len(ses), **cost}
     return out
 
 

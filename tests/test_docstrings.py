@@ -22,6 +22,7 @@ ESTIMATORS = ["ais", "reverse_ais", "simulate", "bdmc", "evidence", "evidence_bd
               "distortion_bdmc", "concat", "save", "load"]
 
 def public_modules() -> list[types.ModuleType]:
+    """pyrolik, its subpackages with an ``__all__``, and the modules those export, recursively."""
     found = [pyrolik] + [importlib.import_module(f"pyrolik.{m.name}")
                          for m in pkgutil.iter_modules(pyrolik.__path__) if m.ispkg]
     found = [m for m in found if hasattr(m, "__all__")]
@@ -41,7 +42,7 @@ def public_functions() -> dict[str, object]:
     out: dict[str, object] = {}
     seen: set[int] = set()
     for module in public_modules():
-        prefix = "pyrolik.schedules" if module is pyrolik.schedules else module.__name__
+        prefix = module.__name__
         for name in module.__all__:
             obj = getattr(module, name)
             if inspect.isfunction(obj) and id(obj) not in seen:

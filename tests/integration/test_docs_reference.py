@@ -4,15 +4,14 @@ and constant is documented on its package's page (read off the site's ``objects.
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import pkgutil
 import types
 from pathlib import Path
 
 import pytest
 
 import pyrolik
+from tests.test_docstrings import public_modules
 
 PAGE_ROLES = {"py:function", "py:class", "py:exception"}
 
@@ -32,27 +31,11 @@ def inventory(site: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def public_modules() -> list[types.ModuleType]:
-    """pyrolik, its subpackages with an ``__all__``, and the modules those export, recursively."""
-    found = [pyrolik] + [importlib.import_module(f"pyrolik.{m.name}")
-                         for m in pkgutil.iter_modules(pyrolik.__path__) if m.ispkg]
-    found = [m for m in found if hasattr(m, "__all__")]
-    i = 0
-    while i < len(found):
-        for name in found[i].__all__:
-            obj = getattr(found[i], name)
-            if isinstance(obj, types.ModuleType) and obj.__name__.startswith("pyrolik") \
-                    and all(obj is not m for m in found):
-                found.append(obj)
-        i += 1
-    return found
-
-
 def exported() -> dict[str, dict]:
     """``{kind: {id: (obj, {public names})}}`` for kinds "object", "module" and "data"."""
     out: dict[str, dict] = {"object": {}, "module": {}, "data": {}}
     for module in public_modules():
-        prefix = "pyrolik.schedules" if module is pyrolik.schedules else module.__name__
+        prefix = module.__name__
         for name in module.__all__:
             if name.startswith("__"):
                 continue
