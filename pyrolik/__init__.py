@@ -17,6 +17,7 @@ from pyrolik.exceptions import (
     IdiomWarning,
     PyrolikWarning,
 )
+from pyrolik.execution.batches import checkpoint, distributed
 from pyrolik.infer import (
     ais,
     bdmc,
@@ -30,6 +31,7 @@ from pyrolik.infer import (
     reverse_ais,
     simulate,
 )
+from pyrolik.infer.tolerance import Tolerance
 from pyrolik.io.concat import concat
 from pyrolik.io.export import load, save
 
@@ -53,10 +55,13 @@ __all__ = [
     "sigma_curve",
     "rate_distortion",
     "distortion_bdmc",
-    # kernel and schedules
+    # kernel, schedules, budget and execution
     "HMC",
     "SMC",
     "schedules",
+    "Tolerance",
+    "checkpoint",
+    "distributed",
     # files and comparison
     "save",
     "load",

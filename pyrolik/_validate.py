@@ -68,13 +68,14 @@ PARAMETERS: dict[str, str] = {
     observed site (``docs/models.md``).""",
     "x": """x : torch.Tensor, shape ``(N, *event_shape)``
     Observations; the model's data plate runs over dim 0.""",
-    "num_examples": """num_examples : int, optional
-    Examples to simulate from the model (with ``data_shape``), unless ``data`` is given.""",
+    "num_examples": """num_examples : int or (x, latents)
+    Examples to simulate from the model (with ``data_shape``), or data simulated from it and
+    their latents (exact posterior draws), e.g. the output of :func:`pyrolik.simulate`.""",
     "data_shape": """data_shape : tuple of int
     The shape of one simulated example, ``x.shape[1:]``.""",
-    "num_steps": """num_steps : int
-    Annealing steps T (transitions); ``None`` when ``schedule`` is a tensor or with
-    ``tolerance``.""",
+    "num_steps": """num_steps : int or Tolerance
+    Annealing steps T (transitions); a :class:`~pyrolik.Tolerance` chooses them by BDMC on data
+    simulated from the model (``result.budget`` says how); ``None`` when ``schedule`` is a tensor.""",
     "num_chains": """num_chains : int
     Independent AIS chains per example (K).""",
     "schedule": """schedule : {"auto", "adaptive", "adaptive_per_example", "sigmoid", "linear", "geometric"} or torch.Tensor
@@ -90,12 +91,6 @@ PARAMETERS: dict[str, str] = {
     ``SMC(resample=None)`` is plain AIS.""",
     "init": """init : callable, optional
     A Pyro guide :math:`q(z \\mid x)`: anneal from it instead of the prior (AIS+encoder).""",
-    "data": """data : (x, latents), optional
-    Data simulated from the model and their latents (exact posterior draws), instead of
-    simulating; e.g. the output of :func:`pyrolik.simulate`.""",
-    "step_sizes": """step_sizes : StepSizes, optional
-    A pilot table of an earlier run on the same data (``result.step_sizes``) instead of a new
-    pilot; its chains were independent of this run's, so the estimate stays exact.""",
     "model_args": """model_args : tuple
     Further positional arguments of the model (tensors with N rows are per example).""",
     "model_kwargs": """model_kwargs : dict, optional
@@ -104,29 +99,11 @@ PARAMETERS: dict[str, str] = {
     Makes the run reproducible (recorded in the result).""",
     "batch_size": """batch_size : int, optional
     Examples per pass; results depend on it only through Monte Carlo noise.""",
-    "record_every": """record_every : int, optional
-    Stride of the recorded diagnostics (default: about 100 records).""",
-    "keep_states": """keep_states : bool
-    Also record the latent states at each recorded step (memory grows with the records).""",
+    "record": """record : int or pyrolik.annealing.Recording, optional
+    What the run records besides its final state: the stride of the recorded diagnostics (default
+    about 100 records), or a :class:`~pyrolik.annealing.Recording` (states too).""",
     "progress": """progress : bool
     Show a progress bar.""",
-    "checkpoint": """checkpoint : str or path, optional
-    Save the run's state to this file every ``checkpoint_every`` steps and after every batch; if it
-    exists, resume from it, bit-identically (on CPU); one of another run raises ``ValueError``
-    (``docs/scale.md``).""",
-    "checkpoint_every": """checkpoint_every : int
-    Annealing steps between checkpoints.""",
-    "distributed": """distributed : bool
-    Shard whole batches across the processes of the initialised ``torch.distributed`` group;
-    rank 0 returns the gathered result (as one process with the same ``batch_size`` and ``seed``),
-    the others ``None`` (``docs/scale.md``).""",
-    "tolerance": """tolerance : float, optional
-    Instead of ``num_steps``: choose them with :func:`pyrolik.budget`, doubling from 25 until the
-    BDMC gap on data simulated like ``x`` is within ``tolerance`` nats (mean + 2 standard errors);
-    ``result.budget`` records the search. The bound holds on simulated data; a check on a subset of
-    ``x`` warns (``BudgetWarning``) when real data disagree (``docs/tolerance.md``).""",
-    "max_steps": """max_steps : int
-    With ``tolerance``: the search's cap; reaching it first warns and keeps the estimate there.""",
     "num_samples": """num_samples : int
     Draws per example (K).""",
     "chunk_size": """chunk_size : int, optional

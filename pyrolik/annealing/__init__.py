@@ -5,9 +5,9 @@ the results (the schedules themselves: :mod:`pyrolik.schedules`)."""
 from pyrolik.annealing import engine
 from pyrolik.annealing.driver import drive
 from pyrolik.annealing.kernel import HMC, SMC
-from pyrolik.annealing.run import describe
+from pyrolik.annealing.run import Recording, describe
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.annealing.transition import HMCTransition, leapfrog
 
-__all__ = ["HMC", "SMC", "HMCTransition", "StepSizes", "engine", "leapfrog", "describe",
-           "drive"]
+__all__ = ["HMC", "SMC", "HMCTransition", "Recording", "StepSizes", "engine", "leapfrog",
+           "describe", "drive"]

@@ -12,17 +12,18 @@ import torch
 from torch import Tensor
 
 import pyrolik.annealing.engine as engine
-from pyrolik.annealing.run import Leg, Problem, Recording, latents_to_flat
+from pyrolik.annealing.run import Leg, Problem, Recording, describe, latents_to_flat
 from pyrolik.annealing.step_sizes import StepSizes, rows_of
 from pyrolik.annealing.transition import HMCTransition, ValueAndGradFn
 from pyrolik.annealing.tuning import Adaptation, PilotTuning, Tuning
 from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batches
 from pyrolik.execution.checkpoint import Checkpoint, checkpoint_path, fingerprint
+from pyrolik.execution.faults import warn_failed
 from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
 from pyrolik.ops.stats import chain_statistics, log_mean_exp
 from pyrolik.results import AISResult
 
-__all__ = ["drive", "anneal", "open_checkpoint", "Phase", "run_phase", "pilot_phase", "run_pilot", "LegOutput", "finish"]
+__all__ = ["drive", "run", "anneal", "open_checkpoint", "Phase", "run_phase", "pilot_phase", "run_pilot", "LegOutput", "finish"]
 
 
 def drive(method: str, problem: Problem, execution: Execution,
@@ -395,3 +396,29 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
         latents={name: torch.cat([p.latents[name] for p in parts], dim=1)
                  for name in parts[0].latents},
     )
+
+
+_DESC = {"ais": "AIS", "reverse_ais": "reverse AIS", "bdmc": "BDMC"}
+
+
+def run(method: str, model: Callable[..., Any], x: Tensor, *, directions: tuple[str, ...],
+        num_steps: int | None, seed: int | None, batch_size: int | None, progress: bool,
+        recording: Recording | None = None, desc: str | None = None, scoped: bool = True,
+        **problem: Any) -> tuple[Problem, list[AISResult] | None]:
+    """The annealing estimators' common path: describe the run, drive it in the execution scope
+    (:func:`pyrolik.checkpoint`, :func:`pyrolik.distributed`; refused unless ``scoped``), warn of
+    failed examples; the problem described and the results per leg (``None`` off rank 0)."""
+    if num_steps is None and isinstance(problem.get("schedule"), str):
+        raise ValueError("num_steps is required with a named schedule: pass num_steps= "
+                         "(annealing steps, e.g. 200), num_steps=pyrolik.Tolerance(nats) to choose "
+                         "them by BDMC on simulated data, or a schedule tensor")
+    recording = Recording() if recording is None else recording
+    described = describe(model, x, directions=directions, num_steps=num_steps,
+                         record_every=recording.every, **problem)
+    execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,
+                                 desc=desc or _DESC.get(method, method), method=method,
+                                 supports=("checkpoint", "distributed") if scoped else ())
+    results = drive(method, described, execution, recording)
+    if results is not None and len(results) == 1:  # bdmc warns of its pair
+        warn_failed(results[0], method, stacklevel=4)
+    return described, results

@@ -21,7 +21,7 @@ from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.model.target import Target, make_target, prepare_inputs
 from pyrolik.schedules import PILOT_NAMES, adaptive, resolve
 
-__all__ = ["Leg", "Problem", "Recording", "Schedule", "describe", "gradient_evals", "expand_latents",
+__all__ = ["as_recording", "Leg", "Problem", "Recording", "Schedule", "describe", "gradient_evals", "expand_latents",
            "latents_to_flat", "resolve_schedule", "adaptive_of"]
 
 Check = Callable[[Target, list[Tensor], list[Tensor]], None]
@@ -210,9 +210,23 @@ def gradient_evals(move: HMC, num_steps: int, num_chains: int) -> tuple[int, int
 
 @dataclass(frozen=True)
 class Recording:
-    """What the run records besides its final state (:class:`pyrolik.annealing.engine.Recorder`):
-    diagnostics every ``every`` steps (default about 100 records) or at ``steps``, the states with
-    ``states``, the states' :math:`\\log f_1 - \\log f_0` with ``log_ratio``."""
+    """What an AIS run records besides its final state: ``record=Recording(every=10, states=True)``.
+
+    Diagnostics every ``every`` steps (default about 100 records) or at ``steps``, the states too
+    with ``states`` (memory grows with the records), their :math:`\\log f_1 - \\log f_0` with
+    ``log_ratio``.
+
+    Examples
+    --------
+    >>> import pyrolik
+    >>> from pyrolik.annealing import Recording
+    >>> from pyrolik_models import LinearGaussian
+    >>> lg = LinearGaussian.random(data_dim=3, latent_dim=2, seed=0)
+    >>> r = pyrolik.ais(lg, lg.sample(2), num_steps=20, num_chains=4, progress=False,
+    ...                 record=Recording(every=5, states=True))
+    >>> r.trace_steps.tolist(), tuple(r.trace["z"].shape)   # (records, chains, examples, latent_dim)
+    ([5, 10, 15, 20], (4, 4, 2, 2))
+    """
 
     every: int | None = None
     states: bool = False
@@ -225,6 +239,15 @@ class Recording:
         if self.steps is not None or self.log_ratio:
             out.update(record_steps=self.steps, record_log_ratio=self.log_ratio)
         return out
+
+
+def as_recording(record: int | Recording | None) -> Recording:
+    """``record=`` as a :class:`Recording`: ``None`` the default, an int the stride."""
+    if record is None or isinstance(record, Recording):
+        out = record or Recording()
+        check_optional_count("record.every", out.every)
+        return out
+    return Recording(every=check_count("record", record))
 
 
 def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],

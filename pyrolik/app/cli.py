@@ -95,8 +95,6 @@ def _ais_options(p: argparse.ArgumentParser) -> None:
                    default="auto", help="annealing schedule (default auto: adaptive, built from the "
                    "pilot's variances, when the step sizes come from a pilot; else sigmoid)")
     add_kernel_options(g, _positive)
-    g.add_argument("--record-every", type=_positive, default=None, metavar="STEPS",
-                   help="stride of the recorded diagnostics (default: about 100 records)")
     c = p.add_argument_group("checkpoint and resume (AIS and BDMC)")
     c.add_argument("--checkpoint", metavar="PATH", default=None,
                    help="save the run's state here every --checkpoint-every steps; if PATH exists, "
@@ -150,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--kde-samples", type=_positive, default=10_000, metavar="S",
                    help="model samples for kde (default 10000)")
     _ais_options(ev)
+    ev.add_argument("--record-every", type=_positive, default=None, metavar="STEPS",
+                    help="ais: stride of the recorded diagnostics (default: about 100 records)")
     add_tolerance_options(ev, _positive, "AIS on the data")
 
     bd = sub.add_parser("bdmc", help="sandwich log p(x) on data simulated from the model",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -113,11 +114,22 @@ def _batch_size(batch_size: int | None, n: int, shard: Shard) -> int | None:
 
 
 def _ais_kwargs(args, shard: Shard, batch_size: int | None, kwargs: dict) -> dict[str, Any]:
-    return dict(num_chains=args.num_chains, schedule=args.schedule,
-                kernel=_kernel(args), model_kwargs=kwargs, seed=args.seed, batch_size=batch_size,
-                record_every=args.record_every, progress=not args.quiet and shard.is_main,
-                checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
-                distributed=shard.world_size > 1, **resolve_num_steps(args))
+    return dict(num_steps=resolve_num_steps(args), num_chains=args.num_chains,
+                schedule=args.schedule, kernel=_kernel(args), model_kwargs=kwargs, seed=args.seed,
+                batch_size=batch_size, progress=not args.quiet and shard.is_main)
+
+
+def _execution(args, shard: Shard, checkpoint: bool = True) -> contextlib.ExitStack:
+    """The run's :func:`pyrolik.checkpoint` (``--checkpoint``) and :func:`pyrolik.distributed`
+    (under torchrun) blocks."""
+    import pyrolik
+
+    stack = contextlib.ExitStack()
+    if shard.world_size > 1:
+        stack.enter_context(pyrolik.distributed())
+    if checkpoint and args.checkpoint:
+        stack.enter_context(pyrolik.checkpoint(args.checkpoint, every=args.checkpoint_every))
+    return stack
 
 
 def _finish_checkpoint(args, shard: Shard) -> None:
@@ -180,19 +192,21 @@ def evaluate(args) -> int:
         paths = _outputs(args.output, args.estimators, args.overwrite)
         batch_size = _batch_size(args.batch_size, x.shape[0], shard)
         progress = not args.quiet and shard.is_main
-        distributed = shard.world_size > 1
         results: dict[str, Any] = {}
         for name in args.estimators:
             result: EstimateResult | None
             if name == "ais":
-                result = pyrolik.ais(model, x, init=guide if args.ais_init == "guide" else None,
-                                     **_ais_kwargs(args, shard, batch_size, kwargs))
+                with _execution(args, shard):
+                    result = pyrolik.ais(model, x, init=guide if args.ais_init == "guide" else None,
+                                         record=args.record_every,
+                                         **_ais_kwargs(args, shard, batch_size, kwargs))
             elif name in ("iwae", "lw"):
                 common = dict(num_samples=args.num_samples, chunk_size=args.chunk_size,
                               model_kwargs=kwargs, seed=args.seed, batch_size=batch_size,
-                              progress=progress, distributed=distributed)
-                result = (pyrolik.iwae(model, x, guide, **common) if name == "iwae"
-                          else pyrolik.likelihood_weighting(model, x, **common))
+                              progress=progress)
+                with _execution(args, shard, checkpoint=False):
+                    result = (pyrolik.iwae(model, x, guide, **common) if name == "iwae"
+                              else pyrolik.likelihood_weighting(model, x, **common))
             else:  # kde: cheap next to the others, run by the first process only
                 result = (_kde(args, model, kwargs, x, validation, device, progress)
                           if shard.is_main else None)
@@ -235,8 +249,9 @@ def bdmc(args) -> int:
                                                device=device)}
         sim = pyrolik.simulate(model, args.num_examples, data_shape=args.data_shape,
                                model_kwargs=kwargs, seed=args.seed, dtype=dtype, device=device)
-        result = pyrolik.bdmc(model, data=sim, init=guide,
-                              **_ais_kwargs(args, shard, batch_size, kwargs))
+        with _execution(args, shard):
+            result = pyrolik.bdmc(model, sim, init=guide,
+                                  **_ais_kwargs(args, shard, batch_size, kwargs))
         if shard.is_main:
             save(main_result(result, "bdmc"), paths["bdmc"])
         _finish_checkpoint(args, shard)

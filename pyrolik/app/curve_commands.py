@@ -106,7 +106,7 @@ def _run(args, work: Callable[[Any, dict, Callable[[], Any]], Any], report: Call
             return x
 
         paths = _outputs(args.output, ["curve"], args.overwrite)
-        common = dict(**resolve_num_steps(args), num_chains=args.num_chains,
+        common = dict(num_steps=resolve_num_steps(args), num_chains=args.num_chains,
                       schedule=args.schedule, kernel=_kernel(args), model_kwargs=kwargs,
                       seed=args.seed, batch_size=args.batch_size, progress=not args.quiet)
         result = work(model, common, read_x)

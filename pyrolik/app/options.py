@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 
 from pyrolik.annealing.kernel import SMC
+from pyrolik.infer.tolerance import Tolerance
 
 __all__ = ["add_kernel_options", "add_data_options", "add_tolerance_options", "positive_float",
            "resolve_num_steps", "DEFAULT_STEPS"]
@@ -87,7 +88,7 @@ def positive_float(text: str) -> float:
 
 def add_tolerance_options(p: argparse.ArgumentParser, positive: Callable[[str], int],
                           final: str) -> None:
-    """``--tolerance NATS`` and ``--max-steps N``: the estimator's ``tolerance=`` and ``max_steps=``
+    """``--tolerance NATS`` and ``--max-steps N``: the estimator's ``num_steps=Tolerance(NATS, N)``
     (``final``: what runs once the steps are chosen)."""
     t = p.add_argument_group("a budget chosen for a tolerance")
     t.add_argument("--tolerance", type=positive_float, default=None, metavar="NATS",
@@ -98,16 +99,18 @@ def add_tolerance_options(p: argparse.ArgumentParser, positive: Callable[[str], 
                    help="with --tolerance: the search's cap (default: the estimator's)")
 
 
-def resolve_num_steps(args: argparse.Namespace) -> dict:
-    """The keywords ``num_steps`` (and ``tolerance``, ``max_steps``) of the estimator from
-    ``--num-steps`` and the tolerance options (``DEFAULT_STEPS`` when neither is given)."""
+def resolve_num_steps(args: argparse.Namespace) -> int | Tolerance:
+    """The estimator's ``num_steps`` from ``--num-steps`` or the tolerance options (a
+    :class:`~pyrolik.Tolerance`; ``DEFAULT_STEPS`` when neither is given)."""
     tolerance = getattr(args, "tolerance", None)
     if tolerance is None:
         if getattr(args, "max_steps", None) is not None:
             raise ValueError("--max-steps caps the search of --tolerance: pass --tolerance NATS too, "
                              "or drop --max-steps")
-        return {"num_steps": DEFAULT_STEPS if args.num_steps is None else args.num_steps}
-    out = {"num_steps": args.num_steps, "tolerance": tolerance}
-    if args.max_steps is not None:
-        out["max_steps"] = args.max_steps
-    return out
+        return DEFAULT_STEPS if args.num_steps is None else args.num_steps
+    if args.num_steps is not None:
+        raise ValueError(f"pass either --num-steps (a budget you choose) or --tolerance (a budget "
+                         f"chosen by BDMC on simulated data), not both: got --num-steps "
+                         f"{args.num_steps} and --tolerance {tolerance}; to bound the search use "
+                         "--max-steps")
+    return Tolerance(tolerance, *(() if args.max_steps is None else (args.max_steps,)))

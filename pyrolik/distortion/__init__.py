@@ -12,9 +12,8 @@ from pyrolik.distortion.curve import (
 )
 from pyrolik.distortion.path import distortion_model, squared_error
 from pyrolik.distortion.plots import plot_optimal_sigma, plot_rate_distortion, plot_sigma_curve
-from pyrolik.distortion.tolerance import curve_budget
 
-__all__ = ["sigma_curve", "rate_distortion", "distortion_bdmc", "curve_budget", "distortion_model",
+__all__ = ["sigma_curve", "rate_distortion", "distortion_bdmc", "distortion_model",
            "squared_error", "DistortionCurve", "DistortionBDMC", "SigmaChoice", "OptimalSigma",
            "OPTIMAL_SIGMA_WARNING", "plot_sigma_curve", "plot_optimal_sigma",
            "plot_rate_distortion"]

@@ -14,7 +14,7 @@ from pyrolik.annealing.kernel import Kernel
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve, run_curve
 from pyrolik.distortion.path import DistortionFn, distortion_model, grid_from_betas
 from pyrolik.distortion.tolerance import curve_search
-from pyrolik.infer.tolerance import MAX_STEPS, Budget, check_tolerance, gradient_evals
+from pyrolik.infer.tolerance import Budget, Tolerance, gradient_evals
 
 __all__ = ["sigma_curve", "rate_distortion"]
 
@@ -25,7 +25,7 @@ def sigma_curve(
     x: Tensor,
     sigmas: Sequence[float] | Tensor,
     *,
-    num_steps: int | None = None,
+    num_steps: int | Tolerance | None = None,
     num_chains: int,
     schedule: str | Tensor = "geometric",
     kernel: Kernel | None = None,
@@ -34,8 +34,6 @@ def sigma_curve(
     seed: int | None = None,
     batch_size: int | None = None,
     progress: bool = True,
-    tolerance: float | None = None,
-    max_steps: int = MAX_STEPS,
 ) -> DistortionCurve:
     r"""Per-example :math:`\log p_\sigma(x)` for every sigma of a grid, from one AIS run.
 
@@ -53,14 +51,12 @@ def sigma_curve(
         Pyro model (``docs/models.md``) whose observed sites are ``Normal``.
     sigmas : sequence of float
         The grid (positive, any order).
-    num_steps : int or None
-        Base schedule steps; the grid sigmas are merged in. ``None`` with a tensor ``schedule``
-        or ``tolerance``.
+    num_steps : int or Tolerance or None
+        Base schedule steps; the grid sigmas are merged in. ``None`` with a tensor ``schedule``; a
+        :class:`~pyrolik.Tolerance`: steps double from 25 until the worst grid point's BDMC gap is
+        within it (``docs/tolerance.md``).
     schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
         Base schedule in :math:`b = (\sigma_{\min}/\sigma)^2` from 0 to 1.
-    tolerance : float, optional
-        Instead of ``num_steps``: steps double from 25 until the worst grid point's BDMC gap is
-        within ``tolerance`` nats (``docs/tolerance.md``).
 
     Returns
     -------
@@ -92,8 +88,7 @@ def sigma_curve(
     run: dict[str, Any] = dict(num_steps=num_steps, num_chains=num_chains, schedule=schedule,
                                kernel=kernel, model_args=model_args, model_kwargs=model_kwargs,
                                seed=seed, batch_size=batch_size, progress=progress)
-    run, chosen = _choose(model, x, tolerance, max_steps, run, "sigma_curve", sigmas=sigmas,
-                          betas=None)
+    run, chosen = _choose(model, x, run, "sigma_curve", sigmas=sigmas, betas=None)
     return _with_budget(gaussian_curve(model, x, sigmas=sigmas, **run), chosen)
 
 
@@ -104,7 +99,7 @@ def rate_distortion(
     betas: Sequence[float] | Tensor,
     *,
     distortion: DistortionFn | None = None,
-    num_steps: int | None = None,
+    num_steps: int | Tolerance | None = None,
     num_chains: int,
     schedule: str | Tensor = "geometric",
     kernel: Kernel | None = None,
@@ -113,8 +108,6 @@ def rate_distortion(
     seed: int | None = None,
     batch_size: int | None = None,
     progress: bool = True,
-    tolerance: float | None = None,
-    max_steps: int = MAX_STEPS,
 ) -> DistortionCurve:
     r"""The rate-distortion curve of a decoder model on ``x``, from one AIS run (Huang et al. 2020).
 
@@ -128,8 +121,8 @@ def rate_distortion(
         Inverse temperatures (positive); the largest ends the run.
     distortion : callable, optional
         ``d(x, x_hat)``, ``x_hat`` the observed site's mean (default: squared error).
-    num_steps, schedule, max_steps, tolerance
-        As in :func:`sigma_curve` (``tolerance``: squared error only).
+    num_steps, schedule
+        As in :func:`sigma_curve` (a ``Tolerance``: squared error only).
 
     Returns
     -------
@@ -153,8 +146,8 @@ def rate_distortion(
     >>> bool((rd.log_z - exact).abs().max() < 1.0)
     True
     """
-    if tolerance is not None and distortion is not None:
-        raise ValueError("tolerance= chooses num_steps by BDMC on data simulated at every grid "
+    if isinstance(num_steps, Tolerance) and distortion is not None:
+        raise ValueError("a Tolerance chooses num_steps by BDMC on data simulated at every grid "
                          "beta, and a user distortion is not a noise model (nothing to "
                          "simulate exact draws of q_beta from): pass num_steps= and check it "
                          "with pyrolik.distortion_bdmc(model, betas=..., distortion=..., "
@@ -162,8 +155,7 @@ def rate_distortion(
     run: dict[str, Any] = dict(num_steps=num_steps, num_chains=num_chains, schedule=schedule,
                                kernel=kernel, model_args=model_args, model_kwargs=model_kwargs,
                                seed=seed, batch_size=batch_size, progress=progress)
-    run, chosen = _choose(model, x, tolerance, max_steps, run, "rate_distortion", sigmas=None,
-                          betas=betas)
+    run, chosen = _choose(model, x, run, "rate_distortion", sigmas=None, betas=betas)
     if distortion is None:
         return _with_budget(gaussian_curve(model, x, betas=betas, **run), chosen)
     grid = grid_from_betas(betas)
@@ -171,17 +163,17 @@ def rate_distortion(
     return run_curve(dm, x, grid, "user", **run)
 
 
-def _choose(model: Callable[..., Any], x: Tensor, tolerance: float | None, max_steps: int,
-            run: dict[str, Any], what: str, **grid: Any) -> tuple[dict[str, Any], Budget | None]:
-    """The curve's run keywords ``run``, with ``tolerance`` the steps and seed of the budget search
-    for the curve ``what`` on its ``grid`` (sigmas or betas), and that budget."""
+def _choose(model: Callable[..., Any], x: Tensor, run: dict[str, Any], what: str,
+            **grid: Any) -> tuple[dict[str, Any], Budget | None]:
+    """The curve's run keywords ``run``; with a :class:`Tolerance` for ``num_steps``, the steps and
+    seed of the budget search for the curve ``what`` on its ``grid`` (sigmas or betas), and that
+    budget."""
     chosen = None
-    if tolerance is not None:
-        check_tolerance(tolerance, run["num_steps"], run["schedule"], max_steps, named="geometric")
+    if isinstance(run["num_steps"], Tolerance):
         run = {**run, "seed": resolve_seed(run["seed"])}  # one seed for the search and the run
         search = {k: v for k, v in run.items() if k != "num_steps"}
-        chosen = curve_search(model, x, tolerance, **grid, **search, max_steps=max_steps,
-                              what=what, stacklevel=5)
+        chosen = curve_search(model, x, run["num_steps"], **grid, **search,
+                              what=f"{what}(num_steps=Tolerance)", stacklevel=5)
         run["num_steps"] = chosen.num_steps
     _require_steps(run["num_steps"], run["schedule"])
     return run, chosen
@@ -197,5 +189,5 @@ def _with_budget(curve: DistortionCurve, chosen: Budget | None) -> DistortionCur
 def _require_steps(num_steps: int | None, schedule: str | Tensor) -> None:
     if num_steps is None and isinstance(schedule, str):
         raise ValueError("num_steps is required with a named schedule: pass num_steps= (base "
-                         "annealing steps, e.g. 1000), or tolerance= (nats) to choose them by "
-                         "BDMC on simulated data, or a schedule tensor")
+                         "annealing steps, e.g. 1000), num_steps=pyrolik.Tolerance(nats) to choose "
+                         "them by BDMC on simulated data, or a schedule tensor")

@@ -15,11 +15,9 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, shared_params
-from pyrolik.annealing.driver import drive
+from pyrolik.annealing.driver import run
 from pyrolik.annealing.kernel import Kernel
 from pyrolik.annealing.run import (
-    Recording,
-    describe,
     expand_latents,
     latents_to_flat,
 )
@@ -35,7 +33,6 @@ from pyrolik.distortion.path import (
     sigma_of,
 )
 from pyrolik.exceptions import prefixed
-from pyrolik.execution.batches import Execution
 from pyrolik.execution.faults import warn_failed
 from pyrolik.infer.sandwich import Simulated, _check_posterior_start, simulate
 from pyrolik.model.arguments import mark_arguments, take_rows
@@ -291,13 +288,12 @@ def _one_pass(dm: DistortionModel, data: list[tuple[Tensor, Any]], schedule: Ten
         raise ValueError("step_sizes must be the pilot table of an earlier distortion_bdmc call on "
                          "the same data and checked points (its .step_sizes)")
     stop_of = torch.cat([s.reshape(1).expand(n) for s in stops]).to(torch.float64)
-    problem = describe(dm, x, directions=("forward", "reverse"), num_steps=None,
-                       num_chains=num_chains, schedule=schedule, kernel=kernel, latents=latents_all,
-                       model_args=args, model_kwargs=kwargs, step_sizes=step_sizes,
-                       check=_check_posterior_start if check else None, stops=stop_of)
-    execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,
-                                 desc="BDMC (distortion path)")
-    out = drive("distortion_bdmc", problem, execution, Recording())
+    problem, out = run("distortion_bdmc", dm, x, directions=("forward", "reverse"),
+                       num_steps=None, num_chains=num_chains, schedule=schedule, kernel=kernel,
+                       latents=latents_all, model_args=args, model_kwargs=kwargs,
+                       step_sizes=step_sizes, check=_check_posterior_start if check else None,
+                       stops=stop_of, seed=seed, batch_size=batch_size, progress=progress,
+                       desc="BDMC (distortion path)", scoped=False)
     assert out is not None  # one process
     lower, upper = out
     reverse = problem.legs[1].latents

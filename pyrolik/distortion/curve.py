@@ -15,9 +15,9 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, validate_data
-from pyrolik.annealing.driver import drive
+from pyrolik.annealing.driver import run
 from pyrolik.annealing.kernel import Kernel
-from pyrolik.annealing.run import Recording, describe
+from pyrolik.annealing.run import Recording
 from pyrolik.distortion.path import (
     DistortionModel,
     distortion_model,
@@ -27,8 +27,6 @@ from pyrolik.distortion.path import (
     merge_grid,
     sigma_of,
 )
-from pyrolik.execution.batches import Execution
-from pyrolik.execution.faults import warn_failed
 from pyrolik.ops.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
 from pyrolik.results.convert import CurveConverter
 from pyrolik.results.estimates import Exported
@@ -332,16 +330,14 @@ def _recorded(dm, x, path, steps, num_chains, kernel, seed, batch_size, progress
               model_kwargs):
     """The run (the driver behind :func:`pyrolik.ais`, recording only at ``steps``) and there the
     log-weights and the states' cached log f1 - log f0, each ``(m, K, N)`` float64."""
-    problem = describe(dm, x, directions=("forward",), num_steps=None, num_chains=num_chains,
-                       schedule=path, kernel=kernel, model_args=model_args,
-                       model_kwargs=model_kwargs)
-    execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,
-                                 desc="AIS (distortion path)")
     recording = Recording(steps=tuple(int(t) for t in steps), log_ratio=True)
-    results = drive("sigma_curve", problem, execution, recording)
+    _, results = run("sigma_curve", dm, x, directions=("forward",), num_steps=None,
+                     num_chains=num_chains, schedule=path, kernel=kernel, model_args=model_args,
+                     model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
+                     progress=progress, recording=recording, desc="AIS (distortion path)",
+                     scoped=False)
     assert results is not None  # one process
     result = results[0]
-    warn_failed(result, "sigma_curve")
     assert torch.equal(result.trace_steps, steps.cpu())
     log_w = result.trace["log_weight"].double()
     ratio = result.trace["log_ratio"].double()

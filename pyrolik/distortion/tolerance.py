@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from pyrolik._random import resolve_seed
-from pyrolik._validate import check_count, shared_params, validate_data
+from pyrolik._validate import check_count, validate_data
 from pyrolik.annealing.kernel import Kernel, as_smc
 from pyrolik.distortion.bounds import distortion_bdmc
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve
@@ -23,13 +23,14 @@ from pyrolik.distortion.path import (
     merge_grid,
     sigma_of,
 )
+from pyrolik.execution.batches import local
 from pyrolik.infer.sandwich import simulate
 from pyrolik.infer.tolerance import (
     CONFIDENCE_Z,
-    MAX_STEPS,
     Budget,
     Check,
     Round,
+    Tolerance,
     check_size,
     check_tolerance,
     choose_budget,
@@ -41,7 +42,7 @@ from pyrolik.infer.tolerance import (
 from pyrolik.model.reuse import TargetCache
 from pyrolik.model.target import make_target
 
-__all__ = ["curve_budget", "curve_search", "point_size"]
+__all__ = ["curve_search", "point_size"]
 
 CAP_FIX = "raise max_steps or use more chains"
 
@@ -52,56 +53,14 @@ def point_size(num_examples: int, num_points: int) -> int:
     return max(16, simulated_size(num_examples) // num_points)
 
 
-@shared_params
-def curve_budget(
-    model: Callable[..., Any],
-    x: Tensor,
-    tolerance: float,
-    *,
-    sigmas: Sequence[float] | Tensor | None = None,
-    betas: Sequence[float] | Tensor | None = None,
-    num_chains: int,
-    schedule: str | Tensor = "geometric",
-    kernel: Kernel | None = None,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    max_steps: int = MAX_STEPS,
-    progress: bool = True,
-) -> Budget:
-    """The base ``num_steps`` of :func:`~pyrolik.sigma_curve` (``sigmas``) or Gaussian
-    :func:`~pyrolik.rate_distortion` (``betas``) whose BDMC gap is within ``tolerance`` at every grid
-    point, on data simulated at each point.
-
-    A round is one :func:`~pyrolik.distortion_bdmc` pass over all points; its gap is the point's
-    with the largest upper confidence bound (``Round.point``).
-
-    Parameters
-    ----------
-    sigmas, betas : sequence of float
-        The curve's grid: exactly one of them.
-    tolerance : float
-        The largest BDMC gap to accept (nats), at every grid point.
-    schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
-        The curve's base schedule (:func:`~pyrolik.sigma_curve`).
-    """
-    return curve_search(model, x, tolerance, sigmas=sigmas, betas=betas, num_chains=num_chains,
-                        schedule=schedule, kernel=kernel, model_args=model_args,
-                        model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
-                        max_steps=max_steps, progress=progress, what="curve_budget",
-                        stacklevel=4)
-
-
-def curve_search(model: Callable[..., Any], x: Tensor, tolerance: float, *,
+def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,
                  sigmas: Sequence[float] | Tensor | None, betas: Sequence[float] | Tensor | None,
                  num_chains: int, schedule: str | Tensor, kernel: Kernel | None, model_args: tuple,
                  model_kwargs: dict | None, seed: int | None, batch_size: int | None,
-                 max_steps: int, progress: bool, what: str, stacklevel: int) -> Budget:
-    """:func:`curve_budget`, its warnings naming ``what`` and pointing ``stacklevel`` frames up."""
-    if (sigmas is None) == (betas is None):
-        raise ValueError("pass the curve's grid as sigmas= or betas=, exactly one of them")
-    tolerance = check_tolerance(tolerance, None, schedule, max_steps, named="geometric")
+                 progress: bool, what: str, stacklevel: int) -> Budget:
+    """The base ``num_steps`` of a Gaussian curve on ``sigmas`` or ``betas`` whose BDMC gap is within
+    ``tolerance`` at every grid point, on data simulated at each point; warnings name ``what``."""
+    tolerance = check_tolerance(tolerance, schedule, named="geometric")
     as_smc(kernel)  # refuses another type
     check_count("num_chains", num_chains)
     x, seed = validate_data(x), resolve_seed(seed)
@@ -193,7 +152,8 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: float, *,
         return Check(k, half, float(change[j]), float(se[j]), sim,
                      gradient_evals(full.ais) + gradient_evals(r.ais), s_full + s_half, labels[j])
 
-    chosen = choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at,
-                           num_simulated=num_pt * m, max_steps=max_steps, progress=progress,
-                           cap_fix=CAP_FIX, what=what, stacklevel=stacklevel)
+    with local():
+        chosen = choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at,
+                               num_simulated=num_pt * m, progress=progress, cap_fix=CAP_FIX,
+                               what=what, stacklevel=stacklevel)
     return replace(chosen, seed=seed)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import torch
@@ -17,7 +19,8 @@ from pyrolik.execution.checkpoint import Checkpoint
 from pyrolik.execution.distributed import Shard, broadcast_seed, current_shard, gather_batches
 from pyrolik.execution.faults import oom_advice
 
-__all__ = ["Batch", "batches", "progress_bar", "Execution", "run_batches", "Work"]
+__all__ = ["Batch", "batches", "progress_bar", "Execution", "run_batches", "Work", "checkpoint",
+           "distributed", "local", "scope", "Scope"]
 
 
 class Batch(NamedTuple):
@@ -42,9 +45,90 @@ def progress_bar(total: int, desc: str, enabled: bool) -> tqdm:
 
 
 @dataclass(frozen=True)
+class Scope:
+    """The execution options :func:`checkpoint` and :func:`distributed` set for a block of code."""
+
+    checkpoint: str | os.PathLike | None = None
+    checkpoint_every: int = 100
+    distributed: bool = False
+
+
+_SCOPE: ContextVar[Scope] = ContextVar("pyrolik_execution_scope", default=Scope())  # noqa: B039 - frozen
+
+
+@contextlib.contextmanager
+def _scoped(**changes: Any) -> Iterator[None]:
+    token = _SCOPE.set(replace(_SCOPE.get(), **changes))
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def checkpoint(path: str | os.PathLike, *, every: int = 100) -> contextlib.AbstractContextManager:
+    """Checkpoint the estimator called in the ``with`` block to ``path``; resume from it if it exists.
+
+    The run's state is saved every ``every`` annealing steps and after every batch; a rerun of the
+    same call resumes bit-identically (on CPU), a file of another run raises ``ValueError``
+    (``docs/scale.md``). One estimator call per file.
+
+    Parameters
+    ----------
+    path : str or path
+        The checkpoint file.
+    every : int
+        Annealing steps between checkpoints.
+
+    Examples
+    --------
+    >>> import pyrolik, tempfile, os
+    >>> from pyrolik_models import LinearGaussian
+    >>> lg = LinearGaussian.random(data_dim=3, latent_dim=2, seed=0)
+    >>> x = lg.sample(4)
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.pt")
+    >>> with pyrolik.checkpoint(path, every=10):
+    ...     first = pyrolik.ais(lg, x, num_steps=20, num_chains=4, seed=0, progress=False)
+    >>> with pyrolik.checkpoint(path, every=10):   # completed: read back, not rerun
+    ...     again = pyrolik.ais(lg, x, num_steps=20, num_chains=4, seed=0, progress=False)
+    >>> bool((first.log_likelihood == again.log_likelihood).all())
+    True
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"checkpoint must be a file path, got {type(path).__name__}")
+    return _scoped(checkpoint=path, checkpoint_every=check_count("every", every))
+
+
+def distributed() -> contextlib.AbstractContextManager:
+    """Shard the estimators called in the ``with`` block across the ``torch.distributed`` group.
+
+    Every process calls the estimator with the same arguments; whole batches go to the ranks in
+    turn and rank 0 returns the gathered result (as one process with the same ``batch_size`` and
+    ``seed``), the others ``None`` (``docs/scale.md``). Needs an initialised default process group.
+
+    Examples
+    --------
+    >>> import pyrolik
+    >>> with pyrolik.distributed():   # doctest: +SKIP
+    ...     result = pyrolik.ais(model, x, num_steps=500, num_chains=4, batch_size=100, seed=0)
+    """
+    current_shard(True)  # refuses an uninitialised group here, not at the first estimator
+    return _scoped(distributed=True)
+
+
+def local() -> contextlib.AbstractContextManager:
+    """No checkpoint and one process for the block: an estimator's inner runs (e.g. a budget search)."""
+    return _scoped(checkpoint=None, checkpoint_every=100, distributed=False)
+
+
+def scope() -> Scope:
+    """The execution options in force."""
+    return _SCOPE.get()
+
+
+@dataclass(frozen=True)
 class Execution:
     """The execution options of one run: the resolved ``seed`` every process agrees on, ``batch_size``,
-    the progress bar's ``desc``, the ``checkpoint`` path (or ``None``) and ``checkpoint_every``."""
+    the progress bar's ``desc``, and the :func:`checkpoint` path (or ``None``) and its stride."""
 
     seed: int
     shard: Shard = Shard()
@@ -55,18 +139,21 @@ class Execution:
     checkpoint_every: int = 100
 
     @classmethod
-    def create(cls, *, seed: int | None, distributed: bool = False, batch_size: int | None = None,
-               progress: bool = True, desc: str = "", checkpoint: str | os.PathLike | None = None,
-               checkpoint_every: int = 100) -> Execution:
-        """Check the options and resolve the seed (drawn when ``None``) and the shard."""
+    def create(cls, *, seed: int | None, batch_size: int | None = None, progress: bool = True,
+               desc: str = "", method: str = "",
+               supports: tuple[str, ...] = ("checkpoint", "distributed")) -> Execution:
+        """Check the options, take the :func:`checkpoint` / :func:`distributed` block's (refused where
+        ``method`` does not ``support`` it) and resolve the seed and the shard."""
         check_optional_count("batch_size", batch_size)
-        check_count("checkpoint_every", checkpoint_every)
-        if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
-            raise TypeError(f"checkpoint must be a file path, got {type(checkpoint).__name__}")
-        shard = current_shard(distributed)
+        options = _SCOPE.get()
+        for name, active in (("checkpoint", options.checkpoint is not None),
+                             ("distributed", options.distributed)):
+            if active and name not in supports:
+                raise ValueError(f"{method or desc} does not run in a pyrolik.{name}() block: call "
+                                 "it outside the block")
+        shard = current_shard(options.distributed)
         return cls(broadcast_seed(resolve_seed(seed), shard), shard, batch_size, progress, desc,
-                   checkpoint, checkpoint_every)
-
+                   options.checkpoint, options.checkpoint_every)
 
 
 Work = Callable[[Batch, Any, Callable[[Any], None] | None], Any]

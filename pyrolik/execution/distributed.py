@@ -29,16 +29,14 @@ class Shard(NamedTuple):
 
 def current_shard(distributed: bool) -> Shard:
     """``Shard(rank, world_size)`` of the initialised default group, or ``Shard(0, 1)``."""
-    if not isinstance(distributed, bool):
-        raise TypeError(f"distributed must be True or False, got {distributed!r}")
     if not distributed:
         return Shard()
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()):
         raise ValueError(
-            "distributed=True needs an initialised torch.distributed process group: launch with "
-            "torchrun and call torch.distributed.init_process_group() first (the pyrolik command "
-            "line does both), or pass distributed=False"
+            "pyrolik.distributed() needs an initialised torch.distributed process group: launch "
+            "with torchrun and call torch.distributed.init_process_group() first (the pyrolik "
+            "command line does both), or call the estimator outside the block"
         )
     return Shard(dist.get_rank(), dist.get_world_size())
 

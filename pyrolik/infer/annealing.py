@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -12,13 +11,11 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import shared_params
-from pyrolik.annealing.driver import drive
+from pyrolik.annealing.driver import run
 from pyrolik.annealing.kernel import Kernel
-from pyrolik.annealing.run import Recording, describe
-from pyrolik.annealing.step_sizes import StepSizes
-from pyrolik.execution.batches import Execution
-from pyrolik.execution.faults import warn_failed
-from pyrolik.infer.tolerance import MAX_STEPS, check_tolerance, gradient_evals, search
+from pyrolik.annealing.run import Recording, as_recording
+from pyrolik.execution.batches import scope
+from pyrolik.infer.tolerance import Tolerance, gradient_evals, search
 from pyrolik.ops.resampling import systematic
 from pyrolik.results import AISResult
 
@@ -30,7 +27,7 @@ def ais(
     model: Callable[..., Any],
     x: Tensor,
     *,
-    num_steps: int | None = None,
+    num_steps: int | Tolerance | None = None,
     num_chains: int,
     schedule: str | Tensor = "auto",
     kernel: Kernel | None = None,
@@ -39,14 +36,8 @@ def ais(
     model_kwargs: dict | None = None,
     seed: int | None = None,
     batch_size: int | None = None,
-    record_every: int | None = None,
-    keep_states: bool = False,
+    record: int | Recording | None = None,
     progress: bool = True,
-    checkpoint: str | os.PathLike | None = None,
-    checkpoint_every: int = 100,
-    distributed: bool = False,
-    tolerance: float | None = None,
-    max_steps: int = MAX_STEPS,
 ) -> AISResult | None:
     r"""Forward annealed importance sampling along the geometric path.
 
@@ -88,32 +79,24 @@ def ais(
        decoder-based generative models. ICLR, 2017.
     """
     chosen = None
-    if tolerance is not None:
-        if distributed:
-            raise ValueError("tolerance= runs its budget search on one process: choose num_steps "
-                             "with pyrolik.budget on one process, then pass num_steps= with "
-                             "distributed=True")
-        check_tolerance(tolerance, num_steps, schedule, max_steps)
+    if isinstance(num_steps, Tolerance):
+        if scope().distributed:
+            raise ValueError("a Tolerance runs its budget search on one process: choose num_steps "
+                             "with pyrolik.budget on one process, then pass that num_steps= inside "
+                             "pyrolik.distributed()")
         seed = resolve_seed(seed)  # one seed for the search and the run
-        chosen = search(model, x, tolerance, num_chains=num_chains, schedule=schedule,
+        chosen = search(model, x, num_steps, num_chains=num_chains, schedule=schedule,
                         kernel=kernel, init=init, model_args=model_args,
                         model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
-                        max_steps=max_steps, progress=progress, what="ais", stacklevel=4)
+                        progress=progress, what="ais(num_steps=Tolerance)", stacklevel=4)
         num_steps = chosen.num_steps
-    if num_steps is None and isinstance(schedule, str):
-        raise ValueError("num_steps is required with a named schedule: pass num_steps= "
-                         "(annealing steps, e.g. 200), or tolerance= (nats) to choose them by BDMC "
-                         "on simulated data, or a schedule tensor")
-    problem = describe(model, x, directions=("forward",), num_steps=num_steps,
-                       num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
-                       model_args=model_args, model_kwargs=model_kwargs, record_every=record_every)
-    execution = Execution.create(seed=seed, distributed=distributed, batch_size=batch_size,
-                                 progress=progress, desc="AIS", checkpoint=checkpoint,
-                                 checkpoint_every=checkpoint_every)
-    results = drive("ais", problem, execution, Recording(record_every, keep_states))
+    recording = as_recording(record)
+    _, results = run("ais", model, x, directions=("forward",), num_steps=num_steps,
+                  num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                  model_args=model_args, model_kwargs=model_kwargs, seed=seed,
+                  batch_size=batch_size, progress=progress, recording=recording)
     if results is None:
         return None
-    warn_failed(results[0], "ais")
     if chosen is None:
         return results[0]
     return replace(results[0], budget=chosen.with_final(gradient_evals(results[0]),
@@ -131,16 +114,11 @@ def reverse_ais(
     schedule: str | Tensor = "auto",
     kernel: Kernel | None = None,
     init: Callable[..., Any] | None = None,
-    step_sizes: StepSizes | None = None,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     seed: int | None = None,
     batch_size: int | None = None,
-    record_every: int | None = None,
     progress: bool = True,
-    checkpoint: str | os.PathLike | None = None,
-    checkpoint_every: int = 100,
-    distributed: bool = False,
 ) -> AISResult | None:
     r"""Reverse AIS from exact posterior draws ``latents``: a stochastic upper bound on log p(x).
 
@@ -156,9 +134,6 @@ def reverse_ais(
     ----------
     latents : dict or torch.Tensor
         ``{site: tensor}`` (or a tensor), ``(N, *site)`` or ``(num_chains, N, *site)``.
-    step_sizes : StepSizes, optional
-        A pilot table (e.g. ``forward.step_sizes``); without it the pilot runs *forward*,
-        independent of ``latents``, so the estimator stays exact.
 
     Returns
     -------
@@ -184,20 +159,11 @@ def reverse_ais(
     .. [1] R. Grosse, Z. Ghahramani, R. Adams. Sandwiching the marginal likelihood using
        bidirectional Monte Carlo. arXiv:1511.02543, 2015.
     """
-    problem = describe(model, x, directions=("reverse",), num_steps=num_steps,
-                       num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
-                       latents=latents, model_args=model_args, model_kwargs=model_kwargs,
-                       step_sizes=step_sizes, record_every=record_every)
-    execution = Execution.create(seed=seed, distributed=distributed, batch_size=batch_size,
-                                 progress=progress, desc="reverse AIS", checkpoint=checkpoint,
-                                 checkpoint_every=checkpoint_every)
-    results = drive("reverse_ais", problem, execution, Recording(record_every))
-    if results is None:
-        return None
-    # final states of a reverse run are (approximate) draws of the initial distribution
-    warn_failed(results[0], "reverse_ais")
-    return results[0]
-
+    _, results = run("reverse_ais", model, x, directions=("reverse",), num_steps=num_steps,
+                  num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                  latents=latents, model_args=model_args, model_kwargs=model_kwargs, seed=seed,
+                  batch_size=batch_size, progress=progress)
+    return None if results is None else results[0]
 
 
 def posterior_samples(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -13,9 +12,11 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, check_model, shared_params, validate_data
 from pyrolik.annealing.kernel import Kernel
+from pyrolik.annealing.run import Recording
+from pyrolik.execution.batches import scope
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.sandwich import Simulated, bdmc
-from pyrolik.infer.tolerance import MAX_STEPS
+from pyrolik.infer.tolerance import Tolerance
 from pyrolik.model.dataset import WholeDataset
 from pyrolik.results import AISResult, BDMCResult
 
@@ -27,6 +28,12 @@ _VECTORISE = ("pyrolik runs the model once over several copies of the whole data
               "Write global latents as pyro.sample('mu', dist.Normal(0., 1.).expand([D]).to_event(1)) "
               "and combine them with local ones by broadcasting (mu + z @ W.T, not mu.unsqueeze(0) or "
               "torch.cat with explicit shapes)")
+
+
+def _one_process(method: str) -> None:
+    if scope().distributed:
+        raise ValueError(f"{method} anneals one data set on one process: call it outside "
+                         "pyrolik.distributed()")
 
 
 def _wrap(model: Callable[..., Any], x: Tensor, model_args: tuple, model_kwargs: dict | None
@@ -63,20 +70,15 @@ def evidence(
     model: Callable[..., Any],
     x: Tensor,
     *,
-    num_steps: int | None = None,
+    num_steps: int | Tolerance | None = None,
     num_chains: int,
     schedule: str | Tensor = "auto",
     kernel: Kernel | None = None,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     seed: int | None = None,
-    record_every: int | None = None,
-    keep_states: bool = False,
+    record: int | Recording | None = None,
     progress: bool = True,
-    checkpoint: str | os.PathLike | None = None,
-    checkpoint_every: int = 100,
-    tolerance: float | None = None,
-    max_steps: int = MAX_STEPS,
 ) -> AISResult:
     r"""The log marginal likelihood of the whole data set, :math:`\log p(x_{1:N})`, by AIS.
 
@@ -94,8 +96,9 @@ def evidence(
         The data set, ``(N, *event_shape)``.
     num_chains : int
         AIS chains over the whole data set.
-    tolerance : float, optional
-        As in :func:`pyrolik.ais`, on whole data sets simulated from the model.
+    num_steps : int or Tolerance
+        Annealing steps; a :class:`~pyrolik.Tolerance` chooses them on whole data sets simulated
+        from the model.
 
     Returns
     -------
@@ -123,14 +126,13 @@ def evidence(
     """
     check_model(model)
     x = validate_data(x)
+    _one_process("evidence")
     wrapped = _wrap(model, x, model_args, model_kwargs)
     rows = x.unsqueeze(0) if wrapped.is_whole_x else \
         wrapped.to_rows({n: v.unsqueeze(0) for n, v in wrapped.trace_values().items()})
     try:
         result = ais(wrapped, rows, num_steps=num_steps, num_chains=num_chains, schedule=schedule,
-                     kernel=kernel, seed=seed, record_every=record_every,
-                     keep_states=keep_states, progress=progress, checkpoint=checkpoint,
-                     checkpoint_every=checkpoint_every, tolerance=tolerance, max_steps=max_steps)
+                     kernel=kernel, seed=seed, record=record, progress=progress)
     except ValueError as err:
         explained = _explained(err)
         if explained is err:
@@ -155,7 +157,6 @@ def evidence_bdmc(
     seed: int | None = None,
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
-    record_every: int | None = None,
     progress: bool = True,
 ) -> BDMCResult:
     r"""BDMC for :func:`evidence`: sandwich :math:`\log p(x_{1:N})` on data sets simulated from the model.
@@ -187,6 +188,7 @@ def evidence_bdmc(
     """
     check_model(model)
     check_count("num_datasets", num_datasets)
+    _one_process("evidence_bdmc")
     data_shape = tuple(data_shape)
     if not data_shape or not all(isinstance(d, int) and d > 0 for d in data_shape):
         raise ValueError(f"data_shape must be the shape of one data set, (N, *event_shape), a tuple "
@@ -200,9 +202,9 @@ def evidence_bdmc(
         raise ValueError(f"simulating whole data sets from the model failed ({type(err).__name__}: "
                          f"{str(err).strip()[:200]}); {_VECTORISE}") from err
     try:
-        result = bdmc(wrapped, data=Simulated(rows, latents), num_steps=num_steps,
+        result = bdmc(wrapped, Simulated(rows, latents), num_steps=num_steps,
                       num_chains=num_chains, schedule=schedule, kernel=kernel, seed=seed,
-                      record_every=record_every, progress=progress)
+                      progress=progress)
     except ValueError as err:
         explained = _explained(err)
         if explained is err:

@@ -37,7 +37,6 @@ def likelihood_weighting(
     keep_weights: bool | None = None,
     keep_samples: bool | None = None,
     progress: bool = True,
-    distributed: bool = False,
 ) -> EstimateResult | None:
     r"""Likelihood weighting: importance sampling from the prior (Wu et al. 2017, eq. 6).
 
@@ -76,7 +75,6 @@ def likelihood_weighting(
     return _run_importance(
         "likelihood_weighting", model, None, x, log_weights, num_samples, model_args,
         model_kwargs, seed, batch_size, chunk_size, keep_weights, keep_samples, progress,
-        distributed,
     )
 
 
@@ -95,7 +93,6 @@ def iwae(
     keep_weights: bool | None = None,
     keep_samples: bool | None = None,
     progress: bool = True,
-    distributed: bool = False,
 ) -> EstimateResult | None:
     r"""The importance weighted bound with a Pyro guide as proposal (Burda et al. 2016).
 
@@ -142,21 +139,21 @@ def iwae(
 
     return _run_importance(
         "iwae", model, guide, x, log_weights, num_samples, model_args, model_kwargs, seed,
-        batch_size, chunk_size, keep_weights, keep_samples, progress, distributed,
+        batch_size, chunk_size, keep_weights, keep_samples, progress,
     )
 
 
 def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_args,
                     model_kwargs, seed, batch_size, chunk_size, keep_weights, keep_samples,
-                    progress, distributed) -> EstimateResult | None:
+                    progress) -> EstimateResult | None:
     if not callable(model):
         raise TypeError(f"model must be a callable Pyro model, got {type(model).__name__}")
     x = validate_data(x)
     check_count("num_samples", num_samples)
     if chunk_size is not None:
         check_count("chunk_size", chunk_size)
-    execution = Execution.create(seed=seed, distributed=distributed, batch_size=batch_size,
-                                 progress=progress, desc=method)
+    execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress, desc=method,
+                                 method=method, supports=("distributed",))
     shard, seed = execution.shard, execution.seed
     n = x.shape[0]
     if keep_samples and keep_weights is False:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -15,8 +14,7 @@ from torch import Tensor
 
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, shared_params
-from pyrolik.annealing.driver import drive
-from pyrolik.annealing.run import Recording, describe
+from pyrolik.annealing.driver import run
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.batches import Execution
@@ -26,7 +24,7 @@ from pyrolik.model.simulation import draw_joint
 from pyrolik.model.target import Target
 from pyrolik.results import BDMCResult
 
-__all__ = ["Simulated", "simulate", "bdmc", "bdmc_convergence", "plot_bdmc_convergence"]
+__all__ = ["Simulated", "simulate", "bdmc", "sandwich", "bdmc_convergence", "plot_bdmc_convergence"]
 
 
 class Simulated(NamedTuple):
@@ -98,7 +96,7 @@ def _check_posterior_start(target: Target, starts: list[Tensor], finals: list[Te
 @shared_params
 def bdmc(
     model: Callable[..., Any],
-    num_examples: int | None = None,
+    num_examples: int | tuple[Tensor, dict[str, Tensor] | Tensor],
     *,
     data_shape: tuple[int, ...] | None = None,
     num_steps: int | None,
@@ -106,17 +104,11 @@ def bdmc(
     schedule: str | Tensor = "auto",
     kernel=None,
     init: Callable[..., Any] | None = None,
-    data: tuple[Tensor, dict[str, Tensor] | Tensor] | None = None,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     seed: int | None = None,
     batch_size: int | None = None,
-    record_every: int | None = None,
     progress: bool = True,
-    checkpoint: str | os.PathLike | None = None,
-    checkpoint_every: int = 100,
-    distributed: bool = False,
-    step_sizes: StepSizes | None = None,
 ) -> BDMCResult | None:
     r"""Bidirectional Monte Carlo: forward and reverse AIS on data simulated from the model.
 
@@ -154,26 +146,38 @@ def bdmc(
     .. [2] Y. Wu et al. On the quantitative analysis of decoder-based generative models. ICLR, 2017,
        section 5.3.1.
     """
+    return sandwich(model, num_examples, data_shape=data_shape, num_steps=num_steps,
+                    num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                    model_args=model_args, model_kwargs=model_kwargs, seed=seed,
+                    batch_size=batch_size, progress=progress)
+
+
+def sandwich(model: Callable[..., Any], data: Any, *, data_shape: tuple[int, ...] | None = None,
+             num_steps: int | None, num_chains: int, schedule: str | Tensor = "auto",
+             kernel=None, init: Callable[..., Any] | None = None, model_args: tuple = (),
+             model_kwargs: dict | None = None, seed: int | None = None,
+             batch_size: int | None = None, progress: bool = True,
+             step_sizes: StepSizes | None = None) -> BDMCResult | None:
+    """:func:`bdmc`, optionally with the pilot table of an earlier run on the same data."""
     start = time.perf_counter()
-    execution = Execution.create(seed=seed, distributed=distributed, batch_size=batch_size,
-                                 progress=progress, desc="BDMC", checkpoint=checkpoint,
-                                 checkpoint_every=checkpoint_every)
-    user_data = data is not None and not isinstance(data, Simulated)
-    if data is None:
-        if num_examples is None or data_shape is None:
-            raise ValueError("pass num_examples= and data_shape= to simulate data, or "
-                             "data=(x, latents) simulated from the model")
-        data = simulate(model, num_examples, data_shape=data_shape, model_args=model_args,
+    execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress, desc="BDMC")
+    user_data = not isinstance(data, (int, Simulated))
+    if not user_data and not isinstance(data, Simulated):
+        if data_shape is None:
+            raise ValueError("pass data_shape= (the shape of one example) to simulate data, or "
+                             "data simulated from the model in place of num_examples: "
+                             "pyrolik.bdmc(model, pyrolik.simulate(model, ...), ...)")
+        data = simulate(model, data, data_shape=data_shape, model_args=model_args,
                         model_kwargs=model_kwargs, seed=execution.seed)
     if not (isinstance(data, tuple) and len(data) == 2):
-        raise TypeError("data must be a pair (x, latents), e.g. the output of pyrolik.simulate")
+        raise TypeError("num_examples must be an int, or data simulated from the model: a pair "
+                        "(x, latents), e.g. the output of pyrolik.simulate")
     x, latents = data
-    problem = describe(model, x, directions=("forward", "reverse"), num_steps=num_steps,
-                       num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
-                       latents=latents, model_args=model_args, model_kwargs=model_kwargs,
-                       step_sizes=step_sizes, record_every=record_every,
-                       check=_check_posterior_start if user_data else None)
-    results = drive("bdmc", problem, execution, Recording(record_every))
+    problem, results = run("bdmc", model, x, directions=("forward", "reverse"), num_steps=num_steps,
+                  num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                  latents=latents, model_args=model_args, model_kwargs=model_kwargs,
+                  seed=execution.seed, batch_size=batch_size, progress=progress,
+                  step_sizes=step_sizes, check=_check_posterior_start if user_data else None)
     if results is None:
         return None
     wall = time.perf_counter() - start
@@ -184,7 +188,6 @@ def bdmc(
     result = BDMCResult(lower=lower, upper=upper, x=problem.x, latents=simulated, wall_time=wall)
     warn_failed(result, "bdmc")
     return result
-
 
 
 @shared_params

@@ -15,21 +15,20 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, shared_params, validate_data
 from pyrolik.advice import BEST_SPLIT_CHAINS
-from pyrolik.annealing.driver import drive
+from pyrolik.annealing.driver import run
 from pyrolik.annealing.kernel import SMC, Kernel, as_smc
-from pyrolik.annealing.run import Recording, describe
+from pyrolik.annealing.run import Recording
 from pyrolik.annealing.run import gradient_evals as gradient_evals_of
 from pyrolik.exceptions import BudgetWarning
-from pyrolik.execution.batches import Execution, progress_bar
-from pyrolik.execution.faults import warn_failed
-from pyrolik.infer.sandwich import bdmc, simulate
+from pyrolik.execution.batches import local, progress_bar
+from pyrolik.infer.sandwich import sandwich, simulate
 from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
 from pyrolik.model.autoguides import is_autoguide
 from pyrolik.model.reuse import TargetCache
 from pyrolik.results import AISResult
 
-__all__ = ["budget", "search", "Budget", "Round", "Check", "search_num_steps", "choose_budget",
-           "check_tolerance", "CONFIDENCE_Z", "MIN_STEPS", "MAX_STEPS"]
+__all__ = ["budget", "search", "Budget", "Round", "Check", "Tolerance", "search_num_steps",
+           "choose_budget", "check_tolerance", "CONFIDENCE_Z", "MIN_STEPS", "MAX_STEPS"]
 
 CONFIDENCE_Z = 2.0  # the gap's upper confidence bound: mean + 2 standard errors (one-sided 97.7%)
 MIN_STEPS = 25  # the search's first number of steps: 25, 50, 100, 200, ...
@@ -160,27 +159,58 @@ class Budget:
         return cls(**keep)
 
 
-def check_tolerance(tolerance: Any, num_steps: Any, schedule: Any, max_steps: Any, *,
-                    named: str = "auto") -> float:
-    """Validate ``tolerance=`` with the arguments it would contradict; return it as a float."""
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)):
-        raise TypeError(f"tolerance must be a number of nats (e.g. tolerance=0.3), got "
-                        f"{type(tolerance).__name__}")
-    if not (math.isfinite(tolerance) and tolerance > 0):
-        raise ValueError(f"tolerance must be a positive number of nats (the largest BDMC gap to "
-                         f"accept, e.g. 0.3), got {tolerance!r}")
-    if num_steps is not None:
-        raise ValueError(f"pass either num_steps= (a budget you choose) or tolerance= (a budget "
-                         f"chosen by BDMC on simulated data), not both: got num_steps={num_steps} "
-                         f"and tolerance={tolerance}; to bound the search use max_steps=")
+@dataclass(frozen=True)
+class Tolerance:
+    """``num_steps=Tolerance(nats)``: the annealing steps whose BDMC gap is within ``nats``.
+
+    The estimator runs BDMC on data simulated like ``x`` at 25, 50, 100, ... steps until the gap's
+    mean + 2 standard errors is within ``nats``, then a check on a subset of ``x`` that warns
+    (:class:`~pyrolik.BudgetWarning`) when real data disagree; ``result.budget`` records the search
+    (``docs/tolerance.md``). :func:`pyrolik.budget` runs the same search alone.
+
+    Parameters
+    ----------
+    nats : float
+        The largest BDMC gap to accept.
+    max_steps : int
+        The search's cap; reaching it first warns and keeps the estimate there.
+
+    Examples
+    --------
+    >>> import pyrolik
+    >>> from pyrolik_models import LinearGaussian
+    >>> lg = LinearGaussian.random(data_dim=3, latent_dim=2, seed=0)
+    >>> r = pyrolik.ais(lg, lg.sample(32), num_steps=pyrolik.Tolerance(0.5), num_chains=4, seed=0,
+    ...                 progress=False)
+    >>> r.budget.num_steps == r.settings["num_steps"], r.budget.gap <= 0.5
+    (True, True)
+    """
+
+    nats: float
+    max_steps: int = MAX_STEPS
+
+    def __post_init__(self):
+        t, m = self.nats, self.max_steps
+        if isinstance(t, bool) or not isinstance(t, (int, float)):
+            raise TypeError(f"Tolerance takes a number of nats (e.g. Tolerance(0.3)), got "
+                            f"{type(t).__name__}")
+        if not (math.isfinite(t) and t > 0):
+            raise ValueError(f"a tolerance must be a positive number of nats (the largest BDMC gap "
+                             f"to accept, e.g. 0.3), got {t!r}")
+        if isinstance(m, bool) or not isinstance(m, int) or m < MIN_STEPS:
+            raise ValueError(f"max_steps must be an int of at least {MIN_STEPS} (the search starts "
+                             f"there and doubles), got {m!r}")
+        object.__setattr__(self, "nats", float(t))
+
+
+def check_tolerance(tolerance: Any, schedule: Any, *, named: str = "auto") -> Tolerance:
+    """``tolerance`` as a :class:`Tolerance` (a number: its nats), refused with a schedule tensor."""
+    tolerance = tolerance if isinstance(tolerance, Tolerance) else Tolerance(tolerance)
     if not isinstance(schedule, str):
-        raise ValueError("tolerance= chooses the number of steps, which a schedule tensor fixes: "
-                         f"pass a schedule by name (e.g. {named!r}) with tolerance=, or the tensor "
-                         "with num_steps=None and no tolerance")
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < MIN_STEPS:
-        raise ValueError(f"max_steps must be an int of at least {MIN_STEPS} (the search starts "
-                         f"there and doubles), got {max_steps!r}")
-    return float(tolerance)
+        raise ValueError("a Tolerance chooses the number of steps, which a schedule tensor fixes: "
+                         f"pass a schedule by name (e.g. {named!r}) with num_steps=Tolerance(...), "
+                         "or the tensor with num_steps=None")
+    return tolerance
 
 
 def search_num_steps(bdmc_at: Callable[[int], Round], tolerance: float, *,
@@ -208,13 +238,12 @@ def search_num_steps(bdmc_at: Callable[[int], Round], tolerance: float, *,
 
 
 def choose_budget(
-    tolerance: float,
+    tolerance: Tolerance,
     *,
     bdmc_at: Callable[[int], Round],
     check_at: Callable[[int], Check | None] | None = None,
     num_simulated: int,
     min_steps: int = MIN_STEPS,
-    max_steps: int = MAX_STEPS,
     progress: bool = True,
     what: str = "ais",
     stacklevel: int = 3,
@@ -223,6 +252,7 @@ def choose_budget(
     """The search (:func:`search_num_steps`), then ``check_at(num_steps)`` on the real data; warns
     (:class:`BudgetWarning`) when the cap came first (``cap_fix``: what to do) or the check disagrees.
     """
+    max_steps, tolerance = tolerance.max_steps, tolerance.nats  # type: ignore[assignment]
     steps, converged, rounds = search_num_steps(bdmc_at, tolerance, min_steps=min_steps,
                                                 max_steps=max_steps, progress=progress)
     notes = []
@@ -245,7 +275,7 @@ def choose_budget(
                      "converged on these data as it has on data simulated from the model (real data "
                      "can be harder: Wu et al. 2017, section 4); pass a larger num_steps")
     for note in notes:
-        warnings.warn(f"{what}(tolerance=): {note}", BudgetWarning, stacklevel=stacklevel)
+        warnings.warn(f"{what}: {note}", BudgetWarning, stacklevel=stacklevel)
     return Budget(tolerance, steps, converged, num_simulated, rounds, check=check,
                   max_steps=max_steps, confidence_z=CONFIDENCE_Z, notes=notes)
 
@@ -305,14 +335,12 @@ def forward_ais(model: Callable[..., Any], x: Tensor, num_steps: int, *, num_cha
                 model_args: tuple, model_kwargs: dict | None, seed: int,
                 batch_size: int | None, progress: bool) -> AISResult:
     """Forward AIS on one process, recording nothing: the check's runs."""
-    problem = describe(model, x, directions=("forward",), num_steps=num_steps,
-                       num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
-                       model_args=model_args, model_kwargs=model_kwargs)
-    execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,
-                                 desc="AIS (budget check)")
-    results = drive("ais", problem, execution, Recording(None))
+    _, results = run("ais", model, x, directions=("forward",), num_steps=num_steps,
+                     num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                     model_args=model_args, model_kwargs=model_kwargs, seed=seed,
+                     batch_size=batch_size, progress=progress, recording=Recording(None),
+                     desc="AIS (budget check)")
     assert results is not None  # one process
-    warn_failed(results[0], "ais")  # as the estimator does: a failed example is never dropped unsaid
     return results[0]
 
 
@@ -320,7 +348,7 @@ def forward_ais(model: Callable[..., Any], x: Tensor, num_steps: int, *, num_cha
 def budget(
     model: Callable[..., Any],
     x: Tensor,
-    tolerance: float | None = None,
+    tolerance: float | Tolerance | None = None,
     *,
     gradients: float | None = None,
     num_chains: int | None = None,
@@ -331,7 +359,6 @@ def budget(
     model_kwargs: dict | None = None,
     seed: int | None = None,
     batch_size: int | None = None,
-    max_steps: int = MAX_STEPS,
     progress: bool = True,
 ) -> Budget:
     """The split of a budget between chains and steps: for a ``tolerance``, the number of annealing
@@ -345,16 +372,14 @@ def budget(
 
     Parameters
     ----------
-    tolerance : float, optional
-        The largest BDMC gap to accept (nats).
+    tolerance : float or Tolerance, optional
+        The largest BDMC gap to accept (nats), or a :class:`Tolerance` with its search's cap.
     gradients : float, optional
         Instead of a tolerance: gradient evaluations per example to spend, the pilot's included
         (no search runs).
     num_chains : int, optional
         Chains per example (default: the frontier's best split,
         :data:`~pyrolik.advice.BEST_SPLIT_CHAINS`).
-    max_steps : int
-        The search's largest number of steps.
 
     Returns
     -------
@@ -383,7 +408,7 @@ def budget(
         return split(gradients, chains, as_smc(kernel), schedule)
     return search(model, x, tolerance, num_chains=chains, schedule=schedule, kernel=kernel,
                   init=init, model_args=model_args, model_kwargs=model_kwargs, seed=seed,
-                  batch_size=batch_size, max_steps=max_steps, progress=progress, what="budget",
+                  batch_size=batch_size, progress=progress, what="budget(tolerance=)",
                   stacklevel=4)
 
 
@@ -414,32 +439,32 @@ def split(gradients: Any, num_chains: int, kernel: SMC, schedule: str | Tensor) 
     return Budget(None, lo, True, 0, [], num_chains=num_chains, gradients=float(gradients))
 
 
-def search(model: Callable[..., Any], x: Tensor, tolerance: float, *, num_chains: int,
+def search(model: Callable[..., Any], x: Tensor, tolerance: float | Tolerance, *, num_chains: int,
            schedule: str | Tensor, kernel: Kernel | None, init: Callable[..., Any] | None,
            model_args: tuple, model_kwargs: dict | None, seed: int | None,
-           batch_size: int | None, max_steps: int, progress: bool, what: str,
-           stacklevel: int) -> Budget:
-    """:func:`budget`, its warnings naming ``what`` and pointing ``stacklevel`` frames up."""
-    tolerance = check_tolerance(tolerance, None, schedule, max_steps)
+           batch_size: int | None, progress: bool, what: str, stacklevel: int) -> Budget:
+    """:func:`budget`, on one process without checkpoints, its warnings naming ``what`` and pointing
+    ``stacklevel`` frames up."""
+    tolerance = check_tolerance(tolerance, schedule)
     kernel = as_smc(kernel)
     check_count("num_chains", num_chains)
     x = validate_data(x)
     seed = resolve_seed(seed)
     if init is not None and is_autoguide(init):
-        raise ValueError("tolerance= runs BDMC on data simulated from the model, and an AutoGuide "
+        raise ValueError("a Tolerance runs BDMC on data simulated from the model, and an AutoGuide "
                          f"({type(init).__name__}) fitted on x has no proposal for those examples: "
                          "pass num_steps= with this guide, or use an amortised guide (an encoder) "
-                         "with tolerance=")
+                         "with a Tolerance")
     marked, per_example, num_sim, sim_args = simulation_arguments(
         model_args, model_kwargs, x.shape[0], simulated_size(x.shape[0]))
     try:
         sim = simulate(model, num_sim, data_shape=tuple(x.shape[1:]), model_args=sim_args[0],
                        model_kwargs=sim_args[1], seed=seed + 1, dtype=x.dtype, device=x.device)
     except ValueError as err:
-        raise ValueError(f"tolerance= chooses num_steps by BDMC on data simulated from the model, "
+        raise ValueError(f"a Tolerance chooses num_steps by BDMC on data simulated from the model, "
                          f"and this model cannot be simulated ({err}). Pass num_steps= instead, and "
-                         "check it with pyrolik.bdmc(model, data=(x, latents), num_steps=...) on "
-                         "data you simulate yourself") from err
+                         "check it with pyrolik.bdmc(model, pyrolik.simulate(...), num_steps=...) "
+                         "on data you simulate yourself") from err
     lowers: dict[int, float] = {}
     tables: dict[int | None, Any] = {}  # pilot length -> the table a round's pilot of that length made
     pilot_steps = getattr(kernel.move.adaptation, "pilot_steps", None)
@@ -453,8 +478,9 @@ def search(model: Callable[..., Any], x: Tensor, tolerance: float, *, num_chains
         length = None if pilot_steps is None else pilot_steps(steps)
         given = tables.get(length)
         with targets:  # the rounds share the model's targets and recordings (same data)
-            r = bdmc(model, data=sim, num_steps=steps, model_args=sim_args[0],
-                     model_kwargs=sim_args[1], seed=seed + 2 + steps, step_sizes=given, **common)
+            r = sandwich(model, sim, num_steps=steps, model_args=sim_args[0],
+                         model_kwargs=sim_args[1], seed=seed + 2 + steps, step_sizes=given,
+                         **common)
         assert r is not None  # one process: bdmc returns None only off rank 0
         if length is not None and given is None and r.lower.step_sizes is not None:
             tables[length] = r.lower.step_sizes
@@ -483,7 +509,8 @@ def search(model: Callable[..., Any], x: Tensor, tolerance: float, *, num_chains
         return Check(len(diff), half, float(diff.mean()) if len(diff) else float("nan"), se,
                      sim_change, gradient_evals(full) + gradient_evals(r), s_full + s_half)
 
-    chosen = choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at, num_simulated=num_sim,
-                           max_steps=max_steps, progress=progress, what=what,
-                           stacklevel=stacklevel)
+    with local():
+        chosen = choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at,
+                               num_simulated=num_sim, progress=progress, what=what,
+                               stacklevel=stacklevel)
     return replace(chosen, seed=seed, num_chains=num_chains)

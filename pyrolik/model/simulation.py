@@ -21,7 +21,7 @@ from pyrolik.model.target import make_target
 __all__ = ["draw_joint"]
 
 _DATA_HINT = ("simulate (x, latents) with your own code (latents: {site: (N, *site_shape)}, exact "
-              "draws given x) and pass them as pyrolik.bdmc(model, data=(x, latents), ...)")
+              "draws given x) and pass them as pyrolik.bdmc(model, (x, latents), ...)")
 
 
 def draw_joint(model: Callable[..., Any], placeholder: Tensor, seed: int, model_args: tuple = (),
