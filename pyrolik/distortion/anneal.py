@@ -1,4 +1,5 @@
-"""One AIS run along the distortion path, read at a grid of inverse temperatures."""
+"""One AIS run along the distortion path, read at a grid of inverse temperatures; its steps for a
+tolerance."""
 
 from __future__ import annotations
 
@@ -9,14 +10,32 @@ from typing import Any
 from torch import Tensor
 
 from pyrolik._random import resolve_seed
-from pyrolik._validate import shared_params
-from pyrolik.annealing.kernel import Kernel
+from pyrolik._validate import check_count, shared_params, validate_data
+from pyrolik.annealing.kernel import Kernel, as_smc
+from pyrolik.distortion.bounds import distortion_bdmc
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve, run_curve
-from pyrolik.distortion.path import DistortionFn, distortion_model, grid_from_betas
-from pyrolik.distortion.tolerance import curve_search
-from pyrolik.infer.tolerance import Budget, Tolerance, gradient_evals
+from pyrolik.distortion.path import (
+    DistortionFn,
+    distortion_model,
+    grid_from_betas,
+    grid_from_sigmas,
+    merge_grid,
+    sigma_of,
+)
+from pyrolik.infer.sandwich import simulate
+from pyrolik.infer.tolerance import (
+    Budget,
+    Sandwich,
+    Tolerance,
+    check_tolerance,
+    gradient_evals,
+    search_steps,
+    simulated_size,
+    simulation_arguments,
+)
+from pyrolik.model.target import make_target
 
-__all__ = ["sigma_curve", "rate_distortion"]
+__all__ = ["sigma_curve", "rate_distortion", "curve_search", "point_size"]
 
 
 @shared_params
@@ -191,3 +210,87 @@ def _require_steps(num_steps: int | None, schedule: str | Tensor) -> None:
         raise ValueError("num_steps is required with a named schedule: pass num_steps= (base "
                          "annealing steps, e.g. 1000), num_steps=pyrolik.Tolerance(nats) to choose "
                          "them by BDMC on simulated data, or a schedule tensor")
+
+
+def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,
+                 sigmas: Sequence[float] | Tensor | None, betas: Sequence[float] | Tensor | None,
+                 num_chains: int, schedule: str | Tensor, kernel: Kernel | None, model_args: tuple,
+                 model_kwargs: dict | None, seed: int | None, batch_size: int | None,
+                 progress: bool, what: str, stacklevel: int) -> Budget:
+    """The base ``num_steps`` of a Gaussian curve on ``sigmas`` or ``betas`` whose BDMC gap is within
+    ``tolerance`` at every grid point, on data simulated at each point; warnings name ``what``."""
+    tolerance = check_tolerance(tolerance, schedule, named="geometric")
+    as_smc(kernel)  # refuses another type
+    check_count("num_chains", num_chains)
+    x, seed = validate_data(x), resolve_seed(seed)
+    if sigmas is not None:
+        grid, _ = grid_from_sigmas(sigmas)
+        keys, name = sigma_of(grid), "sigma"
+        grid_arg: dict[str, Any] = {"sigmas": sigmas}
+    else:
+        assert betas is not None
+        grid = grid_from_betas(betas)
+        keys, name = grid, "beta"
+        grid_arg = {"betas": betas}
+    labels = [f"{name} {float(k):g}" for k in keys]
+    n, m = x.shape[0], len(grid)
+    marked, per_example, num_pt, sim_args = simulation_arguments(model_args, model_kwargs, n,
+                                                                 point_size(n, m))
+    # one run of the model on x first: a non-Gaussian observed site (or x that does not fit the
+    # model) is named as it is without tolerance=, not as a failed simulation
+    make_target(distortion_model(model, sigma=(0.5 / float(grid[-1])) ** 0.5), x, 1,
+                model_args=tuple(model_args), model_kwargs=dict(model_kwargs or {}))
+    data: dict[float, tuple[Tensor, Any]] = {}
+    for j, (beta, key) in enumerate(zip(grid.tolist(), keys.tolist(), strict=True)):
+        noisy = distortion_model(model, sigma=(0.5 / beta) ** 0.5)
+        try:
+            data[key] = simulate(noisy, num_pt, data_shape=tuple(x.shape[1:]),
+                                 model_args=sim_args[0], model_kwargs=sim_args[1],
+                                 seed=seed + 1 + 100_003 * j, dtype=x.dtype, device=x.device)
+        except ValueError as err:
+            raise ValueError(
+                f"tolerance= chooses num_steps by BDMC on data simulated from the model at every "
+                f"grid point, and this model cannot be simulated ({err}). Pass num_steps= instead, "
+                f"and check it with pyrolik.distortion_bdmc(model, {name}s=..., data={{{name}: "
+                "(x, latents)}, ...) on data you simulate yourself") from err
+    pilot_steps = getattr(as_smc(kernel).move.adaptation, "pilot_steps", None)
+    grid_b = grid / grid[-1]
+    grid_b[-1] = 1.0
+
+    def pilot_length(steps: int) -> int | None:
+        # a later pass whose pilot would be as long reuses a table (the default's is 20 steps
+        # up to 100 steps)
+        return (None if pilot_steps is None
+                else pilot_steps(int(merge_grid(grid_b, schedule, steps)[1][-1])))
+
+    def sandwich_at(steps: int, seed: int, given: Any) -> Sandwich:
+        b = distortion_bdmc(model, **grid_arg, data=data, num_steps=steps, num_chains=num_chains,
+                            schedule=schedule, kernel=kernel, model_args=sim_args[0],
+                            model_kwargs=sim_args[1], seed=seed, batch_size=batch_size,
+                            progress=progress, step_sizes=given)
+        evals = sum(gradient_evals(res.lower, legs=2) for res in b.results)
+        if given is not None:  # no pilot ran
+            evals -= sum(res.lower.num_examples * res.lower.settings[
+                "pilot_gradient_evals_per_example"] for res in b.results)
+        lower = b.log_likelihood_bounds()[0] if name == "sigma" else b.lower
+        return Sandwich(b.gap, b.gap_stderr, lower.mean(-1), evals, b.step_sizes)
+
+    def estimate_at(steps: int, x_sub: Tensor, args: tuple, kwargs: dict, *,
+                    seed: int) -> tuple[Tensor, float]:
+        c = gaussian_curve(model, x_sub, sigmas=sigmas, betas=betas, num_steps=steps,
+                           num_chains=num_chains, schedule=schedule, kernel=kernel,
+                           model_args=args, model_kwargs=kwargs, seed=seed,
+                           batch_size=batch_size, progress=progress)
+        return c.log_z, gradient_evals(c.ais)  # (m, n): log p_sigma too
+
+    return search_steps(tolerance, x, marked=marked, per_example=per_example,
+                        num_simulated=num_pt * m, seed=seed, sandwich_at=sandwich_at,
+                        estimate_at=estimate_at, pilot_length=pilot_length, labels=labels,
+                        progress=progress, what=what, stacklevel=stacklevel,
+                        cap_fix="raise max_steps or use more chains")
+
+
+def point_size(num_examples: int, num_points: int) -> int:
+    """Simulated examples per grid point: :func:`~pyrolik.infer.tolerance.simulated_size` shared
+    among the points, at least 16 each (a gap's standard error needs examples)."""
+    return max(16, simulated_size(num_examples) // num_points)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import torch
@@ -26,137 +26,13 @@ from pyrolik.model.arguments import has_per_example, mark_arguments, take_rows
 from pyrolik.model.autoguides import is_autoguide
 from pyrolik.model.reuse import TargetCache
 from pyrolik.results import AISResult
+from pyrolik.results.bdmc import CONFIDENCE_Z, MAX_STEPS, Budget, Check, Round
 
-__all__ = ["budget", "search", "Budget", "Round", "Check", "Tolerance", "search_num_steps",
+__all__ = ["budget", "search", "search_steps", "Sandwich", "Budget", "Round", "Check", "Tolerance",
+           "search_num_steps",
            "choose_budget", "check_tolerance", "CONFIDENCE_Z", "MIN_STEPS", "MAX_STEPS"]
 
-CONFIDENCE_Z = 2.0  # the gap's upper confidence bound: mean + 2 standard errors (one-sided 97.7%)
 MIN_STEPS = 25  # the search's first number of steps: 25, 50, 100, 200, ...
-MAX_STEPS = 6400  # the default cap (25 * 2**8)
-
-
-class Round(NamedTuple):
-    """One BDMC run of the search, on the simulated data."""
-
-    num_steps: int
-    gap: float  # mean over simulated examples of upper - lower (nats)
-    gap_se: float  # its standard error over the examples
-    lower: float  # mean forward estimate on the simulated data (nats)
-    gradient_evals: float  # model gradient evaluations of the whole run, pilot included
-    seconds: float
-    point: str | None = None  # a curve's grid point whose gap decided the round ("sigma 0.05")
-
-    @property
-    def gap_upper(self) -> float:
-        """The gap's upper confidence bound, ``gap + CONFIDENCE_Z * gap_se``."""
-        return self.gap + CONFIDENCE_Z * self.gap_se
-
-
-class Check(NamedTuple):
-    """The check on the real data: the estimate at ``num_steps`` against one at half the steps."""
-
-    num_examples: int  # the subset of x it ran on
-    num_steps: int  # the half budget it compared with
-    change: float  # mean over the subset of estimate(T) - estimate(T / 2), nats
-    change_se: float
-    simulated_change: float | None  # the same change of the lower bound on the simulated data
-    gradient_evals: float
-    seconds: float
-    point: str | None = None  # a curve's grid point with the largest change ("sigma 0.05")
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How a tolerance chose ``num_steps`` (``rounds`` on ``num_simulated`` simulated examples, the real-data
-    ``check``), and what it cost in gradient evaluations and seconds (the final run's: :meth:`with_final`).
-    """
-
-    tolerance: float | None  # None: a gradient budget was split
-    num_steps: int
-    converged: bool
-    num_simulated: int
-    rounds: list[Round]
-    final_gradient_evals: float | None = None
-    final_seconds: float | None = None
-    check: Check | None = None
-    max_steps: int = MAX_STEPS
-    confidence_z: float = CONFIDENCE_Z
-    notes: list[str] = field(default_factory=list)  # the warnings it gave, in plain words
-    seed: int | None = None  # the search's seed: the same seed makes the same budget
-    num_chains: int | None = None  # the chains the steps are for (the split's, or the caller's)
-    gradients: float | None = None  # a budget in gradient evaluations per example, split (no search)
-
-    def with_final(self, gradient_evals: float, seconds: float) -> Budget:
-        """The budget with the final run's cost."""
-        return replace(self, final_gradient_evals=float(gradient_evals),
-                       final_seconds=float(seconds))
-
-    @property
-    def search_gradient_evals(self) -> float:
-        return float(sum(r.gradient_evals for r in self.rounds))
-
-    @property
-    def search_seconds(self) -> float:
-        return float(sum(r.seconds for r in self.rounds))
-
-    @property
-    def gap(self) -> float:
-        """The BDMC gap (simulated data) at the chosen ``num_steps`` (NaN: no search ran)."""
-        return self.rounds[-1].gap if self.rounds else math.nan
-
-    @property
-    def cost_ratio(self) -> float:
-        """(search + check + final run) / final run, in gradient evaluations (NaN before the run)."""
-        if self.final_gradient_evals is None:
-            return math.nan
-        extra = self.search_gradient_evals + (self.check.gradient_evals if self.check else 0.0)
-        return (extra + self.final_gradient_evals) / self.final_gradient_evals
-
-    @property
-    def time_ratio(self) -> float:
-        """(search + check + final run) / final run, in seconds (NaN before the run)."""
-        if self.final_seconds is None:
-            return math.nan
-        extra = self.search_seconds + (self.check.seconds if self.check else 0.0)
-        return (extra + self.final_seconds) / self.final_seconds
-
-    def summary_fields(self) -> dict[str, Any]:
-        """What a result's ``summary()`` shows of the budget."""
-        if not self.rounds:  # a gradient budget, split without a search
-            return {"gradients per example": self.gradients, "chains chosen": self.num_chains,
-                    "steps chosen": self.num_steps}
-        last = self.rounds[-1]
-        where = "" if last.point is None else f" at {last.point}"
-        return {"tolerance [nats]": self.tolerance,
-                "steps chosen": self.num_steps if self.converged
-                else f"{self.num_steps} (cap; not within tolerance)",
-                "BDMC gap (simulated)": f"{self.gap:.3f} +- {last.gap_se:.3f}{where}",
-                "search + final / final": self.cost_ratio}
-
-    def table(self):
-        """One row per round: steps, gap, its standard error and upper bound, cost (a DataFrame)."""
-        import pandas as pd
-
-        return pd.DataFrame([{**r._asdict(), "gap_upper": r.gap_upper} for r in self.rounds]
-                            ).set_index("num_steps")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain values (what the export stores as JSON), derived costs included."""
-        out = asdict(self)
-        out["rounds"] = [r._asdict() for r in self.rounds]
-        out["check"] = None if self.check is None else self.check._asdict()
-        out.update(search_gradient_evals=self.search_gradient_evals,
-                   search_seconds=self.search_seconds, cost_ratio=self.cost_ratio)
-        return out
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Budget:
-        """The inverse of :meth:`to_dict` (derived costs are recomputed)."""
-        keep = {k: v for k, v in d.items()
-                if k not in ("search_gradient_evals", "search_seconds", "cost_ratio")}
-        keep["rounds"] = [Round(**r) for r in d["rounds"]]
-        keep["check"] = None if d.get("check") is None else Check(**d["check"])
-        return cls(**keep)
 
 
 @dataclass(frozen=True)
@@ -439,12 +315,85 @@ def split(gradients: Any, num_chains: int, kernel: SMC, schedule: str | Tensor) 
     return Budget(None, lo, True, 0, [], num_chains=num_chains, gradients=float(gradients))
 
 
+class Sandwich(NamedTuple):
+    """One BDMC pass of a search at each of its ``m`` grid points (one for :func:`search`)."""
+
+    gap: Tensor  # (m,) float64, nats
+    gap_se: Tensor  # (m,)
+    lower: Tensor  # (m,) mean forward estimate on the simulated data
+    gradient_evals: float  # the pass's, its pilot's included when one ran
+    table: Any  # the pilot's step sizes, for a later pass with as long a pilot
+
+
+def search_steps(tolerance: Tolerance, x: Tensor, *, marked: tuple[tuple, dict], per_example: bool,
+                 num_simulated: int, seed: int,
+                 sandwich_at: Callable[[int, int, Any], Sandwich],
+                 estimate_at: Callable[..., tuple[Tensor, float]],
+                 pilot_length: Callable[[int], int | None], labels: Sequence[str | None] = (None,),
+                 progress: bool, what: str, stacklevel: int, cap_fix: str | None = None) -> Budget:
+    """The one budget search (:func:`choose_budget` on one process without checkpoints), whatever runs.
+
+    ``sandwich_at(steps, seed, table)``: BDMC on the simulated data (``table``: an earlier pass's
+    pilot table of as long a pilot, ``pilot_length(steps)``, or ``None``). ``estimate_at(steps,
+    x_sub, model_args, model_kwargs, seed=)``: the ``(m, n)`` estimates on a subset of ``x`` and
+    their gradient evaluations, for the real-data check. A round's gap, and the check's change, are
+    those of the grid point (``labels``) with the largest upper confidence bound.
+    """
+    lowers: dict[int, Tensor] = {}
+    tables: dict[int, Any] = {}  # pilot length -> the table a pass's pilot of that length made
+    targets = TargetCache()
+
+    def bdmc_at(steps: int) -> Round:
+        start = time.perf_counter()
+        length = pilot_length(steps)
+        given = tables.get(length) if length is not None else None
+        with targets:  # the rounds share the model's targets and recordings (same data)
+            out = sandwich_at(steps, seed + 2 + steps, given)
+        if length is not None and given is None and out.table is not None:
+            tables[length] = out.table
+        lowers[steps] = out.lower
+        j = int(torch.argmax(torch.nan_to_num(out.gap + CONFIDENCE_Z * out.gap_se, nan=math.inf)))
+        return Round(steps, float(out.gap[j]), float(out.gap_se[j]), float(out.lower[j]),
+                     out.gradient_evals, time.perf_counter() - start, labels[j])
+
+    def check_at(steps: int) -> Check | None:
+        half = steps // 2
+        if half < 1 or check_size(x.shape[0]) < 2:  # one example has no standard error to test
+            return None
+        with targets:  # both runs on the same subset: one target, one recording
+            _, (full, e_full), s_full = run_on_check_subset(estimate_at, x, marked, per_example,
+                                                            steps, seed)
+            _, (r, e_half), s_half = run_on_check_subset(estimate_at, x, marked, per_example,
+                                                         half, seed)
+        diff = (full - r).double()  # (m, n)
+        diff = diff[:, torch.isfinite(diff).all(0)]
+        k = diff.shape[1]
+        change = diff.mean(-1)
+        se = diff.std(-1) / k**0.5 if k > 1 else torch.full_like(change, math.inf)
+        j = int(torch.argmax(torch.nan_to_num(change - CONFIDENCE_Z * se, nan=-math.inf)))
+        sim = (float(lowers[steps][j] - lowers[half][j]) if half in lowers and steps in lowers
+               else None)
+        return Check(k, half, float(change[j]), float(se[j]), sim, e_full + e_half,
+                     s_full + s_half, labels[j])
+
+    fix = {} if cap_fix is None else {"cap_fix": cap_fix}
+    with local():
+        chosen = choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at,
+                               num_simulated=num_simulated, progress=progress, what=what,
+                               stacklevel=stacklevel + 1, **fix)
+    return replace(chosen, seed=seed)
+
+
+def _f64(value: float) -> Tensor:
+    return torch.tensor([value], dtype=torch.float64)
+
+
 def search(model: Callable[..., Any], x: Tensor, tolerance: float | Tolerance, *, num_chains: int,
            schedule: str | Tensor, kernel: Kernel | None, init: Callable[..., Any] | None,
            model_args: tuple, model_kwargs: dict | None, seed: int | None,
            batch_size: int | None, progress: bool, what: str, stacklevel: int) -> Budget:
-    """:func:`budget`, on one process without checkpoints, its warnings naming ``what`` and pointing
-    ``stacklevel`` frames up."""
+    """:func:`budget`'s search (:func:`search_steps` with BDMC and AIS), its warnings naming ``what``
+    and pointing ``stacklevel`` frames up."""
     tolerance = check_tolerance(tolerance, schedule)
     kernel = as_smc(kernel)
     check_count("num_chains", num_chains)
@@ -465,52 +414,30 @@ def search(model: Callable[..., Any], x: Tensor, tolerance: float | Tolerance, *
                          f"and this model cannot be simulated ({err}). Pass num_steps= instead, and "
                          "check it with pyrolik.bdmc(model, pyrolik.simulate(...), num_steps=...) "
                          "on data you simulate yourself") from err
-    lowers: dict[int, float] = {}
-    tables: dict[int | None, Any] = {}  # pilot length -> the table a round's pilot of that length made
     pilot_steps = getattr(kernel.move.adaptation, "pilot_steps", None)
-    targets = TargetCache()
     common: dict[str, Any] = dict(num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
-                  batch_size=batch_size, progress=progress)
+                                  batch_size=batch_size, progress=progress)
 
-    def bdmc_at(steps: int) -> Round:
-        start = time.perf_counter()
-        # a pilot as long as an earlier round's is the same pilot: reuse its table
-        length = None if pilot_steps is None else pilot_steps(steps)
-        given = tables.get(length)
-        with targets:  # the rounds share the model's targets and recordings (same data)
-            r = sandwich(model, sim, num_steps=steps, model_args=sim_args[0],
-                         model_kwargs=sim_args[1], seed=seed + 2 + steps, step_sizes=given,
-                         **common)
+    def sandwich_at(steps: int, seed: int, given: Any) -> Sandwich:
+        r = sandwich(model, sim, num_steps=steps, model_args=sim_args[0], model_kwargs=sim_args[1],
+                     seed=seed, step_sizes=given, **common)
         assert r is not None  # one process: bdmc returns None only off rank 0
-        if length is not None and given is None and r.lower.step_sizes is not None:
-            tables[length] = r.lower.step_sizes
-        lowers[steps] = r.lower.mean
         evals = gradient_evals(r.lower, legs=2)
         if given is not None:  # no pilot ran
             evals -= r.lower.num_examples * r.lower.settings["pilot_gradient_evals_per_example"]
-        return Round(steps, r.gap, r.gap_stderr, r.lower.mean, evals,
-                     time.perf_counter() - start)
+        return Sandwich(_f64(r.gap), _f64(r.gap_stderr), _f64(r.lower.mean), evals,
+                        r.lower.step_sizes)
 
-    def run_at(steps: int, x_sub: Tensor, args: tuple, kwargs: dict, *, seed: int) -> AISResult:
-        return forward_ais(model, x_sub, steps, model_args=args, model_kwargs=kwargs, seed=seed,
-                           **common)
+    def estimate_at(steps: int, x_sub: Tensor, args: tuple, kwargs: dict, *,
+                    seed: int) -> tuple[Tensor, float]:
+        r = forward_ais(model, x_sub, steps, model_args=args, model_kwargs=kwargs, seed=seed,
+                        **common)
+        return r.log_likelihood.unsqueeze(0), gradient_evals(r)
 
-    def check_at(steps: int) -> Check | None:
-        half = steps // 2
-        if half < 1 or check_size(x.shape[0]) < 2:  # one example has no standard error to test
-            return None
-        with targets:  # both runs on the same subset: one target, one recording
-            idx, full, s_full = run_on_check_subset(run_at, x, marked, per_example, steps, seed)
-            _, r, s_half = run_on_check_subset(run_at, x, marked, per_example, half, seed)
-        diff = (full.log_likelihood - r.log_likelihood).double()
-        diff = diff[torch.isfinite(diff)]
-        se = float(diff.std() / len(diff) ** 0.5) if len(diff) > 1 else float("inf")
-        sim_change = lowers[steps] - lowers[half] if half in lowers and steps in lowers else None
-        return Check(len(diff), half, float(diff.mean()) if len(diff) else float("nan"), se,
-                     sim_change, gradient_evals(full) + gradient_evals(r), s_full + s_half)
-
-    with local():
-        chosen = choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at,
-                               num_simulated=num_sim, progress=progress, what=what,
-                               stacklevel=stacklevel)
-    return replace(chosen, seed=seed, num_chains=num_chains)
+    chosen = search_steps(tolerance, x, marked=marked, per_example=per_example,
+                          num_simulated=num_sim, seed=seed, sandwich_at=sandwich_at,
+                          estimate_at=estimate_at,
+                          pilot_length=lambda steps: None if pilot_steps is None
+                          else pilot_steps(steps),
+                          progress=progress, what=what, stacklevel=stacklevel)
+    return replace(chosen, num_chains=num_chains)

@@ -17,8 +17,8 @@ import xarray as xr
 
 from pyrolik.annealing.kernel import SMC
 from pyrolik.annealing.step_sizes import StepSizes
-from pyrolik.infer.tolerance import Budget
 from pyrolik.results import BDMCResult, EstimateResult
+from pyrolik.results.bdmc import Budget
 from pyrolik.results.convert import flatten, to_datatree
 from pyrolik.results.estimates import Exported
 from pyrolik.results.layout import (

@@ -1,11 +1,11 @@
 r"""The result of BDMC: a forward (lower) and a reverse (upper) AIS run on simulated data, their gap,
-and its converter to a DataTree."""
+and its converter to a DataTree; the record of a budget search by BDMC."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,8 @@ from pyrolik.results.layout import (
 )
 from pyrolik.results.table import Summary
 
-__all__ = ["BDMCResult", "BDMCConverter", "DistortionBDMCConverter"]
+__all__ = ["BDMCResult", "BDMCConverter", "DistortionBDMCConverter", "Budget", "Round", "Check",
+           "CONFIDENCE_Z", "MAX_STEPS"]
 
 
 class BDMCConverter:
@@ -271,3 +272,131 @@ class BDMCResult(Exported):
     def __repr__(self) -> str:
         return (f"BDMCResult(N={len(self.x)}, lower={self.lower.mean:.4f}, "
                 f"upper={self.upper.mean:.4f}, gap={self.gap:.4f} +- {self.gap_stderr:.4f})")
+
+
+CONFIDENCE_Z = 2.0  # a budget search's gap bound: mean + 2 standard errors (one-sided 97.7%)
+MAX_STEPS = 6400  # a budget search's default cap (25 * 2**8)
+
+
+class Round(NamedTuple):
+    """One BDMC run of the search, on the simulated data."""
+
+    num_steps: int
+    gap: float  # mean over simulated examples of upper - lower (nats)
+    gap_se: float  # its standard error over the examples
+    lower: float  # mean forward estimate on the simulated data (nats)
+    gradient_evals: float  # model gradient evaluations of the whole run, pilot included
+    seconds: float
+    point: str | None = None  # a curve's grid point whose gap decided the round ("sigma 0.05")
+
+    @property
+    def gap_upper(self) -> float:
+        """The gap's upper confidence bound, ``gap + CONFIDENCE_Z * gap_se``."""
+        return self.gap + CONFIDENCE_Z * self.gap_se
+
+
+class Check(NamedTuple):
+    """The check on the real data: the estimate at ``num_steps`` against one at half the steps."""
+
+    num_examples: int  # the subset of x it ran on
+    num_steps: int  # the half budget it compared with
+    change: float  # mean over the subset of estimate(T) - estimate(T / 2), nats
+    change_se: float
+    simulated_change: float | None  # the same change of the lower bound on the simulated data
+    gradient_evals: float
+    seconds: float
+    point: str | None = None  # a curve's grid point with the largest change ("sigma 0.05")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How a tolerance chose ``num_steps`` (``rounds`` on ``num_simulated`` simulated examples, the real-data
+    ``check``), and what it cost in gradient evaluations and seconds (the final run's: :meth:`with_final`).
+    """
+
+    tolerance: float | None  # None: a gradient budget was split
+    num_steps: int
+    converged: bool
+    num_simulated: int
+    rounds: list[Round]
+    final_gradient_evals: float | None = None
+    final_seconds: float | None = None
+    check: Check | None = None
+    max_steps: int = MAX_STEPS
+    confidence_z: float = CONFIDENCE_Z
+    notes: list[str] = field(default_factory=list)  # the warnings it gave, in plain words
+    seed: int | None = None  # the search's seed: the same seed makes the same budget
+    num_chains: int | None = None  # the chains the steps are for (the split's, or the caller's)
+    gradients: float | None = None  # a budget in gradient evaluations per example, split (no search)
+
+    def with_final(self, gradient_evals: float, seconds: float) -> Budget:
+        """The budget with the final run's cost."""
+        return replace(self, final_gradient_evals=float(gradient_evals),
+                       final_seconds=float(seconds))
+
+    @property
+    def search_gradient_evals(self) -> float:
+        return float(sum(r.gradient_evals for r in self.rounds))
+
+    @property
+    def search_seconds(self) -> float:
+        return float(sum(r.seconds for r in self.rounds))
+
+    @property
+    def gap(self) -> float:
+        """The BDMC gap (simulated data) at the chosen ``num_steps`` (NaN: no search ran)."""
+        return self.rounds[-1].gap if self.rounds else math.nan
+
+    @property
+    def cost_ratio(self) -> float:
+        """(search + check + final run) / final run, in gradient evaluations (NaN before the run)."""
+        if self.final_gradient_evals is None:
+            return math.nan
+        extra = self.search_gradient_evals + (self.check.gradient_evals if self.check else 0.0)
+        return (extra + self.final_gradient_evals) / self.final_gradient_evals
+
+    @property
+    def time_ratio(self) -> float:
+        """(search + check + final run) / final run, in seconds (NaN before the run)."""
+        if self.final_seconds is None:
+            return math.nan
+        extra = self.search_seconds + (self.check.seconds if self.check else 0.0)
+        return (extra + self.final_seconds) / self.final_seconds
+
+    def summary_fields(self) -> dict[str, Any]:
+        """What a result's ``summary()`` shows of the budget."""
+        if not self.rounds:  # a gradient budget, split without a search
+            return {"gradients per example": self.gradients, "chains chosen": self.num_chains,
+                    "steps chosen": self.num_steps}
+        last = self.rounds[-1]
+        where = "" if last.point is None else f" at {last.point}"
+        return {"tolerance [nats]": self.tolerance,
+                "steps chosen": self.num_steps if self.converged
+                else f"{self.num_steps} (cap; not within tolerance)",
+                "BDMC gap (simulated)": f"{self.gap:.3f} +- {last.gap_se:.3f}{where}",
+                "search + final / final": self.cost_ratio}
+
+    def table(self):
+        """One row per round: steps, gap, its standard error and upper bound, cost (a DataFrame)."""
+        import pandas as pd
+
+        return pd.DataFrame([{**r._asdict(), "gap_upper": r.gap_upper} for r in self.rounds]
+                            ).set_index("num_steps")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (what the export stores as JSON), derived costs included."""
+        out = asdict(self)
+        out["rounds"] = [r._asdict() for r in self.rounds]
+        out["check"] = None if self.check is None else self.check._asdict()
+        out.update(search_gradient_evals=self.search_gradient_evals,
+                   search_seconds=self.search_seconds, cost_ratio=self.cost_ratio)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Budget:
+        """The inverse of :meth:`to_dict` (derived costs are recomputed)."""
+        keep = {k: v for k, v in d.items()
+                if k not in ("search_gradient_evals", "search_seconds", "cost_ratio")}
+        keep["rounds"] = [Round(**r) for r in d["rounds"]]
+        keep["check"] = None if d.get("check") is None else Check(**d["check"])
+        return cls(**keep)
