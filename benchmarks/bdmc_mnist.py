@@ -74,22 +74,21 @@ def main(argv=None):
           f"{args.steps} steps x {args.leapfrog} leapfrog; {load_avg()}", flush=True)
     claims = Claims()
     hmc = pyrolik.HMC(num_leapfrog=args.leapfrog)
-    common = {"data": data, "num_steps": args.steps, "num_chains": args.chains, "seed": 0,
-              "progress": False}
+    common = {"num_steps": args.steps, "num_chains": args.chains, "seed": 0, "progress": False}
     if "main" in parts:
-        report("prior path, sigmoid", pyrolik.bdmc(model, kernel=hmc, schedule="sigmoid", **common),
+        report("prior path, sigmoid", pyrolik.bdmc(model, data, kernel=hmc, schedule="sigmoid", **common),
                claims, 3.15, "PyTorch code 6.3, BlackJAX 0.72")
-        report("prior path, linear", pyrolik.bdmc(model, kernel=hmc, schedule="linear", **common),
+        report("prior path, linear", pyrolik.bdmc(model, data, kernel=hmc, schedule="linear", **common),
                claims, 9.8, "PyTorch code 19.6")
         report("encoder path, sigmoid",
-               pyrolik.bdmc(model, kernel=hmc, init=model.guide, **common), claims, 1.0,
+               pyrolik.bdmc(model, data, kernel=hmc, init=model.guide, **common), claims, 1.0,
                "target < 0.4")
     if "variants" in parts:
         for name, kern in [("mass_matrix=True", pyrolik.HMC(num_leapfrog=args.leapfrog,
                                                             mass_matrix=True)),
                            ("target_accept=0.8", pyrolik.HMC(num_leapfrog=args.leapfrog,
                                                              target_accept=0.8))]:
-            report(f"prior path, sigmoid, {name}", pyrolik.bdmc(model, kernel=kern, **common),
+            report(f"prior path, sigmoid, {name}", pyrolik.bdmc(model, data, kernel=kern, **common),
                    claims, None, "BlackJAX 0.72")
     if "convergence" in parts:
         convergence(model, data, args, hmc, claims)
@@ -125,7 +124,7 @@ def convergence(model, data, args, hmc, claims: Claims) -> None:
     print(f"plot: {out}")
     t = steps[len(steps) // 2]
     t0 = time.perf_counter()
-    pyrolik.bdmc(model, data=sub, num_steps=t, num_chains=args.chains, kernel=hmc, seed=1,
+    pyrolik.bdmc(model, sub, num_steps=t, num_chains=args.chains, kernel=hmc, seed=1,
                  progress=False)
     t_bdmc = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -75,7 +75,7 @@ def run_library(name, model, data, args, seed):
     if encoder:
         extra["init"] = model.guide
     t0 = time.perf_counter()
-    r = pyrolik.bdmc(model, data=data, num_steps=args.steps, num_chains=args.chains,
+    r = pyrolik.bdmc(model, data, num_steps=args.steps, num_chains=args.chains,
                      kernel=make(args.leapfrog), seed=seed, progress=False, **extra)
     wall = time.perf_counter() - t0
     settings = r.lower.settings  # each leg records its own chains' cost; the pilot runs once

@@ -1,6 +1,6 @@
 """Issue 7: the cost of checkpointing, and multi-process scaling with torchrun, in one run.
 
-(a) pyrolik.ais with and without ``checkpoint=`` (every 10 and every 50 steps), timed in
+(a) pyrolik.ais with and without ``pyrolik.checkpoint()`` (every 10 and every 50 steps), timed in
     alternation; the size of the checkpoint and the time of one write.
 (b) ``torchrun --nproc-per-node P -m pyrolik evaluate`` for P = 1, 2, 4 (gloo, CPU; each process
     gets cores / P threads): wall time of the estimation (``result.wall_time``, rank 0, gather
@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -55,8 +56,11 @@ def checkpoint_cost(x, chains, steps, device, rounds=3):
                 path = None if name == "none" else Path(tmp) / f"{name.replace(' ', '')}-{r}.ckpt"
                 every = 50 if name == "every 50" else 10
                 t0 = time.perf_counter()
-                res = pyrolik.ais(model, x, num_steps=steps, num_chains=chains, kernel=kernel,
-                                  seed=0, progress=False, checkpoint=path, checkpoint_every=every)
+                block = (contextlib.nullcontext() if path is None
+                         else pyrolik.checkpoint(path, every=every))
+                with block:
+                    res = pyrolik.ais(model, x, num_steps=steps, num_chains=chains, kernel=kernel,
+                                      seed=0, progress=False)
                 if device == "cuda":
                     torch.cuda.synchronize()
                 times[name].append(time.perf_counter() - t0)

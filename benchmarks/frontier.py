@@ -293,7 +293,7 @@ def run(model, sim, kernel: pyrolik.SMC, budget: int, chains: int, seed: int,
     steps = (steps_for_total(kernel, total, chains) if total is not None
              else max(1, budget // kernel.move.num_leapfrog))
     t0, c0 = time.perf_counter(), time.process_time()
-    r = pyrolik.bdmc(model, data=sim, num_steps=steps, num_chains=chains, kernel=kernel,
+    r = pyrolik.bdmc(model, sim, num_steps=steps, num_chains=chains, kernel=kernel,
                      schedule=schedule, seed=seed, progress=False, init=init)
     s = r.lower.settings
     per_chain = (2 * s["gradient_evals_per_example"] + s["pilot_gradient_evals_per_example"]) \

@@ -1,9 +1,9 @@
-"""The cost of ``pyrolik.sigma_curve(tolerance=)``: budget search + final curve against the final
-curve alone.
+"""The cost of ``pyrolik.sigma_curve(num_steps=pyrolik.Tolerance(t))``: budget search + final curve
+against the final curve alone.
 
 On the shipped digits GAN (Gaussian observation site) and the first ``--examples`` digits (or, with
 ``--model lg``, a 5-d linear-Gaussian decoder and data simulated from it), runs
-``sigma_curve(tolerance=...)`` and then ``sigma_curve(num_steps=<the budget it chose>)`` alone, same
+``sigma_curve(num_steps=Tolerance(...))`` and then ``sigma_curve(num_steps=<the budget it chose>)`` alone, same
 seed, same threads, after a small warm-up call that takes one-time costs out of both timings.
 Reports the chosen budget, the search's rounds (the deciding grid point's gap +- se), the cost ratio
 in gradient evaluations (pilots included) and in CPU and wall time, and, with ``--confirm``, the gaps
@@ -64,12 +64,13 @@ def main(argv=None):
     print(f"machine: {machine()}; torch threads {args.threads}; load {os.getloadavg()[0]:.1f}")
     model, x = _setup(args.model, args.examples)
     common = dict(num_chains=args.chains, seed=args.seed, progress=False)
+    tolerance = pyrolik.Tolerance(args.tolerance, max_steps=args.max_steps)
     # one-time costs (imports, first recordings) out of both timings
     pyrolik.sigma_curve(model, x[:8], sigmas, num_steps=5, num_chains=2, seed=1, progress=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         c, whole, whole_cpu = _timed(lambda: pyrolik.sigma_curve(
-            model, x, sigmas, tolerance=args.tolerance, max_steps=args.max_steps, **common))
+            model, x, sigmas, num_steps=tolerance, **common))
     b = c.budget
     alone, alone_s, alone_cpu = _timed(lambda: pyrolik.sigma_curve(
         model, x, sigmas, num_steps=b.num_steps, **common))
@@ -87,14 +88,13 @@ def main(argv=None):
     print(f"gradient evaluations: search {b.search_gradient_evals:.3g}, check "
           f"{0 if b.check is None else b.check.gradient_evals:.3g}, final "
           f"{b.final_gradient_evals:.3g} -> (search + check + final) / final = {b.cost_ratio:.3f}")
-    print(f"time: sigma_curve(tolerance=) {whole:.1f} s wall (cpu {whole_cpu:.1f} s), the final "
+    print(f"time: sigma_curve(num_steps=Tolerance) {whole:.1f} s wall (cpu {whole_cpu:.1f} s), the final "
           f"curve alone {alone_s:.1f} s (cpu {alone_cpu:.1f} s) -> {whole / alone_s:.3f} wall, "
           f"{whole_cpu / alone_cpu:.3f} cpu")
     print(f"warnings: {[str(w.message)[:160] for w in caught]}")
     repeated_cpu_ratio(
         whole_cpu / alone_cpu,
-        lambda: pyrolik.sigma_curve(model, x, sigmas, tolerance=args.tolerance,
-                                    max_steps=args.max_steps, **common),
+        lambda: pyrolik.sigma_curve(model, x, sigmas, num_steps=tolerance, **common),
         lambda: pyrolik.sigma_curve(model, x, sigmas, num_steps=b.num_steps, **common),
         args.repeat)
     if args.model == "lg":

@@ -1,7 +1,8 @@
-"""The cost of ``pyrolik.ais(tolerance=)``: budget search + final run against the final run alone.
+"""The cost of ``pyrolik.ais(num_steps=pyrolik.Tolerance(t))``: budget search + final run against
+the final run alone.
 
 On the shipped digits VAE (8-64-128-64, Gaussian noise) and the first ``--examples`` digits, runs
-``ais(tolerance=...)`` and then ``ais(num_steps=<the budget it chose>)`` alone, same seed, same
+``ais(num_steps=Tolerance(...))`` and then ``ais(num_steps=<the budget it chose>)`` alone, same seed, same
 threads, after a small warm-up call that takes one-time costs out of both timings. Reports the chosen budget, the search's rounds (gap +- se), the cost ratio in gradient
 evaluations (pilots included) and in wall time, and, with ``--confirm``, the gap of a fresh BDMC at
 the chosen budget on newly simulated data (another seed). The issue's target: search + final <= 1.5x
@@ -44,6 +45,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; torch threads {args.threads}; load {os.getloadavg()[0]:.1f}")
+    tolerance = pyrolik.Tolerance(args.tolerance, max_steps=args.max_steps)
     model = load("vae", dtype=torch.float32)
     x = load_digits(dtype=torch.float32)[0][: args.examples]
     # one-time costs (imports, first recordings) out of both timings
@@ -51,8 +53,8 @@ def main(argv=None):
     t0, c0 = time.perf_counter(), _cpu()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        r = pyrolik.ais(model, x, tolerance=args.tolerance, num_chains=args.chains,
-                        max_steps=args.max_steps, seed=args.seed, progress=False)
+        r = pyrolik.ais(model, x, num_steps=tolerance, num_chains=args.chains, seed=args.seed,
+                        progress=False)
     whole, whole_cpu = time.perf_counter() - t0, _cpu() - c0
     b = r.budget
     t0, c0 = time.perf_counter(), _cpu()
@@ -71,15 +73,15 @@ def main(argv=None):
     print(f"gradient evaluations: search {b.search_gradient_evals:.3g}, check "
           f"{0 if b.check is None else b.check.gradient_evals:.3g}, final {b.final_gradient_evals:.3g}"
           f" -> (search + check + final) / final = {b.cost_ratio:.3f}")
-    print(f"wall time: ais(tolerance=) {whole:.1f} s (cpu {whole_cpu:.1f} s), the final run alone "
+    print(f"wall time: ais(num_steps=Tolerance) {whole:.1f} s (cpu {whole_cpu:.1f} s), the final run alone "
           f"{alone_s:.1f} s (cpu {alone_cpu:.1f} s) -> {whole / alone_s:.3f} "
           f"(cpu {whole_cpu / alone_cpu:.3f})")
     print(f"estimate {r.mean:.3f} +- {r.stderr:.3f} nats; warnings: "
           f"{[str(w.message)[:120] for w in caught]}")
     repeated_cpu_ratio(
         whole_cpu / alone_cpu,
-        lambda: pyrolik.ais(model, x, tolerance=args.tolerance, num_chains=args.chains,
-                            max_steps=args.max_steps, seed=args.seed, progress=False),
+        lambda: pyrolik.ais(model, x, num_steps=tolerance, num_chains=args.chains,
+                            seed=args.seed, progress=False),
         lambda: pyrolik.ais(model, x, num_steps=b.num_steps, num_chains=args.chains,
                             seed=args.seed, progress=False), args.repeat)
     if args.confirm:

@@ -193,11 +193,10 @@ def sandwich(model: Callable[..., Any], data: Any, *, data_shape: tuple[int, ...
 @shared_params
 def bdmc_convergence(
     model: Callable[..., Any],
-    num_examples: int | None = None,
+    num_examples: int | tuple[Tensor, dict[str, Tensor] | Tensor],
     *,
     num_steps: Sequence[int],
     data_shape: tuple[int, ...] | None = None,
-    data: Simulated | tuple | None = None,
     num_chains: int,
     seed: int | None = 0,
     **bdmc_kwargs: Any,
@@ -217,15 +216,17 @@ def bdmc_convergence(
     steps = [check_count("num_steps entries", s) for s in num_steps]
     if not steps:
         raise ValueError("num_steps must list at least one number of annealing steps")
-    if data is None:
-        if num_examples is None or data_shape is None:
-            raise ValueError("pass num_examples= and data_shape=, or data=(x, latents)")
-        data = simulate(model, num_examples, data_shape=data_shape, seed=seed,
+    data = num_examples
+    if isinstance(data, int):
+        if data_shape is None:
+            raise ValueError("pass data_shape= (the shape of one example) to simulate data, or "
+                             "data simulated from the model in place of num_examples")
+        data = simulate(model, data, data_shape=data_shape, seed=seed,
                         model_args=bdmc_kwargs.get("model_args", ()),
                         model_kwargs=bdmc_kwargs.get("model_kwargs"))
     rows = []
     for s in sorted(steps):
-        r = main_result(bdmc(model, data=data, num_steps=s, num_chains=num_chains, seed=seed,
+        r = main_result(bdmc(model, data, num_steps=s, num_chains=num_chains, seed=seed,
                              **bdmc_kwargs), "bdmc")
         assert r.lower.mcse is not None and r.upper.mcse is not None  # AIS reports its MCSE
         kern = r.lower.kernel

@@ -123,13 +123,14 @@ def choose_budget(
     progress: bool = True,
     what: str = "ais",
     stacklevel: int = 3,
-    cap_fix: str = "raise max_steps, use more chains, or start from an encoder (init=guide)",
+    cap_fix: str | None = None,
 ) -> Budget:
     """The search (:func:`search_num_steps`), then ``check_at(num_steps)`` on the real data; warns
     (:class:`BudgetWarning`) when the cap came first (``cap_fix``: what to do) or the check disagrees.
     """
-    max_steps, tolerance = tolerance.max_steps, tolerance.nats  # type: ignore[assignment]
-    steps, converged, rounds = search_num_steps(bdmc_at, tolerance, min_steps=min_steps,
+    cap_fix = cap_fix or "raise max_steps, use more chains, or start from an encoder (init=guide)"
+    max_steps, nats = tolerance.max_steps, tolerance.nats
+    steps, converged, rounds = search_num_steps(bdmc_at, nats, min_steps=min_steps,
                                                 max_steps=max_steps, progress=progress)
     notes = []
     if not converged:
@@ -137,22 +138,22 @@ def choose_budget(
         notes.append(f"the budget search reached max_steps={max_steps} before the tolerance: the "
                      f"BDMC gap on simulated data at {steps} steps is {last.gap:.3f} +- "
                      f"{last.gap_se:.3f} nats (upper bound {last.gap_upper:.3f} > tolerance "
-                     f"{tolerance:g}{'' if last.point is None else ' at ' + last.point}); the "
+                     f"{nats:g}{'' if last.point is None else ' at ' + last.point}); the "
                      f"estimate at {steps} steps is kept but its error may exceed the tolerance: "
                      f"{cap_fix}")
     check = None if check_at is None else check_at(steps)
-    if check is not None and check.change - CONFIDENCE_Z * check.change_se > tolerance:
+    if check is not None and check.change - CONFIDENCE_Z * check.change_se > nats:
         sim = ("" if check.simulated_change is None
                else f" (on the simulated data it rose by {check.simulated_change:.3f})")
         at = "" if check.point is None else f" at {check.point}"
         notes.append(f"on {check.num_examples} examples of x the estimate{at} rose by "
                      f"{check.change:.3f} +- {check.change_se:.3f} nats from {check.num_steps} to "
-                     f"{steps} steps{sim}: more than the tolerance {tolerance:g}, so AIS has not "
+                     f"{steps} steps{sim}: more than the tolerance {nats:g}, so AIS has not "
                      "converged on these data as it has on data simulated from the model (real data "
                      "can be harder: Wu et al. 2017, section 4); pass a larger num_steps")
     for note in notes:
         warnings.warn(f"{what}: {note}", BudgetWarning, stacklevel=stacklevel)
-    return Budget(tolerance, steps, converged, num_simulated, rounds, check=check,
+    return Budget(nats, steps, converged, num_simulated, rounds, check=check,
                   max_steps=max_steps, confidence_z=CONFIDENCE_Z, notes=notes)
 
 
@@ -376,11 +377,10 @@ def search_steps(tolerance: Tolerance, x: Tensor, *, marked: tuple[tuple, dict],
         return Check(k, half, float(change[j]), float(se[j]), sim, e_full + e_half,
                      s_full + s_half, labels[j])
 
-    fix = {} if cap_fix is None else {"cap_fix": cap_fix}
     with local():
         chosen = choose_budget(tolerance, bdmc_at=bdmc_at, check_at=check_at,
                                num_simulated=num_simulated, progress=progress, what=what,
-                               stacklevel=stacklevel + 1, **fix)
+                               stacklevel=stacklevel + 1, cap_fix=cap_fix)
     return replace(chosen, seed=seed)
 
 

@@ -1,5 +1,5 @@
-"""Checkpoint and resume: bit-identical results after interruption (SIGKILL included), clear errors
-for corrupt or mismatched checkpoints, atomic files."""
+"""Checkpoint and resume (``with pyrolik.checkpoint(path, every=k):``): bit-identical results after
+interruption (SIGKILL included), clear errors for corrupt or mismatched checkpoints, atomic files."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import pyrolik
+from pyrolik.annealing import Recording
 from pyrolik.execution import checkpoint as ckpt_mod
 from pyrolik.execution.checkpoint import Checkpoint, remove_checkpoint
 from tests import scale_models as sm
@@ -80,21 +81,23 @@ def test_ais_resumes_bit_identically(tmp_path, monkeypatch, saves, kernel, seed)
     online, at steps 4 and 8 of each of the 3 batches."""
     x = sm.sample(7, seed)
     kw = dict(num_steps=12, num_chains=4 if kernel is ISLANDS else 3, kernel=kernel, seed=seed,
-              batch_size=3, progress=False, record_every=2, keep_states=True)
+              batch_size=3, progress=False, record=Recording(every=2, states=True))
     reference = pyrolik.ais(sm.model, x, **kw)
     if isinstance(kernel, pyrolik.SMC):  # the chains were resampled before the interruption
         assert int(reference.num_resampled.min()) >= 1
         assert reference.settings["islands"] == (2 if kernel is ISLANDS else 1)
     path = tmp_path / "run.ckpt"
     interrupt_after(monkeypatch, saves)
-    with pytest.raises(Interrupt):
-        pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=4, **kw)
+    with pytest.raises(Interrupt), pyrolik.checkpoint(path, every=4):
+        pyrolik.ais(sm.model, x, **kw)
     monkeypatch.undo()
     assert path.exists()
-    resumed = pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=4, **kw)
+    with pyrolik.checkpoint(path, every=4):
+        resumed = pyrolik.ais(sm.model, x, **kw)
     assert_same_ais(resumed, reference)
     # a finished checkpoint returns the same result again without rerunning
-    again = pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=4, **kw)
+    with pyrolik.checkpoint(path, every=4):
+        again = pyrolik.ais(sm.model, x, **kw)
     assert_same_ais(again, reference)
 
 
@@ -105,20 +108,19 @@ def test_reverse_ais_and_bdmc_resume_bit_identically(tmp_path, monkeypatch, seed
               batch_size=2, progress=False)
     ref = pyrolik.reverse_ais(sm.model, x, z, **kw)
     interrupt_after(monkeypatch, 3)
-    with pytest.raises(Interrupt):
-        pyrolik.reverse_ais(sm.model, x, z, checkpoint=tmp_path / "r.ckpt", checkpoint_every=3, **kw)
+    with pytest.raises(Interrupt), pyrolik.checkpoint(tmp_path / "r.ckpt", every=3):
+        pyrolik.reverse_ais(sm.model, x, z, **kw)
     monkeypatch.undo()
-    assert_same_ais(pyrolik.reverse_ais(sm.model, x, z, checkpoint=tmp_path / "r.ckpt",
-                                        checkpoint_every=3, **kw), ref)
+    with pyrolik.checkpoint(tmp_path / "r.ckpt", every=3):
+        assert_same_ais(pyrolik.reverse_ais(sm.model, x, z, **kw), ref)
 
     ref = pyrolik.bdmc(sm.model, 4, data_shape=(5,), **kw)
     interrupt_after(monkeypatch, 4)
-    with pytest.raises(Interrupt):
-        pyrolik.bdmc(sm.model, 4, data_shape=(5,), checkpoint=tmp_path / "b.ckpt",
-                     checkpoint_every=3, **kw)
+    with pytest.raises(Interrupt), pyrolik.checkpoint(tmp_path / "b.ckpt", every=3):
+        pyrolik.bdmc(sm.model, 4, data_shape=(5,), **kw)
     monkeypatch.undo()
-    out = pyrolik.bdmc(sm.model, 4, data_shape=(5,), checkpoint=tmp_path / "b.ckpt",
-                       checkpoint_every=3, **kw)
+    with pyrolik.checkpoint(tmp_path / "b.ckpt", every=3):
+        out = pyrolik.bdmc(sm.model, 4, data_shape=(5,), **kw)
     assert_same_ais(out.lower, ref.lower)
     assert_same_ais(out.upper, ref.upper)
     assert out.gap == ref.gap
@@ -131,7 +133,8 @@ torch.set_num_threads(1)
 import pyrolik
 from tests import scale_models as sm
 x = sm.sample(6, {seed})
-pyrolik.ais(sm.model, x, checkpoint=sys.argv[1], checkpoint_every=1, **{kw})
+with pyrolik.checkpoint(sys.argv[1], every=1):
+    pyrolik.ais(sm.model, x, **{kw})
 """
 
 
@@ -159,7 +162,8 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, seed):
         _, err = child.communicate(timeout=30)
         assert child.returncode == -signal.SIGKILL, err.decode()[-2000:]
     x = sm.sample(6, seed)
-    resumed = pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=1, **kw)
+    with pyrolik.checkpoint(path, every=1):
+        resumed = pyrolik.ais(sm.model, x, **kw)
     reference = pyrolik.ais(sm.model, x, **kw)
     assert_same_ais(resumed, reference)
     # a kill in the middle of a write leaves a temporary file, which the resumed run removes
@@ -169,8 +173,9 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, seed):
 def test_mismatched_checkpoints_are_refused_naming_what_differs(tmp_path, seed):
     x = sm.sample(4, seed)
     kw = dict(num_steps=4, num_chains=2, kernel=pyrolik.HMC(num_leapfrog=1, adapt=None),
-              seed=seed, progress=False, checkpoint=tmp_path / "c.ckpt", checkpoint_every=2)
-    pyrolik.ais(sm.model, x, **kw)
+              seed=seed, progress=False)
+    with pyrolik.checkpoint(tmp_path / "c.ckpt", every=2):
+        pyrolik.ais(sm.model, x, **kw)
     cases = [
         (dict(x=sm.sample(4, seed + 1)), "data"),
         (dict(seed=seed + 1), "seed"),
@@ -182,18 +187,20 @@ def test_mismatched_checkpoints_are_refused_naming_what_differs(tmp_path, seed):
     ]
     for change, what in cases:
         args = {**kw, "x": x, "model": sm.model, **change}
-        with pytest.raises(ValueError, match=f"different run .*{what}.*delete the checkpoint"):
+        with pytest.raises(ValueError, match=f"different run .*{what}.*delete the checkpoint"), \
+                pyrolik.checkpoint(tmp_path / "c.ckpt", every=2):
             pyrolik.ais(args.pop("model"), args.pop("x"), **args)
     # the same model function with other parameter values
     old = sm.W.clone()
     try:
         sm.W.add_(0.1)
-        with pytest.raises(ValueError, match="model parameters"):
+        with pytest.raises(ValueError, match="model parameters"), \
+                pyrolik.checkpoint(tmp_path / "c.ckpt", every=2):
             pyrolik.ais(sm.model, x, **kw)
     finally:
         sm.W.copy_(old)
     # another method on the same file
-    with pytest.raises(ValueError, match="method"):
+    with pytest.raises(ValueError, match="method"), pyrolik.checkpoint(tmp_path / "c.ckpt", every=2):
         pyrolik.reverse_ais(sm.model, x, torch.zeros(4, 2), **kw)
 
 
@@ -201,36 +208,148 @@ def test_corrupt_checkpoints_are_refused(tmp_path, seed):
     x = sm.sample(4, seed)
     path = tmp_path / "c.ckpt"
     kw = dict(num_steps=4, num_chains=2, kernel=pyrolik.HMC(num_leapfrog=1, adapt=None),
-              seed=seed, progress=False, checkpoint=path, checkpoint_every=2, batch_size=2)
-    pyrolik.ais(sm.model, x, **kw)
+              seed=seed, progress=False, batch_size=2)
+
+    def run():
+        with pyrolik.checkpoint(path, every=2):
+            return pyrolik.ais(sm.model, x, **kw)
+
+    run()
     raw = path.read_bytes()
     path.write_bytes(raw[: len(raw) // 2])  # truncated
     with pytest.raises(ValueError, match="corrupt.*delete"):
-        pyrolik.ais(sm.model, x, **kw)
+        run()
     path.write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))  # one flipped bit
     with pytest.raises(ValueError, match="corrupt"):
-        pyrolik.ais(sm.model, x, **kw)
+        run()
     path.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="not a pyrolik checkpoint"):
-        pyrolik.ais(sm.model, x, **kw)
+        run()
     path.write_bytes(raw)
     batch = tmp_path / "c.ckpt.batches" / "2.pt"
     batch.write_bytes(batch.read_bytes()[:-3])
     with pytest.raises(ValueError, match="corrupt"):
-        pyrolik.ais(sm.model, x, **kw)
+        run()
     # a run killed while writing leaves a temporary file: ignored and removed on resume
     remove_checkpoint(path)
-    pyrolik.ais(sm.model, x, **kw)
+    run()
     (tmp_path / ".c.ckpt.0123abcd.tmp").write_bytes(raw[:100])
     (tmp_path / "c.ckpt.batches" / ".2.pt.0123abcd.tmp").write_bytes(b"half")
-    pyrolik.ais(sm.model, x, **kw)
+    run()
     assert not list(tmp_path.rglob("*.tmp"))
     remove_checkpoint(path)
     assert not path.exists() and not (tmp_path / "c.ckpt.batches").exists()
-    with pytest.raises(ValueError, match="checkpoint_every must be a positive integer"):
-        pyrolik.ais(sm.model, x, **{**kw, "checkpoint_every": 0})
-    with pytest.raises(ValueError, match="folder of checkpoint"):
-        pyrolik.ais(sm.model, x, **{**kw, "checkpoint": tmp_path / "no" / "c.ckpt"})
+    with pytest.raises(ValueError, match="folder of checkpoint"), \
+            pyrolik.checkpoint(tmp_path / "no" / "c.ckpt"):
+        pyrolik.ais(sm.model, x, **kw)
+
+
+@pytest.mark.parametrize("args, kwargs, error, match", [
+    ((123,), {}, TypeError, "checkpoint must be a file path, got int"),
+    ((None,), {}, TypeError, "checkpoint must be a file path, got NoneType"),
+    (("c.ckpt",), {"every": 0}, ValueError, "every must be a positive integer"),
+    (("c.ckpt",), {"every": 2.5}, ValueError, "every must be a positive integer"),
+    (("c.ckpt",), {"every": True}, ValueError, "every must be a positive integer"),
+])
+def test_a_bad_checkpoint_block_is_refused_when_made(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        pyrolik.checkpoint(*args, **kwargs)
+
+
+def test_the_block_sets_the_path_and_stride_and_ends_with_it(tmp_path, seed):
+    """Inside the block the annealing estimators save every ``every`` steps; nested blocks take the
+    inner one's path, and after the block nothing is saved."""
+    x = sm.sample(3, seed)
+    kw = dict(num_steps=12, num_chains=2, kernel=pyrolik.HMC(num_leapfrog=1, adapt=None),
+              seed=seed, progress=False)
+    counts = {}
+
+    def count_saves(every):
+        orig, saves = Checkpoint.save_progress, []
+
+        def counted(self, start, state):
+            saves.append(self.every)
+            orig(self, start, state)
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(Checkpoint, "save_progress", counted)
+            with pyrolik.checkpoint(tmp_path / "outer.ckpt", every=1), \
+                    pyrolik.checkpoint(tmp_path / f"every{every}.ckpt", every=every):
+                result = pyrolik.ais(sm.model, x, **kw)
+            pyrolik.ais(sm.model, x, **kw)  # outside: no saves
+        counts[every] = saves
+        return result
+
+    a, b = count_saves(3), count_saves(6)
+    assert set(counts[3]) == {3} and set(counts[6]) == {6}
+    assert len(counts[3]) > len(counts[6]) > 0  # the stride sets how often
+    assert not (tmp_path / "outer.ckpt").exists()  # the inner block's path was used
+    assert (tmp_path / "every3.ckpt").exists() and (tmp_path / "every6.ckpt").exists()
+    assert torch.equal(a.log_weights, b.log_weights)  # the stride changes nothing else
+    assert torch.equal(a.log_weights, pyrolik.ais(sm.model, x, **kw).log_weights)
+
+
+def test_estimators_that_do_not_checkpoint_refuse_the_block(tmp_path, seed):
+    """iwae and likelihood weighting (and the curves, tests/distortion): a checkpoint block around
+    them is refused, naming it, before anything runs; after the block they run."""
+    import pyro
+    import pyro.distributions as dist
+
+    x = sm.sample(3, seed)
+
+    def guide(x):
+        with pyro.plate("data", x.shape[0]):
+            pyro.sample("z", dist.Normal(x.new_zeros(2), 1.0).to_event(1))
+
+    calls = {
+        "iwae": lambda: pyrolik.iwae(sm.model, x, guide, num_samples=4, progress=False),
+        "likelihood_weighting": lambda: pyrolik.likelihood_weighting(sm.model, x, num_samples=4,
+                                                                     progress=False),
+    }
+    for name, call in calls.items():
+        with pyrolik.checkpoint(tmp_path / "c.ckpt"), pytest.raises(
+                ValueError, match=rf"{name} does not run in a pyrolik.checkpoint\(\) block: "
+                                  "call it outside the block"):
+            call()
+        assert call().log_likelihood.shape == (3,)  # after the block it runs
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_budget_search_is_not_checkpointed_only_the_final_run(tmp_path, monkeypatch, seed):
+    """``ais(num_steps=Tolerance(...))`` in a checkpoint block: the search's BDMC rounds and checks run
+    without it; the file is the final run's (the steps the search chose), and a rerun in the block
+    reads that run back and returns the same numbers."""
+    x = sm.sample(6, seed)
+    path = tmp_path / "t.ckpt"
+    kw = dict(num_chains=2, kernel=pyrolik.HMC(num_leapfrog=2), seed=seed, progress=False)
+    opened = []
+    orig_init = Checkpoint.__init__
+
+    def record(self, path, every, fingerprint, device="cpu"):
+        opened.append(fingerprint)
+        orig_init(self, path, every, fingerprint, device)
+
+    monkeypatch.setattr(Checkpoint, "__init__", record)
+    with pyrolik.checkpoint(path, every=5):
+        r = pyrolik.ais(sm.model, x, num_steps=pyrolik.Tolerance(5.0, max_steps=50), **kw)
+    assert len(r.budget.rounds) >= 1 and r.budget.check is not None  # the search ran
+    assert len(opened) == 1  # one checkpoint: the final run's
+    saved = ckpt_mod._read(path, x.device)["fingerprint"]
+    assert saved["method"] == "ais" and saved["seed"] == seed
+    assert saved["settings"]["num_steps"] == repr(r.budget.num_steps)
+    assert sorted(ckpt_mod._read(path, x.device)["done"]) == ["0"]
+    # the rerun: the search again (deterministic, unsaved), then the final run read back
+    monkeypatch.setattr(Checkpoint, "save_progress", lambda *a: pytest.fail("the run reran"))
+    monkeypatch.setattr(Checkpoint, "complete", lambda *a: pytest.fail("the run reran"))
+    with pyrolik.checkpoint(path, every=5):
+        again = pyrolik.ais(sm.model, x, num_steps=pyrolik.Tolerance(5.0, max_steps=50), **kw)
+    assert len(opened) == 2
+    assert_same_ais(again, r)
+    assert again.budget.num_steps == r.budget.num_steps
+    # the same numbers as the plain run with the chosen steps and seed, and the file is its run's
+    with pyrolik.checkpoint(path, every=5):
+        plain = pyrolik.ais(sm.model, x, num_steps=r.budget.num_steps, **kw)
+    assert_same_ais(plain, r)
 
 
 def test_writes_are_atomic(tmp_path, monkeypatch):
@@ -256,10 +375,11 @@ def test_the_pilot_checkpoints_as_a_phase_of_its_batch(tmp_path, monkeypatch, se
     reference = pyrolik.ais(sm.model, x, **kw)
     path = tmp_path / "pilot.ckpt"
     interrupt_after(monkeypatch, 2)  # the pilot's step 8 of 32
-    with pytest.raises(Interrupt):
-        pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=4, **kw)
+    with pytest.raises(Interrupt), pyrolik.checkpoint(path, every=4):
+        pyrolik.ais(sm.model, x, **kw)
     monkeypatch.undo()
     saved = ckpt_mod._read(path, x.device)["partial"]["state"]
     assert saved["phase"] == "pilot" and saved["loop"]["step"] == 8
-    resumed = pyrolik.ais(sm.model, x, checkpoint=path, checkpoint_every=4, **kw)
+    with pyrolik.checkpoint(path, every=4):
+        resumed = pyrolik.ais(sm.model, x, **kw)
     assert_same_ais(resumed, reference)

@@ -69,11 +69,18 @@ def test_a_process_group_of_one_is_a_single_process(tmp_path, seed):
     x = sm.sample(3, seed)
     store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
     torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    kw = dict(num_steps=4, num_chains=2, seed=seed, progress=False,
+              kernel=pyrolik.HMC(num_leapfrog=1))
     try:
-        a = pyrolik.ais(sm.model, x, num_steps=4, num_chains=2, seed=seed, progress=False,
-                        distributed=True, kernel=pyrolik.HMC(num_leapfrog=1))
+        with pyrolik.distributed():
+            a = pyrolik.ais(sm.model, x, **kw)
+            # the estimators that do not shard refuse the block, naming it
+            with pytest.raises(ValueError, match=r"evidence .*one process.*outside "
+                                                 r"pyrolik.distributed\(\)"):
+                pyrolik.evidence(sm.model, x, **kw)
+            with pytest.raises(ValueError, match=r"does not run in a pyrolik.distributed\(\) block"):
+                pyrolik.sigma_curve(sm.model, x, [0.5, 1.0], **kw)
     finally:
         torch.distributed.destroy_process_group()
-    b = pyrolik.ais(sm.model, x, num_steps=4, num_chains=2, seed=seed, progress=False,
-                    kernel=pyrolik.HMC(num_leapfrog=1))
+    b = pyrolik.ais(sm.model, x, **kw)
     assert torch.equal(a.log_weights, b.log_weights)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import pyrolik
+from pyrolik.annealing import Recording
 from pyrolik.execution.faults import FailedExamplesWarning, is_out_of_memory
 from pyrolik.model.target import Target
 from tests import scale_models as sm
@@ -76,7 +77,7 @@ def test_bdmc_with_failed_examples_excludes_them_from_the_gap(seed):
     kw = dict(num_steps=8, num_chains=2, kernel=pyrolik.HMC(num_leapfrog=2), seed=seed,
               progress=False)
     with pytest.warns(FailedExamplesWarning, match=r"2 of 8 .*\[3, 7\]"):
-        r = pyrolik.bdmc(sm.nan_model, data=sim, **kw)
+        r = pyrolik.bdmc(sm.nan_model, sim, **kw)
     assert torch.equal(r.failed, bad)
     assert math.isfinite(r.gap) and math.isfinite(r.mean)
     assert r.gap == pytest.approx(float(r.per_example_gap[~bad].mean()), abs=1e-12)
@@ -121,7 +122,7 @@ def test_out_of_memory_suggests_batch_size(monkeypatch):
                        r"smaller batch_size \(e.g. batch_size=1\).*Tried to allocate"):
         pyrolik.ais(sm.model, x, num_steps=3, num_chains=2, batch_size=4, progress=False)
     with pytest.raises(MemoryError, match=r"examples \[4:8\] \(4 examples x 4 chains"):
-        pyrolik.bdmc(sm.model, data=sim, num_steps=3, num_chains=2, batch_size=4, progress=False)
+        pyrolik.bdmc(sm.model, sim, num_steps=3, num_chains=2, batch_size=4, progress=False)
 
     def cpu_oom(self, *args, **kwargs):
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't "
@@ -149,11 +150,11 @@ COUNT_CASES = [
     (lambda v: pyrolik.ais(sm.model, X, **{**AIS, "num_steps": v}), "num_steps"),
     (lambda v: pyrolik.ais(sm.model, X, **{**AIS, "num_chains": v}), "num_chains"),
     (lambda v: pyrolik.ais(sm.model, X, batch_size=v, **AIS), "batch_size"),
-    (lambda v: pyrolik.ais(sm.model, X, record_every=v, **AIS), "record_every"),
+    (lambda v: pyrolik.ais(sm.model, X, record=v, **AIS), "record"),
+    (lambda v: pyrolik.ais(sm.model, X, record=Recording(every=v), **AIS), "record.every"),
     (lambda v: pyrolik.reverse_ais(sm.model, X, Z, **{**AIS, "num_steps": v}), "num_steps"),
     (lambda v: pyrolik.reverse_ais(sm.model, X, Z, **{**AIS, "num_chains": v}), "num_chains"),
     (lambda v: pyrolik.reverse_ais(sm.model, X, Z, batch_size=v, **AIS), "batch_size"),
-    (lambda v: pyrolik.bdmc(sm.model, v, data_shape=(5,), **AIS), "num_examples"),
     (lambda v: pyrolik.bdmc(sm.model, 3, data_shape=(5,), **{**AIS, "num_steps": v}), "num_steps"),
     (lambda v: pyrolik.bdmc(sm.model, 3, data_shape=(5,), **{**AIS, "num_chains": v}), "num_chains"),
     (lambda v: pyrolik.bdmc(sm.model, 3, data_shape=(5,), batch_size=v, **AIS), "batch_size"),
@@ -175,6 +176,20 @@ def test_non_positive_or_non_integer_counts_are_refused_everywhere(case, value):
     call, name = COUNT_CASES[case]
     with pytest.raises(ValueError, match=f"{name} must be a positive integer, got {value!r}"):
         call(value)
+
+
+@pytest.mark.parametrize("value", [0, -3, True])
+def test_bdmc_refuses_a_bad_number_of_examples(value):
+    with pytest.raises(ValueError, match=f"num_examples must be a positive integer, got {value!r}"):
+        pyrolik.bdmc(sm.model, value, data_shape=(5,), **AIS)
+
+
+@pytest.mark.parametrize("value", [2.5, "4", None, X])
+def test_bdmc_refuses_what_is_neither_a_number_of_examples_nor_data(value):
+    # bdmc's second argument is an int or (x, latents): anything else is named as both
+    with pytest.raises(TypeError, match=r"num_examples must be an int, or data simulated from the "
+                                        r"model: a pair \(x, latents\)"):
+        pyrolik.bdmc(sm.model, value, data_shape=(5,), **AIS)
 
 
 BAD_SCHEDULES = [
@@ -252,7 +267,7 @@ def test_model_and_data_errors_through_every_estimator(method, change, error, me
         elif method == "lw":
             pyrolik.likelihood_weighting(model, x, num_samples=2, progress=False)
         else:
-            pyrolik.bdmc(model, data=(x, Z), **AIS)
+            pyrolik.bdmc(model, (x, Z), **AIS)
 
 
 def test_guide_errors():
@@ -265,7 +280,9 @@ def test_guide_errors():
 
 
 def test_distributed_without_a_process_group_names_the_fix():
-    with pytest.raises(ValueError, match="torchrun.*init_process_group"):
-        pyrolik.ais(sm.model, X, distributed=True, **AIS)
-    with pytest.raises(TypeError, match="distributed must be True or False"):
-        pyrolik.likelihood_weighting(sm.model, X, num_samples=2, distributed="yes")
+    # refused when the block is entered, before any estimator runs
+    with pytest.raises(ValueError, match=r"pyrolik.distributed\(\) needs.*torchrun.*init_process_group"):
+        with pyrolik.distributed():
+            pytest.fail("the block was entered without a process group")
+    # and nothing is left in force after the refusal: the estimator runs on one process
+    assert pyrolik.ais(sm.model, X, **AIS).log_likelihood.shape == (3,)

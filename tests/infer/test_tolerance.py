@@ -1,4 +1,4 @@
-"""ais(tolerance=): the budget chosen by BDMC on simulated data, against the exact log p(x)."""
+"""ais(num_steps=Tolerance(...)): the budget chosen by BDMC on simulated data, against the exact log p(x)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _data(n: int, seed: int, shift: float = 0.0):
 def test_estimate_within_tolerance_of_exact(seed):
     tol = 0.3
     x = _data(40, seed)
-    r = pyrolik.ais(LG, x, tolerance=tol, num_chains=8, seed=seed, progress=False)
+    r = pyrolik.ais(LG, x, num_steps=pyrolik.Tolerance(tol), num_chains=8, seed=seed, progress=False)
     b = r.budget
     assert b.converged and b.rounds[-1].gap_upper <= tol
     assert r.settings["num_steps"] == b.num_steps == b.rounds[-1].num_steps
@@ -54,7 +54,7 @@ def test_estimate_within_tolerance_of_exact(seed):
 
 def test_budget_in_summary_warnings_and_export(seed, tmp_path):
     x = _data(20, seed)
-    r = pyrolik.ais(LG, x, tolerance=1.0, num_chains=4, seed=seed, progress=False)
+    r = pyrolik.ais(LG, x, num_steps=pyrolik.Tolerance(1.0), num_chains=4, seed=seed, progress=False)
     table = r.summary()
     assert table.loc["ais", "steps chosen"] == r.budget.num_steps
     assert table.loc["ais", "tolerance [nats]"] == 1.0
@@ -72,8 +72,8 @@ def test_budget_in_summary_warnings_and_export(seed, tmp_path):
 def test_cap_before_tolerance_warns_and_keeps_the_estimate(seed):
     x = _data(10, seed)
     with pytest.warns(BudgetWarning) as record:  # the check on x may warn too, at this tolerance
-        r = pyrolik.ais(LG, x, tolerance=1e-3, max_steps=50, num_chains=4, seed=seed,
-                        progress=False)
+        r = pyrolik.ais(LG, x, num_steps=pyrolik.Tolerance(1e-3, max_steps=50), num_chains=4,
+                        seed=seed, progress=False)
     assert any("reached max_steps=50 before the tolerance" in str(w.message) for w in record)
     # the warnings point at the user's call, not into pyrolik
     assert all(w.filename == __file__ for w in record if issubclass(w.category, BudgetWarning))
@@ -90,36 +90,80 @@ def test_real_data_harder_than_simulated_warns(seed):
     # says so. The check is conservative: it catches gross disagreement, not every one.
     x = _data(50, seed, shift=20.0)
     with pytest.warns(BudgetWarning, match="AIS has not converged on these data"):
-        r = pyrolik.ais(LG, x, tolerance=0.3, num_chains=8, seed=seed, progress=False)
+        r = pyrolik.ais(LG, x, num_steps=pyrolik.Tolerance(0.3), num_chains=8, seed=seed, progress=False)
     err = float((r.log_likelihood - LG.exact_log_marginal(x)).mean())
     assert err < -0.3  # the warning was right: the estimate is off by more than the tolerance
     c = r.budget.check
     assert c.change - 2 * c.change_se > 0.3
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"tolerance": 0.0}, ValueError, "positive number of nats"),
-    ({"tolerance": -1.0}, ValueError, "positive number of nats"),
-    ({"tolerance": float("nan")}, ValueError, "positive number of nats"),
-    ({"tolerance": "0.3"}, TypeError, "number of nats"),
-    ({"tolerance": True}, TypeError, "number of nats"),
-    ({"tolerance": 0.3, "num_steps": 100}, ValueError, "not both"),
-    ({"tolerance": 0.3, "schedule": torch.linspace(0, 1, 11)}, ValueError, "schedule tensor"),
-    ({"tolerance": 0.3, "max_steps": 10}, ValueError, "max_steps must be an int of at least 25"),
-    ({"tolerance": 0.3, "distributed": True}, ValueError, "one process"),
-    ({}, ValueError, "num_steps is required.*or tolerance="),
+@pytest.mark.parametrize("args, kwargs, error, match", [
+    ((0.0,), {}, ValueError, "positive number of nats"),
+    ((-1.0,), {}, ValueError, "positive number of nats"),
+    ((float("nan"),), {}, ValueError, "positive number of nats"),
+    ((float("inf"),), {}, ValueError, "positive number of nats"),
+    (("0.3",), {}, TypeError, "number of nats"),
+    ((True,), {}, TypeError, "number of nats"),
+    ((None,), {}, TypeError, "number of nats"),
+    ((0.3,), {"max_steps": 10}, ValueError, "max_steps must be an int of at least 25"),
+    ((0.3,), {"max_steps": 100.0}, ValueError, "max_steps must be an int of at least 25"),
+    ((0.3,), {"max_steps": True}, ValueError, "max_steps must be an int of at least 25"),
 ])
-def test_bad_tolerance_arguments(kwargs, error, match):
+def test_a_bad_tolerance_is_refused_by_tolerance_itself(args, kwargs, error, match):
     with pytest.raises(error, match=match):
+        pyrolik.Tolerance(*args, **kwargs)
+
+
+def test_tolerance_holds_its_nats_and_cap():
+    t = pyrolik.Tolerance(1)
+    assert t.nats == 1.0 and isinstance(t.nats, float) and t.max_steps == 6400
+    assert pyrolik.Tolerance(0.3, max_steps=25).max_steps == 25
+    assert pyrolik.Tolerance(0.3) == pyrolik.Tolerance(0.3, max_steps=6400)
+    with pytest.raises(AttributeError):  # frozen: a search cannot change it under the caller
+        t.nats = 2.0
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"num_steps": pyrolik.Tolerance(0.3), "schedule": torch.linspace(0, 1, 11)},
+     "schedule tensor"),
+    ({}, r"num_steps is required.*num_steps=pyrolik.Tolerance"),
+])
+def test_bad_tolerance_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
         pyrolik.ais(LG, _data(3, 0), num_chains=2, progress=False, **kwargs)
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed")
+def test_a_tolerance_is_refused_in_a_distributed_block(tmp_path):
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        with pyrolik.distributed(), pytest.raises(ValueError, match="one process"):
+            pyrolik.ais(LG, _data(3, 0), num_steps=pyrolik.Tolerance(0.3), num_chains=2,
+                        progress=False)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_budget_takes_a_number_or_a_tolerance(seed):
+    x = _data(3, seed)
+    with pytest.raises(ValueError, match="positive number of nats"):
+        pyrolik.budget(LG, x, -1.0, num_chains=2, progress=False)
+    with pytest.raises(TypeError, match="max_steps"):  # the cap lives in the Tolerance now
+        pyrolik.budget(LG, x, 2.0, num_chains=2, max_steps=50, progress=False)
+    a = pyrolik.budget(LG, x, 2.0, num_chains=2, seed=seed, progress=False)
+    b = pyrolik.budget(LG, x, pyrolik.Tolerance(2.0), num_chains=2, seed=seed, progress=False)
+    assert [(r.num_steps, r.gap, r.gap_se) for r in a.rounds] == \
+        [(r.num_steps, r.gap, r.gap_se) for r in b.rounds]
+    assert (a.num_steps, a.tolerance, a.max_steps, a.seed) == (b.num_steps, 2.0, 6400, seed)
 
 
 def test_budget_refuses_a_kernel_that_is_not_hmc_before_simulating():
     with pytest.raises(TypeError, match="kernel must be a pyrolik.HMC"):
         pyrolik.budget(LG, _data(3, 0), 0.3, num_chains=2, kernel="hmc", progress=False)
     with pytest.raises(TypeError, match="kernel must be a pyrolik.HMC"):
-        pyrolik.distortion.curve_budget(LG, _data(3, 0), 0.3, sigmas=[0.5], num_chains=2,
-                                        kernel="hmc", progress=False)
+        pyrolik.sigma_curve(LG, _data(3, 0), [0.5], num_steps=pyrolik.Tolerance(0.3),
+                            num_chains=2, kernel="hmc", progress=False)
 
 
 def test_model_that_cannot_be_simulated():
@@ -130,7 +174,7 @@ def test_model_that_cannot_be_simulated():
                         obs=(x - 1) / 2)
 
     with pytest.raises(ValueError, match="cannot be simulated.*Pass num_steps= instead"):
-        pyrolik.ais(rescaled, torch.zeros(4, 2), tolerance=0.3, num_chains=2, progress=False)
+        pyrolik.ais(rescaled, torch.zeros(4, 2), num_steps=pyrolik.Tolerance(0.3), num_chains=2, progress=False)
     # the fix the message names works
     assert pyrolik.ais(rescaled, torch.zeros(4, 2), num_steps=5, num_chains=2,
                        progress=False).log_likelihood.shape == (4,)
@@ -140,7 +184,7 @@ def test_autoguide_fitted_on_x_is_refused():
     from pyro.infer.autoguide import AutoNormal
 
     with pytest.raises(ValueError, match="AutoGuide.*pass num_steps= with this guide"):
-        pyrolik.ais(LG, _data(3, 0), tolerance=0.3, num_chains=2, init=AutoNormal(LG),
+        pyrolik.ais(LG, _data(3, 0), num_steps=pyrolik.Tolerance(0.3), num_chains=2, init=AutoNormal(LG),
                     progress=False)
 
 
@@ -153,7 +197,7 @@ def test_encoder_path_with_tolerance(seed):
             pyro.sample("z", dist.MultivariateNormal(post.loc, scale_tril=1.5 * post.scale_tril))
 
     x = _data(10, seed)
-    r = pyrolik.ais(LG, x, tolerance=0.5, num_chains=4, init=guide, seed=seed, progress=False)
+    r = pyrolik.ais(LG, x, num_steps=pyrolik.Tolerance(0.5), num_chains=4, init=guide, seed=seed, progress=False)
     assert r.path == "guide" and r.budget.converged and r.budget.num_steps == 25
     err = float((r.log_likelihood - LG.exact_log_marginal(x)).mean())
     assert -0.5 - 3 * float(r.mcse.pow(2).sum().sqrt() / 10) <= err
@@ -173,7 +217,7 @@ def test_per_example_arguments_follow_the_simulated_rows(seed):
     g = torch.Generator().manual_seed(seed)
     y = torch.randint(0, 2, (12,), generator=g).double()
     x = _data(12, seed) + y.unsqueeze(-1) * shift
-    r = pyrolik.ais(conditional, x, model_args=(y,), tolerance=0.5, num_chains=8, seed=seed,
+    r = pyrolik.ais(conditional, x, model_args=(y,), num_steps=pyrolik.Tolerance(0.5), num_chains=8, seed=seed,
                     progress=False)
     assert r.budget.num_simulated == 12 and r.budget.converged
     exact = LG.exact_log_marginal(x - y.unsqueeze(-1) * shift)  # the shift moves x's mean only
@@ -183,7 +227,7 @@ def test_per_example_arguments_follow_the_simulated_rows(seed):
 
 
 def test_progress_shows_the_search(capsys):
-    pyrolik.ais(LG, _data(4, 0), tolerance=5.0, num_chains=2, seed=0, progress=True)
+    pyrolik.ais(LG, _data(4, 0), num_steps=pyrolik.Tolerance(5.0), num_chains=2, seed=0, progress=True)
     assert "choosing num_steps (tolerance 5 nats)" in capsys.readouterr().err
 
 
@@ -205,7 +249,7 @@ def test_search_doubles_until_the_upper_bound_is_within_tolerance():
 
 def test_choose_budget_costs_are_the_callers():
     # the reusable form: any estimator that can run BDMC at a number of steps
-    budget = choose_budget(0.5, bdmc_at=_fake_round({25: 0.3}), num_simulated=7, progress=False)
+    budget = choose_budget(pyrolik.Tolerance(0.5), bdmc_at=_fake_round({25: 0.3}), num_simulated=7, progress=False)
     assert budget.num_steps == 25 and budget.check is None and budget.num_simulated == 7
     assert math.isnan(budget.cost_ratio)  # the final run's cost is not known before it runs
     budget = budget.with_final(1000.0, 2.0)
@@ -214,12 +258,12 @@ def test_choose_budget_costs_are_the_callers():
 
 @pytest.mark.statistical
 def test_budget_before_the_estimator_is_ais_with_tolerance(seed):
-    # the search is one public function: its num_steps with the same seed is ais(tolerance=)'s run
+    # the search is one public function: its num_steps with the same seed is ais(num_steps=Tolerance)'s run
     x = _data(20, seed)
     b = pyrolik.budget(LG, x, 1.0, num_chains=4, seed=seed, progress=False)
     assert isinstance(b, Budget) and b.final_gradient_evals is None
     r = pyrolik.ais(LG, x, num_steps=b.num_steps, num_chains=4, seed=seed, progress=False)
-    t = pyrolik.ais(LG, x, tolerance=1.0, num_chains=4, seed=seed, progress=False)
+    t = pyrolik.ais(LG, x, num_steps=pyrolik.Tolerance(1.0), num_chains=4, seed=seed, progress=False)
     assert torch.equal(r.log_likelihood, t.log_likelihood)
     assert [(r.num_steps, r.gap, r.gap_se) for r in t.budget.rounds] == \
         [(r.num_steps, r.gap, r.gap_se) for r in b.rounds]
@@ -254,7 +298,7 @@ def test_a_gradient_budget_is_split_into_the_frontiers_chains_and_the_most_steps
 
 
 def test_the_search_defaults_to_the_frontiers_chains(seed):
-    b = pyrolik.budget(LG, _data(3, seed), 2.0, max_steps=50, seed=seed, progress=False)
+    b = pyrolik.budget(LG, _data(3, seed), pyrolik.Tolerance(2.0, max_steps=50), seed=seed, progress=False)
     assert b.num_chains == 4
 
 
@@ -267,11 +311,11 @@ def test_a_wasteful_split_says_so_and_the_fix_it_names_works(seed):
     lg = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0)
     sim = pyrolik.simulate(lg, 80, data_shape=(5,), seed=seed)
     plain = pyrolik.SMC(resample=None)
-    waste = pyrolik.bdmc(lg, data=sim, num_steps=5, num_chains=32, kernel=plain, seed=seed,
+    waste = pyrolik.bdmc(lg, sim, num_steps=5, num_chains=32, kernel=plain, seed=seed,
                          progress=False)
     said = [w for w in waste.lower.warnings() if "waste this budget" in w]
     assert said and "pass num_chains=4, num_steps=40" in said[0]
-    fixed = pyrolik.bdmc(lg, data=sim, num_steps=40, num_chains=4, kernel=plain, seed=seed,
+    fixed = pyrolik.bdmc(lg, sim, num_steps=40, num_chains=4, kernel=plain, seed=seed,
                          progress=False)
     assert not any("waste" in w for w in fixed.lower.warnings())
     # the fix at least halves the gap: waste - 2 * fixed is positive by two standard errors
