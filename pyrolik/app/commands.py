@@ -14,6 +14,7 @@ import torch
 
 from pyrolik.annealing.kernel import HMC, SMC
 from pyrolik.app import report
+from pyrolik.app.cli import resolve_num_steps
 from pyrolik.app.loading import (
     check_data_dtype,
     defines_load,
@@ -24,7 +25,6 @@ from pyrolik.app.loading import (
     parameter_dtype,
     prepare_modules,
 )
-from pyrolik.app.options import resolve_num_steps
 from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.checkpoint import remove_checkpoint
 from pyrolik.execution.distributed import Shard, init_from_env, main_result, set_threads

@@ -39,7 +39,7 @@ import torch
 
 import pyrolik
 from pyrolik.app import report
-from pyrolik.app.progress import StageProgress
+from pyrolik.app.report import StageProgress
 from pyrolik.execution.distributed import main_result, set_threads
 
 __all__ = ["run", "main", "SETTINGS", "GAP_WARN"]

@@ -1,14 +1,19 @@
-"""How the demo and the command line show warnings: what to act on in full, remarks in one line."""
+"""How the demo and the command line report: warnings to act on in full, remarks in one line, and
+one progress display for a run of several stages."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import textwrap
-from collections.abc import Iterable
-from typing import NamedTuple
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple, TextIO
 
 from pyrolik.exceptions import REMARK, severity
 
-__all__ = ["Grouped", "group", "remarks_line", "warning_lines", "stderr_lines"]
+__all__ = ["Grouped", "group", "remarks_line", "warning_lines", "stderr_lines", "StageProgress"]
 
 _LEGS = ("forward", "reverse")
 
@@ -92,3 +97,67 @@ def _one_line(message: str, labels: list[str]) -> str:
     """A message on one line; a BDMC leg it concerns goes back in front (``forward: ...``)."""
     legs = [label.strip() for label in labels if label.strip()]
     return (f"{', '.join(legs)}: " if legs else "") + " ".join(message.split())
+
+
+class StageProgress:
+    """Progress over ``stages``, a sequence of ``(label, weight)`` run in that order.
+
+    Use ``with progress.stage(): ...`` once per stage, in order, and :meth:`close` at the end.
+    """
+
+    def __init__(self, stages: Sequence[tuple[str, float]], *, enabled: bool = True,
+                 name: str = "pyrolik", stream: TextIO | None = None, tick: float = 1.0):
+        self.stages = list(stages)
+        self.total = float(sum(w for _, w in self.stages)) or 1.0
+        self.enabled = enabled
+        self.name = name
+        self.stream = sys.stderr if stream is None else stream
+        self.done = 0.0
+        self.index = 0
+        self.start = time.perf_counter()
+        self._bar = None
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        isatty = getattr(self.stream, "isatty", None)
+        if enabled and callable(isatty) and isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=1000, file=self.stream, leave=False, dynamic_ncols=True,
+                             desc=name, bar_format="{desc}: {percentage:3.0f}%|{bar}| "
+                                                   "{elapsed}<{remaining}{postfix}")
+            self._ticker = threading.Thread(target=self._tick, args=(tick,), daemon=True)
+            self._ticker.start()
+
+    def _tick(self, every: float) -> None:
+        while not self._stop.wait(every):
+            bar = self._bar
+            if bar is not None:
+                bar.refresh()
+
+    @contextlib.contextmanager
+    def stage(self) -> Iterator[None]:
+        """The next stage: shown when it starts, counted as done when the block ends."""
+        if self.index >= len(self.stages):
+            raise RuntimeError(f"all {len(self.stages)} stages are done")
+        label, weight = self.stages[self.index]
+        self.index += 1
+        if self._bar is not None:
+            self._bar.set_postfix_str(f"[{self.index}/{len(self.stages)}] {label}", refresh=True)
+        elif self.enabled:
+            elapsed = time.perf_counter() - self.start
+            print(f"{self.name}: [{self.index}/{len(self.stages)}] {label} "
+                  f"({elapsed:.0f} s elapsed)", file=self.stream, flush=True)
+        yield
+        self.done += weight
+        if self._bar is not None:
+            self._bar.update(round(1000 * self.done / self.total) - self._bar.n)
+
+    def close(self) -> None:
+        """Stop the clock and erase the bar (idempotent)."""
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+            self._ticker = None
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

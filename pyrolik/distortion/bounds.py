@@ -33,7 +33,7 @@ from pyrolik.distortion.path import (
     sigma_of,
 )
 from pyrolik.exceptions import prefixed
-from pyrolik.execution.faults import warn_failed
+from pyrolik.execution.batches import warn_failed
 from pyrolik.infer.sandwich import Simulated, _check_posterior_start, simulate
 from pyrolik.model.arguments import mark_arguments, take_rows
 from pyrolik.model.target import make_target

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from pyrolik._validate import check_count, shared_params, validate_data
 from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batches
-from pyrolik.execution.faults import warn_failed
+from pyrolik.execution.batches import warn_failed
 from pyrolik.infer.streaming import RESAMPLING_STREAM, StreamingResampler
 from pyrolik.model.target import Target, make_target, prepare_inputs
 from pyrolik.ops.stats import RunningLogWeights

@@ -11,7 +11,7 @@ import pytest
 import pyrolik
 from pyrolik.app import demo, report
 from pyrolik.app.demo import GAP_WARN, _footer, format_table, main
-from pyrolik.app.progress import StageProgress
+from pyrolik.app.report import StageProgress
 
 
 def test_quick_demo_writes_table_results_and_plots(tmp_path, capsys):

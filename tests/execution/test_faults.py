@@ -12,7 +12,7 @@ import torch
 
 import pyrolik
 from pyrolik.annealing import Recording
-from pyrolik.execution.faults import FailedExamplesWarning, is_out_of_memory
+from pyrolik.execution.batches import FailedExamplesWarning, is_out_of_memory
 from pyrolik.model.target import Target
 from tests import scale_models as sm
 

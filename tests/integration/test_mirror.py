@@ -18,8 +18,6 @@ TESTED_ELSEWHERE = {
     "ops/types.py": "integration/test_public_api.py",  # type aliases only
     "app/commands.py": "app/test_cli.py",
     "app/loading.py": "app/test_cli.py",
-    "app/options.py": "app/test_cli_messages.py",
-    "app/progress.py": "app/test_demo.py",
     "curves/plots.py": "curves/test_curve.py",
     "curves/representations.py": "curves/test_measures.py",
     "distortion/anneal.py": "distortion/test_curve.py",
