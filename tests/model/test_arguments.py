@@ -46,15 +46,16 @@ def test_per_example_arguments_follow_their_rows(lg, tmp_path):
         torch.testing.assert_close(r.log_weights, truth.expand(3, -1), rtol=1e-9, atol=1e-9)
     plain = pyrolik.ais(model, x, num_steps=4, num_chains=2, model_args=(y,), batch_size=2,
                         seed=1, progress=False)
-    saved = pyrolik.ais(model, x, num_steps=4, num_chains=2, model_args=(y,), batch_size=2, seed=1,
-                        checkpoint=tmp_path / "run.ckpt", checkpoint_every=2, progress=False)
+    with pyrolik.checkpoint(tmp_path / "run.ckpt", every=2):
+        saved = pyrolik.ais(model, x, num_steps=4, num_chains=2, model_args=(y,), batch_size=2,
+                            seed=1, progress=False)
     assert torch.equal(plain.log_weights, saved.log_weights)  # the checkpoint's fingerprint too
     sim = pyrolik.simulate(model, 5, data_shape=(3,), model_args=(y,), seed=0)
     assert sim.x.shape == (5, 3) and sim.latents["z"].shape == (5, 2)
     truth = lg.exact_log_marginal(sim.x - y @ V.T)
     r = pyrolik.reverse_ais(model, sim.x, sim.latents, batch_size=2, **exact)
     torch.testing.assert_close(r.log_likelihood, truth, rtol=1e-9, atol=1e-9)
-    r = pyrolik.bdmc(model, data=sim, batch_size=2, **exact)
+    r = pyrolik.bdmc(model, sim, batch_size=2, **exact)
     for bound in (r.lower, r.upper):  # from the exact posterior both directions are exact
         torch.testing.assert_close(bound.log_likelihood, truth, rtol=1e-9, atol=1e-9)
         torch.testing.assert_close(bound.log_weights, bound.log_weights[:1].expand(3, -1))

@@ -79,14 +79,14 @@ def test_a_target_with_a_guide_is_never_reused(lg):
 
 def test_rounds_record_the_model_once_and_give_the_same_numbers(lg, seed, recordings):
     sim = pyrolik.simulate(lg, 6, data_shape=(lg.data_dim,), seed=seed)
-    kw = dict(data=sim, num_chains=3, progress=False)
-    alone = [pyrolik.bdmc(lg, num_steps=t, seed=seed + t, **kw) for t in (30, 60)]
+    kw = dict(num_chains=3, progress=False)
+    alone = [pyrolik.bdmc(lg, sim, num_steps=t, seed=seed + t, **kw) for t in (30, 60)]
     before = len(recordings)
     cache = TargetCache()
     shared = []
     for t in (30, 60):
         with cache:
-            shared.append(pyrolik.bdmc(lg, num_steps=t, seed=seed + t, **kw))
+            shared.append(pyrolik.bdmc(lg, sim, num_steps=t, seed=seed + t, **kw))
     # the first round recorded its pilot's and its chains' evaluations; the second none
     assert len(recordings) - before == 2
     for a, b in zip(alone, shared, strict=True):
@@ -100,10 +100,11 @@ def test_the_budget_searches_record_the_model_once(lg, seed, recordings, search)
     x = lg.sample(20, torch.Generator().manual_seed(seed))
     with pytest.warns(BudgetWarning, match="reached max_steps=100"):
         if search == "ais":
-            r = pyrolik.ais(lg, x, tolerance=1e-3, max_steps=100, num_chains=2, seed=seed,
-                            progress=False)
+            r = pyrolik.ais(lg, x, num_steps=pyrolik.Tolerance(1e-3, max_steps=100),
+                            num_chains=2, seed=seed, progress=False)
         else:
-            r = pyrolik.sigma_curve(lg, x, [0.3, 1.0], tolerance=1e-3, max_steps=100,
+            r = pyrolik.sigma_curve(lg, x, [0.3, 1.0],
+                                    num_steps=pyrolik.Tolerance(1e-3, max_steps=100),
                                     num_chains=2, seed=seed, progress=False)
     assert len(r.budget.rounds) == 3  # 25, 50, 100 steps
     # the rounds' pilot (2 chains) and chains (2 x 2 directions) once, not once per round; then

@@ -1,4 +1,5 @@
-"""Simulation as Pyro users expect: the obs=x idiom with x=None, a placeholder, or a pointer to data=."""
+"""Simulation as Pyro users expect: the obs=x idiom with x=None, a placeholder, or a pointer to
+bdmc(model, (x, latents))."""
 
 from __future__ import annotations
 
@@ -35,5 +36,5 @@ def test_simulation_runs_the_obs_none_idiom_and_points_to_data_when_it_cannot(lg
     counts = torch.tensor([[2.0, 1.0, 0.0], [0.0, 0.0, 3.0]])
     make_target(prodlda_like, counts)  # it evaluates on data
     with pytest.raises(ValueError, match=r"simulating from the model failed.*pyrolik.bdmc\(model, "
-                       r"data=\(x, latents\)"):
+                       r"\(x, latents\)"):
         pyrolik.bdmc(prodlda_like, 2, data_shape=(3,), num_steps=2, num_chains=2, progress=False)

@@ -128,12 +128,12 @@ def test_a_site_that_computes_on_x_is_refused_with_a_fix_that_works(seed):
 
     for model in (standardised, shifted):
         with pytest.raises(ValueError, match=r"site 'x' reads x through a computation.*Observe x "
-                           r"by selection.*pyrolik.bdmc\(model, data=\(x, latents\)"):
+                           r"by selection.*pyrolik.bdmc\(model, \(x, latents\)"):
             pyrolik.simulate(model, 3, data_shape=(6,), seed=0)
     # the fix: data simulated by one's own code, x = 2 y + 1 with y drawn from the model
     z = torch.randn(3, 2, generator=G, dtype=torch.float64)
     x = 2.0 * (z @ W.T + S * torch.randn(3, 6, generator=G, dtype=torch.float64)) + 1.0
-    b = pyrolik.bdmc(standardised, data=(x, {"z": z}), num_steps=5, num_chains=4, seed=seed,
+    b = pyrolik.bdmc(standardised, (x, {"z": z}), num_steps=5, num_chains=4, seed=seed,
                      progress=False)
     assert torch.isfinite(b.lower.log_likelihood).all() and torch.isfinite(b.upper.log_likelihood).all()
 
@@ -146,7 +146,7 @@ def test_a_global_latent_is_refused_without_pointing_to_data():
 
     with pytest.raises(ValueError, match="cannot simulate from this model.*'mu'") as err:
         pyrolik.simulate(global_mean, 3, data_shape=(6,), seed=0)
-    assert "data=(x, latents)" not in str(err.value)  # that path hits the same refusal
+    assert "(x, latents)" not in str(err.value)  # that path hits the same refusal
 
 
 P = torch.randn(3, 2, generator=G, dtype=torch.float64)
@@ -190,13 +190,13 @@ def test_a_model_whose_structure_reads_the_data_is_refused_with_a_fix_that_works
 
     with pytest.raises(ValueError, match=r"structure reads the data|ran neither") as err:
         pyrolik.simulate(prodlda_like, 3, data_shape=(3,), seed=0)
-    assert "pyrolik.bdmc(model, data=(x, latents)" in str(err.value)
+    assert "pyrolik.bdmc(model, (x, latents)" in str(err.value)
     # the fix: (x, z) drawn by one's own code from the joint, at the total the data will have
     g = torch.Generator().manual_seed(seed)
     z = torch.randn(3, 3, generator=g, dtype=torch.float64)
     x = torch.stack([torch.multinomial(torch.softmax(row, -1), 5, replacement=True, generator=g)
                      .bincount(minlength=3) for row in z]).double()
-    b = pyrolik.bdmc(prodlda_like, data=(x, {"z": z}), num_steps=5, num_chains=4, seed=seed,
+    b = pyrolik.bdmc(prodlda_like, (x, {"z": z}), num_steps=5, num_chains=4, seed=seed,
                      progress=False)
     assert torch.isfinite(b.lower.log_likelihood).all() and torch.isfinite(b.upper.log_likelihood).all()
 
