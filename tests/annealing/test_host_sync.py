@@ -63,7 +63,7 @@ def test_host_syncs_do_not_grow_with_num_steps(estimator):
             if estimator == "ais":
                 pyrolik.ais(lg, sim.x, num_steps=steps, num_chains=4, seed=0, progress=False)
             elif estimator == "bdmc":
-                pyrolik.bdmc(lg, data=sim, num_steps=steps, num_chains=4, seed=0, progress=False)
+                pyrolik.bdmc(lg, sim, num_steps=steps, num_chains=4, seed=0, progress=False)
             else:  # two grid points in one pass, the first point's examples stopping early
                 pyrolik.distortion_bdmc(lg, 3, sigmas=[0.3, 1.0], data_shape=(5,),
                                         num_steps=steps, num_chains=4, seed=0, progress=False)

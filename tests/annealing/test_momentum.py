@@ -143,7 +143,7 @@ def test_bdmc_with_persistent_momentum_brackets_the_exact_value(seed):
     lg = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0)
     sim = pyrolik.simulate(lg, 20, data_shape=(5,), seed=seed)
     exact = lg.exact_log_marginal(sim.x)
-    r = pyrolik.bdmc(lg, data=sim, num_steps=100, num_chains=8, seed=seed, progress=False,
+    r = pyrolik.bdmc(lg, sim, num_steps=100, num_chains=8, seed=seed, progress=False,
                      kernel=HMC(num_leapfrog=2, momentum_persistence=0.8))
     n = len(exact)
     se_lo, se_up = r.lower.mcse.pow(2).sum().sqrt() / n, r.upper.mcse.pow(2).sum().sqrt() / n
@@ -178,7 +178,7 @@ def test_the_kept_momentum_adds_no_host_sync_per_step():
     counts = []
     for steps in (10, 80):
         with SyncCounter() as c:
-            pyrolik.bdmc(lg, data=sim, num_steps=steps, num_chains=4, kernel=kernel, seed=0,
+            pyrolik.bdmc(lg, sim, num_steps=steps, num_chains=4, kernel=kernel, seed=0,
                          progress=False)
         counts.append(dict(c.counts))
     assert counts[0] == counts[1], f"host syncs grew with num_steps: {counts}"

@@ -150,7 +150,7 @@ def test_the_default_bdmc_brackets_the_exact_value(seed):
     lg = LinearGaussian.random(**LG)
     sim = pyrolik.simulate(lg, 20, data_shape=(5,), seed=seed)
     exact = lg.exact_log_marginal(sim.x)
-    r = pyrolik.bdmc(lg, data=sim, num_steps=60, num_chains=8, seed=seed, progress=False)
+    r = pyrolik.bdmc(lg, sim, num_steps=60, num_chains=8, seed=seed, progress=False)
     assert r.lower.settings["islands"] == 2 and r.lower.kernel == pyrolik.SMC()
     n = len(exact)
     se_lo, se_up = r.lower.mcse.pow(2).sum().sqrt() / n, r.upper.mcse.pow(2).sum().sqrt() / n
@@ -208,7 +208,7 @@ def test_resampling_adds_no_host_sync_per_step():
     counts = []
     for steps in (10, 80):
         with SyncCounter() as c:
-            pyrolik.bdmc(lg, data=sim, num_steps=steps, num_chains=4, seed=0, progress=False,
+            pyrolik.bdmc(lg, sim, num_steps=steps, num_chains=4, seed=0, progress=False,
                          kernel=pyrolik.SMC(pyrolik.HMC(num_leapfrog=2), resample=0.5,
                                             islands=2))
         counts.append(dict(c.counts))

@@ -8,6 +8,7 @@ import torch
 import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
 from models.oracles.quadrature import BernoulliDecoder, BimodalDecoder, UniformLatent
+from pyrolik.annealing import Recording
 from pyrolik.io.netcdf import from_datatree
 from tests.helpers import assert_lower_bound, assert_unbiased, assert_upper_bound, plain
 from tests.oracles import alias
@@ -129,8 +130,11 @@ def test_recording_memory_does_not_grow_with_num_steps(lg, seed):
     assert r.trace["acceptance_rate"].shape == (100, 3, 2)
     assert r.trace_steps[-1] == 500 and "z" not in r.trace
     r = pyrolik.ais(lg, x, num_steps=10, num_chains=3, seed=seed, progress=False,
-                    record_every=1, keep_states=True)
+                    record=Recording(every=1, states=True))
     assert r.trace["z"].shape == (10, 3, 2, 2)
+    # an int is the stride alone: no states
+    r = pyrolik.ais(lg, x, num_steps=10, num_chains=3, seed=seed, progress=False, record=5)
+    assert r.trace_steps.tolist() == [5, 10] and "z" not in r.trace
     assert r.latents["z"].shape == (3, 2, 2)
 
 
@@ -195,7 +199,7 @@ def test_the_pilot_runs_the_requested_chains(lg, monkeypatch):
     assert seen[0] == 3 * 2 and seen[-1] == 6 * 2  # the pilot's 3 chains, then the run's 6
     seen.clear()
     sim = pyrolik.simulate(lg, 2, data_shape=(5,), seed=0)
-    pyrolik.bdmc(lg, data=sim, num_steps=5, num_chains=4, kernel=pyrolik.HMC(num_leapfrog=2),
+    pyrolik.bdmc(lg, sim, num_steps=5, num_chains=4, kernel=pyrolik.HMC(num_leapfrog=2),
                  seed=0, progress=False)
     assert seen[0] == 4 * 2 and seen[-1] == 2 * 4 * 2  # BDMC pilots its forward half
 
@@ -254,7 +258,7 @@ def test_a_schedule_per_example_keeps_ais_and_bdmc_exact(lg, seed):
     assert recorded.shape[1:] == (200, 5)
     torch.testing.assert_close(recorded[:, 0], r.schedule[r.trace_steps].to(recorded))
     assert_unbiased(r.log_weights, exact, min_ess_frac=0.05)
-    b = pyrolik.bdmc(lg, data=pyrolik.simulate(lg, 4, data_shape=(lg.data_dim,), seed=seed),
+    b = pyrolik.bdmc(lg, pyrolik.simulate(lg, 4, data_shape=(lg.data_dim,), seed=seed),
                      num_steps=40, num_chains=100, seed=seed, progress=False,
                      schedule="adaptive_per_example", kernel=plain())
     assert torch.equal(b.upper.schedule, b.lower.schedule.flip(0))

@@ -70,12 +70,17 @@ def test_an_evidence_result_round_trips_through_a_file(glg, data, seed, tmp_path
     back = pyrolik.load(tmp_path / "evidence.nc")
     assert back.method == "evidence" and torch.equal(back.log_weights, r.log_weights)
     # a checkpoint resumes to the same numbers, and refuses another model's run
-    kw = dict(num_steps=10, num_chains=4, seed=seed, progress=False,
-              checkpoint=tmp_path / "run.ckpt", checkpoint_every=5)
-    first, again = pyrolik.evidence(glg, data, **kw), pyrolik.evidence(glg, data, **kw)
+    kw = dict(num_steps=10, num_chains=4, seed=seed, progress=False)
+    with pyrolik.checkpoint(tmp_path / "run.ckpt", every=5):
+        first = pyrolik.evidence(glg, data, **kw)
+    assert (tmp_path / "run.ckpt").exists()
+    with pyrolik.checkpoint(tmp_path / "run.ckpt", every=5):
+        again = pyrolik.evidence(glg, data, **kw)
     assert torch.equal(first.log_weights, again.log_weights)
+    assert torch.equal(first.log_weights, r.log_weights)  # the same run as without the block
     noisier = GlobalLinearGaussian(W=glg.W, s=0.7)
-    with pytest.raises(ValueError, match=r"different run \(what differs: model parameters\)"):
+    with pytest.raises(ValueError, match=r"different run \(what differs: model parameters\)"), \
+            pyrolik.checkpoint(tmp_path / "run.ckpt", every=5):
         pyrolik.evidence(noisier, data, **kw)
 
 
@@ -184,15 +189,17 @@ def test_a_model_plate_named_dataset_keeps_its_name(glg, data, seed):
 
 
 def test_evidence_with_tolerance_lands_within_it_of_the_exact_joint(glg, data):
-    """tolerance= chooses the steps by BDMC on simulated whole data sets, as ais(tolerance=) does;
+    """num_steps=Tolerance(...) chooses the steps by BDMC on simulated whole data sets, as ais does;
     the estimate of the real data set is then within the tolerance of the exact evidence (up to its
     own Monte Carlo error), and never above it beyond that error (a lower bound)."""
     log_z = float(glg.exact_log_evidence(data))
-    r = pyrolik.evidence(glg, data, tolerance=0.5, num_chains=16, seed=0, progress=False)
+    r = pyrolik.evidence(glg, data, num_steps=pyrolik.Tolerance(0.5), num_chains=16, seed=0,
+                         progress=False)
     assert r.budget is not None and r.budget.converged and r.budget.num_simulated >= 16
     assert r.settings["num_steps"] == r.budget.num_steps
     est, mcse = float(r.log_likelihood[0]), float(r.mcse[0])
     assert log_z - est <= 0.5 + 3 * mcse
     assert est - log_z <= 4 * mcse
-    with pytest.raises(ValueError, match="tolerance"):
-        pyrolik.evidence(glg, data, tolerance=-1.0, num_chains=4, progress=False)
+    with pytest.raises(ValueError, match="schedule tensor"):
+        pyrolik.evidence(glg, data, num_steps=pyrolik.Tolerance(0.5), num_chains=4,
+                         schedule=torch.linspace(0, 1, 11), progress=False)

@@ -45,7 +45,7 @@ def test_sandwich_and_gap_closing(make, seed):
     exact = model.exact_log_marginal(sim.x).to(sim.x.dtype)
     gaps, ses = [], []
     for steps in (5, 50, 400):
-        r = pyrolik.bdmc(model, data=sim, num_steps=steps, num_chains=8, seed=seed, progress=False,
+        r = pyrolik.bdmc(model, sim, num_steps=steps, num_chains=8, seed=seed, progress=False,
                          kernel=pyrolik.HMC(num_leapfrog=5))
         assert_bound_on_average(r.lower, exact)
         assert_bound_on_average(r.upper, exact)
@@ -65,10 +65,10 @@ def test_encoder_path_closes_the_gap_with_few_steps(lg, seed):
             pyro.sample("z", dist.MultivariateNormal(post.loc, scale_tril=1.5 * post.scale_tril))
 
     sim = pyrolik.simulate(lg, 20, data_shape=(5,), seed=seed)
-    kw = dict(data=sim, num_steps=10, num_chains=8, seed=seed, progress=False,
+    kw = dict(num_steps=10, num_chains=8, seed=seed, progress=False,
               kernel=pyrolik.HMC(num_leapfrog=5))
-    prior_path = pyrolik.bdmc(lg, **kw)
-    encoder_path = pyrolik.bdmc(lg, init=guide, **kw)
+    prior_path = pyrolik.bdmc(lg, sim, **kw)
+    encoder_path = pyrolik.bdmc(lg, sim, init=guide, **kw)
     assert encoder_path.lower.path == "guide" and encoder_path.upper.path == "guide"
     assert encoder_path.gap < 0.2 < prior_path.gap
     exact = lg.exact_log_marginal(sim.x).to(sim.x.dtype)
@@ -80,7 +80,7 @@ def test_reverse_from_a_non_posterior_point_is_flagged(lg):
     sim = pyrolik.simulate(lg, 10, data_shape=(5,), seed=0)
     bad = {"z": torch.full((10, 2), 4.0)}
     with pytest.warns(UserWarning, match="do not look like exact posterior samples"):
-        pyrolik.bdmc(lg, data=(sim.x, bad), num_steps=20, num_chains=4, seed=0, progress=False)
+        pyrolik.bdmc(lg, (sim.x, bad), num_steps=20, num_chains=4, seed=0, progress=False)
 
 
 def test_summary_and_errors(lg):
@@ -88,12 +88,39 @@ def test_summary_and_errors(lg):
     s = r.summary()
     assert s.loc["BDMC gap (upper - lower)", "log p(x) [nats]"] == pytest.approx(r.gap)
     assert r.per_example_gap.shape == (5,) and r.lower.bound == "lower" and r.upper.bound == "upper"
-    with pytest.raises(ValueError, match="num_examples= and data_shape="):
+    with pytest.raises(ValueError, match="pass data_shape=.*or data simulated from the model in "
+                       r"place of num_examples: pyrolik.bdmc\(model, pyrolik.simulate"):
+        pyrolik.bdmc(lg, 5, num_steps=10, num_chains=3)
+    with pytest.raises(TypeError, match="num_examples"):  # no longer optional
         pyrolik.bdmc(lg, num_steps=10, num_chains=3)
     with pytest.raises(ValueError, match="data_shape"):
         pyrolik.simulate(lg, 3, data_shape=(0,))
     with pytest.raises(TypeError, match="pair"):
-        pyrolik.bdmc(lg, data=torch.zeros(3, 5), num_steps=10, num_chains=3)
+        pyrolik.bdmc(lg, torch.zeros(3, 5), num_steps=10, num_chains=3)
+    with pytest.raises(TypeError, match="pair"):
+        pyrolik.bdmc(lg, (torch.zeros(3, 5),), num_steps=10, num_chains=3)
+
+
+def test_simulated_data_in_place_of_num_examples_is_the_same_run(lg, seed):
+    """``bdmc(model, n, data_shape=, seed=s)`` simulates with the run's seed: passing
+    ``pyrolik.simulate(model, n, data_shape=, seed=s)`` in place of ``n`` is the same run, bit for bit
+    (a plain ``(x, latents)`` pair too: its posterior-start check only warns); other data are not."""
+    kw = dict(num_steps=10, num_chains=3, kernel=pyrolik.HMC(num_leapfrog=2), progress=False)
+    sim = pyrolik.simulate(lg, 4, data_shape=(5,), seed=seed)
+    by_count = pyrolik.bdmc(lg, 4, data_shape=(5,), seed=seed, **kw)
+    by_data = pyrolik.bdmc(lg, sim, seed=seed, **kw)
+    by_pair = pyrolik.bdmc(lg, (sim.x, sim.latents), seed=seed, **kw)
+    assert torch.equal(by_count.x, sim.x)
+    for r in (by_data, by_pair):
+        assert torch.equal(r.x, sim.x)
+        assert torch.equal(r.lower.log_weights, by_count.lower.log_weights)
+        assert torch.equal(r.upper.log_weights, by_count.upper.log_weights)
+        assert r.gap == by_count.gap
+    # the run's seed alone does not make the data: other simulated data give other numbers
+    other = pyrolik.bdmc(lg, pyrolik.simulate(lg, 4, data_shape=(5,), seed=seed + 1), seed=seed,
+                         **kw)
+    assert not torch.equal(other.x, sim.x)
+    assert not torch.equal(other.lower.log_weights, by_count.lower.log_weights)
 
 
 def test_convergence_table_and_plot(lg, tmp_path):
@@ -132,8 +159,8 @@ def test_tuning_and_schedule_do_not_depend_on_the_reverse_starts(lg, seed):
     post = lg.exact_posterior(x)
     a, b = (post.sample((1,))[0], post.sample((1,))[0])
     kw = dict(num_steps=40, num_chains=5, seed=seed, progress=False)
-    ra = pyrolik.bdmc(lg, data=(x, a), **kw)
-    rb = pyrolik.bdmc(lg, data=(x, b), **kw)
+    ra = pyrolik.bdmc(lg, (x, a), **kw)
+    rb = pyrolik.bdmc(lg, (x, b), **kw)
     assert ra.lower.settings["schedule"] == "adaptive"
     assert torch.equal(ra.lower.schedule, rb.lower.schedule)
     assert torch.equal(ra.upper.schedule, ra.lower.schedule.flip(0))
