@@ -106,7 +106,7 @@ def convergence(model, data, args, hmc, claims: Claims) -> None:
     steps = [int(s) for s in args.conv_steps.split(",")]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for ax, (name, init) in zip(axes, [("prior path", None), ("encoder path", model.guide)], strict=True):
-        table = pyrolik.infer.bdmc_convergence(model, num_steps=steps, data=sub, num_chains=args.chains,
+        table = pyrolik.infer.bdmc_convergence(model, sub, num_steps=steps, num_chains=args.chains,
                                          kernel=hmc, init=init, progress=False)
         print(f"\n{name}, {n} simulated examples x {args.chains} chains (sigmoid schedule):")
         print(table.round(3).to_string(index=False))
