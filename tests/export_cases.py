@@ -10,6 +10,8 @@ import torch
 
 import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
+from pyrolik.annealing import Recording
+from pyrolik.annealing.driver import run
 
 ESTIMATORS = ["ais", "reverse_ais", "iwae", "likelihood_weighting", "kde", "bdmc"]
 LG = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0, dtype=torch.float64)
@@ -35,13 +37,16 @@ def build() -> dict:
         x = LG.sample(3, g)
         kernel = pyrolik.HMC(num_leapfrog=3, mass_matrix=True)
         out = {"ais": pyrolik.ais(two_sites, x, num_steps=10, num_chains=8, kernel=kernel, seed=0,
-                                  record_every=2, keep_states=True, progress=False)}
+                                  record=Recording(every=2, states=True), progress=False)}
         fwd = pyrolik.ais(LG, x, num_steps=10, num_chains=8, kernel=pyrolik.HMC(num_leapfrog=3),
                           seed=0, progress=False)
         post = LG.exact_posterior(x).sample()
-        out["reverse_ais"] = pyrolik.reverse_ais(
-            LG, x, post, num_steps=10, num_chains=8, kernel=pyrolik.HMC(num_leapfrog=3), seed=1,
-            step_sizes=fwd.step_sizes, progress=False)
+        # reverse AIS on the forward run's pilot table (the driver behind pyrolik.reverse_ais,
+        # which no longer takes a table)
+        _, (out["reverse_ais"],) = run(
+            "reverse_ais", LG, x, directions=("reverse",), num_steps=10, num_chains=8,
+            schedule="auto", kernel=pyrolik.HMC(num_leapfrog=3), latents=post,
+            step_sizes=fwd.step_sizes, seed=1, batch_size=None, progress=False)
         out["iwae"] = pyrolik.iwae(LG, x, LG.exact_guide, num_samples=30, seed=0, progress=False)
         out["likelihood_weighting"] = pyrolik.likelihood_weighting(LG, x, num_samples=40, seed=0,
                                                                    progress=False)

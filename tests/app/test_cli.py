@@ -79,7 +79,7 @@ def test_evaluate_resamples_as_the_api_does(tmp_path, data, capsys, seed):
 
 
 def test_evaluate_with_a_tolerance_is_the_api_with_one(tmp_path, data, capsys, seed):
-    """``--tolerance`` chooses the steps as ``pyrolik.ais(tolerance=)`` does, bit for bit, and the
+    """``--tolerance`` chooses the steps as ``pyrolik.ais(num_steps=Tolerance)`` does, bit for bit, and the
     result file keeps how (``budget``)."""
     out = tmp_path / "tol.nc"
     argv = ["--tolerance", "2.0", "--max-steps", "50", "--num-chains", "2", "--num-leapfrog", "2",
@@ -89,8 +89,9 @@ def test_evaluate_with_a_tolerance_is_the_api_with_one(tmp_path, data, capsys, s
     x = torch.from_numpy(np.load(data))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pyrolik.BudgetWarning)  # the cap, or the real-data check
-        api = pyrolik.ais(sm.model, x, tolerance=2.0, max_steps=50, num_chains=2, seed=seed,
-                          kernel=pyrolik.HMC(num_leapfrog=2), progress=False)
+        api = pyrolik.ais(sm.model, x, num_steps=pyrolik.Tolerance(2.0, max_steps=50),
+                          num_chains=2, seed=seed, kernel=pyrolik.HMC(num_leapfrog=2),
+                          progress=False)
     got = pyrolik.load(out)
     assert torch.equal(got.log_weights, api.log_weights)
     assert got.budget is not None and got.budget.num_steps == api.budget.num_steps
@@ -98,7 +99,7 @@ def test_evaluate_with_a_tolerance_is_the_api_with_one(tmp_path, data, capsys, s
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--tolerance", "1", "--num-steps", "6"], "either num_steps= (a budget you choose) or tolerance="),
+    (["--tolerance", "1", "--num-steps", "6"], "either --num-steps (a budget you choose) or --tolerance"),
     (["--max-steps", "50", "--num-steps", "6"], "--max-steps caps the search of --tolerance"),
 ])
 def test_tolerance_errors_are_one_clear_line(tmp_path, data, capsys, extra, message):
@@ -249,11 +250,30 @@ def test_bdmc_command_matches_the_api(tmp_path, capsys, seed):
     assert status == 0, err
     assert "BDMC gap" in text and "wrote" in text
     sim = pyrolik.simulate(sm.model, 3, data_shape=(5,), seed=seed, dtype=torch.float64)
-    api = pyrolik.bdmc(sm.model, data=sim, num_steps=6, num_chains=2, seed=seed,
+    api = pyrolik.bdmc(sm.model, sim, num_steps=6, num_chains=2, seed=seed,
                        kernel=pyrolik.HMC(num_leapfrog=2), progress=False)
     got = pyrolik.load(tmp_path / "b.nc")
     assert torch.equal(got.lower.log_weights, api.lower.log_weights)
     assert torch.equal(got.upper.log_weights, api.upper.log_weights)
+
+
+def test_record_every_is_an_option_of_evaluate_only(tmp_path, data, capsys, seed):
+    """``--record-every`` sets the AIS trace's stride as ``record=`` does; ``pyrolik bdmc`` records
+    its default trace and has no such option (argparse refuses it, exit status 2)."""
+    status, _, err = run(["evaluate", MODEL, "--data", data, "--record-every", 3, "--seed", seed,
+                          "-o", tmp_path / "r.nc", *FAST], capsys)
+    assert status == 0, err
+    x = torch.from_numpy(np.load(data))
+    api = pyrolik.ais(sm.model, x, num_steps=6, num_chains=2, seed=seed, record=3,
+                      kernel=pyrolik.HMC(num_leapfrog=2), progress=False)
+    got = pyrolik.load(tmp_path / "r.nc")
+    assert got.trace_steps.tolist() == [3, 6] == api.trace_steps.tolist()
+    assert torch.equal(got.log_weights, api.log_weights)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["bdmc", MODEL, "--num-examples", "3", "--data-shape", "5", "--record-every", "3",
+                  "-o", str(tmp_path / "b.nc"), *FAST])
+    assert stop.value.code == 2
+    assert "unrecognized arguments: --record-every" in capsys.readouterr().err
 
 
 def test_checkpoint_resume_from_the_command_line(tmp_path, data, capsys, monkeypatch):

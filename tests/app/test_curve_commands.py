@@ -56,7 +56,7 @@ def test_sigma_curve_command(tmp_path, data, capsys, seed):
 
 
 def test_sigma_curve_command_with_a_tolerance(tmp_path, data, capsys, seed):
-    """``--tolerance`` chooses the base steps as ``sigma_curve(tolerance=)`` does; the file keeps
+    """``--tolerance`` chooses the base steps as ``sigma_curve(num_steps=Tolerance)`` does; the file keeps
     the search."""
     import warnings
 
@@ -69,7 +69,8 @@ def test_sigma_curve_command_with_a_tolerance(tmp_path, data, capsys, seed):
     x = torch.from_numpy(np.load(data))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pyrolik.BudgetWarning)
-        api = pyrolik.sigma_curve(sm.model, x, [0.5, 1.0], tolerance=3.0, max_steps=50,
+        api = pyrolik.sigma_curve(sm.model, x, [0.5, 1.0],
+                                  num_steps=pyrolik.Tolerance(3.0, max_steps=50),
                                   num_chains=2, kernel=KERNEL, seed=seed, progress=False)
     got = load_result(out)
     assert torch.equal(got.log_weights, api.log_weights)

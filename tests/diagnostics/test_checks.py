@@ -13,6 +13,8 @@ from numpy.testing import assert_array_equal
 
 import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
+from pyrolik.annealing import Recording
+from pyrolik.annealing.driver import run
 from pyrolik.diagnostics import checks as diagnostics
 from tests.helpers import assert_lower_bound, assert_unbiased, plain
 
@@ -70,7 +72,7 @@ def test_running_log_normalizer_is_unbiased_at_every_temperature(seed):
     lg = LinearGaussian.random(data_dim=5, latent_dim=2, s=0.3, seed=0)
     x = lg.sample(3, torch.Generator().manual_seed(seed))
     kernel = plain(pyrolik.HMC(num_leapfrog=5, step_size=0.1, adapt=None))
-    r = pyrolik.ais(lg, x, num_steps=50, num_chains=300, kernel=kernel, seed=seed, record_every=5,
+    r = pyrolik.ais(lg, x, num_steps=50, num_chains=300, kernel=kernel, seed=seed, record=5,
                     progress=False)
     curve = diagnostics.running_log_normalizer(r)  # (R, N)
     for t, beta in enumerate(r.trace["beta"][:, 0].tolist()):
@@ -81,8 +83,12 @@ def test_running_log_normalizer_is_unbiased_at_every_temperature(seed):
     # are heavy-tailed near beta = 0 (they estimate an inverse), so check the one-sided bound:
     # log-mean-exp of w_t is a stochastic lower bound on log Z_{beta_t} - log Z_1 ...
     latents = lg.exact_posterior(x).sample((300,))  # (K, N, d): one exact draw per chain
-    rev = pyrolik.reverse_ais(lg, x, latents, num_steps=50, num_chains=300, kernel=kernel,
-                              seed=seed, record_every=5, progress=False)
+    # every 5th step, as the forward run: the driver behind pyrolik.reverse_ais (which records
+    # its default trace)
+    _, (rev,) = run("reverse_ais", lg, x, directions=("reverse",), num_steps=50, num_chains=300,
+                    schedule="auto", kernel=kernel, latents=latents, seed=seed, batch_size=None,
+                    progress=False, recording=Recording(every=5))
+    assert rev.trace_steps.tolist() == list(range(5, 51, 5))
     log_z1 = lg.exact_log_marginal(x)
     curve = diagnostics.running_log_normalizer(rev)
     for t, beta in enumerate(rev.trace["beta"][:, 0].tolist()):

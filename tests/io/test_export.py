@@ -231,8 +231,9 @@ def test_saved_result_summarises_without_rerunning(results, name, tmp_path, monk
     def no_rerun(*args, **kwargs):
         raise AssertionError("loading must not rerun the estimator")
 
-    for mod, fn in (("infer.annealing", "drive"), ("infer.sandwich", "drive"),
-                    ("annealing.driver", "anneal"), ("annealing.driver", "run_phase")):
+    for mod, fn in (("infer.annealing", "run"), ("infer.sandwich", "run"),
+                    ("annealing.driver", "drive"), ("annealing.driver", "anneal"),
+                    ("annealing.driver", "run_phase")):
         monkeypatch.setattr(f"pyrolik.{mod}.{fn}", no_rerun)
     back = pyrolik.load(path)
     pd.testing.assert_frame_equal(back.summary(), r.summary())

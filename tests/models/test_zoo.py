@@ -538,7 +538,7 @@ def test_the_example_model_is_evaluated_by_pyrolik(seed):
     dtype = next(ex.decoder.parameters()).dtype
     sim = pyrolik.simulate(ex.model, 4, data_shape=(ex.DATA,), seed=seed, dtype=dtype)
     assert sim.x.shape == (4, ex.DATA) and sim.latents["z"].shape == (4, ex.LATENT)
-    b = pyrolik.bdmc(ex.model, data=sim, num_steps=200, num_chains=8, seed=seed, progress=False)
+    b = pyrolik.bdmc(ex.model, sim, num_steps=200, num_chains=8, seed=seed, progress=False)
     se = float((b.lower.mcse**2 + b.upper.mcse**2).sum().sqrt()) / 4
     assert -4 * se <= b.gap <= 1.0  # upper above lower (within noise) and close to it
     iwae = pyrolik.iwae(ex.model, sim.x, ex.guide, num_samples=500, seed=seed, progress=False)
