@@ -172,6 +172,21 @@ def cases(workdir: Path) -> Dump:
     out: Dump = {}
     quiet: dict[str, Any] = {"progress": False}
     run = dict(num_steps=12, num_chains=8, seed=0, **quiet)
+    # the API of issue 39 (num_steps=Tolerance, record=), or the one before it (tolerance=,
+    # max_steps=, record_every=, keep_states=): the script dumps a checkout of either
+    new_api = hasattr(pyrolik, "Tolerance")
+
+    def tolerance(nats: float, max_steps: int) -> dict[str, Any]:
+        if new_api:
+            return {"num_steps": pyrolik.Tolerance(nats, max_steps=max_steps)}
+        return {"tolerance": nats, "max_steps": max_steps}
+
+    if new_api:
+        from pyrolik.annealing import Recording
+
+        states: dict[str, Any] = {"record": Recording(every=3, states=True)}
+    else:
+        states = {"record_every": 3, "keep_states": True}
     results: dict[str, Callable[[], Any]] = {
         "ais_default": lambda: pyrolik.ais(lg, x, **run),
         "ais_fixed": lambda: pyrolik.ais(lg, x, kernel=pyrolik.HMC(adapt=None, step_size=0.3),
@@ -179,13 +194,14 @@ def cases(workdir: Path) -> Dump:
         "ais_online": lambda: pyrolik.ais(lg, x, kernel=pyrolik.HMC(adapt="online"), **run),
         "ais_mass": lambda: pyrolik.ais(lg, x, kernel=pyrolik.HMC(mass_matrix=True), **run),
         "ais_per_example": lambda: pyrolik.ais(lg, x, schedule="adaptive_per_example", **run),
-        "ais_states": lambda: pyrolik.ais(two_sites, x, record_every=3, keep_states=True, **run),
+        "ais_states": lambda: pyrolik.ais(two_sites, x, **states, **run),
         "ais_guide": lambda: pyrolik.ais(lg, x, init=lg.exact_guide, **run),
         "ais_resample": lambda: pyrolik.ais(lg, x, kernel=pyrolik.HMC(resample=1.0), **run),
         "ais_batched": lambda: pyrolik.ais(lg, x, batch_size=2, **run),
         "reverse_ais": lambda: pyrolik.reverse_ais(
             lg, x, lg.exact_posterior(x).sample(), **{**run, "seed": 1}),
-        "bdmc": lambda: pyrolik.bdmc(two_sites, 3, data_shape=(5,), record_every=4, **run),
+        # bdmc records its default trace (every step of 12): record_every=4 is gone with issue 39
+        "bdmc": lambda: pyrolik.bdmc(two_sites, 3, data_shape=(5,), **run),
         "bdmc_lg": lambda: pyrolik.bdmc(lg, 3, data_shape=(5,), **run),
         "likelihood_weighting": lambda: pyrolik.likelihood_weighting(
             lg, x, num_samples=40, seed=0, keep_samples=True, **quiet),
@@ -194,15 +210,15 @@ def cases(workdir: Path) -> Dump:
                                    bandwidth=[0.3, 1.0, 3.0],
                                    validation=lg.sample(20, torch.Generator().manual_seed(2)),
                                    **quiet),
-        "ais_tolerance": lambda: pyrolik.ais(lg, x, tolerance=2.0, num_chains=4, seed=0,
-                                             max_steps=100, **quiet),
+        "ais_tolerance": lambda: pyrolik.ais(lg, x, **tolerance(2.0, 100), num_chains=4, seed=0,
+                                             **quiet),
         "evidence": lambda: pyrolik.evidence(
             GlobalLinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=0),
             GlobalLinearGaussian.random(data_dim=4, latent_dim=2, s=0.5, seed=0).sample(5, seed=1),
             **run),
         "sigma_curve": lambda: pyrolik.sigma_curve(lg, x, [0.1, 0.3, 1.0], **run),
         "sigma_curve_tolerance": lambda: pyrolik.sigma_curve(
-            lg, x, [0.3, 1.0], tolerance=3.0, num_chains=4, seed=0, max_steps=50, **quiet),
+            lg, x, [0.3, 1.0], **tolerance(3.0, 50), num_chains=4, seed=0, **quiet),
         "rate_distortion": lambda: pyrolik.rate_distortion(lg, x, [0.5, 2.0, 8.0], **run),
         "rate_distortion_user": lambda: pyrolik.rate_distortion(
             lg, x, [0.5, 2.0, 8.0], distortion=squared_error, **run),
@@ -226,8 +242,11 @@ def cases(workdir: Path) -> Dump:
                     r, 5, seed=0), out, flatten)
         _try("simulate", lambda: pyrolik.simulate(two_sites, 4, data_shape=(5,), seed=0), out,
              flatten)
-        _try("budget", lambda: pyrolik.budget(lg, x, 2.0, num_chains=4, seed=0, max_steps=100,
-                                              **quiet), out, flatten)
+        budget_of = ((lambda: pyrolik.budget(lg, x, pyrolik.Tolerance(2.0, max_steps=100),
+                                             num_chains=4, seed=0, **quiet)) if new_api else
+                     (lambda: pyrolik.budget(lg, x, 2.0, num_chains=4, seed=0, max_steps=100,
+                                             **quiet)))
+        _try("budget", budget_of, out, flatten)
         _try("bdmc_convergence", lambda: pyrolik.infer.bdmc_convergence(
             lg, 3, num_steps=[5, 10], num_chains=4, data_shape=(5,), seed=0, **quiet), out,
             flatten)

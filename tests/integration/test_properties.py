@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 import pyrolik
 from pyrolik import schedules
+from pyrolik.annealing import Recording
+from pyrolik.annealing.driver import run
 from pyrolik.model.target import make_target
 from pyrolik.ops.stats import RunningLogWeights, effective_sample_size, log_mean_exp
 from tests import scale_models as sm
@@ -142,13 +144,15 @@ def test_weight_increments_are_beta_steps_times_the_log_likelihood(schedule, k, 
     final log-weight is their sum (Neal 2001), forward and reverse."""
     x = sm.sample(2, seed % 1000)
     kw = dict(num_steps=None, schedule=schedule, num_chains=k, seed=seed, progress=False,
-              kernel=pyrolik.HMC(num_leapfrog=2, adapt=None, step_size=0.3), record_every=1)
+              kernel=pyrolik.HMC(num_leapfrog=2, adapt=None, step_size=0.3))
     if reverse:
         z0 = torch.randn(k, 2, 2, generator=torch.Generator().manual_seed(seed), dtype=x.dtype)
-        r = pyrolik.reverse_ais(sm.model, x, z0, **kw)
+        # every step recorded: the driver behind pyrolik.reverse_ais (which records its default)
+        _, (r,) = run("reverse_ais", sm.model, x, directions=("reverse",), latents=z0,
+                      batch_size=None, recording=Recording(every=1), **kw)
         betas, start = schedule.flip(0), z0
     else:
-        r = pyrolik.ais(sm.model, x, keep_states=True, **kw)
+        r = pyrolik.ais(sm.model, x, record=Recording(every=1, states=True), **kw)
         betas, start = schedule, None
     target = make_target(sm.model, x, k)
     log_w = r.trace["log_weight"]  # (T, K, N)

@@ -825,14 +825,14 @@ def observation_computed_from_x(lg, x):
     # of the computation is the only difference, and now x is observed as it is
     def fixed():
         sim = pyrolik.simulate(lg, 4, data_shape=(3,), seed=0)
-        b = pyrolik.bdmc(lg, data=sim, num_steps=20, num_chains=32, seed=0, progress=False, kernel=plain())
+        b = pyrolik.bdmc(lg, sim, num_steps=20, num_chains=32, seed=0, progress=False, kernel=plain())
         truth = lg.exact_log_marginal(sim.x)
         assert_lower_bound(b.lower.log_likelihood, truth, b.lower.log_weights)
         assert (b.upper.log_likelihood >= truth - 4 * b.upper.mcse).all()
 
     return Case(lambda: pyrolik.simulate(refused, 4, data_shape=(3,), seed=0),
                 r"Observe x by selection \(obs=x, obs=x\[:, t\], obs=x\[:, idx\]\) with any "
-                r"computation on it in the distribution.*pyrolik.bdmc\(model, data=\(x, latents\)",
+                r"computation on it in the distribution.*pyrolik.bdmc\(model, \(x, latents\)",
                 fixed)
 
 
@@ -853,14 +853,14 @@ def structure_reads_the_data(lg, x):
                                                                            strict=True)])
         latents = {"z": torch.cat([o.exact_posterior(xn[None]).sample() for o, xn in
                                    zip(oracles, data, strict=True)])}
-        b = pyrolik.bdmc(refused, data=(data, latents), num_steps=20, num_chains=32, seed=0,
+        b = pyrolik.bdmc(refused, (data, latents), num_steps=20, num_chains=32, seed=0,
                          progress=False, kernel=plain())
         assert_lower_bound(b.lower.log_likelihood, truth, b.lower.log_weights)
         assert (b.upper.log_likelihood >= truth - 4 * b.upper.mcse).all()
 
     return Case(lambda: pyrolik.simulate(refused, 4, data_shape=(3,), seed=0),
                 r"its structure reads the data.*simulate \(x, latents\) with your own code.*"
-                r"pyrolik.bdmc\(model, data=\(x, latents\), \.\.\.\)", fixed)
+                r"pyrolik.bdmc\(model, \(x, latents\), \.\.\.\)", fixed)
 
 
 # -- curves ------------------------------------------------------------------------------------------
@@ -955,12 +955,12 @@ def _masked_exact(lg, model, x, seen):
 @case
 def inverted_bdmc_gap(lg, x):
     def refused():  # reverse chains started far from the posterior of x
-        return pyrolik.bdmc(lg, data=(x, {"z": torch.full((4, 2), 6.0, dtype=x.dtype)}),
+        return pyrolik.bdmc(lg, (x, {"z": torch.full((4, 2), 6.0, dtype=x.dtype)}),
                             num_steps=20, num_chains=32, seed=0, progress=False).warnings()
 
     def fixed():  # pass data simulated by pyrolik.simulate
         sim = pyrolik.simulate(lg, 4, data_shape=(3,), seed=0)
-        b = pyrolik.bdmc(lg, data=sim, num_steps=20, num_chains=32, seed=0, progress=False, kernel=plain())
+        b = pyrolik.bdmc(lg, sim, num_steps=20, num_chains=32, seed=0, progress=False, kernel=plain())
         truth = lg.exact_log_marginal(sim.x)
         assert_lower_bound(b.lower.log_likelihood, truth, b.lower.log_weights)
         assert (b.upper.log_likelihood >= truth - 4 * b.upper.mcse).all()
