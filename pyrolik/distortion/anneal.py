@@ -249,7 +249,7 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,
                                  seed=seed + 1 + 100_003 * j, dtype=x.dtype, device=x.device)
         except ValueError as err:
             raise ValueError(
-                f"tolerance= chooses num_steps by BDMC on data simulated from the model at every "
+                f"a Tolerance chooses num_steps by BDMC on data simulated from the model at every "
                 f"grid point, and this model cannot be simulated ({err}). Pass num_steps= instead, "
                 f"and check it with pyrolik.distortion_bdmc(model, {name}s=..., data={{{name}: "
                 "(x, latents)}, ...) on data you simulate yourself") from err

@@ -242,7 +242,7 @@ class DistortionCurve(Exported):
     # -- tables -----------------------------------------------------------------------------------
     def summary(self) -> pd.DataFrame:
         """One row per recorded beta: means over examples of log Z (and log p_sigma), standard errors,
-        MCSE, ESS, distortion, rate, and with ``tolerance=`` the budget."""
+        MCSE, ESS, distortion, rate, and with ``num_steps=Tolerance(...)`` the budget."""
         ok = ~self.failed
         cols: dict[str, Any] = {"beta": self.betas}
         if self.mode == "gaussian":

@@ -73,7 +73,10 @@ def checkpoint(path: str | os.PathLike, *, every: int = 100) -> contextlib.Abstr
 
     The run's state is saved every ``every`` annealing steps and after every batch; a rerun of the
     same call resumes bit-identically (on CPU), a file of another run raises ``ValueError``
-    (``docs/scale.md``). One estimator call per file.
+    (``docs/scale.md``). One estimator call per file: :func:`pyrolik.ais`,
+    :func:`pyrolik.reverse_ais`, :func:`pyrolik.bdmc`, :func:`pyrolik.evidence` and
+    :func:`pyrolik.evidence_bdmc` checkpoint (a budget search inside runs without); the others
+    refuse the block.
 
     Parameters
     ----------
@@ -107,6 +110,8 @@ def distributed() -> contextlib.AbstractContextManager:
     Every process calls the estimator with the same arguments; whole batches go to the ranks in
     turn and rank 0 returns the gathered result (as one process with the same ``batch_size`` and
     ``seed``), the others ``None`` (``docs/scale.md``). Needs an initialised default process group.
+    :func:`pyrolik.ais`, :func:`pyrolik.reverse_ais`, :func:`pyrolik.bdmc`, :func:`pyrolik.iwae`
+    and :func:`pyrolik.likelihood_weighting` shard; the others refuse the block.
 
     Examples
     --------

@@ -112,8 +112,8 @@ def main_result(result: _R | None, estimator: str) -> _R:
     travelling on."""
     if result is None:
         raise RuntimeError(
-            f"{estimator} returned None, which only the non-zero ranks of a distributed=True run "
-            "do: run it with distributed=False, or use the result on rank 0"
+            f"{estimator} returned None, which only the non-zero ranks of a pyrolik.distributed() "
+            "block do: run it outside the block, or use the result on rank 0"
         )
     return result
 

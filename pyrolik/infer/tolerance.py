@@ -39,7 +39,10 @@ MIN_STEPS = 25  # the search's first number of steps: 25, 50, 100, 200, ...
 class Tolerance:
     """``num_steps=Tolerance(nats)``: the annealing steps whose BDMC gap is within ``nats``.
 
-    The estimator runs BDMC on data simulated like ``x`` at 25, 50, 100, ... steps until the gap's
+    Taken by :func:`pyrolik.ais`, :func:`pyrolik.evidence` (on whole data sets),
+    :func:`pyrolik.sigma_curve` and :func:`pyrolik.rate_distortion` (at every grid point), and
+    :func:`pyrolik.budget` alone. The estimator runs BDMC on data simulated like ``x`` at 25, 50,
+    100, ... steps until the gap's
     mean + 2 standard errors is within ``nats``, then a check on a subset of ``x`` that warns
     (:class:`~pyrolik.BudgetWarning`) when real data disagree; ``result.budget`` records the search
     (``docs/tolerance.md``). :func:`pyrolik.budget` runs the same search alone.
