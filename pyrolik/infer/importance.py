@@ -108,7 +108,7 @@ def iwae(
     ----------
     guide : callable
         A Pyro guide with the model's signature sampling every latent site (or a mixture
-        proposal, :mod:`pyrolik.model.mixture_guides`).
+        proposal, :mod:`pyrolik.model.autoguides`).
 
     Returns
     -------
