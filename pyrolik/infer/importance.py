@@ -39,12 +39,9 @@ def likelihood_weighting(
     progress: bool = True,
     distributed: bool = False,
 ) -> EstimateResult | None:
-    r"""Likelihood weighting: importance sampling from the prior (Wu et al. 2017, eq. 6).
-
-    .. math:: \hat p(x) = \frac1K \sum_{k=1}^K p(x \mid z_k), \qquad z_k \sim p(z)
-
-    :math:`\mathbb E[\hat p(x)] = p(x)`: a stochastic lower bound on :math:`\log p(x)` [1]_,
-    accurate only when the prior overlaps the posterior (watch ``khat``).
+    r"""Likelihood weighting (Wu et al. 2017, eq. 6), :math:`\log \frac1K \sum_k p(x \mid z_k)` with
+    :math:`z_k \sim p(z)`: a stochastic lower bound on :math:`\log p(x)`, accurate only when the
+    prior overlaps the posterior (watch ``khat``).
 
     Returns
     -------
@@ -62,22 +59,15 @@ def likelihood_weighting(
     ('lower', torch.Size([4]))
     >>> bool((result.log_likelihood - model.exact_log_marginal(x)).abs().max() < 1.0)
     True
-
-    References
-    ----------
-    .. [1] Y. Wu, Y. Burda, R. Salakhutdinov, R. Grosse. On the quantitative analysis of
-       decoder-based generative models. ICLR, 2017.
     """
 
     def log_weights(target: Target, generator: torch.Generator) -> tuple[Tensor, dict]:
         draw = target.sample_prior(generator)
         return draw.log_density, draw.values
 
-    return _run_importance(
-        "likelihood_weighting", model, None, x, log_weights, num_samples, model_args,
-        model_kwargs, seed, batch_size, chunk_size, keep_weights, keep_samples, progress,
-        distributed,
-    )
+    return _run_importance("likelihood_weighting", model, None, x, log_weights, num_samples,
+                           model_args, model_kwargs, seed, batch_size, chunk_size, keep_weights,
+                           keep_samples, progress, distributed)
 
 
 @shared_params
@@ -97,12 +87,9 @@ def iwae(
     progress: bool = True,
     distributed: bool = False,
 ) -> EstimateResult | None:
-    r"""The importance weighted bound with a Pyro guide as proposal (Burda et al. 2016).
-
-    .. math:: \mathcal L_K(x) = \log \frac1K \sum_{k=1}^K \frac{p(x, z_k)}{q(z_k \mid x)},
-              \qquad z_k \sim q(z \mid x)
-
-    :math:`\mathbb E[\mathcal L_K] \le \log p(x)`, increasing in :math:`K` [1]_.
+    r"""The importance weighted bound (Burda et al. 2016), :math:`\log \frac1K \sum_k p(x, z_k) /
+    q(z_k \mid x)` with :math:`z_k \sim q(z \mid x)` from a Pyro guide: a stochastic lower bound on
+    :math:`\log p(x)`, increasing in :math:`K`.
 
     Parameters
     ----------
@@ -127,10 +114,6 @@ def iwae(
     >>> exact = model.exact_log_marginal(x)   # the exact posterior as guide: every weight is p(x)
     >>> bool(torch.allclose(result.log_likelihood, exact, atol=1e-3))
     True
-
-    References
-    ----------
-    .. [1] Y. Burda, R. Grosse, R. Salakhutdinov. Importance weighted autoencoders. ICLR, 2016.
     """
     if not callable(guide):
         raise TypeError(f"guide must be a callable Pyro guide, got {type(guide).__name__}")
@@ -140,10 +123,9 @@ def iwae(
         log_prior, log_obs = target.log_joint_constrained(draw.values)
         return log_prior + log_obs - draw.log_density, draw.values
 
-    return _run_importance(
-        "iwae", model, guide, x, log_weights, num_samples, model_args, model_kwargs, seed,
-        batch_size, chunk_size, keep_weights, keep_samples, progress, distributed,
-    )
+    return _run_importance("iwae", model, guide, x, log_weights, num_samples, model_args,
+                           model_kwargs, seed, batch_size, chunk_size, keep_weights, keep_samples,
+                           progress, distributed)
 
 
 def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_args,
