@@ -24,21 +24,12 @@ ROWS_PER_CHUNK = 16_384  # default chunk: about this many (sample, example) rows
 
 
 @shared_params
-def likelihood_weighting(
-    model: Callable[..., Any],
-    x: Tensor,
-    *,
-    num_samples: int,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    chunk_size: int | None = None,
-    keep_weights: bool | None = None,
-    keep_samples: bool | None = None,
-    progress: bool = True,
-    distributed: bool = False,
-) -> EstimateResult | None:
+def likelihood_weighting(model: Callable[..., Any], x: Tensor, *, num_samples: int,
+                         model_args: tuple = (), model_kwargs: dict | None = None,
+                         seed: int | None = None, batch_size: int | None = None,
+                         chunk_size: int | None = None, keep_weights: bool | None = None,
+                         keep_samples: bool | None = None, progress: bool = True,
+                         distributed: bool = False) -> EstimateResult | None:
     r"""Likelihood weighting (Wu et al. 2017, eq. 6), :math:`\log \frac1K \sum_k p(x \mid z_k)` with
     :math:`z_k \sim p(z)`: a stochastic lower bound on :math:`\log p(x)`, accurate only when the
     prior overlaps the posterior (watch ``khat``).
@@ -71,22 +62,11 @@ def likelihood_weighting(
 
 
 @shared_params
-def iwae(
-    model: Callable[..., Any],
-    x: Tensor,
-    guide: Callable[..., Any],
-    *,
-    num_samples: int,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    chunk_size: int | None = None,
-    keep_weights: bool | None = None,
-    keep_samples: bool | None = None,
-    progress: bool = True,
-    distributed: bool = False,
-) -> EstimateResult | None:
+def iwae(model: Callable[..., Any], x: Tensor, guide: Callable[..., Any], *, num_samples: int,
+         model_args: tuple = (), model_kwargs: dict | None = None, seed: int | None = None,
+         batch_size: int | None = None, chunk_size: int | None = None,
+         keep_weights: bool | None = None, keep_samples: bool | None = None, progress: bool = True,
+         distributed: bool = False) -> EstimateResult | None:
     r"""The importance weighted bound (Burda et al. 2016), :math:`\log \frac1K \sum_k p(x, z_k) /
     q(z_k \mid x)` with :math:`z_k \sim q(z \mid x)` from a Pyro guide: a stochastic lower bound on
     :math:`\log p(x)`, increasing in :math:`K`.
