@@ -101,13 +101,9 @@ def canonical_names() -> dict[int, str]:
 
 
 def module_name(package: str, name: str) -> str:
-    """The public name of the module exported as ``package.name``: its package page's name when it
-    has one (a module that two packages export is documented once)."""
-    obj = getattr(importlib.import_module(package), name)
-    for candidate in PACKAGES:
-        if importlib.import_module(candidate) is obj:
-            return candidate
-    return f"{package}.{name}"
+    """The full name of the module exported as ``package.name`` (a module that two packages export
+    is documented once, under its own name)."""
+    return getattr(importlib.import_module(package), name).__name__
 
 
 SECTIONS = [("function", "Functions"), ("class", "Classes"), ("warning", "Warnings")]

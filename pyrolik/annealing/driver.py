@@ -16,9 +16,8 @@ from pyrolik.annealing.run import Leg, Problem, Recording, describe, latents_to_
 from pyrolik.annealing.step_sizes import StepSizes, rows_of
 from pyrolik.annealing.transition import HMCTransition, ValueAndGradFn
 from pyrolik.annealing.tuning import Adaptation, PilotTuning, Tuning
-from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batches
+from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batches, warn_failed
 from pyrolik.execution.checkpoint import Checkpoint, checkpoint_path, fingerprint
-from pyrolik.execution.batches import warn_failed
 from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, prepare_inputs
 from pyrolik.ops.stats import chain_statistics, log_mean_exp
 from pyrolik.results import AISResult

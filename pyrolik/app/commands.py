@@ -28,7 +28,7 @@ from pyrolik.app.loading import (
 from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.checkpoint import remove_checkpoint
 from pyrolik.execution.distributed import Shard, init_from_env, main_result, set_threads
-from pyrolik.io.netcdf import load, save
+from pyrolik.io.export import load, save
 from pyrolik.results import EstimateResult
 
 __all__ = ["evaluate", "bdmc", "summary"]
@@ -267,7 +267,7 @@ def summary(args) -> int:
     """``pyrolik summary``: print the summary (and warnings) of result files: those to act on, and
     the remarks in one line (every one of them with ``--all``).
 
-    Only netCDF/zarr result files are read (:func:`pyrolik.io.netcdf.load`): a model checkpoint
+    Only netCDF/zarr result files are read (:func:`pyrolik.io.export.load`): a model checkpoint
     or any other file is refused with a message that says what it is, and nothing is unpickled.
     """
     results = [(path, load(path)) for path in args.results]  # refuse before printing anything

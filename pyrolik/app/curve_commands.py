@@ -110,7 +110,7 @@ def _run(args, work: Callable[[Any, dict, Callable[[], Any]], Any], report: Call
                       schedule=args.schedule, kernel=_kernel(args), model_kwargs=kwargs,
                       seed=args.seed, batch_size=args.batch_size, progress=not args.quiet)
         result = work(model, common, read_x)
-        from pyrolik.io.netcdf import save
+        from pyrolik.io.export import save
 
         save(result, paths["curve"])
         # as the other commands: fixed-width tables (results_format), --quiet silences progress

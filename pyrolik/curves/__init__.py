@@ -16,6 +16,9 @@ from pyrolik.curves.curve import (
     default_sizes,
     evaluate_representations,
     loss_data_curve,
+    pca,
+    random_projection,
+    raw,
     train_valid_split,
 )
 from pyrolik.curves.measures import (
@@ -30,7 +33,6 @@ from pyrolik.curves.measures import (
     validation_loss,
 )
 from pyrolik.curves.plots import plot_curves, plot_loss_data
-from pyrolik.curves.representations import pca, random_projection, raw
 
 __all__ = [
     "LossDataCurve",

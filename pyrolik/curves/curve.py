@@ -1,4 +1,6 @@
-"""Loss-data curves: the validation loss of a probe against the training-set size."""
+"""Loss-data curves: the validation loss of a probe against the training-set size, for
+representations (callables ``x -> features`` ``(N, d)``) such as :func:`raw`, :func:`pca` and
+:func:`random_projection` (``docs/curves.md``)."""
 
 from __future__ import annotations
 
@@ -10,25 +12,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pyrolik.curves.probes import (
-    PROBES,
-    evaluate_probes,
-    init_probes,
-    make_probe_set,
-    train_probes,
-)
+from pyrolik.curves.probes import PROBES, evaluate_probes, init_probes, make_probe_set, train_probes
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = [
-    "LossDataCurve",
-    "default_sizes",
-    "default_lr",
-    "train_valid_split",
-    "loss_data_curve",
-    "evaluate_representations",
-]
+__all__ = ["LossDataCurve", "default_sizes", "default_lr", "train_valid_split", "loss_data_curve",
+           "evaluate_representations", "raw", "random_projection", "pca"]
 
 
 @dataclass(frozen=True)
@@ -59,15 +49,11 @@ class LossDataCurve:
         if sizes.ndim != 1 or len(sizes) == 0 or not np.issubdtype(sizes.dtype, np.number):
             raise ValueError("sizes must be a non-empty 1-D array of training-set sizes")
         if np.any(sizes != np.round(sizes)) or np.any(sizes < 1) or np.any(np.diff(sizes) <= 0):
-            raise ValueError(
-                f"sizes must be integers >= 1, strictly increasing; got {sizes.tolist()}"
-            )
+            raise ValueError(f"sizes must be integers >= 1, strictly increasing; got {sizes.tolist()}")
         loss = np.atleast_2d(np.asarray(self.loss, dtype=np.float64))
         if loss.ndim != 2 or loss.shape[1] != len(sizes):
-            raise ValueError(
-                f"loss must have shape (num_seeds, {len(sizes)}) to match sizes; got "
-                f"{np.shape(self.loss)}"
-            )
+            raise ValueError(f"loss must have shape (num_seeds, {len(sizes)}) to match sizes; got "
+                             f"{np.shape(self.loss)}")
         if not np.all(np.isfinite(loss)) or np.any(loss < 0):
             raise ValueError("loss must be finite and >= 0 (a cross-entropy in nats)")
         object.__setattr__(self, "sizes", sizes.astype(np.int64))
@@ -108,9 +94,8 @@ class LossDataCurve:
         if not keep.any():
             raise ValueError(f"n={n} is below the smallest size {self.sizes[0]} of the curve")
         acc = None if self.accuracy is None else self.accuracy[:, keep]
-        return LossDataCurve(
-            self.sizes[keep], self.loss[:, keep], acc, self.name, self.num_classes, self.info
-        )
+        return LossDataCurve(self.sizes[keep], self.loss[:, keep], acc, self.name, self.num_classes,
+                             self.info)
 
     def to_frame(self) -> pd.DataFrame:
         """Long table, one row per (seed, n): representation, n, seed, loss, accuracy."""
@@ -118,12 +103,8 @@ class LossDataCurve:
 
         seeds, idx = np.meshgrid(np.arange(self.num_seeds), np.arange(len(self.sizes)),
                                  indexing="ij")
-        data = {
-            "representation": self.name,
-            "n": self.sizes[idx.ravel()],
-            "seed": seeds.ravel(),
-            "loss": self.loss.ravel(),
-        }
+        data = {"representation": self.name, "n": self.sizes[idx.ravel()], "seed": seeds.ravel(),
+                "loss": self.loss.ravel()}
         if self.accuracy is not None:
             data["accuracy"] = self.accuracy.ravel()
         return pd.DataFrame(data)
@@ -183,10 +164,8 @@ def _check_task(features, labels, what: str) -> tuple[Tensor, Tensor]:
     if not x.is_floating_point():
         x = x.to(torch.get_default_dtype())
     if x.ndim != 2:
-        raise ValueError(
-            f"{what} features must be 2-D (examples, features); got shape {tuple(x.shape)}: "
-            "flatten them in the representation"
-        )
+        raise ValueError(f"{what} features must be 2-D (examples, features); got shape "
+                         f"{tuple(x.shape)}: flatten them in the representation")
     if not torch.isfinite(x).all():
         raise ValueError(f"{what} features contain NaN or inf; fix the representation or data")
     y = _as_tensor(labels, f"{what} labels")
@@ -194,10 +173,8 @@ def _check_task(features, labels, what: str) -> tuple[Tensor, Tensor]:
         raise TypeError(f"{what} labels must be integer class indices; got dtype {y.dtype}")
     y = y.long()
     if y.ndim != 1 or len(y) != len(x):
-        raise ValueError(
-            f"{what} labels must be 1-D with one label per example ({len(x)}); got shape "
-            f"{tuple(y.shape)}"
-        )
+        raise ValueError(f"{what} labels must be 1-D with one label per example ({len(x)}); got "
+                         f"shape {tuple(y.shape)}")
     if len(y) and y.min() < 0:
         raise ValueError(f"{what} labels must be >= 0 (class indices 0..K-1)")
     return x, y
@@ -231,9 +208,8 @@ def train_valid_split(
         raise ValueError(f"x has {len(x)} examples but y has {len(y)}; pass one label per example")
     num_valid = int(round(valid_size * len(x))) if 0 < valid_size < 1 else int(valid_size)
     if not 1 <= num_valid < len(x):
-        raise ValueError(
-            f"valid_size={valid_size} leaves no training or no validation examples out of {len(x)}"
-        )
+        raise ValueError(f"valid_size={valid_size} leaves no training or no validation examples "
+                         f"out of {len(x)}")
     perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
     va, tr = perm[:num_valid], perm[num_valid:]
     return (x[tr], y[tr]), (x[va], y[va])
@@ -258,10 +234,8 @@ def loss_data_curve(
     seed: int = 0,
     name: str = "",
 ) -> LossDataCurve:
-    r"""Estimate the loss-data curve of one representation by training all probes at once.
-
-    Per size and seed a probe trains on the first :math:`n_j` points of a permutation; the seed
-    mean of the validation cross-entropy estimates :math:`L(\mathcal{A}_\phi, n_j)` without bias.
+    r"""Estimate the loss-data curve of one representation by training all probes at once: per size
+    and seed, a probe trained on the first :math:`n_j` points of a permutation.
 
     Parameters
     ----------
@@ -287,9 +261,8 @@ def loss_data_curve(
     x, y = _check_task(features, labels, "training")
     xv, yv = _check_task(valid_features, valid_labels, "validation")
     if xv.shape[1] != x.shape[1]:
-        raise ValueError(
-            f"validation features have {xv.shape[1]} columns but training features {x.shape[1]}"
-        )
+        raise ValueError(f"validation features have {xv.shape[1]} columns but training features "
+                         f"{x.shape[1]}")
     if len(xv) == 0:
         raise ValueError("the validation set is empty; pass held-out examples")
     xv = xv.to(device=x.device, dtype=x.dtype)
@@ -302,19 +275,15 @@ def loss_data_curve(
     if lr is None:
         lr = default_lr(probe, x.shape[1])
     if not lr > 0 or not weight_decay >= 0:
-        raise ValueError(
-            f"need lr > 0 and weight_decay >= 0; got lr={lr}, weight_decay={weight_decay}"
-        )
+        raise ValueError(f"need lr > 0 and weight_decay >= 0; got lr={lr}, weight_decay={weight_decay}")
     k = int(max(y.max(), yv.max())) + 1 if num_classes is None else int(num_classes)
     if k < 2 or y.max() >= k or yv.max() >= k:
         raise ValueError(f"labels must lie in 0..num_classes-1 with num_classes >= 2; got K={k}")
     sizes = default_sizes(len(x)) if sizes is None else np.asarray(sizes)
     if (sizes.ndim != 1 or len(sizes) == 0 or np.any(sizes != np.round(sizes))
             or np.any(np.diff(sizes) <= 0) or sizes[0] < 1 or sizes[-1] > len(x)):
-        raise ValueError(
-            f"sizes must be increasing integers in 1..{len(x)} (the training pool); got "
-            f"{np.asarray(sizes).tolist()}"
-        )
+        raise ValueError(f"sizes must be increasing integers in 1..{len(x)} (the training pool); "
+                         f"got {np.asarray(sizes).tolist()}")
     if standardize:
         mean, scale = x.mean(0), x.var(0).mean().sqrt().clamp(min=1e-12)
         x, xv = (x - mean) / scale, (xv - mean) / scale
@@ -331,33 +300,20 @@ def loss_data_curve(
     shape = (len(sizes), num_seeds)  # probes are size-major
     if not torch.isfinite(loss).all():
         bad = sorted({int(sizes[i // num_seeds]) for i in torch.nonzero(~torch.isfinite(loss))})
-        raise FloatingPointError(
-            f"training diverged (non-finite validation loss) for sizes {bad} with lr={lr}; "
-            "pass a smaller lr="
-        )
+        raise FloatingPointError(f"training diverged (non-finite validation loss) for sizes {bad} "
+                                 f"with lr={lr}; pass a smaller lr=")
     info = {"probe": probe, "hidden": hidden if probe == "mlp" else None, "num_steps": num_steps,
             "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "seed": seed,
             "num_valid": len(xv), "in_dim": x.shape[1]}
-    return LossDataCurve(
-        sizes=np.asarray(sizes, dtype=np.int64),
-        loss=loss.view(shape).T.double().cpu().numpy(),
-        accuracy=acc.view(shape).T.double().cpu().numpy(),
-        name=name,
-        num_classes=k,
-        info=info,
-    )
+    return LossDataCurve(sizes=np.asarray(sizes, dtype=np.int64),
+                         loss=loss.view(shape).T.double().cpu().numpy(),
+                         accuracy=acc.view(shape).T.double().cpu().numpy(), name=name,
+                         num_classes=k, info=info)
 
 
-def evaluate_representations(
-    representations: Mapping[str, Callable],
-    train: tuple,
-    valid: tuple,
-    **kwargs,
-) -> dict[str, LossDataCurve]:
+def evaluate_representations(representations: Mapping[str, Callable], train: tuple, valid: tuple,
+                             **kwargs) -> dict[str, LossDataCurve]:
     """Loss-data curves of several representations of the same task: ``{name: LossDataCurve}``.
-
-    ``representations``: ``{name: x -> features}``; ``train``, ``valid``: ``(x, y)``; other
-    keywords go to :func:`loss_data_curve`.
 
     Parameters
     ----------
@@ -376,9 +332,7 @@ def evaluate_representations(
         raise TypeError("representations must be a non-empty dict of name -> callable")
     for key, fn in representations.items():
         if not callable(fn):
-            raise TypeError(
-                f"representation {key!r} is not callable; pass a function x -> features"
-            )
+            raise TypeError(f"representation {key!r} is not callable; pass a function x -> features")
     (x, y), (xv, yv) = train, valid
     curves = {}
     with torch.no_grad():
@@ -386,3 +340,75 @@ def evaluate_representations(
     for key, (f, fv) in feats.items():  # one batched training per representation
         curves[key] = loss_data_curve(f, y, fv, yv, name=key, **kwargs)
     return curves
+
+
+def _flat(x) -> Tensor:
+    t = _as_tensor(x, "data")
+    if not t.is_floating_point():
+        t = t.to(torch.get_default_dtype())
+    return t.reshape(len(t), -1)
+
+
+def raw() -> Callable[[Tensor], Tensor]:
+    """The identity representation: the data flattened to ``(N, D)`` (the source's baseline)."""
+    return _flat
+
+
+def random_projection(dim: int, *, seed: int = 0) -> Callable[[Tensor], Tensor]:
+    r"""A fixed Gaussian random projection :math:`\phi(x) = x R`, :math:`R_{ij} \sim N(0, 1/d)`, drawn
+    from ``seed`` (the same on training and validation data).
+
+    Parameters
+    ----------
+    dim : int
+        The projection's dimension.
+    seed : int
+        The seed of :math:`R`.
+
+    Returns
+    -------
+    callable
+        ``x -> x R``, for ``x`` of shape ``(N, ...)`` (flattened).
+    """
+    if not isinstance(dim, int) or dim < 1:
+        raise ValueError(f"dim must be a positive integer; got {dim!r}")
+
+    def project(x) -> Tensor:
+        x = _flat(x)
+        g = torch.Generator().manual_seed(seed)
+        r = torch.randn(x.shape[1], dim, generator=g, dtype=x.dtype) / dim**0.5
+        return x @ r
+
+    return project
+
+
+def pca(fit_data, dim: int) -> Callable[[Tensor], Tensor]:
+    """Projection on the top ``dim`` principal components of ``fit_data`` (labels unused); fit it on the
+    training pool only.
+
+    Parameters
+    ----------
+    fit_data : Tensor or ndarray, shape (N, ...)
+        The data the components are fitted on.
+    dim : int
+        How many components.
+
+    Returns
+    -------
+    callable
+        ``x -> features`` of shape ``(N, dim)``.
+    """
+    x = _flat(fit_data)
+    if not isinstance(dim, int) or not 1 <= dim <= min(x.shape):
+        raise ValueError(f"dim must be an integer in 1..{min(x.shape)} (rank limit); got {dim!r}")
+    if not torch.isfinite(x).all():
+        raise ValueError("fit_data contains NaN or inf")
+    mean = x.mean(0)
+    _, _, vh = torch.linalg.svd(x - mean, full_matrices=False)
+    components = vh[:dim].T.clone()
+
+    def project(z) -> Tensor:
+        z = _flat(z)
+        return (z - mean.to(z.dtype)) @ components.to(z.dtype)
+
+    return project

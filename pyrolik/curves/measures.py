@@ -13,27 +13,17 @@ from pyrolik.curves.curve import LossDataCurve
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = [
-    "validation_loss",
-    "validation_accuracy",
-    "mi_proxy",
-    "mdl",
-    "sdl",
-    "epsilon_sample_complexity",
-    "epsilon_from_baseline",
-    "measures_table",
-    "best_representation",
-]
+__all__ = ["validation_loss", "validation_accuracy", "mi_proxy", "mdl", "sdl",
+           "epsilon_sample_complexity", "epsilon_from_baseline", "measures_table",
+           "best_representation"]
 
 RULES = ("right", "left")
 
 
 def _check_curve(curve) -> LossDataCurve:
     if not isinstance(curve, LossDataCurve):
-        raise TypeError(
-            f"expected a LossDataCurve (from loss_data_curve or built from arrays); got "
-            f"{type(curve).__name__}"
-        )
+        raise TypeError(f"expected a LossDataCurve (from loss_data_curve or built from arrays); "
+                        f"got {type(curve).__name__}")
     return curve
 
 
@@ -43,9 +33,8 @@ def _upto(curve: LossDataCurve, n: int | None) -> LossDataCurve:
     if n is None:
         return curve
     if int(n) not in curve.sizes:
-        raise ValueError(
-            f"n={n} is not a size of the curve {curve.name!r}; use one of {curve.sizes.tolist()}"
-        )
+        raise ValueError(f"n={n} is not a size of the curve {curve.name!r}; use one of "
+                         f"{curve.sizes.tolist()}")
     return curve.truncate(int(n))
 
 
@@ -71,8 +60,7 @@ def validation_loss(curve: LossDataCurve, n: int) -> float:
     -------
     float
     """
-    c = _upto(curve, n)
-    return float(c.mean_loss[-1])
+    return float(_upto(curve, n).mean_loss[-1])
 
 
 def validation_accuracy(curve: LossDataCurve, n: int) -> float:
@@ -80,10 +68,8 @@ def validation_accuracy(curve: LossDataCurve, n: int) -> float:
 
     Parameters
     ----------
-    curve : LossDataCurve
-        The curve of one representation (:func:`loss_data_curve`).
-    n : int
-        A size of the curve's grid.
+    curve, n
+        As in :func:`validation_loss`.
 
     Returns
     -------
@@ -97,9 +83,8 @@ def validation_accuracy(curve: LossDataCurve, n: int) -> float:
 
 
 def mi_proxy(curve: LossDataCurve) -> float:
-    r"""MI proxy: the loss at the largest size, :math:`\hat L(n_m)`.
-
-    :math:`H(Y) - \hat L(n_m)` lower-bounds :math:`I(\phi(X); Y)` up to validation noise.
+    r"""MI proxy: the loss at the largest size, :math:`\hat L(n_m)` (:math:`H(Y) - \hat L(n_m)`
+    lower-bounds :math:`I(\phi(X); Y)` up to validation noise).
 
     Parameters
     ----------
@@ -121,10 +106,8 @@ def _area(curve: LossDataCurve, epsilon: float, rule: str, loss_at_zero: float |
     if rule == "left":
         if loss_at_zero is None:
             if curve.num_classes is None:
-                raise ValueError(
-                    "rule='left' needs the loss with no data: pass loss_at_zero= or build the "
-                    "curve with num_classes= (then log K is used)"
-                )
+                raise ValueError("rule='left' needs the loss with no data: pass loss_at_zero= or "
+                                 "build the curve with num_classes= (then log K is used)")
             loss_at_zero = math.log(curve.num_classes)
         loss = np.concatenate([[float(loss_at_zero)], loss[:-1]])
     return float(np.sum(widths * np.clip(loss - epsilon, 0.0, None)))
@@ -134,14 +117,8 @@ def mdl(
     curve: LossDataCurve, n: int | None = None, *, rule: str = "right",
     loss_at_zero: float | None = None,
 ) -> float:
-    r"""MDL: the prequential (online) code length of ``n`` labels, in nats.
-
-    .. math:: \mathrm{MDL}(n) = \sum_{j:\, n_j \le n} (n_j - n_{j-1})\,\hat L_{j}
-       \quad(\text{rule="right"}),
-
-    estimating :math:`\sum_{i=1}^{n} L(\mathcal{A}_\phi, i)` (Whitney et al. 2020, eq. 4).
-    ``rule="left"`` charges :math:`\hat L_{j-1}`, :math:`\hat L_0 =` ``loss_at_zero`` (default
-    :math:`\log K`): Voita & Titov's block code; right and left bracket the sum.
+    r"""MDL: the prequential (online) code length of ``n`` labels in nats,
+    :math:`\sum_{n_j \le n} (n_j - n_{j-1})\,\hat L_{j}` (Whitney et al. 2020; ``docs/curves.md``).
 
     Parameters
     ----------
@@ -150,7 +127,8 @@ def mdl(
     n : int, optional
         The evaluation size: only the curve up to ``n`` (a size of its grid) is used; default all.
     rule : {"right", "left"}
-        Which end of each interval's loss is charged (see above).
+        Charge each interval the loss at its right end, or at its left (Voita & Titov's block
+        code); the two bracket the sum.
     loss_at_zero : float, optional
         :math:`\hat L_0` for ``rule="left"`` (default :math:`\log K`).
 
@@ -165,26 +143,16 @@ def sdl(
     curve: LossDataCurve, epsilon: float, n: int | None = None, *, rule: str = "right",
     loss_at_zero: float | None = None,
 ) -> float:
-    r"""epsilon-SDL: the surplus description length above the loss threshold ``epsilon`` (nats).
-
-    .. math:: \mathrm{SDL}_\varepsilon = \sum_{j} (n_j - n_{j-1})\,
-       [\hat L_j - \varepsilon]_+ \quad(\text{rule="right"}),
-
-    estimating :math:`\sum_{i=1}^{\infty} [L(\mathcal{A}_\phi, i) - \varepsilon]_+` (Whitney et al.
-    2020, section 4); ``inf`` until the last loss used is :math:`\le \varepsilon`.
+    r"""epsilon-SDL: the surplus description length above the loss threshold ``epsilon`` (nats),
+    :math:`\sum_{j} (n_j - n_{j-1})\,[\hat L_j - \varepsilon]_+`; ``inf`` until the last loss used
+    is :math:`\le \varepsilon`.
 
     Parameters
     ----------
-    curve : LossDataCurve
-        The curve of one representation (:func:`loss_data_curve`).
+    curve, n, rule, loss_at_zero
+        As in :func:`mdl`.
     epsilon : float
         The loss threshold (nats), e.g. :func:`epsilon_from_baseline`.
-    n : int, optional
-        The evaluation size: only the curve up to ``n`` (a size of its grid) is used; default all.
-    rule : {"right", "left"}
-        Which end of each interval's loss is charged (see above).
-    loss_at_zero : float, optional
-        :math:`\hat L_0` for ``rule="left"`` (default :math:`\log K`).
 
     Returns
     -------
@@ -200,21 +168,13 @@ def sdl(
 def epsilon_sample_complexity(
     curve: LossDataCurve, epsilon: float, n: int | None = None, *, interpolate: bool = False
 ) -> float:
-    r"""epsilon sample complexity: the smallest size whose expected loss is at most ``epsilon``.
-
-    .. math:: \varepsilon\mathrm{SC} = \min\{n_j \le n : \hat L_j \le \varepsilon\},
-
-    ``inf`` if no size up to ``n`` reaches it; an upper bound on the crossing (``interpolate=True``:
-    linear in :math:`\log n`) (Whitney et al. 2020, section 4).
+    r"""epsilon sample complexity: the smallest size whose expected loss is at most ``epsilon``
+    (``inf`` if no size up to ``n`` reaches it; on the grid, an upper bound on the crossing).
 
     Parameters
     ----------
-    curve : LossDataCurve
-        The curve of one representation (:func:`loss_data_curve`).
-    epsilon : float
-        The loss threshold (nats), e.g. :func:`epsilon_from_baseline`.
-    n : int, optional
-        The evaluation size: only the curve up to ``n`` (a size of its grid) is used; default all.
+    curve, epsilon, n
+        As in :func:`sdl`.
     interpolate : bool
         Interpolate the crossing between grid sizes (linear in :math:`\log n`).
 
@@ -237,11 +197,8 @@ def epsilon_sample_complexity(
 
 
 def epsilon_from_baseline(baseline: LossDataCurve | float, slack: float = 0.1) -> float:
-    r"""Set :math:`\varepsilon` from a baseline: the raw representation's loss plus a slack.
-
-    .. math:: \varepsilon = \hat L_\text{raw}(n_m) + \text{slack},
-
-    so that :math:`\varepsilon > H(Y \mid X)`; ``baseline``: a curve or a loss in nats.
+    r"""Set :math:`\varepsilon` from a baseline: the raw representation's loss at its largest size
+    plus a slack, so that :math:`\varepsilon > H(Y \mid X)`.
 
     Parameters
     ----------
@@ -259,9 +216,8 @@ def epsilon_from_baseline(baseline: LossDataCurve | float, slack: float = 0.1) -
     elif isinstance(baseline, int | float | np.floating) and not isinstance(baseline, bool):
         base = _check_epsilon(baseline)
     else:
-        raise TypeError(
-            f"baseline must be a LossDataCurve or a loss in nats; got {type(baseline).__name__}"
-        )
+        raise TypeError(f"baseline must be a LossDataCurve or a loss in nats; got "
+                        f"{type(baseline).__name__}")
     if not isinstance(slack, int | float | np.floating) or not 0 <= slack < math.inf:
         raise ValueError(f"slack must be a finite number >= 0 (nats); got {slack!r}")
     return base + float(slack)
@@ -290,10 +246,9 @@ def measures_table(
     *,
     rule: str = "right",
 ) -> pd.DataFrame:
-    """The measures of several representations, as evaluated with ``n`` points, for each ``n``.
-
-    A DataFrame indexed by ``(n, representation)``: ``va_loss``, ``va_accuracy``, ``mdl``,
-    ``sdl``, ``sdl_partial`` (lower bound on an undetermined SDL), ``eps_sc``.
+    """The measures of several representations, as evaluated with ``n`` points, for each ``n``:
+    ``va_loss``, ``va_accuracy``, ``mdl``, ``sdl``, ``sdl_partial`` (a lower bound on an
+    undetermined SDL) and ``eps_sc``, indexed by ``(n, representation)``.
 
     Parameters
     ----------
@@ -346,9 +301,8 @@ def _best(values: pd.Series) -> str:
 
 
 def best_representation(table: pd.DataFrame) -> pd.DataFrame:
-    """The verdict of each measure at each evaluation size: the best representation, if decided.
-
-    A DataFrame indexed by ``n`` of names (ties joined by ``" = "``) or ``None`` (undecided).
+    """The verdict of each measure at each evaluation size: the best representation's name (ties
+    joined by ``" = "``), or ``None`` while the data do not decide it.
 
     Parameters
     ----------

@@ -9,7 +9,7 @@ import numpy as np
 
 from pyrolik.curves.curve import LossDataCurve
 from pyrolik.curves.measures import _as_mapping, measures_table
-from pyrolik.diagnostics.ticks import plain_log_axis
+from pyrolik.diagnostics.plots import plain_log_axis
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -85,17 +85,9 @@ def probe_logits(params: dict[str, Tensor], xt: Tensor) -> Tensor:
     return torch.matmul(params["w2"], h) + params["b2"].unsqueeze(-1)
 
 
-def train_probes(
-    x: Tensor,
-    y: Tensor,
-    probe_set: ProbeSet,
-    init: dict[str, Tensor],
-    *,
-    num_steps: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float = 0.0,
-) -> dict[str, Tensor]:
+def train_probes(x: Tensor, y: Tensor, probe_set: ProbeSet, init: dict[str, Tensor], *,
+                 num_steps: int, batch_size: int, lr: float, weight_decay: float = 0.0
+                 ) -> dict[str, Tensor]:
     """Train all probes at once with Adam; returns the trained stacked parameters."""
     params = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
     opt = torch.optim.Adam(list(params.values()), lr=lr, weight_decay=weight_decay, fused=True)
@@ -123,17 +115,9 @@ def train_probes(
     return {k: v.detach() for k, v in params.items()}
 
 
-def train_probes_loop(
-    x: Tensor,
-    y: Tensor,
-    probe_set: ProbeSet,
-    init: dict[str, Tensor],
-    *,
-    num_steps: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float = 0.0,
-) -> dict[str, Tensor]:
+def train_probes_loop(x: Tensor, y: Tensor, probe_set: ProbeSet, init: dict[str, Tensor], *,
+                      num_steps: int, batch_size: int, lr: float, weight_decay: float = 0.0
+                      ) -> dict[str, Tensor]:
     """Reference: train the probes one by one (same init, data order, optimiser and steps); the oracle
     of :func:`train_probes` in the tests and the benchmark's baseline."""
     out: dict[str, list[Tensor]] = {k: [] for k in init}

@@ -10,9 +10,9 @@ from pyrolik.diagnostics.checks import (
     example_table,
     running_log_normalizer,
     temperature_trace,
+    to_elpd,
     warn,
 )
-from pyrolik.diagnostics.elpd import to_elpd
 
 from pyrolik.diagnostics import comparison, plots, scoring, units  # isort: skip
 

@@ -1,11 +1,17 @@
-r"""Diagnostics of an estimate, per example and per temperature, and warnings in plain words."""
+r"""Diagnostics of an estimate, per example and per temperature, warnings in plain words, and the
+per-example k-hat as ArviZ's ``ELPDData`` (for ``az.plot_khat``)."""
 
 from __future__ import annotations
 
+import math
 import warnings
+from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
+import xarray as xr
+from arviz import ELPDData  # ArviZ 0.x; the 1.x equivalent is arviz_stats' (not wrapped here)
 
 from pyrolik.advice import ACCEPTANCE_COLLAPSE, acceptance_fix
 from pyrolik.exceptions import REMARK, DiagnosticWarning, PyrolikWarning, RemarkWarning, severity
@@ -13,7 +19,7 @@ from pyrolik.ops.stats import log_mean_exp
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 
 __all__ = ["PyrolikWarning", "ACCEPTANCE_COLLAPSE", "example_table", "temperature_trace",
-           "running_log_normalizer", "bdmc_gap", "check", "warn"]
+           "running_log_normalizer", "bdmc_gap", "check", "warn", "to_elpd", "EvidenceData"]
 
 
 def _check_result(result) -> None:
@@ -28,8 +34,8 @@ def example_table(result: EstimateResult | BDMCResult) -> pd.DataFrame:
 
     Parameters
     ----------
-    result : EstimateResult or BDMCResult
-        A result of any estimator, fresh or loaded (:func:`pyrolik.load`).
+    result
+        As in :func:`check`.
 
     Returns
     -------
@@ -49,17 +55,14 @@ def example_table(result: EstimateResult | BDMCResult) -> pd.DataFrame:
 
 
 def temperature_trace(result: AISResult) -> pd.DataFrame:
-    r"""One row per recorded annealing step: beta and the population diagnostics at it.
-
-    Columns: ``beta``, ``acceptance_rate`` and its per-example ``min``, ``step_size`` with
-    min/max, ``divergent_fraction``, ``log_mean_weight``, ``log_normalizer``
-    (:func:`running_log_normalizer`), averaged over examples.
+    r"""One row per recorded annealing step: beta, the acceptance rate, step sizes, divergences,
+    the mean log-weight and :func:`running_log_normalizer`, averaged over examples.
 
     Parameters
     ----------
     result : AISResult
-        A forward or reverse AIS result that recorded a trace (``record_every``), or a BDMC result's
-        ``.lower`` / ``.upper``.
+        An AIS result that recorded a trace (``record_every``), or a BDMC result's ``.lower`` /
+        ``.upper``.
 
     Returns
     -------
@@ -74,27 +77,19 @@ def temperature_trace(result: AISResult) -> pd.DataFrame:
     tr = result.trace
     acc = tr["acceptance_rate"].double()  # (R, K, N)
     eps = tr["step_size"].double()
-    out = {
-        "beta": tr["beta"][:, 0].double(),
-        "acceptance_rate": acc.mean((1, 2)),
-        "min_acceptance_rate": acc.mean(1).min(-1).values,
-        "step_size": eps.mean((1, 2)),
-        "min_step_size": eps.amin((1, 2)),
-        "max_step_size": eps.amax((1, 2)),
-        "divergent_fraction": tr["diverging"].double().mean((1, 2)),
-        "log_mean_weight": log_mean_exp(tr["log_weight"].double(), dim=1).mean(-1),
-        "log_normalizer": running_log_normalizer(result).mean(-1),
-    }
-    df = pd.DataFrame({k: v.numpy() for k, v in out.items()},
-                      index=pd.Index(result.trace_steps.numpy(), name="step"))
-    return df
+    out = {"beta": tr["beta"][:, 0].double(), "acceptance_rate": acc.mean((1, 2)),
+           "min_acceptance_rate": acc.mean(1).min(-1).values, "step_size": eps.mean((1, 2)),
+           "min_step_size": eps.amin((1, 2)), "max_step_size": eps.amax((1, 2)),
+           "divergent_fraction": tr["diverging"].double().mean((1, 2)),
+           "log_mean_weight": log_mean_exp(tr["log_weight"].double(), dim=1).mean(-1),
+           "log_normalizer": running_log_normalizer(result).mean(-1)}
+    return pd.DataFrame({k: v.numpy() for k, v in out.items()},
+                        index=pd.Index(result.trace_steps.numpy(), name="step"))
 
 
 def running_log_normalizer(result: AISResult) -> torch.Tensor:
-    r"""The run's estimate of :math:`\log Z_{\beta}` at each recorded step, per example: ``(R, N)``.
-
-    Forward AIS: :math:`\log\frac1K\sum_k w_k^{(t)}`, a stochastic lower bound ending at the
-    estimate. Reverse AIS: shifted to 0 at :math:`\beta = 0`, ending at the upper estimate.
+    r"""The run's estimate of :math:`\log Z_{\beta}` at each recorded step, per example, ending at
+    the estimate (reverse AIS: shifted to 0 at :math:`\beta = 0`).
 
     Parameters
     ----------
@@ -198,13 +193,12 @@ def check(result: EstimateResult | BDMCResult) -> list[str]:
 
 def warn(result: EstimateResult | BDMCResult, stacklevel: int = 2) -> list[str]:
     """Issue each message of :func:`check` once as a :class:`~pyrolik.exceptions.DiagnosticWarning`
-    (a remark at the level of Monte Carlo noise as its subclass
-    :class:`~pyrolik.exceptions.RemarkWarning`, which a filter can silence alone); return them.
+    (a remark as its subclass :class:`~pyrolik.exceptions.RemarkWarning`); return them.
 
     Parameters
     ----------
-    result : EstimateResult or BDMCResult
-        A result of any estimator, fresh or loaded (:func:`pyrolik.load`).
+    result
+        As in :func:`check`.
     stacklevel : int
         Passed to :func:`warnings.warn`: 2 points the warning at the caller of ``warn``.
 
@@ -218,3 +212,71 @@ def warn(result: EstimateResult | BDMCResult, stacklevel: int = 2) -> list[str]:
         category = RemarkWarning if severity(message) == REMARK else DiagnosticWarning
         warnings.warn(message, category, stacklevel=stacklevel)
     return messages
+
+
+def _evidence(data: Any, bound: str) -> xr.Dataset:
+    """The per-example ``evidence`` dataset of a result, DataTree or InferenceData."""
+    if hasattr(data, "to_datatree") and not isinstance(data, xr.DataTree):
+        data = data.to_datatree()  # a result, or an InferenceData
+    if not isinstance(data, xr.DataTree):
+        raise TypeError(f"to_elpd takes a pyrolik result, DataTree or InferenceData, got "
+                        f"{type(data).__name__}")
+    for path in (f"{bound}/evidence", f"{bound}_evidence", "evidence"):
+        try:
+            ds = data[path].to_dataset()
+        except KeyError:
+            continue
+        if "pareto_k" in ds:  # one draw of the estimator: per example
+            return ds.squeeze([d for d in ("chain", "draw") if d in ds.dims], drop=True)
+    raise ValueError("no evidence group with pareto_k: export a result that kept its weights "
+                     "(AIS, IWAE or likelihood weighting) with pyrolik >= this layout, e.g. "
+                     "pyrolik.load(path).to_inference_data()")
+
+
+class EvidenceData(ELPDData):
+    """``ELPDData`` of per-example log evidence (not leave-one-out; ``az.compare`` should not be
+    given it); prints as such."""
+
+    @property
+    def _constructor(self):
+        return EvidenceData
+
+    def __str__(self) -> str:
+        k = np.asarray(self["pareto_k"])
+        bad, missing = int(np.sum(k > self["good_k"])), int(np.sum(np.isnan(k)))
+        text = (f"Computed from {self['n_samples']} weights per example for "
+                f"{self['n_data_points']} examples (log evidence, not leave-one-out)\n"
+                f"sum of log p(x_i): {self['elpd_evidence']:.2f} (se {self['se']:.2f})\n"
+                f"Pareto k-hat above good_k = {self['good_k']:.2f}: {bad} of {k.size}")
+        if missing:
+            text += f"; not computable for {missing} (NaN: fewer than 25 weights or a flat tail)"
+        return text
+
+    __repr__ = __str__
+
+
+def to_elpd(data: Any, *, bound: str = "lower") -> Any:
+    """An ``arviz.ELPDData`` of the export's per-example evidence, for ``az.plot_khat``.
+
+    Parameters
+    ----------
+    data : result, xarray.DataTree or arviz.InferenceData
+        An export with an ``evidence`` group, or a BDMC export (its ``bound`` run).
+    bound : {"lower", "upper"}
+        Which run of a BDMC export: forward AIS (lower) or reverse AIS (upper).
+
+    Returns
+    -------
+    EvidenceData
+        ``pareto_k`` per example, ``elpd_evidence`` (the sum of the estimates) and ``se``.
+    """
+    ev = _evidence(data, bound)
+    k = ev["pareto_k"]
+    n_samples = int(k.attrs.get("n_samples", 0))
+    good = float(k.attrs.get("good_k", -math.inf))
+    lml = ev["log_marginal_likelihood"]
+    se = float(np.sqrt(np.nansum(ev["mcse"].values ** 2))) if "mcse" in ev else math.nan
+    return EvidenceData(data=[float(lml.sum()), se, n_samples, int(lml.size),
+                     bool(np.any(k.values > good)), lml, k, "log", good],
+               index=["elpd_evidence", "se", "n_samples", "n_data_points", "warning",
+                      "evidence_i", "pareto_k", "scale", "good_k"])

@@ -1,4 +1,5 @@
-r"""Paired comparison of models on the same held-out examples: tests, corrections, ranked tables (``docs/compare.md``)."""
+r"""Paired comparison of models on the same held-out examples: tests, corrections, ranked tables;
+whole data sets' evidences by Bayes factor (``docs/compare.md``)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,19 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from pyrolik.diagnostics.bayes_factor import EVIDENCE_TEST, compare_evidence, is_evidence
 from pyrolik.diagnostics.scoring import SCORES
 
 __all__ = ["Comparison", "compare", "holm"]
 
 _TESTS = ("t", "wilcoxon")
 _CORRECTIONS = ("holm", "bonferroni", "none")
+EVIDENCE_METHODS = ("evidence", "reverse evidence")
+EVIDENCE_SCORE = "log evidence"
+EVIDENCE_TEST = "normal (MCSE)"  # Comparison.test of a comparison of evidences
 
 
 def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
-    r"""Holm's step-down adjusted p-values (controls the family-wise error rate).
-
-    .. math:: \tilde p_{(i)} = \max_{j \le i} \min\{1, (m - j + 1)\, p_{(j)}\} \quad \text{(Holm, 1979)}
+    r"""Holm's (1979) step-down adjusted p-values (controls the family-wise error rate).
 
     Parameters
     ----------
@@ -72,22 +73,10 @@ class _Entry:
 
 @dataclass
 class Comparison:
-    """Outcome of :func:`compare`.
-
-    Attributes
-    ----------
-    pairs : DataFrame
-        One row per (score, model_a, model_b): ``mean_diff`` (a minus b), ``se``, t interval
-        ``ci_low``/``ci_high``, both tests' statistics and p-values, ``p_adjusted``, ``better``
-        (the winner at ``level``, or None), BDMC ``gap_a``/``gap_b``.
-    table : DataFrame
-        Models ranked per score rule (``rank`` 0 is best), with ``diff_to_best``, ``dse`` and
-        ``p_vs_best``.
-    notes : list of str
-        What the differences may contain (estimator bias, bounds of different kinds).
-    per_example : dict of DataFrame
-        Per score rule, the per-example scores, one column per model.
-    """
+    """Outcome of :func:`compare`: ``pairs``, one row per (score, model_a, model_b) with
+    ``mean_diff`` (a minus b), ``se``, the interval, both tests, ``p_adjusted`` and ``better``;
+    ``table``, the models ranked per score rule; ``notes``, what the differences may contain;
+    ``per_example``, the scores per rule, one column per model (``docs/compare.md``)."""
 
     pairs: pd.DataFrame
     table: pd.DataFrame
@@ -111,12 +100,8 @@ class Comparison:
         if self.test == EVIDENCE_TEST:
             header = (f"Bayes factors of whole-data-set evidences (a normal interval from the MCSEs, "
                       f"level {self.level:g}); higher is better.")
-        lines = [
-            header,
-            self.table.to_string(float_format=lambda v: f"{v:.4g}"),
-            "",
-            self.pairs.to_string(float_format=lambda v: f"{v:.4g}"),
-        ]
+        lines = [header, self.table.to_string(float_format=lambda v: f"{v:.4g}"), "",
+                 self.pairs.to_string(float_format=lambda v: f"{v:.4g}")]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -130,15 +115,11 @@ class Comparison:
 
         frame = self.per_example[score]
         n = len(frame)
-        elpds = {
-            name: ELPDData(
-                data=[col.sum(), math.sqrt(n * col.var(ddof=0)), 0.0, 1, n, False,
-                      xr.DataArray(col.to_numpy(), dims=["example"]), "log"],
-                index=["elpd_loo", "se", "p_loo", "n_samples", "n_data_points", "warning",
-                       "loo_i", "scale"],
-            )
-            for name, col in frame.items()
-        }
+        elpds = {name: ELPDData(data=[col.sum(), math.sqrt(n * col.var(ddof=0)), 0.0, 1, n, False,
+                                      xr.DataArray(col.to_numpy(), dims=["example"]), "log"],
+                                index=["elpd_loo", "se", "p_loo", "n_samples", "n_data_points",
+                                       "warning", "loo_i", "scale"])
+                 for name, col in frame.items()}
         with warnings.catch_warnings():
             # ArviZ 0.23 calls sort_values(inplace=True), deprecated in pandas 3.1
             warnings.filterwarnings("ignore", message=".*inplace keyword.*")
@@ -146,13 +127,13 @@ class Comparison:
 
 
 def _evidences(models: tuple, names: Sequence[str] | None) -> tuple[list[str], list] | None:
-    """``(names, results)`` when every model is a whole data set's evidence (Bayes factors,
-    :mod:`pyrolik.diagnostics.bayes_factor`); None when none is; ValueError for a mixture."""
+    """``(names, results)`` when every model is a whole data set's evidence (compared by Bayes
+    factor); None when none is; ValueError for a mixture."""
     if len(models) == 1 and isinstance(models[0], Mapping):
         names, objs = (list(models[0]) if names is None else names), list(models[0].values())
     else:
         objs = list(models)
-    kinds = [is_evidence(o) for o in objs]
+    kinds = [getattr(o, "method", None) in EVIDENCE_METHODS for o in objs]
     if not any(kinds):
         return None
     if not all(kinds):
@@ -177,10 +158,8 @@ def _as_scores(obj: Any, y: Any, rules: Sequence[str]) -> dict[str, np.ndarray]:
         values = values.detach().cpu().numpy()
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 1:
-        raise ValueError(
-            f"per-example scores must be 1-D (N,); got shape {arr.shape} (for class "
-            "probabilities (N, K) pass y= the observed labels)"
-        )
+        raise ValueError(f"per-example scores must be 1-D (N,); got shape {arr.shape} (for class "
+                         "probabilities (N, K) pass y= the observed labels)")
     return {"log": arr}
 
 
@@ -193,10 +172,8 @@ def _entries(models: tuple, names: Sequence[str] | None, y: Any, rules: Sequence
     else:
         objs = list(models)
         if names is None:
-            names = [
-                getattr(o, "name", None) or getattr(o, "method", None) or f"model_{i}"
-                for i, o in enumerate(objs)
-            ]
+            names = [getattr(o, "name", None) or getattr(o, "method", None) or f"model_{i}"
+                     for i, o in enumerate(objs)]
     names = [str(n) for n in names]
     if len(objs) < 2:
         raise ValueError("compare needs at least two models")
@@ -244,11 +221,9 @@ def _pair_stats(a: np.ndarray, b: np.ndarray, level: float) -> dict[str, float]:
         res_w = stats.wilcoxon(a, b)
         w_stat, w_p = float(res_w.statistic), float(res_w.pvalue)
     half = stats.t.ppf(1 - level / 2, n - 1) * se if sd > 0 else 0.0
-    return {
-        "mean_diff": mean, "se": se, "ci_low": mean - half, "ci_high": mean + half,
-        "t_statistic": t_stat, "t_pvalue": t_p, "wilcoxon_statistic": w_stat,
-        "wilcoxon_pvalue": w_p,
-    }
+    return {"mean_diff": mean, "se": se, "ci_low": mean - half, "ci_high": mean + half,
+            "t_statistic": t_stat, "t_pvalue": t_p, "wilcoxon_statistic": w_stat,
+            "wilcoxon_pvalue": w_p}
 
 
 def _bound_notes(entries: list[_Entry], pairs: pd.DataFrame) -> list[str]:
@@ -258,36 +233,78 @@ def _bound_notes(entries: list[_Entry], pairs: pd.DataFrame) -> list[str]:
     kinds = {e.name: e.bound for e in known}
     label = {"lower": "a stochastic lower bound", "upper": "a stochastic upper bound",
              "sandwich": "the midpoint of a BDMC sandwich", None: "not a bound"}
-    described = ", ".join(
-        f"{e.name}: {label.get(e.bound, e.bound)}" + (f" ({e.method})" if e.method else "")
-        for e in known
-    )
+    described = ", ".join(f"{e.name}: {label.get(e.bound, e.bound)}"
+                          + (f" ({e.method})" if e.method else "") for e in known)
     if len(set(kinds.values())) > 1:
-        notes.append(
-            f"the estimates are of different kinds ({described}); each difference mixes the "
-            "models' difference with the estimators' biases, which here need not have the same sign"
-        )
+        notes.append(f"the estimates are of different kinds ({described}); each difference mixes "
+                     "the models' difference with the estimators' biases, which here need not "
+                     "have the same sign")
     elif len(known) > 1 and all(b == "lower" for b in kinds.values()):
-        methods = {e.method for e in known}
-        if len(methods) > 1:
-            notes.append(
-                f"all estimates are stochastic lower bounds, but from different estimators "
-                f"({described}): each falls short of log p(x) by its own amount, so a difference "
-                "also contains the difference of those biases; use one estimator, or bound the "
-                "bias with a BDMC gap"
-            )
+        if len({e.method for e in known}) > 1:
+            notes.append(f"all estimates are stochastic lower bounds, but from different estimators "
+                         f"({described}): each falls short of log p(x) by its own amount, so a "
+                         "difference also contains the difference of those biases; use one "
+                         "estimator, or bound the bias with a BDMC gap")
     for e in entries:
         if e.bound is None and e.method is not None:
             notes.append(f"{e.name} ({e.method}) is not a bound: use it to rank, not to report")
     for _, row in pairs.iterrows():
         gaps = [g for g in (row.get("gap_a"), row.get("gap_b")) if g is not None and g == g]
         if gaps and abs(row["mean_diff"]) <= max(gaps):
-            notes.append(
-                f"{row['model_a']} vs {row['model_b']} ({row['score']}): |difference| "
-                f"{abs(row['mean_diff']):.3g} nats is within the BDMC gap {max(gaps):.3g}: the "
-                "estimators' bias alone could explain it"
-            )
+            notes.append(f"{row['model_a']} vs {row['model_b']} ({row['score']}): |difference| "
+                         f"{abs(row['mean_diff']):.3g} nats is within the BDMC gap {max(gaps):.3g}: "
+                         "the estimators' bias alone could explain it")
     return notes
+
+
+def _evidence_estimate(name: str, obj: Any) -> tuple[float, float]:
+    ll, mcse = obj.log_likelihood, obj.mcse
+    if ll.shape[0] != 1:
+        raise ValueError(f"{name}: an evidence result of {ll.shape[0]} data sets (evidence_bdmc's "
+                         "lower or upper); compare the evidences of one data set, from "
+                         "pyrolik.evidence")
+    value = float(ll[0])
+    se = float(mcse[0]) if mcse is not None else math.nan
+    if not math.isfinite(value):
+        raise ValueError(f"{name}: the evidence estimate is not finite ({value})")
+    return value, se
+
+
+def _compare_evidence(names: list[str], objs: list[Any], level: float) -> Comparison:
+    """A :class:`Comparison` of whole data sets' evidences: log Bayes factors."""
+    est = {n: _evidence_estimate(n, o) for n, o in zip(names, objs, strict=True)}
+    bounds = {n: getattr(o, "bound", None) for n, o in zip(names, objs, strict=True)}
+    z = stats.norm.ppf(1 - level / 2)
+    rows = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            (va, sa), (vb, sb) = est[a], est[b]
+            diff, se = va - vb, math.hypot(sa, sb)
+            p = float(2 * stats.norm.sf(abs(diff) / se)) if se > 0 else float(diff == 0)
+            lo, hi = diff - z * se, diff + z * se
+            rows.append({
+                "score": EVIDENCE_SCORE, "model_a": a, "model_b": b, "mean_diff": diff, "se": se,
+                "p_adjusted": p, "better": (a if diff > 0 else b) if lo > 0 or hi < 0 else None,
+                "log_bayes_factor": diff, "bayes_factor": math.exp(diff) if diff < 700 else math.inf,
+                "ci_low": lo, "ci_high": hi})
+    order = sorted(names, key=lambda n: -est[n][0])
+    best = order[0]
+    table = pd.DataFrame([{
+        "score": EVIDENCE_SCORE, "model": n, "rank": r, "mean": est[n][0], "se": est[n][1],
+        "diff_to_best": est[n][0] - est[best][0],
+        "dse": math.hypot(est[n][1], est[best][1]) if n != best else 0.0,
+        "bound": bounds[n], "method": "evidence"} for r, n in enumerate(order)]
+    ).set_index(["score", "model"])
+    notes = ["evidences of the whole data set: mean_diff is the log Bayes factor of model_a over "
+             "model_b, se its Monte Carlo standard error (sqrt of the summed squared MCSEs); better "
+             f"names a model when the {1 - level:.0%} interval excludes 0"]
+    if all(b == "lower" for b in bounds.values()):
+        notes.append("each evidence is a stochastic lower bound: the log Bayes factor also holds "
+                     "the difference of the two AIS biases; run pyrolik.evidence_bdmc on each model "
+                     "and trust a factor larger than the BDMC gaps")
+    per_example = {EVIDENCE_SCORE: pd.DataFrame({n: np.array([est[n][0]]) for n in names})}
+    return Comparison(pd.DataFrame(rows), table, notes, float(level), EVIDENCE_TEST, "none",
+                      per_example)
 
 
 def compare(
@@ -300,10 +317,9 @@ def compare(
     correction: str = "holm",
     gaps: Mapping[str, float] | None = None,
 ) -> Comparison:
-    r"""Compare models scored on the same examples, pair by pair, with paired tests.
-
-    The differences :math:`d_n = s^a_n - s^b_n` get a paired t-test and a Wilcoxon signed-rank
-    test, corrected over pairs. The tests see Monte Carlo noise, not bias (``docs/compare.md``).
+    r"""Compare models scored on the same examples, pair by pair, with a paired t-test and a
+    Wilcoxon signed-rank test, corrected over pairs: they see Monte Carlo noise, not bias
+    (``docs/compare.md``). :func:`pyrolik.evidence` results are compared by log Bayes factor.
 
     Parameters
     ----------
@@ -331,8 +347,6 @@ def compare(
     Comparison
         ``pairs``, ``table`` (ranked), ``notes``, ``better`` (two models).
 
-    :func:`pyrolik.evidence` results are compared by log Bayes factor (``mean_diff``, ``se``).
-
     Examples
     --------
     >>> import torch, pyrolik
@@ -349,7 +363,7 @@ def compare(
         raise ValueError(f"level must be in (0, 1); got {level!r}")
     evidences = _evidences(models, names)
     if evidences is not None:
-        return compare_evidence(*evidences, level, Comparison)
+        return _compare_evidence(*evidences, level)
     if test not in _TESTS:
         raise ValueError(f"test must be one of {_TESTS}; got {test!r}")
     if correction not in _CORRECTIONS:
@@ -405,7 +419,5 @@ def compare(
         pairs = pairs.drop(columns=["gap_a", "gap_b"])
     table = pd.DataFrame(table_rows).set_index(["score", "model"])
     notes = _bound_notes(entries, pairs)
-    per_example = {
-        rule: pd.DataFrame({e.name: e.scores[rule] for e in entries}) for rule in rules
-    }
+    per_example = {rule: pd.DataFrame({e.name: e.scores[rule] for e in entries}) for rule in rules}
     return Comparison(pairs, table, notes, float(level), test, correction, per_example)

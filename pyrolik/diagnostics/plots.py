@@ -5,13 +5,14 @@ Each takes a result (fresh or loaded), draws on ``ax`` when given and returns th
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from torch import Tensor
 
 from pyrolik.advice import KHAT_WARN
 from pyrolik.advice import MIN_WEIGHTS as KHAT_MIN_WEIGHTS
 from pyrolik.diagnostics.checks import temperature_trace
-from pyrolik.diagnostics.ticks import plain_log_axis
 from pyrolik.infer.annealing import plot_posterior_decodings
 from pyrolik.infer.sandwich import plot_bdmc_convergence
 from pyrolik.ops.stats import log_mean_exp
@@ -33,6 +34,39 @@ def _axes(ax, ncols: int = 1, width: float = 6.0, height: float = 3.5):
     _, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False,
                            layout="constrained")
     return axes[0, 0] if ncols == 1 else axes[0]
+
+
+def plain_log_axis(ax, which: str = "x") -> None:
+    """Put ``ax``'s ``which`` axis ("x" or "y") on a log scale labelled with plain numbers (``20``,
+    ``50``, ``100``, not matplotlib's overlapping ``2x10^1``), fewer per decade as the span grows.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes to change.
+    which : {"x", "y"}
+        The axis to put on the log scale.
+    """
+    from matplotlib.ticker import Formatter
+
+    if which not in ("x", "y"):
+        raise ValueError(f"which must be 'x' or 'y', got {which!r}")
+
+    class PlainLog(Formatter):
+        def __call__(self, x, pos=None):
+            lo, hi = sorted(abs(v) for v in self.axis.get_view_interval())
+            decades = math.log10(hi / lo) if lo > 0 else math.inf
+            keep = (1, 2, 3, 5) if decades <= 1.6 else (1, 2, 5) if decades <= 2.5 else \
+                (1, 2) if decades <= 3.5 else (1,)
+            if not x > 0:
+                return ""
+            mantissa = round(x / 10 ** math.floor(math.log10(x) + 1e-9), 6)
+            return f"{x:g}" if mantissa in keep else ""
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    axis.set_major_formatter(PlainLog())
+    axis.set_minor_formatter(PlainLog())
 
 
 def _integer_ticks(ax) -> None:
@@ -120,10 +154,8 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
 
     Parameters
     ----------
-    result : EstimateResult or BDMCResult
-        A result that kept its weights, fresh or loaded; a BDMC result draws both bounds.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw; a new figure when None.
+    result, ax
+        As in :func:`plot_log_weights`.
 
     Returns
     -------
@@ -148,21 +180,14 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
     return ax
 
 
-
-
 def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
-    r"""Pareto k-hat per example, with lines at 0.5, 0.7 (unreliable above) and 1.
-
-    PSIS needs at least 25 weights per example (Vehtari et al. 2024); with fewer the panel shows
-    the largest normalised weight :math:`\max_k w_k / \sum_j w_j` instead (near 1: one chain
-    carries the estimate). A BDMC result draws forward (blue) and reverse (red) runs.
+    r"""Pareto k-hat per example, with lines at 0.5, 0.7 (unreliable above) and 1; with fewer than
+    25 weights per example (too few for PSIS), the largest normalised weight instead.
 
     Parameters
     ----------
-    result : EstimateResult or BDMCResult
-        A result that kept its weights, fresh or loaded; a BDMC result draws both bounds.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw; a new figure when None.
+    result, ax
+        As in :func:`plot_log_weights`.
 
     Returns
     -------
@@ -269,8 +294,8 @@ def plot_bdmc(result: BDMCResult, *, ax=None):
     ----------
     result : BDMCResult
         The result of :func:`pyrolik.bdmc`.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw; a new figure when None.
+    ax
+        As in :func:`plot_log_weights`.
 
     Returns
     -------
@@ -302,8 +327,8 @@ def plot_bandwidth(result: EstimateResult, *, ax=None):
     ----------
     result : EstimateResult
         The result of :func:`pyrolik.kde` with a grid of bandwidths and validation data.
-    ax : matplotlib.axes.Axes, optional
-        Where to draw; a new figure when None.
+    ax
+        As in :func:`plot_log_weights`.
 
     Returns
     -------
@@ -332,10 +357,8 @@ def plot_bandwidth(result: EstimateResult, *, ax=None):
 
 
 def plot_diagnostics(result: EstimateResult | BDMCResult):
-    """A one-figure overview, 10 inches wide: the log-weights (or the BDMC bounds) of each example
-    across the top, ESS and k-hat per example below, and for AIS and BDMC results the annealing
-    traces (acceptance, step size, running log Z) in a third row. A KDE result shows its bandwidth
-    choice.
+    """A one-figure overview: the log-weights (or the BDMC bounds) per example, ESS and k-hat, and
+    the annealing traces of AIS and BDMC results; a KDE result shows its bandwidth choice.
 
     Parameters
     ----------

@@ -6,17 +6,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "SCORES",
-    "log_score",
-    "quadratic_score",
-    "brier_score",
-    "spherical_score",
-    "score",
-]
+__all__ = ["SCORES", "log_score", "quadratic_score", "brier_score", "spherical_score", "score"]
 
 
 def _check(probs: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(q, q_y)``: the checked ``(N, K)`` probabilities and each example's probability of its class."""
     q = np.asarray(probs.detach().cpu() if hasattr(probs, "detach") else probs, dtype=np.float64)
     labels = np.asarray(y.detach().cpu() if hasattr(y, "detach") else y)
     if q.ndim != 2:
@@ -35,79 +29,56 @@ def _check(probs: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError("probs must be finite and non-negative")
     if not np.allclose(q.sum(1), 1.0, rtol=0, atol=1e-6):
         raise ValueError("each row of probs must sum to 1 (apply softmax to logits first)")
-    return q, labels
+    return q, q[np.arange(len(labels)), labels]
 
 
+_SHARED = """
+
+    Parameters
+    ----------
+    probs : array or tensor, shape (N, K)
+        Predicted class probabilities, one row per example (rows sum to 1).
+    y : array or tensor of int, shape (N,)
+        The true class of each example.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N,)
+    """
+
+
+def _rule(fn: Any) -> Any:
+    """A scoring rule: its docstring completed with the parameters every rule shares."""
+    fn.__doc__ = (fn.__doc__ or "") + _SHARED
+    return fn
+
+
+@_rule
 def log_score(probs: Any, y: Any) -> np.ndarray:
-    r"""Logarithmic score :math:`\ln q_{y}` per example (``-inf`` where :math:`q_y = 0`).
-
-    Parameters
-    ----------
-    probs : array or tensor, shape (N, K)
-        Predicted class probabilities, one row per example (rows sum to 1).
-    y : array or tensor of int, shape (N,)
-        The true class of each example.
-
-    Returns
-    -------
-    numpy.ndarray, shape (N,)
-    """
-    q, labels = _check(probs, y)
+    r"""Logarithmic score :math:`\ln q_{y}` per example (``-inf`` where :math:`q_y = 0`)."""
+    _, q_y = _check(probs, y)
     with np.errstate(divide="ignore"):
-        return np.log(q[np.arange(len(labels)), labels])
+        return np.log(q_y)
 
 
+@_rule
 def quadratic_score(probs: Any, y: Any) -> np.ndarray:
-    r"""Quadratic score :math:`2 q_y - \|q\|^2` per example, in :math:`[-1, 1]`.
-
-    Parameters
-    ----------
-    probs : array or tensor, shape (N, K)
-        Predicted class probabilities, one row per example (rows sum to 1).
-    y : array or tensor of int, shape (N,)
-        The true class of each example.
-
-    Returns
-    -------
-    numpy.ndarray, shape (N,)
-    """
-    q, labels = _check(probs, y)
-    return 2 * q[np.arange(len(labels)), labels] - (q**2).sum(1)
+    r"""Quadratic score :math:`2 q_y - \|q\|^2` per example, in :math:`[-1, 1]`."""
+    q, q_y = _check(probs, y)
+    return 2 * q_y - (q**2).sum(1)
 
 
+@_rule
 def brier_score(probs: Any, y: Any) -> np.ndarray:
-    r"""Brier score :math:`\|q - e_y\|^2 = 1 - \text{quadratic}` per example (lower is better).
-
-    Parameters
-    ----------
-    probs : array or tensor, shape (N, K)
-        Predicted class probabilities, one row per example (rows sum to 1).
-    y : array or tensor of int, shape (N,)
-        The true class of each example.
-
-    Returns
-    -------
-    numpy.ndarray, shape (N,)
-    """
+    r"""Brier score :math:`\|q - e_y\|^2 = 1 - \text{quadratic}` per example (lower is better)."""
     return 1.0 - quadratic_score(probs, y)
 
 
+@_rule
 def spherical_score(probs: Any, y: Any) -> np.ndarray:
-    r"""Spherical score :math:`q_y / \|q\|` per example, in :math:`[0, 1]`.
-
-    Parameters
-    ----------
-    probs : array or tensor, shape (N, K)
-        Predicted class probabilities, one row per example (rows sum to 1).
-    y : array or tensor of int, shape (N,)
-        The true class of each example.
-
-    Returns
-    -------
-    numpy.ndarray, shape (N,)
-    """
-    q, labels = _check(probs, y)
-    return q[np.arange(len(labels)), labels] / np.linalg.norm(q, axis=1)
+    r"""Spherical score :math:`q_y / \|q\|` per example, in :math:`[0, 1]`."""
+    q, q_y = _check(probs, y)
+    return q_y / np.linalg.norm(q, axis=1)
 
 
 SCORES = {"log": log_score, "quadratic": quadratic_score, "spherical": spherical_score}
@@ -118,10 +89,8 @@ def score(probs: Any, y: Any, rule: str = "log") -> np.ndarray:
 
     Parameters
     ----------
-    probs : array or tensor, shape (N, K)
-        Predicted class probabilities, one row per example (rows sum to 1).
-    y : array or tensor of int, shape (N,)
-        The true class of each example.
+    probs, y
+        As in :func:`log_score`.
     rule : {"log", "quadratic", "spherical"}
         The scoring rule.
 

@@ -1,7 +1,5 @@
-r"""Units for log-likelihoods: nats and bits/dim, rescaled or affinely mapped data, dequantization (``docs/units.md``).
-
-Everything takes and returns log-likelihoods (higher is better, natural log), as floats, arrays or tensors.
-"""
+r"""Units for log-likelihoods (higher is better, natural log; floats, arrays or tensors): nats and
+bits/dim, rescaled or affinely mapped data, dequantization (``docs/units.md``)."""
 
 from __future__ import annotations
 
@@ -13,18 +11,9 @@ import torch
 
 from pyrolik.model.target import make_target
 
-__all__ = [
-    "LN2",
-    "nats_to_bits",
-    "bits_to_nats",
-    "nats_to_bits_per_dim",
-    "bits_per_dim_to_nats",
-    "rescale_log_density",
-    "affine_log_density",
-    "discrete_log_prob_bound",
-    "nll_bits_per_dim",
-    "observed_dims",
-]
+__all__ = ["LN2", "nats_to_bits", "bits_to_nats", "nats_to_bits_per_dim", "bits_per_dim_to_nats",
+           "rescale_log_density", "affine_log_density", "discrete_log_prob_bound", "nll_bits_per_dim",
+           "observed_dims"]
 
 LN2 = math.log(2.0)
 
@@ -53,9 +42,8 @@ def _dims(name: str, value: Any) -> Any:
 
 def observed_dims(model: Any, x: Any, *, model_args: tuple = (),
                   model_kwargs: dict | None = None) -> torch.Tensor:
-    r"""``(N,)``: the entries of each example that ``model``'s observed sites score (:math:`D_n` of bits/dim).
-
-    Masked entries are not observed (``docs/units.md``); results carry ``result.observed_dims``.
+    r"""``(N,)``: the entries of each example that ``model``'s observed sites score, masks included
+    (:math:`D_n` of bits/dim; results carry it as ``result.observed_dims``).
 
     Parameters
     ----------
@@ -63,10 +51,8 @@ def observed_dims(model: Any, x: Any, *, model_args: tuple = (),
         The Pyro model, as the estimators take it.
     x : torch.Tensor, shape (N, ...)
         The data.
-    model_args : tuple
-        Extra positional arguments of the model.
-    model_kwargs : dict, optional
-        Extra keyword arguments of the model.
+    model_args, model_kwargs
+        Further arguments of the model.
 
     Returns
     -------
@@ -80,7 +66,7 @@ def observed_dims(model: Any, x: Any, *, model_args: tuple = (),
 
 
 def nats_to_bits(nats: Any) -> Any:
-    r"""Nats to bits: :math:`b = n / \ln 2` (:math:`\log_2 a = \ln a / \ln 2`).
+    r"""Nats to bits: :math:`b = n / \ln 2`.
 
     Parameters
     ----------
@@ -108,11 +94,8 @@ def bits_to_nats(bits: Any) -> Any:
 
 
 def nats_to_bits_per_dim(nats: Any, num_dims: int) -> Any:
-    r"""A quantity in nats for a whole ``num_dims``-dimensional example, in bits per dimension.
-
-    .. math:: \text{bits/dim} = \frac{n}{D \ln 2}
-
-    ``num_dims`` may be per example; for images see :func:`nll_bits_per_dim`.
+    r"""A quantity in nats for a whole ``num_dims``-dimensional example, in bits per dimension,
+    :math:`n / (D \ln 2)` (for images see :func:`nll_bits_per_dim`).
 
     Parameters
     ----------
@@ -152,9 +135,8 @@ def bits_per_dim_to_nats(bits_per_dim: Any, num_dims: int) -> Any:
 
 
 def rescale_log_density(log_p_scaled: Any, scale: Any, num_dims: int | None = None) -> Any:
-    r"""Log-density of the original data from that of data scaled by ``1 / scale`` (``docs/units.md``).
-
-    .. math:: \log p(x) = \log \tilde p(x / \sigma) - k \log \sigma
+    r"""Log-density of the original data from that of data scaled by ``1 / scale``,
+    :math:`\log \tilde p(x / \sigma) - k \log \sigma` (``docs/units.md``).
 
     Parameters
     ----------
@@ -182,9 +164,8 @@ def rescale_log_density(log_p_scaled: Any, scale: Any, num_dims: int | None = No
 
 
 def affine_log_density(log_p_transformed: Any, A: Any, num_dims: int | None = None) -> Any:
-    r"""Log-density of the original data from that of affinely transformed data :math:`y = A x + c`.
-
-    .. math:: \log p_x(x) = \log p_y(A x + c) + \log |\det A| \quad \text{(invertible } A\text{, any } c)
+    r"""Log-density of the original data from that of affinely transformed data :math:`y = A x + c`,
+    :math:`\log p_y(A x + c) + \log |\det A|` (invertible :math:`A`).
 
     Parameters
     ----------
@@ -212,14 +193,10 @@ def affine_log_density(log_p_transformed: Any, A: Any, num_dims: int | None = No
     return log_p_transformed + logdet
 
 
-def discrete_log_prob_bound(
-    log_p_dequantized: Any, num_dims: int, levels: int = 256, rescaled: bool = True
-) -> Any:
-    r"""Lower bound on the log-probability of integer data from a density on dequantized data.
-
-    For :math:`k` dequantized as :math:`(k + u)/L`, :math:`u \sim U[0, 1)^D`, by Jensen (``docs/units.md``)
-
-    .. math:: \log P(k) \ge \mathbb E_u[\log p((k + u)/L)] - D \log L .
+def discrete_log_prob_bound(log_p_dequantized: Any, num_dims: int, levels: int = 256,
+                            rescaled: bool = True) -> Any:
+    r"""Lower bound on the log-probability of integer data from a density on dequantized data,
+    :math:`\log P(k) \ge \mathbb E_u[\log p((k + u)/L)] - D \log L` (``docs/units.md``).
 
     Parameters
     ----------
@@ -230,24 +207,18 @@ def discrete_log_prob_bound(
     levels : int
         :math:`L`, 256 for 8-bit images.
     rescaled : bool
-        Whether the density is of the data rescaled to :math:`[0, 1]` (then the bound subtracts
-        :math:`D \log L`); with ``False`` it is of :math:`k + u` and is returned as it is.
+        The density is of the data rescaled to :math:`[0, 1]` (else of :math:`k + u`, returned as
+        it is).
     """
     d = _dims("num_dims", num_dims)
     levels = _positive_int("levels", levels)
     return log_p_dequantized - d * math.log(levels) if rescaled else log_p_dequantized
 
 
-def nll_bits_per_dim(
-    log_likelihood: Any, num_dims: int, *, levels: int | None = None, scale: Any = None
-) -> Any:
-    r"""The figure papers report: NLL in bits per dimension, of the original (discrete) data.
-
-    ``scale`` undoes a scaling (:func:`rescale_log_density`); ``levels`` dequantizes
-    (:func:`discrete_log_prob_bound`), giving an **upper bound** on the discrete bits/dim:
-
-    .. math:: \text{bits/dim} = \frac{-\log p(x) + D \log L}{D \ln 2}
-              = -\frac{\log p(x)}{D \ln 2} + \log_2 L .
+def nll_bits_per_dim(log_likelihood: Any, num_dims: int, *, levels: int | None = None,
+                     scale: Any = None) -> Any:
+    r"""The figure papers report: NLL in bits per dimension of the original data; with ``levels``,
+    an upper bound on the discrete bits/dim, :math:`-\log p(x) / (D \ln 2) + \log_2 L`.
 
     Parameters
     ----------
@@ -256,9 +227,10 @@ def nll_bits_per_dim(
     num_dims : int or array of int
         :math:`D`.
     levels : int, optional
-        :math:`L`: the data were integers dequantized to :math:`(k + u)/L` (256 for 8-bit images).
+        :math:`L`: the data were integers dequantized to :math:`(k + u)/L`
+        (:func:`discrete_log_prob_bound`).
     scale : float or 1-D array/tensor, optional
-        The data were divided by ``scale`` before modelling.
+        The data were divided by ``scale`` before modelling (:func:`rescale_log_density`).
 
     Returns
     -------

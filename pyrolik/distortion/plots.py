@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from pyrolik.diagnostics.ticks import plain_log_axis
+from pyrolik.diagnostics.plots import plain_log_axis
 from pyrolik.distortion.curve import DistortionCurve
 
 __all__ = ["plot_sigma_curve", "plot_optimal_sigma", "plot_rate_distortion"]

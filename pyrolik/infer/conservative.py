@@ -7,7 +7,7 @@ import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import pyro
 import pyro.poutine as poutine
@@ -16,22 +16,19 @@ from pyro.poutine.util import site_is_subsample
 from torch import Tensor
 
 from pyrolik._random import fork_rng_from, resolve_seed
-from pyrolik._validate import check_count, validate_data
+from pyrolik._validate import check_count, shared_params, validate_data
 from pyrolik.execution.batches import progress_bar
 from pyrolik.model.arguments import fit_rows, has_per_example, mark_arguments
 from pyrolik.model.modules import eval_mode
 from pyrolik.model.target import Target, make_target
 from pyrolik.ops.stats import RunningLogWeights
-from pyrolik.ops.types import Latents
 from pyrolik.results import EstimateResult
 
 __all__ = ["csl", "biased_csl", "AlternatingChain", "block_gibbs", "encoder_decoder",
            "iterate_chain", "sample_chain", "prior_samples"]
 
+Latents = Tensor | Mapping[str, Tensor]  # one flat tensor, or constrained values by site name
 LogObsFn = Callable[[Tensor, Latents], Tensor]
-
-
-# --- a Pyro model's log p(x | z) for every pair, and its conditional draws --------------------
 
 
 def _to_rows(v: Tensor, s: int, n: int, per_example: bool) -> Tensor:
@@ -42,12 +39,8 @@ def _to_rows(v: Tensor, s: int, n: int, per_example: bool) -> Tensor:
 
 def model_log_obs(model: Callable, model_args: tuple = (), model_kwargs: dict[str, Any] | None = None
                   ) -> Callable[[Tensor, Latents, bool], Tensor]:
-    r"""Return ``log_obs(x, latents, per_example) -> (S, N)``: :math:`\log p(x_n \mid z_s)`.
-
-    ``latents`` maps every latent site to ``(S, *site_shape)`` (every sample paired with every
-    example) or, with ``per_example=True``, ``(S, N, *site_shape)``. The ``S * N`` pairs are the
-    rows of a :class:`~pyrolik.model.target.Target` with ``S`` chains (row ``s * N + n``).
-    """
+    r"""``log_obs(x, latents, per_example) -> (S, N)``, :math:`\log p(x_n \mid z_s)`; ``latents``
+    ``{site: (S, *site_shape)}`` (or ``(S, N, ...)`` per example), scored as the rows of a target."""
     targets: dict[tuple, Target] = {}
 
     def log_obs(x: Tensor, latents: Latents, per_example: bool = False) -> Tensor:
@@ -56,8 +49,7 @@ def model_log_obs(model: Callable, model_args: tuple = (), model_kwargs: dict[st
         s = next(iter(latents.values())).shape[0]
         key = (s, tuple(x.shape))
         if key not in targets:
-            targets[key] = make_target(model, x, s, model_args=model_args,
-                                       model_kwargs=model_kwargs)
+            targets[key] = make_target(model, x, s, model_args=model_args, model_kwargs=model_kwargs)
         target = targets[key]
         names = [site.name for site in target.layout.sites]
         missing = [k for k in names if k not in latents]
@@ -86,8 +78,7 @@ def _by_site(latents: Latents) -> Mapping[str, Tensor]:
 
 
 def _trace(fn: Callable, x: Tensor, data: Mapping[str, Tensor] | None, args, kwargs):
-    """Trace ``fn`` on ``x`` with modules in eval mode; per-example arguments marked with
-    ``pyrolik.model.per_example`` are repeated to the rows of ``x`` (whole copies of the examples)."""
+    """Trace ``fn`` on ``x`` (modules in eval mode, per-example arguments fitted to its rows)."""
     fn = poutine.condition(fn, data=dict(data)) if data else fn
     args, kwargs = fit_rows(args, kwargs, x.shape[0])
     with pyro.validation_enabled(False), eval_mode():
@@ -106,15 +97,9 @@ def _latent_names(trace: poutine.Trace, given: Mapping[str, Tensor] | None = Non
     return latent, observed
 
 
-# --- alternating chains and prior draws --------------------------------------------------------
-
-
 class AlternatingChain(NamedTuple):
-    """The two conditional samplers of an alternating chain.
-
-    ``sample_latent_fn(x, generator) -> h`` and ``sample_obs_fn(h, x, generator) -> x'`` (``x``: the
-    previous state, for its shape).
-    """
+    """The two conditional samplers of an alternating chain: ``(x, generator) -> h`` and
+    ``(h, x, generator) -> x'`` (``x``, the previous state, gives the shape)."""
 
     sample_latent_fn: Callable[[Tensor, torch.Generator | None], Latents]
     sample_obs_fn: Callable[[Latents, Tensor, torch.Generator | None], Tensor]
@@ -126,8 +111,7 @@ def block_gibbs(rbm: Any) -> AlternatingChain:
     Parameters
     ----------
     rbm : object
-        An RBM-like object with ``sample_hidden(v, generator)`` and ``sample_visible(h, generator)``
-        (e.g. ``pyrolik_models.oracles.rbm.RBM``).
+        E.g. ``pyrolik_models.oracles.rbm.RBM``.
     """
     if not (hasattr(rbm, "sample_hidden") and hasattr(rbm, "sample_visible")):
         raise TypeError(f"block_gibbs needs an object with sample_hidden(v, generator) and "
@@ -139,9 +123,8 @@ def block_gibbs(rbm: Any) -> AlternatingChain:
 
 def encoder_decoder(model: Callable, guide: Callable, *, model_args: tuple = (),
                     model_kwargs: dict[str, Any] | None = None) -> AlternatingChain:
-    r"""The chain :math:`z \sim q(z \mid x)` (``guide``), :math:`x \sim p(x \mid z)` (``model``).
-
-    The model needs a single observed site whose value is ``x``. Latents are ``{site: tensor}``.
+    r"""The chain :math:`z \sim q(z \mid x)` (``guide``), :math:`x \sim p(x \mid z)` (``model``);
+    latents are ``{site: tensor}``.
 
     Parameters
     ----------
@@ -149,10 +132,8 @@ def encoder_decoder(model: Callable, guide: Callable, *, model_args: tuple = (),
         Pyro model ``model(x, *model_args, **model_kwargs)`` with a single observed site, ``x``.
     guide : callable
         Pyro guide :math:`q(z \mid x)` with the model's signature.
-    model_args : tuple
-        Further positional arguments of the model and the guide.
-    model_kwargs : dict, optional
-        Keyword arguments of the model and the guide.
+    model_args, model_kwargs
+        Further arguments of the model and the guide.
     """
     if not callable(model) or not callable(guide):
         raise TypeError("encoder_decoder needs a Pyro model and a Pyro guide (callables)")
@@ -178,40 +159,24 @@ def encoder_decoder(model: Callable, guide: Callable, *, model_args: tuple = (),
     return AlternatingChain(sample_latent, sample_obs)
 
 
-def as_chain(chain: Any) -> AlternatingChain:
-    """Accept an :class:`AlternatingChain` or an RBM-like object (made into :func:`block_gibbs`)."""
-    if isinstance(chain, AlternatingChain):
-        return chain
-    return block_gibbs(chain)
-
-
 def _tree_map(fn: Callable[[Tensor], Tensor], tree: Latents) -> Latents:
     if isinstance(tree, Mapping):
         return {k: fn(v) for k, v in tree.items()}
     return fn(tree)
 
 
-def _stack(trees: list[Latents]) -> Latents:
-    # one chain's draws are all dicts or all tensors
+def _cat(trees: list[Any]) -> Latents:
+    """One chain's kept draws (all dicts or all tensors) joined along dim 0, sample-major."""
     if isinstance(trees[0], Mapping):
-        dicts = cast(list[Mapping[str, Tensor]], trees)
-        return {k: torch.stack([t[k] for t in dicts]) for k in dicts[0]}
-    return torch.stack(cast(list[Tensor], trees))
-
-
-def _check_counts(low: int = 0, **counts: Any) -> None:
-    for name, value in counts.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(f"{name} must be a {'positive' if low else 'non-negative'} int; got "
-                             f"{value!r}")
+        return {k: torch.cat([t[k] for t in trees]) for k in trees[0]}
+    return torch.cat(trees)
 
 
 def iterate_chain(chain: Any, x0: Tensor, *, num_samples: int, thin: int = 1, burn_in: int = 0,
                   chunk_size: int = 100, seed: int | None = None) -> Iterator[Latents]:
-    r"""Run ``x0.shape[0]`` chains and yield their kept latent states in chunks ``(k * C, ...)``.
-
-    Step :math:`t` draws :math:`h_t \sim P(h \mid x_{t-1})`, then :math:`x_t \sim P(x \mid h_t)`;
-    :math:`h_t` is kept after ``burn_in``, every ``thin`` steps; the global RNG is left alone.
+    r"""Run ``x0.shape[0]`` chains (:math:`h_t \sim P(h \mid x_{t-1})`, :math:`x_t \sim
+    P(x \mid h_t)`) and yield their kept :math:`h_t` in chunks ``(k * C, ...)``; the global RNG is
+    left alone.
 
     Parameters
     ----------
@@ -221,18 +186,19 @@ def iterate_chain(chain: Any, x0: Tensor, *, num_samples: int, thin: int = 1, bu
         The chains' start states, one chain per row.
     num_samples : int
         Latent states to keep per chain.
-    thin : int
-        Keep every ``thin``-th state after burn-in.
-    burn_in : int
-        Steps to discard first.
+    thin, burn_in : int
+        Keep every ``thin``-th state after discarding ``burn_in`` steps.
     chunk_size : int
         Kept states per chain in each yielded chunk (k; the last chunk may hold fewer).
     seed : int, optional
         Seeds the chains' own generator.
     """
-    _check_counts(num_samples=num_samples, burn_in=burn_in)
-    _check_counts(1, thin=thin, chunk_size=chunk_size)
-    chain = as_chain(chain)
+    for name, value in (("num_samples", num_samples), ("burn_in", burn_in)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int; got {value!r}")
+    check_count("thin", thin)
+    check_count("chunk_size", chunk_size)
+    chain = chain if isinstance(chain, AlternatingChain) else block_gibbs(chain)
     gen = torch.Generator(device=x0.device).manual_seed(resolve_seed(seed))
     x, kept, buffer, t = x0, 0, [], 0
     while kept < num_samples:
@@ -245,7 +211,7 @@ def iterate_chain(chain: Any, x0: Tensor, *, num_samples: int, thin: int = 1, bu
             buffer.append(h)
             kept += 1
             if len(buffer) == chunk_size or kept == num_samples:
-                yield _tree_map(lambda v: v.reshape(-1, *v.shape[2:]), _stack(buffer))
+                yield _cat(buffer)
                 buffer = []
 
 
@@ -255,30 +221,19 @@ def sample_chain(chain: Any, x0: Tensor, *, num_samples: int, thin: int = 1, bur
 
     Parameters
     ----------
-    chain : AlternatingChain or RBM-like
-        :func:`block_gibbs` (or an RBM) or :func:`encoder_decoder`.
-    x0 : torch.Tensor, shape ``(C, *event_shape)``
-        The chains' start states, one chain per row.
-    num_samples : int
-        Latent states to keep per chain.
-    thin : int
-        Keep every ``thin``-th state after burn-in.
-    burn_in : int
-        Steps to discard first.
-    seed : int, optional
-        Seeds the chains' own generator.
+    chain, x0, num_samples, thin, burn_in, seed
+        As in :func:`iterate_chain`.
     flatten : bool
         Return ``(num_samples * C, ...)`` instead (sample-major).
     """
-    _check_counts(1, num_samples=num_samples)
+    check_count("num_samples", num_samples)
     (out,) = iterate_chain(chain, x0, num_samples=num_samples, thin=thin, burn_in=burn_in,
                            chunk_size=num_samples, seed=seed)
-    if flatten:
-        return out
-    c = x0.shape[0]
-    return _tree_map(lambda v: v.reshape(num_samples, c, *v.shape[1:]), out)
+    return out if flatten else _tree_map(lambda v: v.reshape(num_samples, x0.shape[0], *v.shape[1:]),
+                                         out)
 
 
+@shared_params
 def prior_samples(model: Callable, x: Tensor, num_samples: int, *, model_args: tuple = (),
                   model_kwargs: dict[str, Any] | None = None, seed: int | None = None
                   ) -> dict[str, Tensor]:
@@ -286,34 +241,23 @@ def prior_samples(model: Callable, x: Tensor, num_samples: int, *, model_args: t
 
     Parameters
     ----------
-    model : callable
-        Pyro model ``model(x, *model_args, **model_kwargs)``.
     x : torch.Tensor, shape ``(N, *event_shape)``
-        Observations; the first example gives the model its shapes.
+        Observations; the first gives the model its shapes.
     num_samples : int
         Draws of each site (S).
-    model_args : tuple
-        Further positional arguments of the model; none may be per example.
-    model_kwargs : dict, optional
-        Keyword arguments of the model; none may be per example.
-    seed : int, optional
-        Makes the draws reproducible.
+    model_args, model_kwargs
+        Further arguments of the model; none may be per example.
     """
-    _check_counts(1, num_samples=num_samples)
+    check_count("num_samples", num_samples)
     x = validate_data(x)
     gen = torch.Generator(device=x.device).manual_seed(resolve_seed(seed))
     marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), x.shape[0])
-    per_example = has_per_example(*marked)
-    if per_example:
+    if per_example := has_per_example(*marked):
         raise ValueError(f"prior samples shared by all examples cannot follow the per-example "
                          f"argument(s) {per_example}: the prior may depend on them; estimate with "
                          "pyrolik.likelihood_weighting (prior draws per example) instead")
     target = make_target(model, x[:1], num_samples, model_args=marked[0], model_kwargs=marked[1])
-    draw = target.sample_prior(gen)
-    return {k: v.squeeze(1) for k, v in target.unravel(draw.u).items()}
-
-
-# --- CSL ----------------------------------------------------------------------------------------
+    return {k: v.squeeze(1) for k, v in target.unravel(target.sample_prior(gen).u).items()}
 
 
 def _resolve(fn: Any, is_dict: bool, model_args: tuple, model_kwargs: dict | None,
@@ -334,27 +278,24 @@ def _chunks(latents: Latents | Iterable[Latents], chunk_size: int):
     if isinstance(latents, Tensor):
         yield from latents.split(chunk_size)
     elif isinstance(latents, Mapping):
-        keys = list(latents)
-        parts = [latents[k].split(chunk_size) for k in keys]
-        for pieces in zip(*parts, strict=True):
-            yield dict(zip(keys, pieces, strict=True))
+        for pieces in zip(*(v.split(chunk_size) for v in latents.values()), strict=True):
+            yield dict(zip(latents, pieces, strict=True))
     else:
         yield from latents
 
 
-def _num(h: Latents) -> int:
-    return (next(iter(h.values())) if isinstance(h, Mapping) else h).shape[0]
+def _lead(h: Latents) -> Tensor:
+    return next(iter(h.values())) if isinstance(h, Mapping) else h
 
 
 def _count(latents: Any) -> int | None:
     """Number of samples when it is known before streaming (tensor, dict, list of chunks)."""
-    if isinstance(latents, (Tensor, Mapping)):
-        return _num(latents)
     if isinstance(latents, (list, tuple)):
-        return sum(_num(h) for h in latents)
-    return None
+        return sum(_lead(h).shape[0] for h in latents)
+    return _lead(latents).shape[0] if isinstance(latents, (Tensor, Mapping)) else None
 
 
+@shared_params
 def csl(
     log_obs_fn_or_model: Any,
     x: Tensor,
@@ -368,44 +309,32 @@ def csl(
     khat: bool = True,
     progress: bool = False,
 ) -> EstimateResult:
-    r"""Conservative sampling-based log-likelihood, Algorithm 1 of [1]_.
-
-    .. math:: \log \hat f_S(x) = \log \frac{1}{|S|} \sum_{h \in S} P(x \mid h)
-
-    over latent states :math:`S` of a Markov chain: by Jensen, a stochastic lower bound on the
-    chain's stationary data marginal, exact as :math:`|S| \to \infty` [1]_ (``docs/csl.md``).
+    r"""Conservative sampling-based log-likelihood (Bengio, Yao & Cho 2014, arXiv:1311.6184),
+    :math:`\log \frac{1}{|S|} \sum_{h \in S} P(x \mid h)` over the latent states :math:`S` of a
+    chain: a stochastic lower bound on the chain's stationary data marginal (``docs/csl.md``).
 
     Parameters
     ----------
     log_obs_fn_or_model : callable or object
         ``log_obs_fn(x, h) -> (S, N)``, :math:`\log P(x_n \mid h_s)`; an object with such a
-        ``log_obs`` method; or a Pyro model (``latents`` then ``{site: tensor}``).
-    x : torch.Tensor, shape ``(N, *event_shape)``
-        Observations.
-    latents : Tensor, dict of Tensors, or an iterable of either (chunks)
-        ``(S, *latent_shape)``, or ``(S, N, *latent_shape)`` with ``per_example=True``; chunks
-        from a generator (:func:`iterate_chain`) stream.
+        ``log_obs``; or a Pyro model (``latents`` then ``{site: tensor}``).
+    latents : Tensor, dict of Tensors, or an iterable of either (chunks, e.g. :func:`iterate_chain`)
+        ``(S, *latent_shape)``, or ``(S, N, *latent_shape)`` with ``per_example=True``.
     per_example : bool
-        ``latents`` hold one set of samples per example (dim 1), not one shared by all.
+        ``latents`` hold samples per example (dim 1).
     chunk_size : int
         Samples per pass when ``latents`` is a tensor or dict.
-    model_args : tuple
-        Further positional arguments of a Pyro model.
-    model_kwargs : dict, optional
-        Keyword arguments of a Pyro model.
-    keep_weights, khat, progress : bool
-        Keep the ``(S, N)`` log-weights; compute Pareto k-hat (off for large test sets); show a bar.
+    keep_weights, khat : bool
+        Keep the ``(S, N)`` log-weights; compute Pareto k-hat (off for large test sets).
 
     Returns
     -------
     EstimateResult
-        ``bound="lower"``, ``method="csl"``; ``ess``, ``mcse``, ``khat`` treat the samples as
-        independent (correlated states make the real error larger).
+        ``bound="lower"``; ``ess``, ``mcse``, ``khat`` treat the samples as independent.
 
     Examples
     --------
-    The latent states of 100 alternating chains :math:`z \sim p(z \mid x)`,
-    :math:`x \sim p(x \mid z)` (the exact posterior as encoder), 20 kept from each:
+    The latent states of 100 alternating chains (the exact posterior as encoder), 20 from each:
 
     >>> import torch, pyrolik
     >>> from pyrolik_models import LinearGaussian
@@ -415,18 +344,11 @@ def csl(
     >>> starts = lg.sample(100, torch.Generator().manual_seed(1))
     >>> states = pyrolik.infer.sample_chain(chain, starts, num_samples=20, burn_in=10, thin=2,
     ...                                     seed=0, flatten=True)
-    >>> states["z"].shape
-    torch.Size([2000, 2])
     >>> result = pyrolik.csl(lg, x, states)
     >>> result.bound, result.log_likelihood.shape
     ('lower', torch.Size([4]))
     >>> bool((result.log_likelihood - lg.exact_log_marginal(x)).abs().max() < 1.0)
     True
-
-    References
-    ----------
-    .. [1] Y. Bengio, L. Yao, K. Cho. Bounding the test log-likelihood of generative models.
-       arXiv:1311.6184, 2014.
     """
     x = validate_data(x)
     check_count("chunk_size", chunk_size)
@@ -444,12 +366,11 @@ def csl(
     bar = progress_bar(-(-known // chunk_size) if known else 0, "csl", progress)
     with torch.no_grad():
         for h in chunks:
-            s = _num(h)
-            if per_example:
-                lead = next(iter(h.values())) if isinstance(h, Mapping) else h
-                if lead.dim() < 2 or lead.shape[1] != n:
-                    raise ValueError(f"per_example latents must have shape (S, N={n}, ...); got "
-                                     f"{tuple(lead.shape)}")
+            lead = _lead(h)
+            s = lead.shape[0]
+            if per_example and (lead.dim() < 2 or lead.shape[1] != n):
+                raise ValueError(f"per_example latents must have shape (S, N={n}, ...); got "
+                                 f"{tuple(lead.shape)}")
             try:
                 log_w = fn(x, h)
             except TypeError as e:
@@ -466,16 +387,13 @@ def csl(
             bar.update(1)
     bar.close()
     # k-hat needs the sample count up front (its tail size) or every weight
-    if khat and (known is not None or keep_weights):
-        khat_values = running.khat()
-    else:
-        khat_values = torch.full_like(running.log_mean, float("nan"))
+    khat_values = (running.khat() if khat and (known is not None or keep_weights)
+                   else torch.full_like(running.log_mean, float("nan")))
     # a Pyro model: bits/dim divides by the entries it observes (masks included)
+    is_model = isinstance(first, Mapping) and not callable(getattr(log_obs_fn_or_model, "log_obs",
+                                                                   None))
     num_observed = (make_target(log_obs_fn_or_model, x, 1, model_args=model_args,
-                                model_kwargs=model_kwargs).layout.num_observed
-                    if isinstance(first, Mapping) and not callable(getattr(log_obs_fn_or_model,
-                                                                           "log_obs", None))
-                    else None)
+                                model_kwargs=model_kwargs).layout.num_observed if is_model else None)
     return EstimateResult(
         method="csl", num_observed=num_observed, log_likelihood=running.log_mean, bound="lower",
         log_weights=running.log_weights, ess=running.ess, mcse=running.mcse, khat=khat_values, x=x,
@@ -485,6 +403,7 @@ def csl(
     )
 
 
+@shared_params
 def biased_csl(
     log_obs_fn_or_model: Any,
     x: Tensor,
@@ -498,38 +417,18 @@ def biased_csl(
     model_kwargs: dict[str, Any] | None = None,
     keep_weights: bool = False,
 ) -> EstimateResult:
-    r"""Biased CSL for model comparison, section 6 of [1]_.
-
-    :func:`csl` on the states of ``num_chains`` short chains **started at** each :math:`x`. **Not a
-    bound** (tends to over-estimate, ``bound=None``), yet it orders models: rank with it, don't report.
+    """Biased CSL (section 6 of Bengio et al. 2014): :func:`csl` on the states of short chains
+    **started at** each example. **Not a bound** (it over-estimates, ``bound=None``): rank models
+    with it, don't report it (``docs/csl.md``).
 
     Parameters
     ----------
-    log_obs_fn_or_model : callable or object
-        As in :func:`csl`; a function receives per-example latents ``(S, N, *latent_shape)``.
-    x : torch.Tensor, shape ``(N, *event_shape)``
-        Observations; each starts its own chains.
+    log_obs_fn_or_model, chunk_size, keep_weights
+        As in :func:`csl` (a function receives per-example latents ``(S, N, ...)``).
     chain : AlternatingChain or RBM-like
         :func:`block_gibbs` (or an RBM) or :func:`encoder_decoder`.
-    num_chains : int
-        Chains started at each example.
-    num_steps : int
-        Steps per chain, each state kept.
-    seed : int, optional
-        Seeds the chains; recorded in the result.
-    chunk_size : int
-        Samples per pass of :func:`csl`.
-    model_args : tuple
-        Further positional arguments of a Pyro model.
-    model_kwargs : dict, optional
-        Keyword arguments of a Pyro model.
-    keep_weights : bool
-        Keep the ``(S, N)`` log-weights.
-
-    References
-    ----------
-    .. [1] Y. Bengio, L. Yao, K. Cho. Bounding the test log-likelihood of generative models.
-       arXiv:1311.6184, 2014.
+    num_chains, num_steps : int
+        Chains started at each example; steps per chain, each state kept.
     """
     x = validate_data(x)
     check_count("num_chains", num_chains)
@@ -538,12 +437,9 @@ def biased_csl(
     start_time = time.perf_counter()
     n = x.shape[0]
     x0 = x.unsqueeze(0).expand(num_chains, *x.shape).reshape(num_chains * n, *x.shape[1:])
-    h = sample_chain(as_chain(chain), x0, num_samples=num_steps, seed=seed)  # (T, C*N, ...)
+    h = sample_chain(chain, x0, num_samples=num_steps, seed=seed)  # (T, C*N, ...)
 
-    def per_example(v: Tensor) -> Tensor:
-        return v.reshape(num_steps * num_chains, n, *v.shape[2:])
-
-    h = {k: per_example(v) for k, v in h.items()} if isinstance(h, Mapping) else per_example(h)
+    h = _tree_map(lambda v: v.reshape(num_steps * num_chains, n, *v.shape[2:]), h)
     result = csl(
         log_obs_fn_or_model, x, h, per_example=True, chunk_size=chunk_size,
         model_args=model_args, model_kwargs=model_kwargs, keep_weights=keep_weights,

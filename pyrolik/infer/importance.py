@@ -10,8 +10,7 @@ import torch
 from torch import Tensor
 
 from pyrolik._validate import check_count, shared_params, validate_data
-from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batches
-from pyrolik.execution.batches import warn_failed
+from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batches, warn_failed
 from pyrolik.infer.streaming import RESAMPLING_STREAM, StreamingResampler
 from pyrolik.model.target import Target, make_target, prepare_inputs
 from pyrolik.ops.stats import RunningLogWeights
@@ -24,26 +23,15 @@ ROWS_PER_CHUNK = 16_384  # default chunk: about this many (sample, example) rows
 
 
 @shared_params
-def likelihood_weighting(
-    model: Callable[..., Any],
-    x: Tensor,
-    *,
-    num_samples: int,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    chunk_size: int | None = None,
-    keep_weights: bool | None = None,
-    keep_samples: bool | None = None,
-    progress: bool = True,
-) -> EstimateResult | None:
-    r"""Likelihood weighting: importance sampling from the prior (Wu et al. 2017, eq. 6).
-
-    .. math:: \hat p(x) = \frac1K \sum_{k=1}^K p(x \mid z_k), \qquad z_k \sim p(z)
-
-    :math:`\mathbb E[\hat p(x)] = p(x)`: a stochastic lower bound on :math:`\log p(x)` [1]_,
-    accurate only when the prior overlaps the posterior (watch ``khat``).
+def likelihood_weighting(model: Callable[..., Any], x: Tensor, *, num_samples: int,
+                         model_args: tuple = (), model_kwargs: dict | None = None,
+                         seed: int | None = None, batch_size: int | None = None,
+                         chunk_size: int | None = None, keep_weights: bool | None = None,
+                         keep_samples: bool | None = None,
+                         progress: bool = True) -> EstimateResult | None:
+    r"""Likelihood weighting (Wu et al. 2017, eq. 6), :math:`\log \frac1K \sum_k p(x \mid z_k)` with
+    :math:`z_k \sim p(z)`: a stochastic lower bound on :math:`\log p(x)`, accurate only when the
+    prior overlaps the posterior (watch ``khat``).
 
     Returns
     -------
@@ -61,51 +49,32 @@ def likelihood_weighting(
     ('lower', torch.Size([4]))
     >>> bool((result.log_likelihood - model.exact_log_marginal(x)).abs().max() < 1.0)
     True
-
-    References
-    ----------
-    .. [1] Y. Wu, Y. Burda, R. Salakhutdinov, R. Grosse. On the quantitative analysis of
-       decoder-based generative models. ICLR, 2017.
     """
 
     def log_weights(target: Target, generator: torch.Generator) -> tuple[Tensor, dict]:
         draw = target.sample_prior(generator)
         return draw.log_density, draw.values
 
-    return _run_importance(
-        "likelihood_weighting", model, None, x, log_weights, num_samples, model_args,
-        model_kwargs, seed, batch_size, chunk_size, keep_weights, keep_samples, progress,
-    )
+    return _run_importance("likelihood_weighting", model, None, x, log_weights, num_samples,
+                           model_args, model_kwargs, seed, batch_size, chunk_size, keep_weights,
+                           keep_samples, progress)
 
 
 @shared_params
-def iwae(
-    model: Callable[..., Any],
-    x: Tensor,
-    guide: Callable[..., Any],
-    *,
-    num_samples: int,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    chunk_size: int | None = None,
-    keep_weights: bool | None = None,
-    keep_samples: bool | None = None,
-    progress: bool = True,
-) -> EstimateResult | None:
-    r"""The importance weighted bound with a Pyro guide as proposal (Burda et al. 2016).
-
-    .. math:: \mathcal L_K(x) = \log \frac1K \sum_{k=1}^K \frac{p(x, z_k)}{q(z_k \mid x)},
-              \qquad z_k \sim q(z \mid x)
-
-    :math:`\mathbb E[\mathcal L_K] \le \log p(x)`, increasing in :math:`K` [1]_.
+def iwae(model: Callable[..., Any], x: Tensor, guide: Callable[..., Any], *, num_samples: int,
+         model_args: tuple = (), model_kwargs: dict | None = None, seed: int | None = None,
+         batch_size: int | None = None, chunk_size: int | None = None,
+         keep_weights: bool | None = None, keep_samples: bool | None = None,
+         progress: bool = True) -> EstimateResult | None:
+    r"""The importance weighted bound (Burda et al. 2016), :math:`\log \frac1K \sum_k p(x, z_k) /
+    q(z_k \mid x)` with :math:`z_k \sim q(z \mid x)` from a Pyro guide: a stochastic lower bound on
+    :math:`\log p(x)`, increasing in :math:`K`.
 
     Parameters
     ----------
     guide : callable
         A Pyro guide with the model's signature sampling every latent site (or a mixture
-        proposal, :mod:`pyrolik.model.mixture_guides`).
+        proposal, :mod:`pyrolik.model.autoguides`).
 
     Returns
     -------
@@ -124,10 +93,6 @@ def iwae(
     >>> exact = model.exact_log_marginal(x)   # the exact posterior as guide: every weight is p(x)
     >>> bool(torch.allclose(result.log_likelihood, exact, atol=1e-3))
     True
-
-    References
-    ----------
-    .. [1] Y. Burda, R. Grosse, R. Salakhutdinov. Importance weighted autoencoders. ICLR, 2016.
     """
     if not callable(guide):
         raise TypeError(f"guide must be a callable Pyro guide, got {type(guide).__name__}")
@@ -137,10 +102,9 @@ def iwae(
         log_prior, log_obs = target.log_joint_constrained(draw.values)
         return log_prior + log_obs - draw.log_density, draw.values
 
-    return _run_importance(
-        "iwae", model, guide, x, log_weights, num_samples, model_args, model_kwargs, seed,
-        batch_size, chunk_size, keep_weights, keep_samples, progress,
-    )
+    return _run_importance("iwae", model, guide, x, log_weights, num_samples, model_args,
+                           model_kwargs, seed, batch_size, chunk_size, keep_weights, keep_samples,
+                           progress)
 
 
 def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_args,

@@ -15,10 +15,8 @@ from pyrolik.results import EstimateResult
 __all__ = ["kde", "kde_log_density"]
 
 
-def kde_log_density(
-    samples: Tensor, x: Tensor, bandwidths: Tensor, *, chunk_size: int = 1024,
-    progress: bool = False,
-) -> Tensor:
+def kde_log_density(samples: Tensor, x: Tensor, bandwidths: Tensor, *, chunk_size: int = 1024,
+                    progress: bool = False) -> Tensor:
     """Gaussian Parzen log-density of each ``x`` for each bandwidth, ``(len(bandwidths), N)``, streamed."""
     s = samples.reshape(samples.shape[0], -1).to(x.dtype)
     xf = x.reshape(x.shape[0], -1)
@@ -40,20 +38,12 @@ def kde_log_density(
     return acc - norm
 
 
-def kde(
-    samples: Tensor,
-    x: Tensor,
-    *,
-    bandwidth: float | Tensor | list[float],
-    validation: Tensor | None = None,
-    chunk_size: int = 1024,
-    progress: bool = True,
-) -> EstimateResult:
-    r"""Parzen window estimate of log p(x) from model samples, bandwidth chosen on validation data.
-
-    .. math:: \hat p_h(x) = \frac1S \sum_{s=1}^S \mathcal N(x;\, x_s,\, h^2 I_D), \qquad x_s \sim p_\theta(x)
-
-    The density of the smoothed samples, not of the model: no bound (``bound is None``) [2]_.
+def kde(samples: Tensor, x: Tensor, *, bandwidth: float | Tensor | list[float],
+        validation: Tensor | None = None, chunk_size: int = 1024, progress: bool = True
+        ) -> EstimateResult:
+    r"""Parzen window estimate of log p(x), :math:`\log \frac1S \sum_s \mathcal N(x;\, x_s,\, h^2 I)`
+    over model samples :math:`x_s`, the bandwidth chosen on validation data: the density of the
+    smoothed samples, not of the model, so no bound (``bound is None``; Wu et al. 2017).
 
     Parameters
     ----------
@@ -83,11 +73,6 @@ def kde(
     True
     >>> result.settings["bandwidth"] in (0.1, 0.3, 1.0)
     True
-
-    References
-    ----------
-    .. [1] E. Parzen. On estimation of a probability density function and mode. 1962.
-    .. [2] Y. Wu et al. On the quantitative analysis of decoder-based generative models. ICLR, 2017.
     """
     x = validate_data(x)
     samples = validate_data(samples)

@@ -17,9 +17,8 @@ from pyrolik._validate import check_count, shared_params
 from pyrolik.annealing.driver import run
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.exceptions import PyrolikWarning
-from pyrolik.execution.batches import Execution
+from pyrolik.execution.batches import Execution, warn_failed
 from pyrolik.execution.distributed import main_result
-from pyrolik.execution.batches import warn_failed
 from pyrolik.model.simulation import draw_joint
 from pyrolik.model.target import Target
 from pyrolik.results import BDMCResult

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from pyrolik.io.netcdf import from_datatree
+from pyrolik.io.export import from_datatree
 from pyrolik.ops.stats import chain_statistics, log_mean_exp
 from pyrolik.results import AISResult, BDMCResult, EstimateResult
 

@@ -1,7 +1,5 @@
-r"""Data loaders: scikit-learn digits (always there), binarized MNIST and the MNIST test set.
-
-MNIST is never downloaded: it is read from ``data_dir`` or ``$PYROLIK_DATA``; units: ``docs/units.md``.
-"""
+r"""Data loaders: scikit-learn digits (always there), binarized MNIST and the MNIST test set, read
+from ``data_dir`` or ``$PYROLIK_DATA`` (never downloaded)."""
 
 from __future__ import annotations
 
@@ -13,15 +11,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = [
-    "Split",
-    "find_data_dir",
-    "load_digits",
-    "load_binarized_mnist",
-    "load_mnist_test",
-    "dequantize",
-    "split_mnist_test",
-]
+__all__ = ["Split", "find_data_dir", "load_digits", "load_binarized_mnist", "load_mnist_test",
+           "dequantize", "split_mnist_test"]
 
 BINARIZED_MNIST = "binarized_mnist.npz"
 MNIST_TEST = "mnist_test.npz"
@@ -50,28 +41,21 @@ def find_data_dir(data_dir: str | os.PathLike | None = None, filename: str = MNI
     pathlib.Path or None
         The folder, or None when neither names one that holds ``filename``.
     """
-    candidates = [data_dir, os.environ.get("PYROLIK_DATA")]
-    for c in candidates:
-        if c and (Path(c) / filename).is_file():
-            return Path(c)
-    return None
+    return next((Path(c) for c in (data_dir, os.environ.get("PYROLIK_DATA"))
+                 if c and (Path(c) / filename).is_file()), None)
 
 
 def _require(data_dir: str | os.PathLike | None, filename: str) -> Path:
     found = find_data_dir(data_dir, filename)
     if found is None:
-        raise FileNotFoundError(
-            f"{filename} not found in data_dir={data_dir!r} or $PYROLIK_DATA="
-            f"{os.environ.get('PYROLIK_DATA')!r}; pass data_dir= or set PYROLIK_DATA to the folder "
-            "holding it (pyrolik never downloads data)."
-        )
+        raise FileNotFoundError(f"{filename} not found in data_dir={data_dir!r} or $PYROLIK_DATA="
+                                f"{os.environ.get('PYROLIK_DATA')!r}; pass data_dir= or set "
+                                "PYROLIK_DATA to the folder holding it (pyrolik never downloads data).")
     return found / filename
 
 
-def dequantize(
-    k: Tensor | np.ndarray, levels: int = 256, generator: torch.Generator | None = None,
-    dtype: torch.dtype | None = None,
-) -> Tensor:
+def dequantize(k: Tensor | np.ndarray, levels: int = 256, generator: torch.Generator | None = None,
+               dtype: torch.dtype | None = None) -> Tensor:
     r"""Uniform dequantization: :math:`x = (k + u) / \text{levels}`, :math:`u \sim U[0, 1)`.
 
     Parameters
@@ -83,7 +67,7 @@ def dequantize(
     generator : torch.Generator, optional
         The random stream of ``u``.
     dtype : torch.dtype, optional
-        The result's dtype (default: torch's default dtype).
+        Default: torch's default dtype.
 
     Returns
     -------
@@ -95,12 +79,9 @@ def dequantize(
     return (k + u) / levels
 
 
-def load_digits(
-    *, scale: bool = True, dequantize_seed: int | None = None, dtype: torch.dtype | None = None
-) -> tuple[Tensor, Tensor]:
-    r"""scikit-learn's 1,797 8x8 digits as ``(images (1797, 64), labels (1797,))``.
-
-    Levels 0..16; ``scale=True``: :math:`k / 16`, or :math:`(k + u) / 17` with ``dequantize_seed``.
+def load_digits(*, scale: bool = True, dequantize_seed: int | None = None,
+                dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+    r"""scikit-learn's 1,797 8x8 digits (levels 0..16) as ``(images (1797, 64), labels (1797,))``.
 
     Parameters
     ----------
@@ -109,7 +90,7 @@ def load_digits(
     dequantize_seed : int, optional
         Dequantize with this seed: :math:`(k + u) / 17`.
     dtype : torch.dtype, optional
-        The images' dtype (default: torch's default dtype).
+        Of the images (default: torch's default dtype).
 
     Returns
     -------
@@ -136,17 +117,14 @@ def load_digits(
     return (x / 16.0 if scale else x), labels
 
 
-def load_binarized_mnist(
-    data_dir: str | os.PathLike | None = None, *, dtype: torch.dtype | None = None
-) -> Split:
+def load_binarized_mnist(data_dir: str | os.PathLike | None = None, *,
+                         dtype: torch.dtype | None = None) -> Split:
     """The fixed binarization of Larochelle & Murray (2011): 50k/10k/10k images of 784 {0,1} pixels.
 
     Parameters
     ----------
-    data_dir : str or path-like, optional
-        The folder holding the file (default: ``$PYROLIK_DATA``).
-    dtype : torch.dtype, optional
-        The images' dtype (default: torch's default dtype).
+    data_dir, dtype
+        As in :func:`find_data_dir` and :func:`load_digits`.
 
     Returns
     -------
@@ -156,22 +134,17 @@ def load_binarized_mnist(
     path = _require(data_dir, BINARIZED_MNIST)
     dtype = dtype or torch.get_default_dtype()
     with np.load(path) as f:
-        parts = [
-            torch.as_tensor(np.unpackbits(f[k], axis=1)[:, :784].astype(np.float32)).to(dtype)
-            for k in ("train", "valid", "test")
-        ]
-    return Split(*parts)
+        return Split(*(torch.as_tensor(np.unpackbits(f[k], axis=1)[:, :784].astype(np.float32))
+                       .to(dtype) for k in ("train", "valid", "test")))
 
 
-def load_mnist_test(
-    data_dir: str | os.PathLike | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+def load_mnist_test(data_dir: str | os.PathLike | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The 10,000 MNIST test images as uint8 grey levels ``(10000, 784)`` and labels ``(10000,)``.
 
     Parameters
     ----------
-    data_dir : str or path-like, optional
-        The folder holding the file (default: ``$PYROLIK_DATA``).
+    data_dir
+        As in :func:`find_data_dir`.
 
     Returns
     -------
@@ -183,27 +156,19 @@ def load_mnist_test(
         return f["images"], f["labels"]
 
 
-def split_mnist_test(
-    data_dir: str | os.PathLike | None = None,
-    *,
-    sizes: tuple[int, int, int] = (8000, 1000, 1000),
-    seed: int = 0,
-    dtype: torch.dtype | None = None,
-) -> tuple[Split, Split]:
+def split_mnist_test(data_dir: str | os.PathLike | None = None, *,
+                     sizes: tuple[int, int, int] = (8000, 1000, 1000), seed: int = 0,
+                     dtype: torch.dtype | None = None) -> tuple[Split, Split]:
     """Continuous MNIST from the 10,000 test images: a fixed random split, dequantized to [0, 1].
-
-    Default 8,000 train / 1,000 valid / 1,000 test; returns ``(images, labels)`` as :class:`Split` tuples.
 
     Parameters
     ----------
-    data_dir : str or path-like, optional
-        The folder holding the file (default: ``$PYROLIK_DATA``).
+    data_dir, dtype
+        As in :func:`find_data_dir` and :func:`load_digits`.
     sizes : tuple of three int
         Train, valid and test sizes.
     seed : int
         The seed of the permutation and of the dequantization.
-    dtype : torch.dtype, optional
-        The images' dtype (default: torch's default dtype).
 
     Returns
     -------
@@ -218,7 +183,5 @@ def split_mnist_test(
     x = dequantize(images[perm], generator=g, dtype=dtype)
     y = torch.as_tensor(labels[perm].astype(np.int64))
     a, b, c = sizes
-    return (
-        Split(x[:a], x[a : a + b], x[a + b : a + b + c]),
-        Split(y[:a], y[a : a + b], y[a + b : a + b + c]),
-    )
+    return (Split(x[:a], x[a : a + b], x[a + b : a + b + c]),
+            Split(y[:a], y[a : a + b], y[a + b : a + b + c]))

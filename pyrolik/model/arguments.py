@@ -6,15 +6,17 @@ A tensor whose leading dimension is ``N`` is repeated over chains and sliced wit
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from torch import Tensor
 
-__all__ = ["PerExample", "Shared", "describe_arguments", "fit_rows", "has_per_example",
+__all__ = ["ModelFn", "PerExample", "Shared", "describe_arguments", "fit_rows", "has_per_example",
            "mark_arguments", "per_example", "repeat_arguments", "shared", "slice_arguments", "take_rows",
            "unwrap"]
+
+ModelFn: TypeAlias = Callable[..., Any]  # a Pyro program (model or guide): x first, then its arguments
 
 
 @dataclass(frozen=True)

@@ -1,25 +1,27 @@
-r"""Pyro's Gaussian AutoGuides, fitted on the examples being evaluated, as per-example proposals.
-
-Each example's Gaussian marginal in unconstrained space is read once; other AutoGuides are refused
-(``docs/idioms.md``).
+r"""Guides as proposals: Pyro's Gaussian AutoGuides fitted on the evaluated examples, read once as
+per-example Gaussians in unconstrained space (other AutoGuides are refused), and M2-style guides,
+whose discrete latent the model sums out: a mixture proposal (``docs/idioms.md``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import pyro.poutine as poutine
 import torch
 from pyro.infer import autoguide
 from torch import Tensor
 from torch.distributions import biject_to
 
+from pyrolik.model.arguments import ModelFn
 from pyrolik.model.layout import Layout
 from pyrolik.model.messenger import plate_frame
 
-__all__ = ["FittedGaussian", "fitted_gaussian", "is_autoguide", "prepare_guide", "slice_guide"]
+__all__ = ["FittedGaussian", "enumerated_in_guide", "fitted_gaussian", "is_autoguide",
+           "mark_enumerated", "slice_guide"]
 
 _SUPPORTED = (autoguide.AutoNormal, autoguide.AutoDiagonalNormal,
               autoguide.AutoMultivariateNormal, autoguide.AutoLowRankMultivariateNormal)
@@ -94,14 +96,6 @@ class FittedGaussian:
         else:
             u = self.loc + (self._tril() @ eps.unsqueeze(-1)).squeeze(-1)
         return u.reshape(num_chains * n, d)
-
-
-def prepare_guide(guide: Any, discover: Callable[[], Layout], num_examples: int, like: Tensor) -> Any:
-    """An AutoGuide as a :class:`FittedGaussian` for all ``num_examples`` (``discover()`` gives the
-    model's layout on the data); any other guide unchanged. Call it before splitting into batches."""
-    if not is_autoguide(guide):
-        return guide
-    return fitted_gaussian(guide, discover(), num_examples, like)
 
 
 def slice_guide(guide: Any, start: int, stop: int) -> Any:
@@ -204,3 +198,30 @@ def _part_gaussian(part: Any, layout: Layout, n: int) -> tuple[list, Tensor, Ten
 
 def _per_example(site) -> tuple[int, ...]:
     return tuple(site.shape)
+
+
+def enumerated_in_guide(tr_g) -> tuple[str, ...]:
+    """The discrete latent sites of a guide's trace marked ``infer={"enumerate": "parallel"}``."""
+    return tuple(s["name"] for s in tr_g.nodes.values()
+                 if s["type"] == "sample" and not s["is_observed"]
+                 and s["infer"].get("enumerate") == "parallel"
+                 and getattr(s["fn"], "support", None) is not None and s["fn"].support.is_discrete)
+
+
+class mark_enumerated:  # noqa: N801 - used like a Pyro handler (lower case, as config_enumerate)
+    """``fn`` with the sample sites ``names`` marked ``infer={"enumerate": "parallel"}``."""
+
+    def __init__(self, fn: ModelFn, names: Iterable[str]):
+        self.fn = fn
+        self.names = frozenset(names)
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.__wrapped__ = fn
+
+    def _config(self, msg: Any) -> Any:
+        if msg["type"] == "sample" and msg["name"] in self.names and not msg["is_observed"]:
+            return {"enumerate": "parallel"}
+        return {}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return poutine.infer_config(self.fn, config_fn=self._config)(*args, **kwargs)

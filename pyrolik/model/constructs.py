@@ -19,12 +19,11 @@ from torch import Tensor
 from torch.distributions import Independent
 
 from pyrolik.exceptions import IdiomWarning
+from pyrolik.model.arguments import ModelFn
 from pyrolik.model.messenger import is_subsample, is_zero_density
-from pyrolik.ops.types import ModelFn
 
 __all__ = ["IdiomWarning", "Watch", "check_sites", "check_subsampling", "check_index_free",
            "check_masked_latents", "subsampled_plates"]
-
 
 
 class _FixedIndices(Messenger):

@@ -3,7 +3,6 @@ r"""A model with global latents as a model of whole data sets: the data set is o
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import pyro
@@ -12,14 +11,13 @@ import torch
 from torch import Tensor
 
 from pyrolik._random import fork_rng_from
+from pyrolik.model.arguments import ModelFn
 from pyrolik.model.discovery import sample_sites
 from pyrolik.model.modules import eval_mode
 
 __all__ = ["PLATE", "WholeDataset"]
 
 PLATE = "dataset"  # the outer plate: one row per copy of a whole data set (unless the model has one)
-
-ModelFn = Callable[..., Any]
 
 
 def _plate_nesting(tr) -> int:

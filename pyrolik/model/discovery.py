@@ -11,7 +11,7 @@ from pyro.poutine.util import site_is_subsample
 from torch import Tensor
 
 from pyrolik._random import fork_rng_from
-from pyrolik.model.arguments import describe_arguments, repeat_arguments
+from pyrolik.model.arguments import ModelFn, describe_arguments, repeat_arguments
 from pyrolik.model.constructs import (
     Watch,
     check_index_free,
@@ -33,7 +33,6 @@ from pyrolik.model.supports import (
     mappable_support,
     to_unconstrained,
 )
-from pyrolik.ops.types import ModelFn
 
 __all__ = ["Tracer", "discover", "check_guide_sites", "sample_sites", "trace_guide",
            "trace_or_explain"]
@@ -106,7 +105,7 @@ def check_guide_sites(guide: ModelFn, x_rep: Tensor, num_chains: int, marked_arg
     """Raise unless ``guide`` samples exactly the model's latent sites, with a density pyrolik can
     evaluate; return the modules it calls that were in training mode, and the batch dims right of
     the enumeration dims when the guide samples discrete sites the model sums out (an M2-style
-    guide: a mixture proposal, :mod:`pyrolik.model.mixture_guides`), else None."""
+    guide: a mixture proposal, :mod:`pyrolik.model.autoguides`), else None."""
     tracer = Tracer()
     args, kwargs = repeat_arguments(marked_args, marked_kwargs, num_chains)
     tr_g = trace_or_explain(tracer, guide, x_rep, args, kwargs, "guide", num_chains,

@@ -12,12 +12,11 @@ import torch
 from torch import Tensor
 
 from pyrolik._random import fork_rng_from
-from pyrolik.model.arguments import repeat_arguments, take_rows
+from pyrolik.model.arguments import ModelFn, repeat_arguments, take_rows
 from pyrolik.model.autoguides import FittedGaussian
 from pyrolik.model.layout import Layout
 from pyrolik.model.messenger import SiteDensities
 from pyrolik.model.modules import eval_mode
-from pyrolik.ops.types import ModelFn
 
 __all__ = ["Draw", "GuideDensity", "Program", "ValueAndGrad"]
 

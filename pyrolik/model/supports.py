@@ -16,7 +16,7 @@ from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDi
 from torch import Tensor
 from torch.distributions import Independent, biject_to
 
-from pyrolik.ops.types import ModelFn
+from pyrolik.model.arguments import ModelFn
 
 __all__ = ["check_circular_guide", "check_fixed_supports", "check_guide_supports", "circular_sites",
            "is_real", "mappable_support", "pushed_forward", "refuse_annealing", "to_unconstrained"]

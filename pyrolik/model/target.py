@@ -10,19 +10,23 @@ import torch
 from torch import Tensor
 
 from pyrolik._validate import check_count, validate_data
-from pyrolik.model.arguments import mark_arguments, slice_arguments
-from pyrolik.model.autoguides import FittedGaussian, fitted_gaussian, is_autoguide, slice_guide
+from pyrolik.model.arguments import ModelFn, mark_arguments, slice_arguments
+from pyrolik.model.autoguides import (
+    FittedGaussian,
+    enumerated_in_guide,
+    fitted_gaussian,
+    is_autoguide,
+    mark_enumerated,
+    slice_guide,
+)
 from pyrolik.model.discovery import check_guide_sites, discover, trace_guide
 from pyrolik.model.evaluation import Draw, Program, ValueAndGrad
 from pyrolik.model.guide_cache import KeptGuide
 from pyrolik.model.layout import Layout, SiteLayout
-from pyrolik.model.mixture_guides import enumerated_in_guide, mark_enumerated
-from pyrolik.model.modules import check_program
+from pyrolik.model.modules import check_program, check_rows_independent
 from pyrolik.model.replay import Replayed, replay_default
 from pyrolik.model.reuse import active_cache
-from pyrolik.model.rows import check_rows_independent
 from pyrolik.model.supports import refuse_annealing
-from pyrolik.ops.types import ModelFn
 
 __all__ = ["AnnealingPath", "Draw", "Inputs", "SiteLayout", "Target", "ValueAndGrad", "make_target",
            "prepare_inputs"]

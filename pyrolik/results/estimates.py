@@ -46,9 +46,8 @@ def _stderr(values: Tensor, failed: Tensor) -> float:
     return float(ok.std(unbiased=True) / math.sqrt(len(ok))) if len(ok) > 1 else float("nan")
 
 
-def bits_per_dim(log_likelihood: Tensor | float, num_dims: int | Tensor) -> Tensor | float:
-    r"""Negative log-likelihood in bits per dimension: :math:`-\log p(x) / (D \ln 2)`; ``num_dims``
-    may be per example (the entries each observes).
+def bits_per_dim(log_likelihood: Tensor | float, num_dims: float | Tensor) -> Tensor | float:
+    r"""Negative log-likelihood in bits per dimension: :math:`-\log p(x) / (D \ln 2)`.
 
     Parameters
     ----------
@@ -65,9 +64,8 @@ def bits_per_dim(log_likelihood: Tensor | float, num_dims: int | Tensor) -> Tens
 
 
 class Exported:
-    """Every result: its export methods (the work is in :mod:`pyrolik.results.convert`, which reads
-    results by their attributes and does not import this module), and its class found again by name
-    when a file is read (:func:`pyrolik.io.netcdf.from_datatree`)."""
+    """Every result: its export methods (:mod:`pyrolik.results.convert`) and its class found again
+    by name when a file is read."""
 
     @staticmethod
     def class_named(name: str) -> Any:
@@ -85,9 +83,7 @@ class Exported:
         return to_datatree(self, num_blocks=num_blocks)
 
     def to_inference_data(self, *, num_blocks: int = 4):
-        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.results.convert`); ArviZ's
-        ``az.summary`` of it gives weighted posterior means, and ``r_hat`` / ``ess`` across the
-        ``num_blocks`` blocks of chains."""
+        """Export to an :class:`arviz.InferenceData` (see :mod:`pyrolik.results.convert`)."""
         return to_inference_data(self, num_blocks=num_blocks)
 
 
@@ -112,8 +108,7 @@ class EstimateResult(Exported):
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
     # the name of the model's plate over the examples: the example dim of the export
     example_dim: str = "example"
-    # (N,) entries of each example the model's observed sites score, masks included (bits/dim's
-    # D, pyrolik.model.observed); None: every entry of x (estimators that do not run a model)
+    # (N,) entries each example observes, masks included (bits/dim's D); None: every entry of x
     num_observed: Tensor | None = stored("observed_data", "num_observed", [EX], default=None)
     # IWAE / likelihood weighting: the raw draws behind log_weights, each (K, N, *site), when kept
     samples: dict[str, Tensor] | None = stored("particles", None, [BLOCK, EX], default=None)
@@ -142,10 +137,8 @@ class EstimateResult(Exported):
 
     @property
     def observed_dims(self) -> Tensor | None:
-        """``(N,)``: the entries of each example that its estimate is a density of, the :math:`D_n`
-        of bits/dim. Counted by the estimator from the model's observed sites, masks included
-        (``poutine.mask``, ``.mask``, ``obs_mask``, a gathered ``obs=x[:, idx]``); where no model
-        was run (``kde``), every entry of ``x``. None when neither is known."""
+        """``(N,)``: the entries each example's estimate is a density of (the model's observed
+        sites, masks included; with no model, every entry of ``x``), the :math:`D_n` of bits/dim."""
         if self.num_observed is not None:
             return self.num_observed
         if self.x is None:
@@ -164,31 +157,13 @@ class EstimateResult(Exported):
     @property
     def bits_per_dim(self) -> float:
         r"""NLL in bits per observed entry over the examples that did not fail,
-
-        .. math:: \text{bits/dim} = \frac{-\sum_n \log p(x_n)}{\ln 2 \sum_n D_n},
-
-        with :math:`D_n` the entries example :math:`n` observes (:attr:`observed_dims`); NaN
-        when the count is unknown or zero.
-
-        Parameters
-        ----------
-        log_likelihood : float or torch.Tensor
-            :math:`\log p(x)` in nats, per example.
-        num_dims : int or torch.Tensor
-            :math:`D`, or the entries each example observes.
-
-        Returns
-        -------
-        float or torch.Tensor
-        """
-        dims = self.observed_dims
-        if dims is None:
+        :math:`-\sum_n \log p(x_n) / (\ln 2 \sum_n D_n)` (:attr:`observed_dims`); NaN when the
+        count is unknown or zero."""
+        dims, ok = self.observed_dims, ~self.failed
+        total = float("nan") if dims is None else float(dims[ok.to(dims.device)].sum())
+        if not total > 0:
             return float("nan")
-        ok = ~self.failed
-        total = float(dims[ok.to(dims.device)].sum())
-        if total <= 0:
-            return float("nan")
-        return float(-self.log_likelihood[ok].double().sum() / (total * math.log(2.0)))
+        return float(bits_per_dim(self.log_likelihood[ok].double().sum(), total))
 
     @property
     def num_weights(self) -> int | None:
@@ -198,17 +173,12 @@ class EstimateResult(Exported):
         count = self.settings.get("num_chains", self.settings.get("num_samples"))
         return int(count) if isinstance(count, int | float) else None
 
-    @property
-    def _weight_unit(self) -> str:
-        return "samples"
+    _weight_unit: ClassVar[str] = "samples"
 
     @property
     def mcse_unreliable(self) -> Tensor | None:
-        """``(N,)`` bool: examples whose MCSE cannot be trusted.
-
-        Fewer than 25 weights per example, or k-hat above
-        :func:`~pyrolik.ops.stats.khat_threshold` (Vehtari et al. 2024).
-        """
+        """``(N,)`` bool: examples whose MCSE cannot be trusted (fewer than 25 weights, or k-hat
+        above :func:`~pyrolik.ops.stats.khat_threshold`)."""
         if self.mcse is None:
             return None
         k = self.num_weights
@@ -230,8 +200,7 @@ class EstimateResult(Exported):
                 out.append(
                     f"{bad} of {self.num_examples} examples have Pareto k-hat > {KHAT_WARN}: their "
                     "importance weights are dominated by a few draws and the estimate is unreliable "
-                    "(use more chains/samples, more annealing steps, or a better proposal)"
-                )
+                    "(use more chains/samples, more annealing steps, or a better proposal)")
         out += self._mcse_warnings()
         out += self._method_warnings()
         return out
@@ -253,8 +222,7 @@ class EstimateResult(Exported):
         if self.mcse is None or k is None:
             return []
         if k < MIN_WEIGHTS_FOR_MCSE:
-            # a standing caveat of the settings (the summary's MCSE column says it too): a remark;
-            # what the K weights do show (one of them holding most of the mass) is acted on apart
+            # a standing caveat of the settings: a remark; one weight holding the mass is acted on
             return [remark(
                 f"the MCSE comes from {k} {unit} per example: it matches the spread of repeated "
                 f"runs on average (jackknife), but {k} weights cannot show whether rare draws "
@@ -275,10 +243,8 @@ class EstimateResult(Exported):
         return [remark(text) if bool((self.khat > KHAT_WARN).any()) else text]
 
     def _dominated_warnings(self, k: int) -> list[str]:
-        r"""With fewer than 25 weights (no k-hat), the examples whose weights already show one draw
-        holding most of the mass: a jackknife MCSE above :math:`\sqrt{1 - 1/K}` nats, the most
-        the delta method :math:`\sqrt{1/\mathrm{ESS} - 1/K}` can give (reached when one weight
-        holds all the mass; with K = 8 the jackknife passes it once one weight holds about 2/3)."""
+        r"""With fewer than 25 weights (no k-hat), the examples whose jackknife MCSE is above
+        :math:`\sqrt{1 - 1/K}` nats, the most the delta method gives: one draw holds the mass."""
         if self.mcse is None or k < 2:
             return []
         limit = math.sqrt(1.0 - 1.0 / k)
@@ -294,10 +260,7 @@ class EstimateResult(Exported):
     def per_example(self) -> pd.DataFrame:
         """One row per example: estimate, MCSE, ESS and k-hat."""
         cols = {"log_likelihood": self.log_likelihood}
-        for name in ("mcse", "ess", "khat"):
-            val = getattr(self, name)
-            if val is not None:
-                cols[name] = val
+        cols.update({n: getattr(self, n) for n in ("mcse", "ess", "khat") if getattr(self, n) is not None})
         if self.num_observed is not None and self.num_dims is None:  # they differ: show them
             cols["observed_dims"] = self.num_observed
         df = pd.DataFrame({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
@@ -341,10 +304,8 @@ class EstimateResult(Exported):
 
 @dataclass(frozen=True, repr=False)
 class AISResult(EstimateResult):
-    """A forward or reverse AIS run.
-
-    ``log_likelihood = logmeanexp(log_weights)``; reverse: ``-logmeanexp`` (weights estimate 1/p(x)).
-    """
+    """A forward or reverse AIS run: ``log_likelihood`` is ``logmeanexp(log_weights)``, or its
+    negative for reverse AIS (whose weights estimate 1/p(x))."""
 
     converter: ClassVar[type] = AISConverter
 
@@ -381,9 +342,7 @@ class AISResult(EstimateResult):
     # (N,) the steps at which each example's chains were resampled (mean over its islands)
     num_resampled: Tensor | None = stored("evidence", "num_resampled", [EX], default=None)
 
-    @property
-    def _weight_unit(self) -> str:
-        return "chains"
+    _weight_unit: ClassVar[str] = "chains"
 
     def _summary_row(self) -> dict[str, Any]:
         row = super()._summary_row()
@@ -409,8 +368,7 @@ class AISResult(EstimateResult):
                 out.append(
                     f"HMC acceptance collapsed (< {ACCEPTANCE_COLLAPSE}) for {low} of "
                     f"{self.num_examples} examples: the chains barely moved, so the estimate is far "
-                    "from converged; " + acceptance_fix(self.kernel)
-                )
+                    "from converged; " + acceptance_fix(self.kernel))
         num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
         if num_div:
             out.append(self._divergent_warning(num_div))
@@ -422,10 +380,8 @@ class AISResult(EstimateResult):
         return out
 
     def _split_warnings(self) -> list[str]:
-        """Whether fewer chains with more steps each would have spent the same gradients better:
-        the chains' log-weight variance ``v`` falls as 1/steps, and a log-normal model of the weights
-        (which predicts the measured frontier, ``benchmarks/RESULTS.md``) gives the bias of this
-        split and of :data:`~pyrolik.advice.BEST_SPLIT_CHAINS` chains."""
+        """Whether fewer chains with more steps each would have spent the same gradients better (a
+        log-normal model of the weights, whose variance falls as 1/steps)."""
         k, steps, best = self.num_weights, self.settings.get("num_steps"), BEST_SPLIT_CHAINS
         if self.log_weights is None or k is None or k <= best or not isinstance(steps, int):
             return []
@@ -479,9 +435,8 @@ class AISResult(EstimateResult):
         return out
 
     def _divergent_warning(self, num_div: int) -> str:
-        """Divergent proposals: a remark when they are under :data:`~pyrolik.advice.DIVERGENT_REMARK`
-        of the transitions (each is rejected, so the chain stays put and the transition still
-        leaves its distribution invariant: AIS stays valid, that step is wasted), else to act on."""
+        """Divergent (rejected) proposals: a remark under
+        :data:`~pyrolik.advice.DIVERGENT_REMARK` of the transitions, else to act on."""
         text = f"{num_div} HMC proposals were non-finite (divergent) and rejected"
         steps = (len(self.schedule) - 1 if self.schedule is not None
                  else self.settings.get("num_steps"))

@@ -1,5 +1,5 @@
 """How a result field is laid out in its export: the declaration (``stored``) that drives the
-writer (the converters) and the reader (:func:`pyrolik.io.netcdf.from_datatree`), and the helpers the
+writer (the converters) and the reader (:func:`pyrolik.io.export.from_datatree`), and the helpers the
 converters build their groups with (``docs/export.md``)."""
 
 from __future__ import annotations

@@ -326,7 +326,7 @@ def test_result_files_are_atomic_and_checked(tmp_path, monkeypatch, capsys):
     path = tmp_path / "r.nc"
     pyrolik.save(result, path)
     before = path.read_bytes()
-    monkeypatch.setattr("pyrolik.io.netcdf.os.replace",
+    monkeypatch.setattr("pyrolik.io.export.os.replace",
                         lambda *a: (_ for _ in ()).throw(OSError("disk full")))
     with pytest.raises(OSError):
         pyrolik.save(result, path)

@@ -8,7 +8,7 @@ import torch
 
 import pyrolik
 from pyrolik.app import cli
-from pyrolik.io.netcdf import load as load_result
+from pyrolik.io.export import load as load_result
 from tests import scale_models as sm
 
 MODEL = "tests.scale_models:model"

@@ -9,7 +9,7 @@ import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
 from models.oracles.quadrature import BernoulliDecoder, BimodalDecoder, UniformLatent
 from pyrolik.annealing import Recording
-from pyrolik.io.netcdf import from_datatree
+from pyrolik.io.export import from_datatree
 from tests.helpers import assert_lower_bound, assert_unbiased, assert_upper_bound, plain
 from tests.oracles import alias
 

@@ -15,25 +15,19 @@ TESTED_ELSEWHERE = {
     "_version.py": "io/test_export.py",  # versions recorded in every export
     "advice.py": "results/test_warnings.py",
     "exceptions.py": "integration/test_public_api.py",
-    "ops/types.py": "integration/test_public_api.py",  # type aliases only
     "app/commands.py": "app/test_cli.py",
     "app/loading.py": "app/test_cli.py",
     "curves/plots.py": "curves/test_curve.py",
-    "curves/representations.py": "curves/test_measures.py",
     "distortion/anneal.py": "distortion/test_curve.py",
     "distortion/bounds.py": "distortion/test_curve.py",
     "distortion/plots.py": "distortion/test_curve.py",
     "execution/batches.py": "infer/test_annealing.py",  # batch_size changes only MC noise
     "io/datasets.py": "curves/test_curve.py",
-    "io/netcdf.py": "io/test_export.py",
     "model/constructs.py": "integration/test_idioms.py",
     "model/dataset.py": "infer/test_global_latents.py",  # the whole data set as one example
-    "diagnostics/bayes_factor.py": "infer/test_global_latents.py",
     "model/messenger.py": "integration/test_idioms_more.py",
-    "model/readmap.py": "model/test_simulation_sites.py",
     "model/modules.py": "integration/test_idioms.py",
     "results/bdmc.py": "results/test_warnings.py",  # the gap, its MCSE, an inverted gap
-    "diagnostics/ticks.py": "diagnostics/test_plot_layout.py",  # plain log axes of every plot
 }
 
 

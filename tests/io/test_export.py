@@ -550,7 +550,7 @@ def test_the_package_has_no_import_cycle():
                 names = [a.name for a in node.names]
             deps |= {m for m in names if m in modules and m != name}
         graph[name] = deps - {"pyrolik"} if name != "pyrolik" else set()
-    assert graph["pyrolik.results"] and graph["pyrolik.io.netcdf"] >= {"pyrolik.results"}
+    assert graph["pyrolik.results"] and graph["pyrolik.io.export"] >= {"pyrolik.results"}
     state: dict[str, int] = {}
 
     def visit(m, stack):

@@ -1,4 +1,4 @@
-"""A model whose density of one example reads other rows of its batch is refused (pyrolik.model.rows).
+"""A model whose density of one example reads other rows of its batch is refused (pyrolik.model.modules).
 
 pyrolik folds chains and batches into the data plate, so such a model gives numbers that change with
 ``num_chains``, ``batch_size`` and the order of ``x``: before the check, ``x.mean(0)`` normalisation

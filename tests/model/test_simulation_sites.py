@@ -11,7 +11,7 @@ import torch
 
 import pyrolik
 from models.oracles import LinearStateSpace
-from pyrolik.model.readmap import FILL
+from pyrolik.model.simulation import FILL
 
 G = torch.Generator().manual_seed(2)
 W = torch.randn(6, 2, generator=G, dtype=torch.float64)
