@@ -8,13 +8,18 @@ from typing import Any
 
 import torch
 
-from pyrolik.app.cli import (
+from pyrolik.app.commands import (
+    _kernel,
+    _load_model,
+    _outputs,
+    _setup,
+    _teardown,
+    _warn,
     add_data_options,
     add_kernel_options,
     add_tolerance_options,
     resolve_num_steps,
 )
-from pyrolik.app.commands import _kernel, _load_model, _outputs, _setup, _teardown, _warn
 from pyrolik.app.loading import check_data_dtype, load_callable, load_data, parameter_dtype
 
 __all__ = ["add_parsers", "COMMANDS"]
