@@ -11,25 +11,25 @@ from pyrolik.annealing.kernel import HMC, SMC
 from pyrolik.diagnostics.comparison import compare
 from pyrolik.distortion import distortion_bdmc, rate_distortion, sigma_curve
 from pyrolik.exceptions import (
-    BudgetWarning,
-    DiagnosticWarning,
-    FailedExamplesWarning,
-    IdiomWarning,
-    PyrolikWarning,
+                                BudgetWarning,
+                                DiagnosticWarning,
+                                FailedExamplesWarning,
+                                IdiomWarning,
+                                PyrolikWarning,
 )
 from pyrolik.execution.batches import checkpoint, distributed
 from pyrolik.infer import (
-    ais,
-    bdmc,
-    budget,
-    csl,
-    evidence,
-    evidence_bdmc,
-    iwae,
-    kde,
-    likelihood_weighting,
-    reverse_ais,
-    simulate,
+                                ais,
+                                bdmc,
+                                budget,
+                                csl,
+                                evidence,
+                                evidence_bdmc,
+                                iwae,
+                                kde,
+                                likelihood_weighting,
+                                reverse_ais,
+                                simulate,
 )
 from pyrolik.infer.tolerance import Tolerance
 from pyrolik.io.concat import concat

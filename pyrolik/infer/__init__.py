@@ -2,14 +2,14 @@
 
 from pyrolik.infer.annealing import ais, posterior_samples, reverse_ais
 from pyrolik.infer.conservative import (
-    AlternatingChain,
-    biased_csl,
-    block_gibbs,
-    csl,
-    encoder_decoder,
-    iterate_chain,
-    prior_samples,
-    sample_chain,
+                                        AlternatingChain,
+                                        biased_csl,
+                                        block_gibbs,
+                                        csl,
+                                        encoder_decoder,
+                                        iterate_chain,
+                                        prior_samples,
+                                        sample_chain,
 )
 from pyrolik.infer.global_latents import evidence, evidence_bdmc
 from pyrolik.infer.importance import iwae, likelihood_weighting

@@ -23,22 +23,11 @@ __all__ = ["ais", "reverse_ais", "posterior_samples", "plot_posterior_decodings"
 
 
 @shared_params
-def ais(
-    model: Callable[..., Any],
-    x: Tensor,
-    *,
-    num_steps: int | Tolerance | None = None,
-    num_chains: int,
-    schedule: str | Tensor = "auto",
-    kernel: Kernel | None = None,
-    init: Callable[..., Any] | None = None,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    record: int | Recording | None = None,
-    progress: bool = True,
-) -> AISResult | None:
+def ais(model: Callable[..., Any], x: Tensor, *, num_steps: int | Tolerance | None = None,
+        num_chains: int, schedule: str | Tensor = "auto", kernel: Kernel | None = None,
+        init: Callable[..., Any] | None = None, model_args: tuple = (),
+        model_kwargs: dict | None = None, seed: int | None = None, batch_size: int | None = None,
+        record: int | Recording | None = None, progress: bool = True) -> AISResult | None:
     r"""Forward annealed importance sampling along the geometric path.
 
     .. math:: \log f_\beta(z) = \log p(z) + \beta \log p(x \mid z)
@@ -104,22 +93,11 @@ def ais(
 
 
 @shared_params
-def reverse_ais(
-    model: Callable[..., Any],
-    x: Tensor,
-    latents: Tensor | dict[str, Tensor],
-    *,
-    num_steps: int | None,
-    num_chains: int,
-    schedule: str | Tensor = "auto",
-    kernel: Kernel | None = None,
-    init: Callable[..., Any] | None = None,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    progress: bool = True,
-) -> AISResult | None:
+def reverse_ais(model: Callable[..., Any], x: Tensor, latents: Tensor | dict[str, Tensor], *,
+                num_steps: int | None, num_chains: int, schedule: str | Tensor = "auto",
+                kernel: Kernel | None = None, init: Callable[..., Any] | None = None,
+                model_args: tuple = (), model_kwargs: dict | None = None, seed: int | None = None,
+                batch_size: int | None = None, progress: bool = True) -> AISResult | None:
     r"""Reverse AIS from exact posterior draws ``latents``: a stochastic upper bound on log p(x).
 
     The chain of :func:`ais` on the reversed schedule (:math:`\beta` from 1 to 0), started at
@@ -166,13 +144,8 @@ def reverse_ais(
     return None if results is None else results[0]
 
 
-def posterior_samples(
-    result: AISResult,
-    num_samples: int,
-    *,
-    examples: Sequence[int] | None = None,
-    seed: int | None = 0,
-) -> dict[str, Tensor]:
+def posterior_samples(result: AISResult, num_samples: int, *, examples: Sequence[int] | None = None,
+                      seed: int | None = 0) -> dict[str, Tensor]:
     """Resample the final AIS states by weight (systematic): equally weighted posterior draws.
 
     Returns ``{site: (num_samples, len(examples), *site)}``, draws of the annealed posterior.
@@ -198,14 +171,9 @@ def posterior_samples(
     return {name: v[chains.to(v.device), idx.to(v.device)] for name, v in result.latents.items()}
 
 
-def plot_posterior_decodings(
-    result: AISResult,
-    decode: Callable[[dict[str, Tensor]], Tensor],
-    examples: Sequence[int] = (0, 1, 2, 3),
-    num_samples: int = 8,
-    image_shape: tuple[int, int] | None = None,
-    seed: int | None = 0,
-):
+def plot_posterior_decodings(result: AISResult, decode: Callable[[dict[str, Tensor]], Tensor],
+                             examples: Sequence[int] = (0, 1, 2, 3), num_samples: int = 8,
+                             image_shape: tuple[int, int] | None = None, seed: int | None = 0):
     """A grid: each row one example, its data, then decodings of posterior samples; returns the figure.
 
     Parameters

@@ -296,19 +296,10 @@ def _count(latents: Any) -> int | None:
 
 
 @shared_params
-def csl(
-    log_obs_fn_or_model: Any,
-    x: Tensor,
-    latents: Latents | Iterable[Latents],
-    *,
-    per_example: bool = False,
-    chunk_size: int = 1024,
-    model_args: tuple = (),
-    model_kwargs: dict[str, Any] | None = None,
-    keep_weights: bool = False,
-    khat: bool = True,
-    progress: bool = False,
-) -> EstimateResult:
+def csl(log_obs_fn_or_model: Any, x: Tensor, latents: Latents | Iterable[Latents], *,
+        per_example: bool = False, chunk_size: int = 1024, model_args: tuple = (),
+        model_kwargs: dict[str, Any] | None = None, keep_weights: bool = False, khat: bool = True,
+        progress: bool = False) -> EstimateResult:
     r"""Conservative sampling-based log-likelihood (Bengio, Yao & Cho 2014, arXiv:1311.6184),
     :math:`\log \frac{1}{|S|} \sum_{h \in S} P(x \mid h)` over the latent states :math:`S` of a
     chain: a stochastic lower bound on the chain's stationary data marginal (``docs/csl.md``).
@@ -404,19 +395,10 @@ def csl(
 
 
 @shared_params
-def biased_csl(
-    log_obs_fn_or_model: Any,
-    x: Tensor,
-    chain: Any,
-    *,
-    num_chains: int = 10,
-    num_steps: int = 1,
-    seed: int | None = None,
-    chunk_size: int = 1024,
-    model_args: tuple = (),
-    model_kwargs: dict[str, Any] | None = None,
-    keep_weights: bool = False,
-) -> EstimateResult:
+def biased_csl(log_obs_fn_or_model: Any, x: Tensor, chain: Any, *, num_chains: int = 10,
+               num_steps: int = 1, seed: int | None = None, chunk_size: int = 1024,
+               model_args: tuple = (), model_kwargs: dict[str, Any] | None = None,
+               keep_weights: bool = False) -> EstimateResult:
     """Biased CSL (section 6 of Bengio et al. 2014): :func:`csl` on the states of short chains
     **started at** each example. **Not a bound** (it over-estimates, ``bound=None``): rank models
     with it, don't report it (``docs/csl.md``).

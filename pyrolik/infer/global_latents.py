@@ -66,20 +66,10 @@ def _relabel(result: AISResult, method: str, wrapped: WholeDataset) -> AISResult
 
 
 @shared_params
-def evidence(
-    model: Callable[..., Any],
-    x: Tensor,
-    *,
-    num_steps: int | Tolerance | None = None,
-    num_chains: int,
-    schedule: str | Tensor = "auto",
-    kernel: Kernel | None = None,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    record: int | Recording | None = None,
-    progress: bool = True,
-) -> AISResult:
+def evidence(model: Callable[..., Any], x: Tensor, *, num_steps: int | Tolerance | None = None,
+             num_chains: int, schedule: str | Tensor = "auto", kernel: Kernel | None = None,
+             model_args: tuple = (), model_kwargs: dict | None = None, seed: int | None = None,
+             record: int | Recording | None = None, progress: bool = True) -> AISResult:
     r"""The log marginal likelihood of the whole data set, :math:`\log p(x_{1:N})`, by AIS.
 
     AIS anneals global :math:`\theta` and local :math:`z_n` jointly along
@@ -143,22 +133,12 @@ def evidence(
 
 
 @shared_params
-def evidence_bdmc(
-    model: Callable[..., Any],
-    num_datasets: int,
-    *,
-    data_shape: tuple[int, ...] | torch.Size,
-    num_steps: int | None,
-    num_chains: int,
-    schedule: str | Tensor = "auto",
-    kernel: Kernel | None = None,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    dtype: torch.dtype | None = None,
-    device: torch.device | str | None = None,
-    progress: bool = True,
-) -> BDMCResult:
+def evidence_bdmc(model: Callable[..., Any], num_datasets: int, *,
+                  data_shape: tuple[int, ...] | torch.Size, num_steps: int | None,
+                  num_chains: int, schedule: str | Tensor = "auto", kernel: Kernel | None = None,
+                  model_args: tuple = (), model_kwargs: dict | None = None,
+                  seed: int | None = None, dtype: torch.dtype | None = None,
+                  device: torch.device | str | None = None, progress: bool = True) -> BDMCResult:
     r"""BDMC for :func:`evidence`: sandwich :math:`\log p(x_{1:N})` on data sets simulated from the model.
 
     Forward AIS (lower bound) and reverse AIS from the simulated latents (upper bound) on

@@ -99,12 +99,9 @@ def kde(samples: Tensor, x: Tensor, *, bandwidth: float | Tensor | list[float],
     else:
         best = grid[0]
     ll = kde_log_density(samples, x, best.reshape(1), chunk_size=chunk_size, progress=progress)[0]
-    settings = {
-        "bandwidth": float(best),
-        "bandwidth_grid": grid.tolist(),
-        "validation_log_likelihood": None if scores is None else scores.tolist(),
-        "num_model_samples": samples.shape[0],
-    }
+    settings = {"bandwidth": float(best), "bandwidth_grid": grid.tolist(),
+                "validation_log_likelihood": None if scores is None else scores.tolist(),
+                "num_model_samples": samples.shape[0]}
     # a bandwidth at the edge of the grid is reported by the result's warnings()
     return EstimateResult(method="kde", log_likelihood=ll, bound=None, x=x, settings=settings,
                           wall_time=time.perf_counter() - start_time)

@@ -34,17 +34,11 @@ class Simulated(NamedTuple):
 
 
 @shared_params
-def simulate(
-    model: Callable[..., Any],
-    num_examples: int,
-    *,
-    data_shape: tuple[int, ...] | torch.Size,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    dtype: torch.dtype | None = None,
-    device: torch.device | str | None = None,
-) -> Simulated:
+def simulate(model: Callable[..., Any], num_examples: int, *,
+             data_shape: tuple[int, ...] | torch.Size, model_args: tuple = (),
+             model_kwargs: dict | None = None, seed: int | None = None,
+             dtype: torch.dtype | None = None,
+             device: torch.device | str | None = None) -> Simulated:
     r"""Draw ``(x, latents)`` from the model's joint :math:`p(z)\,p(x \mid z)`.
 
     ``latents`` are exact posterior samples for ``x`` (:func:`pyrolik.model.simulation.draw_joint`);
@@ -93,22 +87,11 @@ def _check_posterior_start(target: Target, starts: list[Tensor], finals: list[Te
 
 
 @shared_params
-def bdmc(
-    model: Callable[..., Any],
-    num_examples: int | tuple[Tensor, dict[str, Tensor] | Tensor],
-    *,
-    data_shape: tuple[int, ...] | None = None,
-    num_steps: int | None,
-    num_chains: int,
-    schedule: str | Tensor = "auto",
-    kernel=None,
-    init: Callable[..., Any] | None = None,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    progress: bool = True,
-) -> BDMCResult | None:
+def bdmc(model: Callable[..., Any], num_examples: int | tuple[Tensor, dict[str, Tensor] | Tensor], *,
+         data_shape: tuple[int, ...] | None = None, num_steps: int | None, num_chains: int,
+         schedule: str | Tensor = "auto", kernel=None, init: Callable[..., Any] | None = None,
+         model_args: tuple = (), model_kwargs: dict | None = None, seed: int | None = None,
+         batch_size: int | None = None, progress: bool = True) -> BDMCResult | None:
     r"""Bidirectional Monte Carlo: forward and reverse AIS on data simulated from the model.
 
     For :math:`(x, z) \sim p(z)\,p(x \mid z)`, :math:`z` is an exact posterior draw, so forward AIS and
@@ -190,16 +173,10 @@ def sandwich(model: Callable[..., Any], data: Any, *, data_shape: tuple[int, ...
 
 
 @shared_params
-def bdmc_convergence(
-    model: Callable[..., Any],
-    num_examples: int | tuple[Tensor, dict[str, Tensor] | Tensor],
-    *,
-    num_steps: Sequence[int],
-    data_shape: tuple[int, ...] | None = None,
-    num_chains: int,
-    seed: int | None = 0,
-    **bdmc_kwargs: Any,
-) -> pd.DataFrame:
+def bdmc_convergence(model: Callable[..., Any],
+                     num_examples: int | tuple[Tensor, dict[str, Tensor] | Tensor], *,
+                     num_steps: Sequence[int], data_shape: tuple[int, ...] | None = None,
+                     num_chains: int, seed: int | None = 0, **bdmc_kwargs: Any) -> pd.DataFrame:
     """BDMC at each ``num_steps`` on the same simulated data: one row per entry (a DataFrame).
 
     Columns: ``num_steps``, ``lower``, ``upper``, ``gap`` (means over examples) with ``_se``
@@ -233,17 +210,11 @@ def bdmc_convergence(
         pilot = (strategy.pilot_transitions(s) * strategy.pilot_chains(num_chains)
                  / (2 * num_chains))
         n = len(r.x)
-        rows.append({
-            "num_steps": s,
-            "lower": r.lower.mean,
-            "lower_se": float(r.lower.mcse.pow(2).sum().sqrt() / n),
-            "upper": r.upper.mean,
-            "upper_se": float(r.upper.mcse.pow(2).sum().sqrt() / n),
-            "gap": r.gap,
-            "gap_se": r.gap_stderr,
-            "seconds": r.wall_time,
-            "gradient_evals": (s + pilot) * kern.move.num_leapfrog,
-        })
+        rows.append({"num_steps": s, "lower": r.lower.mean,
+                     "lower_se": float(r.lower.mcse.pow(2).sum().sqrt() / n), "upper": r.upper.mean,
+                     "upper_se": float(r.upper.mcse.pow(2).sum().sqrt() / n), "gap": r.gap,
+                     "gap_se": r.gap_stderr, "seconds": r.wall_time,
+                     "gradient_evals": (s + pilot) * kern.move.num_leapfrog})
     return pd.DataFrame(rows)
 
 

@@ -116,18 +116,10 @@ def search_num_steps(bdmc_at: Callable[[int], Round], tolerance: float, *,
         bar.close()
 
 
-def choose_budget(
-    tolerance: Tolerance,
-    *,
-    bdmc_at: Callable[[int], Round],
-    check_at: Callable[[int], Check | None] | None = None,
-    num_simulated: int,
-    min_steps: int = MIN_STEPS,
-    progress: bool = True,
-    what: str = "ais",
-    stacklevel: int = 3,
-    cap_fix: str | None = None,
-) -> Budget:
+def choose_budget(tolerance: Tolerance, *, bdmc_at: Callable[[int], Round],
+                  check_at: Callable[[int], Check | None] | None = None, num_simulated: int,
+                  min_steps: int = MIN_STEPS, progress: bool = True, what: str = "ais",
+                  stacklevel: int = 3, cap_fix: str | None = None) -> Budget:
     """The search (:func:`search_num_steps`), then ``check_at(num_steps)`` on the real data; warns
     (:class:`BudgetWarning`) when the cap came first (``cap_fix``: what to do) or the check disagrees.
     """
@@ -225,22 +217,12 @@ def forward_ais(model: Callable[..., Any], x: Tensor, num_steps: int, *, num_cha
 
 
 @shared_params
-def budget(
-    model: Callable[..., Any],
-    x: Tensor,
-    tolerance: float | Tolerance | None = None,
-    *,
-    gradients: float | None = None,
-    num_chains: int | None = None,
-    schedule: str | Tensor = "auto",
-    kernel: Kernel | None = None,
-    init: Callable[..., Any] | None = None,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    progress: bool = True,
-) -> Budget:
+def budget(model: Callable[..., Any], x: Tensor, tolerance: float | Tolerance | None = None, *,
+           gradients: float | None = None, num_chains: int | None = None,
+           schedule: str | Tensor = "auto", kernel: Kernel | None = None,
+           init: Callable[..., Any] | None = None, model_args: tuple = (),
+           model_kwargs: dict | None = None, seed: int | None = None,
+           batch_size: int | None = None, progress: bool = True) -> Budget:
     """The split of a budget between chains and steps: for a ``tolerance``, the number of annealing
     steps whose BDMC gap on simulated data is within it; for ``gradients``, the most steps they pay.
 
