@@ -244,8 +244,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _end_progress_line() -> None:
-    """Close the progress bars an error or Ctrl-C left open, so that the message that follows
-    starts a line of its own (a terminal's bar is erased; a log file gets a newline)."""
+    """Close the progress bars an error or Ctrl-C left open: the message starts a line of its own."""
     from tqdm import tqdm
 
     bars = list(getattr(tqdm, "_instances", ()))

@@ -9,7 +9,7 @@ import json
 import math
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +38,18 @@ __all__ = ["evaluate", "bdmc", "summary", "add_kernel_options", "add_data_option
            "positive_float", "resolve_num_steps", "DEFAULT_STEPS"]
 
 
-def _setup(args) -> tuple[Shard, torch.device]:
+@contextlib.contextmanager
+def _session(args) -> Iterator[tuple[Shard, torch.device]]:
+    """The command's shard and device; its process group (under torchrun) destroyed at the end."""
     set_threads(args.threads)  # default: PYROLIK_NUM_THREADS, else 1 (benchmarks/RESULTS.md)
     if str(args.device).startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"--device {args.device} but no CUDA device is available; use --device cpu")
-    return init_from_env(args.device, args.backend)
-
-
-def _teardown(shard: Shard) -> None:
-    if shard.world_size > 1 and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+    shard, device = init_from_env(args.device, args.backend)
+    try:
+        yield shard, device
+    finally:
+        if shard.world_size > 1 and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
 
 
 def _barrier(shard: Shard) -> None:
@@ -75,6 +77,17 @@ def _load_model(args, device: torch.device, shard: Shard) -> tuple[Any, Any, dic
         if not isinstance(kwargs, dict):
             raise ValueError("--model-kwargs must be a JSON object such as '{\"sigma\": 0.05}'")
     return model, module, kwargs
+
+
+def _read_data(args, model: Any, module: Any, device: torch.device) -> torch.Tensor:
+    """``--data`` with integers in the model's dtype; under ``--dtype auto``, floating data of
+    another dtype than the parameters refused."""
+    model_dtype = parameter_dtype(model, module)
+    x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit, device=device,
+                  integer_dtype=model_dtype or torch.float32)
+    if args.dtype == "auto":
+        check_data_dtype(x, model_dtype, args.data)
+    return x
 
 
 def _guide(spec: str | None, device: torch.device):
@@ -124,8 +137,7 @@ def _ais_kwargs(args, shard: Shard, batch_size: int | None, kwargs: dict) -> dic
 
 
 def _execution(args, shard: Shard, checkpoint: bool = True) -> contextlib.ExitStack:
-    """The run's :func:`pyrolik.checkpoint` (``--checkpoint``) and :func:`pyrolik.distributed`
-    (under torchrun) blocks."""
+    """The run's :func:`pyrolik.checkpoint` and (under torchrun) :func:`pyrolik.distributed`."""
     import pyrolik
 
     stack = contextlib.ExitStack()
@@ -147,10 +159,7 @@ def _finish_checkpoint(args, shard: Shard) -> None:
 
 
 def _warn(messages: list[str], path: str | Path | None = None, show_all: bool = False) -> None:
-    """A result's warnings on stderr (also under --quiet): one ``pyrolik: warning:`` line for each
-    to act on, and the remarks in one ``pyrolik: note:`` line that says how to read them, ``pyrolik
-    summary --all PATH`` (each as a ``pyrolik: remark:`` line with ``show_all``): see
-    :mod:`pyrolik.app.report`."""
+    """A result's warnings on stderr, also under --quiet (:func:`report.stderr_lines`)."""
     where = f"pyrolik summary --all {path if path is not None else 'RESULT'}"
     sys.stdout.flush()
     for line in report.stderr_lines(messages, where=where, show_all=show_all):
@@ -169,8 +178,7 @@ def evaluate(args) -> int:
     """``pyrolik evaluate``: run the chosen estimators on a data file, write one result each."""
     import pyrolik
 
-    shard, device = _setup(args)
-    try:
+    with _session(args) as (shard, device):
         model, module, kwargs = _load_model(args, device, shard)
         guide = _guide(args.guide, device)
         if "iwae" in args.estimators and guide is None:
@@ -179,11 +187,7 @@ def evaluate(args) -> int:
             raise ValueError("--ais-init guide needs --guide path/to/file.py:guide")
         if "kde" in args.estimators and not args.bandwidth:
             raise ValueError("kde needs --bandwidth H, or a grid H1,H2,... with --validation data")
-        model_dtype = parameter_dtype(model, module)
-        x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit,
-                      device=device, integer_dtype=model_dtype or torch.float32)
-        if args.dtype == "auto":
-            check_data_dtype(x, model_dtype, args.data)
+        x = _read_data(args, model, module, device)
         kwargs = {**kwargs, **load_per_example(args.per_example, args.data, x.shape[0], x,
                                                args.limit, device)}
         if args.per_example and "kde" in args.estimators:
@@ -224,8 +228,6 @@ def evaluate(args) -> int:
             _report(results, paths)
         _barrier(shard)  # every process done before any tears its process group down
         return 0
-    finally:
-        _teardown(shard)
 
 
 def _kde(args, model, kwargs, x, validation, device, progress):
@@ -241,8 +243,7 @@ def bdmc(args) -> int:
     """``pyrolik bdmc``: simulate from the model, then sandwich log p(x) with forward/reverse AIS."""
     import pyrolik
 
-    shard, device = _setup(args)
-    try:
+    with _session(args) as (shard, device):
         model, module, kwargs = _load_model(args, device, shard)
         guide = _guide(args.guide, device)
         paths = _outputs(args.output, ["bdmc"], args.overwrite)
@@ -263,17 +264,11 @@ def bdmc(args) -> int:
             _report({"bdmc": result}, paths)
         _barrier(shard)  # every process done before any tears its process group down
         return 0
-    finally:
-        _teardown(shard)
 
 
 def summary(args) -> int:
-    """``pyrolik summary``: print the summary (and warnings) of result files: those to act on, and
-    the remarks in one line (every one of them with ``--all``).
-
-    Only netCDF/zarr result files are read (:func:`pyrolik.io.export.load`): a model checkpoint
-    or any other file is refused with a message that says what it is, and nothing is unpickled.
-    """
+    """``pyrolik summary``: print the summary and warnings of result files (netCDF/zarr only:
+    :func:`pyrolik.io.export.load` refuses any other file, and nothing is unpickled)."""
     results = [(path, load(path)) for path in args.results]  # refuse before printing anything
     for i, (path, result) in enumerate(results):
         if i:
@@ -314,9 +309,7 @@ def _threshold(text: str) -> float | None:
 
 
 def add_kernel_options(g: argparse._ArgumentGroup, positive: Callable[[str], int]) -> None:
-    """``--num-leapfrog``, ``--momentum-persistence``, ``--step-size``, ``--adapt``,
-    ``--target-accept``, ``--step-jitter``, ``--mass-matrix``, ``--resample`` and ``--islands``:
-    the kernel of every annealing subcommand."""
+    """The options of the kernel of every annealing subcommand (``--num-leapfrog``, ...)."""
     g.add_argument("--num-leapfrog", type=positive, default=3, metavar="L",
                    help="leapfrog steps per HMC move (default 3)")
     g.add_argument("--momentum-persistence", type=float, default=0.5, metavar="ALPHA",
@@ -345,10 +338,9 @@ def add_kernel_options(g: argparse._ArgumentGroup, positive: Callable[[str], int
                         "of at least 4 chains; plain AIS below 8 chains)")
 
 
-def add_data_options(p: argparse.ArgumentParser,
-                     positive: Callable[[str], int]) -> argparse._ArgumentGroup:
-    """``--data``, ``--data-key``, ``--limit`` and ``--dtype`` in a group "data" (returned, for
-    subcommands that add more)."""
+def add_data_options(p: argparse.ArgumentParser, positive: Callable[[str], int]
+                     ) -> argparse._ArgumentGroup:
+    """``--data``, ``--data-key``, ``--limit`` and ``--dtype`` in a group "data" (returned)."""
     d = p.add_argument_group("data")
     d.add_argument("--data", required=True, metavar="PATH",
                    help="observations (N, *event_shape): .npy, .npz or .pt")
@@ -376,8 +368,7 @@ def positive_float(text: str) -> float:
 
 def add_tolerance_options(p: argparse.ArgumentParser, positive: Callable[[str], int],
                           final: str) -> None:
-    """``--tolerance NATS`` and ``--max-steps N``: the estimator's ``num_steps=Tolerance(NATS, N)``
-    (``final``: what runs once the steps are chosen)."""
+    """``--tolerance NATS`` and ``--max-steps N`` (``final``: what runs with the chosen steps)."""
     t = p.add_argument_group("a budget chosen for a tolerance")
     t.add_argument("--tolerance", type=positive_float, default=None, metavar="NATS",
                    help="choose --num-steps by BDMC on data simulated from the model, doubling "
@@ -388,8 +379,7 @@ def add_tolerance_options(p: argparse.ArgumentParser, positive: Callable[[str], 
 
 
 def resolve_num_steps(args: argparse.Namespace) -> int | Tolerance:
-    """The estimator's ``num_steps`` from ``--num-steps`` or the tolerance options (a
-    :class:`~pyrolik.Tolerance`; ``DEFAULT_STEPS`` when neither is given)."""
+    """``num_steps``: ``--num-steps``, a :class:`~pyrolik.Tolerance`, or ``DEFAULT_STEPS``."""
     tolerance = getattr(args, "tolerance", None)
     if tolerance is None:
         if getattr(args, "max_steps", None) is not None:

@@ -6,21 +6,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
-from pyrolik.app.commands import (
-    _kernel,
-    _load_model,
-    _outputs,
-    _setup,
-    _teardown,
-    _warn,
-    add_data_options,
-    add_kernel_options,
-    add_tolerance_options,
-    resolve_num_steps,
-)
-from pyrolik.app.loading import check_data_dtype, load_callable, load_data, parameter_dtype
+from pyrolik.app import commands as cmd
+from pyrolik.app.loading import load_callable
 
 __all__ = ["add_parsers", "COMMANDS"]
 
@@ -35,7 +22,7 @@ def _curve_options(p: argparse.ArgumentParser, positive: Callable[[str], int]) -
     g.add_argument("--schedule", choices=("geometric", "sigmoid", "linear"), default="geometric",
                    help="base schedule in beta / beta_max (default geometric: equal steps in log "
                         "sigma; not auto/adaptive, which would move the grid points per batch)")
-    add_kernel_options(g, positive)
+    cmd.add_kernel_options(g, positive)
 
 
 def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable,
@@ -49,14 +36,14 @@ def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable
         "The model's observation sites must be Gaussian.")
     common(sc, "result file (.nc): the curve at every grid sigma and its AIS run (read back by "
                "pyrolik summary and pyrolik.load)")
-    add_data_options(sc, positive)
+    cmd.add_data_options(sc, positive)
     sc.add_argument("--sigmas", type=floats, required=True, metavar="S1,S2,...",
                     help="the grid of observation standard deviations")
     sc.add_argument("--fixed-sigma", type=float, default=None, metavar="S",
                     help="the fixed sigma Table 3 compares with, e.g. chosen on validation data "
                          "(default: the best on these data)")
     _curve_options(sc, positive)
-    add_tolerance_options(sc, positive, "the curve on the data")
+    cmd.add_tolerance_options(sc, positive, "the curve on the data")
 
     rd = sub.add_parser(
         "rate-distortion", help="the rate-distortion curve of a decoder model from one AIS run",
@@ -65,14 +52,14 @@ def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable
         "on or above the model's rate-distortion curve in expectation).")
     common(rd, "result file (.nc): the curve at every grid beta and its AIS run (read back by "
                "pyrolik summary and pyrolik.load)")
-    add_data_options(rd, positive)
+    cmd.add_data_options(rd, positive)
     rd.add_argument("--betas", type=floats, required=True, metavar="B1,B2,...",
                     help="inverse temperatures (the largest ends the run)")
     rd.add_argument("--distortion", metavar="SPEC", default=None,
                     help="a distortion d(x, x_hat) as path/to/file.py:function, x_hat the observed "
                          "site's mean (default: squared error through the Gaussian site)")
     _curve_options(rd, positive)
-    add_tolerance_options(rd, positive, "the curve on the data")
+    cmd.add_tolerance_options(rd, positive, "the curve on the data")
 
     db = sub.add_parser(
         "distortion-bdmc", help="BDMC at points of a sigma curve, on data simulated at that sigma",
@@ -93,39 +80,23 @@ def add_parsers(sub: Any, common: Callable, positive: Callable, floats: Callable
 
 
 def _run(args, work: Callable[[Any, dict, Callable[[], Any]], Any], report: Callable[[Any], None]) -> int:
-    shard, device = _setup(args)
-    try:
+    with cmd._session(args) as (shard, device):
         if shard.world_size > 1:
             raise ValueError(f"pyrolik {args.command} runs in one process; start it without "
                              "torchrun")
-        model, module, kwargs = _load_model(args, device, shard)
-
-        def read_x():
-            """The data as ``pyrolik evaluate`` reads them: integers in the model's dtype, and
-            under --dtype auto floating data of another dtype than the parameters refused."""
-            model_dtype = parameter_dtype(model, module)
-            x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit,
-                          device=device, integer_dtype=model_dtype or torch.float32)
-            if args.dtype == "auto":
-                check_data_dtype(x, model_dtype, args.data)
-            return x
-
-        paths = _outputs(args.output, ["curve"], args.overwrite)
-        common = dict(num_steps=resolve_num_steps(args), num_chains=args.num_chains,
-                      schedule=args.schedule, kernel=_kernel(args), model_kwargs=kwargs,
-                      seed=args.seed, batch_size=args.batch_size, progress=not args.quiet)
-        result = work(model, common, read_x)
+        model, module, kwargs = cmd._load_model(args, device, shard)
+        paths = cmd._outputs(args.output, ["curve"], args.overwrite)
+        common = cmd._ais_kwargs(args, shard, args.batch_size, kwargs)
+        result = work(model, common, lambda: cmd._read_data(args, model, module, device))
         from pyrolik.io.export import save
 
         save(result, paths["curve"])
         # as the other commands: fixed-width tables (results_format), --quiet silences progress
         # only, warnings go to stderr
         report(result)
-        _warn(getattr(result, "warnings", lambda: [])(), paths["curve"])
+        cmd._warn(getattr(result, "warnings", lambda: [])(), paths["curve"])
         print(f"wrote {paths['curve']}")
         return 0
-    finally:
-        _teardown(shard)
 
 
 def sigma_curve(args) -> int:

@@ -2,24 +2,16 @@
 
     python -m pyrolik demo [--output DIR] [--quick | --full]
 
-It needs no download: scikit-learn ships the 1,797 8x8 digits and ``models/checkpoints`` ships a VAE,
-a GAN and a GMMN trained on them (``models/train_digits.py`` reproduces them; ``docs/models.md``
-says how). For each model it estimates log p(x) of held-out test digits with AIS (prior path; the
-VAE also along its encoder path), IWAE (VAE), likelihood weighting and KDE (bandwidth chosen on
-validation digits), and runs BDMC on data simulated from the model. It prints one table, with the
-estimators' warnings to act on under it and their remarks (Monte Carlo noise, standing caveats of
-the settings) counted in one line (``--all`` prints each; so does ``pyrolik summary --all`` on the
-netCDF files), and writes every result as netCDF plus a few PNG plots to the output folder.
+It needs no download: scikit-learn ships the 8x8 digits and ``models/checkpoints`` a VAE, a GAN and a
+GMMN trained on them (``docs/models.md``). For each model it estimates log p(x) of held-out test
+digits with AIS (the VAE also from its encoder), IWAE (VAE), likelihood weighting and KDE, and runs
+BDMC on data simulated from the model. It prints one table with the warnings to act on under it
+(the remarks counted in one line; ``--all`` prints each) and writes netCDF results and PNG plots.
 
-Time: about 2 minutes by default on a 2-core laptop that is busy with other work (about 40 s of
-CPU time on one torch thread, see ``--threads``); ``--quick`` is a smoke test of about 20 s,
-``--full`` runs 250 digits, 1000 annealing steps x 16 chains and 50 simulated digits (25 times
-the work, about 20-30 minutes). ``benchmarks/RESULTS.md`` has the measurements.
-
-Units: the digits are dequantized grey levels ``(k + u) / 17`` in [0, 1]^64; ``log p(x)`` is in nats
-per image of that continuous data, ``bits/dim`` is ``-log p(x) / (64 ln 2)`` of it, and
-``bits/dim (k)`` upper-bounds the NLL of the integer grey levels ``k`` in 0..16:
-``-log P(k) <= -log p(x) + 64 log 17`` (dequantization, Theis et al. 2016).
+Time: about 2 minutes on a busy 2-core laptop (``--threads``); ``--quick`` is a 20 s smoke test,
+``--full`` about 20-30 minutes (``benchmarks/RESULTS.md``). Units: nats per image of dequantized
+grey levels ``(k + u) / 17``; ``bits/dim (k)`` upper-bounds the NLL of the integer levels
+(``docs/units.md``).
 """
 
 from __future__ import annotations
@@ -80,28 +72,18 @@ def _encoder_steps(num_steps: int) -> int:
 
 def _row(model: str, result, seconds: float, gap: float | None = None) -> dict:
     ll = result.mean
-    return {
-        "model": model,
-        "estimator": result.method + ("+encoder" if getattr(result, "path", "") == "guide" else ""),
-        "bound": result.bound or "none",
-        "log p(x) [nats]": ll,
-        "stderr": result.stderr,
-        "MCSE": float(result.mcse.mean()) if result.mcse is not None else math.nan,
-        "bits/dim": -ll / (PIXELS * math.log(2)),
-        "bits/dim (k)": (-ll + PIXELS * math.log(LEVELS)) / (PIXELS * math.log(2)),
-        "BDMC gap [nats]": math.nan if gap is None else gap,
-        "seconds": seconds,
-    }
+    return {"model": model,
+            "estimator": result.method + ("+encoder" if getattr(result, "path", "") == "guide" else ""),
+            "bound": result.bound or "none", "log p(x) [nats]": ll, "stderr": result.stderr,
+            "MCSE": float(result.mcse.mean()) if result.mcse is not None else math.nan,
+            "bits/dim": -ll / (PIXELS * math.log(2)),
+            "bits/dim (k)": (-ll + PIXELS * math.log(LEVELS)) / (PIXELS * math.log(2)),
+            "BDMC gap [nats]": math.nan if gap is None else gap, "seconds": seconds}
 
 
 def _plan(s: dict) -> list[tuple[str, str, str, float]]:
-    """``(kind, stage, label, weight)`` for every stage, for one progress display.
-
-    Weights count rows x leapfrog evaluations, scaled by factors read off the stage times of a
-    default run (``seconds`` in the table): the pilot, BDMC's two directions and simulation, the
-    encoder path's minimum pilot, and a model pass without gradient for IWAE, likelihood weighting
-    and KDE.
-    """
+    """``(kind, stage, label, weight)`` for every stage, for one progress display; weights count
+    rows x leapfrog evaluations, scaled by factors read off the stage times of a default run."""
     grad = NUM_LEAPFROG + 1
     chain_steps = s["num_chains"] * s["num_steps"] * grad
     enc_steps = _encoder_steps(s["num_steps"])
@@ -124,19 +106,10 @@ def _plan(s: dict) -> list[tuple[str, str, str, float]]:
     return [(k, st, label, w + fixed) for k, st, label, w in plan]
 
 
-def run(
-    output: str | Path = "pyrolik-demo-output",
-    *,
-    num_examples: int | None = None,
-    num_steps: int | None = None,
-    num_chains: int | None = None,
-    num_simulated: int | None = None,
-    seed: int = 0,
-    quick: bool = False,
-    full: bool = False,
-    progress: bool = True,
-    log=None,
-) -> pd.DataFrame:
+def run(output: str | Path = "pyrolik-demo-output", *, num_examples: int | None = None,
+        num_steps: int | None = None, num_chains: int | None = None,
+        num_simulated: int | None = None, seed: int = 0, quick: bool = False, full: bool = False,
+        progress: bool = True, log=None) -> pd.DataFrame:
     """Run the demo; return the table (also written to ``output/summary.csv``).
 
     The table's ``attrs`` hold ``"warnings"`` (a list of ``(label, message)``: every estimator's
@@ -273,21 +246,17 @@ WHERE = "pyrolik summary --all {output}/*.nc"
 
 def format_table(table: pd.DataFrame, width: int = 80, *, where: str | None = None,
                  show_all: bool = False) -> str:
-    """The demo's table in at most ``width`` columns, and under it the warnings to act on, each once
-    with the estimates it concerns, and the remarks in one line that says ``where`` to read them
-    (:func:`pyrolik.app.report.warning_lines`; every one of them with ``show_all``)."""
+    """The demo's table in at most ``width`` columns, and under it its warnings
+    (:func:`pyrolik.app.report.warning_lines`)."""
     if where is None:
         where = WHERE.format(output="pyrolik-demo-output")
-    cells = []
-    for _, row in table.iterrows():
-        line = []
-        for _, key, fmt in _COLUMNS:
-            value = row[key]
-            if isinstance(value, float) and math.isnan(value):
-                line.append("-")
-            else:
-                line.append(fmt.format(_SHORT.get(value, value) if key == "estimator" else value))
-        cells.append(line)
+
+    def cell(value: Any, key: str, fmt: str) -> str:
+        if isinstance(value, float) and math.isnan(value):
+            return "-"
+        return fmt.format(_SHORT.get(value, value) if key == "estimator" else value)
+
+    cells = [[cell(row[key], key, fmt) for _, key, fmt in _COLUMNS] for _, row in table.iterrows()]
     heads = [h for h, _, _ in _COLUMNS]
     widths = [max([len(h)] + [len(c[j]) for c in cells]) for j, h in enumerate(heads)]
     left = {0, 1, 2}
@@ -306,14 +275,12 @@ def format_table(table: pd.DataFrame, width: int = 80, *, where: str | None = No
 def _footer(table: pd.DataFrame, s: dict, output: Path, seconds: float, width: int = 80) -> str:
     gaps = table["BDMC gap [nats]"].dropna()
     enc = _encoder_steps(s["num_steps"])
-    text = [
-        f"Settings: {s['num_examples']} test digits; AIS {s['num_steps']} steps x "
-        f"{s['num_chains']} chains ({enc} steps from the encoder); IWAE {s['iwae_samples']} "
-        f"samples, lw {s['lw_samples']}, KDE {s['kde_samples']}; BDMC on {s['num_simulated']} "
-        "simulated digits.",
-        "log p(x): nats per 8x8 digit in [0,1]; bits/dim (k): a bound on the NLL of the integer "
-        "grey levels. AIS, IWAE, lw (likelihood weighting): stochastic lower bounds; KDE: no bound.",
-    ]
+    text = [f"Settings: {s['num_examples']} test digits; AIS {s['num_steps']} steps x "
+            f"{s['num_chains']} chains ({enc} steps from the encoder); IWAE {s['iwae_samples']} "
+            f"samples, lw {s['lw_samples']}, KDE {s['kde_samples']}; BDMC on {s['num_simulated']} "
+            "simulated digits.",
+            "log p(x): nats per 8x8 digit in [0,1]; bits/dim (k): a bound on the NLL of the integer "
+            "grey levels. AIS, IWAE, lw (likelihood weighting): stochastic lower bounds; KDE: no bound."]
     if len(gaps) and float(gaps.max()) <= GAP_WARN:
         text.append(f"On data simulated from each model the BDMC gap (at most "
                     f"{float(gaps.max()):.2f} nats) bounds the error of AIS at these settings.")
@@ -351,8 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", default="pyrolik-demo-output",
                    help="folder for netCDF files and plots (default pyrolik-demo-output)")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true",
-                      help="tiny settings: a smoke test of about 20 s")
+    size.add_argument("--quick", action="store_true", help="tiny settings: a smoke test of about 20 s")
     size.add_argument("--full", action="store_true",
                       help="longer settings (250 digits, 3000 steps x 16 chains, 50 simulated): "
                            "about 20-30 minutes on a busy 2-core machine")

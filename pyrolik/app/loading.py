@@ -1,7 +1,4 @@
-"""Load what the command line names: a model or guide spec, its weights, a data file, a result file.
-
-The model convention of ``pyrolik evaluate`` / ``pyrolik bdmc`` is in ``docs/scale.md``.
-"""
+"""Load what the command line names: a model or guide, its weights, a data file (``docs/scale.md``)."""
 
 from __future__ import annotations
 
@@ -115,8 +112,7 @@ def prepare_modules(model: Any, module: ModuleType, device: torch.device) -> Non
 
 
 def parameter_dtype(model: Any, module: ModuleType) -> torch.dtype | None:
-    """The one floating dtype of the parameters of the model's modules (``None`` if they have none,
-    or several)."""
+    """The one floating dtype of the model's modules' parameters (``None``: none, or several)."""
     dtypes = {p.dtype for m in _modules(model, module) for p in m.parameters()
               if p.is_floating_point()}
     return dtypes.pop() if len(dtypes) == 1 else None
@@ -191,11 +187,8 @@ def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "
 def load_per_example(specs: list[str] | None, data: str | os.PathLike | None, num_examples: int,
                      like: torch.Tensor | None, limit: int | None = None,
                      device: torch.device | str = "cpu") -> dict[str, Any]:
-    """``--per-example NAME=KEY`` (an array of the --data file) or ``NAME=PATH[:KEY]`` (another
-    file): model keyword arguments marked per example (``pyrolik.model.per_example``), one row per example.
-
-    Floating arrays take the dtype of ``like`` (the data); integer ones (labels) keep theirs.
-    """
+    """``--per-example NAME=KEY`` (an array of the --data file) or ``NAME=PATH[:KEY]``: per-example
+    model keyword arguments; floating arrays take the dtype of ``like``, integer ones keep theirs."""
     from pyrolik.model.arguments import per_example
 
     out: dict[str, Any] = {}

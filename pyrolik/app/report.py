@@ -19,19 +19,15 @@ _LEGS = ("forward", "reverse")
 
 
 class Grouped(NamedTuple):
-    """Each distinct message once, with the labels of the estimates it concerns, in the order the
-    messages first came: those to act on, and the remarks."""
+    """Each distinct message once, in first-come order, with the labels of the estimates it concerns."""
 
     act: dict[str, list[str]]
     remarks: dict[str, list[str]]
 
 
 def group(notes: Iterable[tuple[str, str]]) -> Grouped:
-    """Sort ``(label, message)`` pairs by the message's severity, each distinct message once.
-
-    BDMC's ``"forward: ..."`` and ``"reverse: ..."`` messages name their leg in the label instead
-    (``"VAE BDMC forward"``), so that the same words about both legs or several runs group.
-    """
+    """Sort ``(label, message)`` pairs by severity; a BDMC leg's ``"forward: "`` prefix moves to
+    the label (``"VAE BDMC forward"``), so that the same words about both legs or runs group."""
     out = Grouped({}, {})
     for label, message in notes:
         kind = severity(message)  # read before the prefix is cut off (a slice is a plain str)
@@ -51,9 +47,8 @@ def remarks_line(count: int, where: str) -> str:
 
 def warning_lines(notes: Iterable[tuple[str, str]], width: int = 80, *, where: str,
                   show_all: bool = False) -> list[str]:
-    """The demo's warnings under its table, wrapped to ``width``: those to act on, one item each
-    with the estimates it concerns, then the remarks in one line pointing to ``where`` (all of
-    them, marked as remarks, with ``show_all``). Empty when there is nothing to say."""
+    """The demo's warnings to act on, one item each, then the remarks in one line pointing to
+    ``where`` (each of them with ``show_all``), wrapped to ``width``."""
     grouped = group(notes)
     lines: list[str] = []
 
@@ -74,16 +69,14 @@ def warning_lines(notes: Iterable[tuple[str, str]], width: int = 80, *, where: s
 
 
 def _wrap(text: str, width: int, mark: str) -> list[str]:
-    """``text`` as an item marked ``mark``, wrapped at spaces only: a path or a command in it
-    (``pyrolik-demo-output/*.nc``) stays whole, to be copied."""
+    """``text`` as an item marked ``mark``, wrapped at spaces only (a path stays whole, to copy)."""
     return textwrap.wrap(text, width, initial_indent=mark, subsequent_indent="  ",
                          break_on_hyphens=False, break_long_words=False)
 
 
 def stderr_lines(messages: Iterable[str], *, where: str, show_all: bool = False) -> list[str]:
-    """One result's warnings as the ``pyrolik`` commands print them on stderr, one line each:
-    ``pyrolik: warning: ...`` for those to act on, then one ``pyrolik: note: ...`` line for the
-    remarks (each as ``pyrolik: remark: ...`` with ``show_all``)."""
+    """One result's warnings as ``pyrolik: warning:`` lines, then one ``pyrolik: note:`` line for
+    the remarks (each as a ``pyrolik: remark:`` line with ``show_all``)."""
     grouped = group(("", m) for m in messages)
     lines = [f"pyrolik: warning: {_one_line(m, labels)}" for m, labels in grouped.act.items()]
     if show_all:
@@ -100,10 +93,8 @@ def _one_line(message: str, labels: list[str]) -> str:
 
 
 class StageProgress:
-    """Progress over ``stages``, a sequence of ``(label, weight)`` run in that order.
-
-    Use ``with progress.stage(): ...`` once per stage, in order, and :meth:`close` at the end.
-    """
+    """Progress over ``stages`` ``(label, weight)``: ``with progress.stage():`` once per stage, in
+    order, then :meth:`close`."""
 
     def __init__(self, stages: Sequence[tuple[str, float]], *, enabled: bool = True,
                  name: str = "pyrolik", stream: TextIO | None = None, tick: float = 1.0):

@@ -34,25 +34,8 @@ from pyrolik.curves.measures import (
 )
 from pyrolik.curves.plots import plot_curves, plot_loss_data
 
-__all__ = [
-    "LossDataCurve",
-    "default_lr",
-    "default_sizes",
-    "evaluate_representations",
-    "loss_data_curve",
-    "train_valid_split",
-    "best_representation",
-    "epsilon_from_baseline",
-    "epsilon_sample_complexity",
-    "mdl",
-    "measures_table",
-    "mi_proxy",
-    "sdl",
-    "validation_accuracy",
-    "validation_loss",
-    "plot_curves",
-    "plot_loss_data",
-    "pca",
-    "random_projection",
-    "raw",
-]
+__all__ = ["LossDataCurve", "default_lr", "default_sizes", "evaluate_representations",
+           "loss_data_curve", "train_valid_split", "best_representation", "epsilon_from_baseline",
+           "epsilon_sample_complexity", "mdl", "measures_table", "mi_proxy", "sdl",
+           "validation_accuracy", "validation_loss", "plot_curves", "plot_loss_data", "pca",
+           "random_projection", "raw"]

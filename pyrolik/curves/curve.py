@@ -152,17 +152,16 @@ def default_lr(probe: str, num_features: int) -> float:
     return min(cap[probe], 0.5 / num_features)
 
 
-def _as_tensor(a, name: str, dtype: torch.dtype | None = None) -> Tensor:
+def _as_tensor(a, name: str, floating: bool = False) -> Tensor:
+    """``a`` as a tensor; with ``floating``, integers become the default floating dtype."""
     if not isinstance(a, Tensor | np.ndarray):
         raise TypeError(f"{name} must be a torch.Tensor or numpy array; got {type(a).__name__}")
     t = torch.as_tensor(a)
-    return t if dtype is None else t.to(dtype)
+    return t.to(torch.get_default_dtype()) if floating and not t.is_floating_point() else t
 
 
 def _check_task(features, labels, what: str) -> tuple[Tensor, Tensor]:
-    x = _as_tensor(features, f"{what} features")
-    if not x.is_floating_point():
-        x = x.to(torch.get_default_dtype())
+    x = _as_tensor(features, f"{what} features", floating=True)
     if x.ndim != 2:
         raise ValueError(f"{what} features must be 2-D (examples, features); got shape "
                          f"{tuple(x.shape)}: flatten them in the representation")
@@ -180,9 +179,8 @@ def _check_task(features, labels, what: str) -> tuple[Tensor, Tensor]:
     return x, y
 
 
-def train_valid_split(
-    x, y, *, valid_size: float | int = 0.2, seed: int = 0
-) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+def train_valid_split(x, y, *, valid_size: float | int = 0.2, seed: int = 0
+                      ) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
     """Split ``(x, y)`` at random into ``((x_train, y_train), (x_valid, y_valid))``; ``valid_size`` is a
     fraction in (0, 1) or a number of examples.
 
@@ -215,25 +213,11 @@ def train_valid_split(
     return (x[tr], y[tr]), (x[va], y[va])
 
 
-def loss_data_curve(
-    features,
-    labels,
-    valid_features,
-    valid_labels,
-    *,
-    sizes=None,
-    num_seeds: int = 5,
-    probe: str = "linear",
-    hidden: int = 64,
-    num_steps: int = 500,
-    batch_size: int = 128,
-    lr: float | None = None,
-    weight_decay: float = 1e-3,
-    standardize: bool = True,
-    num_classes: int | None = None,
-    seed: int = 0,
-    name: str = "",
-) -> LossDataCurve:
+def loss_data_curve(features, labels, valid_features, valid_labels, *, sizes=None,
+                    num_seeds: int = 5, probe: str = "linear", hidden: int = 64,
+                    num_steps: int = 500, batch_size: int = 128, lr: float | None = None,
+                    weight_decay: float = 1e-3, standardize: bool = True,
+                    num_classes: int | None = None, seed: int = 0, name: str = "") -> LossDataCurve:
     r"""Estimate the loss-data curve of one representation by training all probes at once: per size
     and seed, a probe trained on the first :math:`n_j` points of a permutation.
 
@@ -334,18 +318,14 @@ def evaluate_representations(representations: Mapping[str, Callable], train: tup
         if not callable(fn):
             raise TypeError(f"representation {key!r} is not callable; pass a function x -> features")
     (x, y), (xv, yv) = train, valid
-    curves = {}
     with torch.no_grad():
         feats = {key: (fn(x), fn(xv)) for key, fn in representations.items()}
-    for key, (f, fv) in feats.items():  # one batched training per representation
-        curves[key] = loss_data_curve(f, y, fv, yv, name=key, **kwargs)
-    return curves
+    # one batched training per representation
+    return {key: loss_data_curve(f, y, fv, yv, name=key, **kwargs) for key, (f, fv) in feats.items()}
 
 
 def _flat(x) -> Tensor:
-    t = _as_tensor(x, "data")
-    if not t.is_floating_point():
-        t = t.to(torch.get_default_dtype())
+    t = _as_tensor(x, "data", floating=True)
     return t.reshape(len(t), -1)
 
 

@@ -113,10 +113,8 @@ def _area(curve: LossDataCurve, epsilon: float, rule: str, loss_at_zero: float |
     return float(np.sum(widths * np.clip(loss - epsilon, 0.0, None)))
 
 
-def mdl(
-    curve: LossDataCurve, n: int | None = None, *, rule: str = "right",
-    loss_at_zero: float | None = None,
-) -> float:
+def mdl(curve: LossDataCurve, n: int | None = None, *, rule: str = "right",
+        loss_at_zero: float | None = None) -> float:
     r"""MDL: the prequential (online) code length of ``n`` labels in nats,
     :math:`\sum_{n_j \le n} (n_j - n_{j-1})\,\hat L_{j}` (Whitney et al. 2020; ``docs/curves.md``).
 
@@ -139,10 +137,8 @@ def mdl(
     return _area(_upto(curve, n), 0.0, rule, loss_at_zero)
 
 
-def sdl(
-    curve: LossDataCurve, epsilon: float, n: int | None = None, *, rule: str = "right",
-    loss_at_zero: float | None = None,
-) -> float:
+def sdl(curve: LossDataCurve, epsilon: float, n: int | None = None, *, rule: str = "right",
+        loss_at_zero: float | None = None) -> float:
     r"""epsilon-SDL: the surplus description length above the loss threshold ``epsilon`` (nats),
     :math:`\sum_{j} (n_j - n_{j-1})\,[\hat L_j - \varepsilon]_+`; ``inf`` until the last loss used
     is :math:`\le \varepsilon`.
@@ -165,9 +161,8 @@ def sdl(
     return _area(c, epsilon, rule, loss_at_zero)
 
 
-def epsilon_sample_complexity(
-    curve: LossDataCurve, epsilon: float, n: int | None = None, *, interpolate: bool = False
-) -> float:
+def epsilon_sample_complexity(curve: LossDataCurve, epsilon: float, n: int | None = None, *,
+                              interpolate: bool = False) -> float:
     r"""epsilon sample complexity: the smallest size whose expected loss is at most ``epsilon``
     (``inf`` if no size up to ``n`` reaches it; on the grid, an upper bound on the crossing).
 
@@ -229,9 +224,7 @@ def _as_mapping(curves) -> dict[str, LossDataCurve]:
     if isinstance(curves, Mapping):
         out = {str(k): _check_curve(v) for k, v in curves.items()}
     elif isinstance(curves, Sequence) and not isinstance(curves, str):
-        out = {}
-        for i, c in enumerate(curves):
-            out[_check_curve(c).name or f"curve {i}"] = c
+        out = {_check_curve(c).name or f"curve {i}": c for i, c in enumerate(curves)}
     else:
         raise TypeError("curves must be a dict of name -> LossDataCurve or a list of curves")
     if not out:
@@ -239,13 +232,8 @@ def _as_mapping(curves) -> dict[str, LossDataCurve]:
     return out
 
 
-def measures_table(
-    curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve],
-    epsilon: float,
-    ns: Sequence[int] | None = None,
-    *,
-    rule: str = "right",
-) -> pd.DataFrame:
+def measures_table(curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve], epsilon: float,
+                   ns: Sequence[int] | None = None, *, rule: str = "right") -> pd.DataFrame:
     """The measures of several representations, as evaluated with ``n`` points, for each ``n``:
     ``va_loss``, ``va_accuracy``, ``mdl``, ``sdl``, ``sdl_partial`` (a lower bound on an
     undetermined SDL) and ``eps_sc``, indexed by ``(n, representation)``.
@@ -276,19 +264,12 @@ def measures_table(
     missing = [n for n in ns if n not in shared]
     if missing or not ns:
         raise ValueError(f"ns {missing or ns} are not sizes of every curve; shared sizes: {shared}")
-    rows = []
-    for n in ns:
-        for name, c in curves.items():
-            rows.append({
-                "n": n,
-                "representation": name,
-                "va_loss": validation_loss(c, n),
-                "va_accuracy": math.nan if c.accuracy is None else validation_accuracy(c, n),
-                "mdl": mdl(c, n, rule=rule),
-                "sdl": sdl(c, epsilon, n, rule=rule),
-                "sdl_partial": _area(c.truncate(n), epsilon, rule, None),
-                "eps_sc": epsilon_sample_complexity(c, epsilon, n),
-            })
+    rows = [{"n": n, "representation": name, "va_loss": validation_loss(c, n),
+             "va_accuracy": math.nan if c.accuracy is None else validation_accuracy(c, n),
+             "mdl": mdl(c, n, rule=rule), "sdl": sdl(c, epsilon, n, rule=rule),
+             "sdl_partial": _area(c.truncate(n), epsilon, rule, None),
+             "eps_sc": epsilon_sample_complexity(c, epsilon, n)}
+            for n in ns for name, c in curves.items()]
     table = pd.DataFrame(rows).set_index(["n", "representation"])
     table.attrs.update(epsilon=epsilon, rule=rule)
     return table
@@ -321,11 +302,8 @@ def best_representation(table: pd.DataFrame) -> pd.DataFrame:
     for n, rows in table.groupby(level="n", sort=False):
         rows = rows.droplevel("n")
         verdict: dict[str, str | None] = {
-            "va_loss": _best(rows["va_loss"]),
-            "va_accuracy": None if rows["va_accuracy"].isna().all()
-            else _best(-rows["va_accuracy"]),
-            "mdl": _best(rows["mdl"]),
-        }
+            "va_loss": _best(rows["va_loss"]), "mdl": _best(rows["mdl"]),
+            "va_accuracy": None if rows["va_accuracy"].isna().all() else _best(-rows["va_accuracy"])}
         sc = rows["eps_sc"][np.isfinite(rows["eps_sc"])]
         verdict["eps_sc"] = _best(sc) if len(sc) else None
         done = np.isfinite(rows["sdl"])

@@ -17,25 +17,15 @@ if TYPE_CHECKING:
 
 __all__ = ["plot_loss_data", "plot_curves"]
 
-_PANELS = (
-    ("va_loss", "VA: validation loss (nats)"),
-    ("mdl", "MDL (nats)"),
-    ("sdl", "SDL (nats)"),
-    ("eps_sc", "eps sample complexity"),
-)
+_PANELS = (("va_loss", "VA: validation loss (nats)"), ("mdl", "MDL (nats)"),
+           ("sdl", "SDL (nats)"), ("eps_sc", "eps sample complexity"))
 
 
-def plot_loss_data(
-    curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve],
-    *,
-    epsilon: float | None = None,
-    ns: Sequence[int] | None = None,
-    ax: Axes | None = None,
-) -> Axes:
-    """Loss-data curves of several representations on one axis (log-log).
-
-    Each curve is the seed mean of the validation loss against the training-set size, with a band
-    of one standard error.
+def plot_loss_data(curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve], *,
+                   epsilon: float | None = None, ns: Sequence[int] | None = None,
+                   ax: Axes | None = None) -> Axes:
+    """Loss-data curves of several representations on one axis (log-log): the seed mean of the
+    validation loss against the training-set size, with a band of one standard error.
 
     Parameters
     ----------
@@ -73,30 +63,18 @@ def plot_loss_data(
     return ax
 
 
-def plot_curves(
-    curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve],
-    epsilon: float,
-    ns: Sequence[int] | None = None,
-    *,
-    rule: str = "right",
-) -> Figure:
-    """The curves, and VA loss, MDL, SDL and eps-SC against the evaluation size ``n``.
-
-    Six panels in a 10-inch figure: the loss-data curves, the four measures of
-    :func:`~pyrolik.curves.measures_table` against ``n``, and the legend. SDL and eps-SC that are
-    not determined yet at ``n`` are drawn hollow at their lower bound.
+def plot_curves(curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve], epsilon: float,
+                ns: Sequence[int] | None = None, *, rule: str = "right") -> Figure:
+    """The curves, and VA loss, MDL, SDL and eps-SC (:func:`~pyrolik.curves.measures_table`)
+    against the evaluation size ``n``, in six panels; an SDL not determined yet at ``n`` is drawn
+    hollow at its lower bound.
 
     Parameters
     ----------
     curves : dict of LossDataCurve, or a sequence of them
-        The curves, by representation name.
-    epsilon : float
-        The loss threshold of SDL and eps-SC (nats), e.g. from
-        :func:`~pyrolik.curves.epsilon_from_baseline`.
-    ns : sequence of int, optional
-        Evaluation sizes (default: the curves' own sizes).
-    rule : {"right", "left"}
-        How MDL and SDL integrate the curve between sizes (:func:`~pyrolik.curves.mdl`).
+        As in :func:`plot_loss_data`.
+    epsilon, ns, rule
+        As in :func:`~pyrolik.curves.measures_table`.
 
     Returns
     -------

@@ -9,35 +9,22 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = [
-    "PROBES",
-    "ProbeSet",
-    "make_probe_set",
-    "init_probes",
-    "probe_logits",
-    "train_probes",
-    "train_probes_loop",
-    "evaluate_probes",
-]
+__all__ = ["PROBES", "ProbeSet", "make_probe_set", "init_probes", "probe_logits", "train_probes",
+           "train_probes_loop", "evaluate_probes"]
 
 PROBES = ("linear", "mlp")
 
 
 class ProbeSet(NamedTuple):
-    """Which training points each probe owns.
-
-    Probe ``p`` trains on ``order[p, :sizes[p]]`` (indices into the training pool); probes are
-    enumerated size-major: ``p = size_index * num_seeds + seed_index``.
-    """
+    """Probe ``p`` trains on ``order[p, :sizes[p]]``; ``p = size_index * num_seeds + seed``."""
 
     sizes: Tensor  # (P,) long, the training-set size n_p
     seeds: Tensor  # (P,) long, the seed index s_p (shared init and data order across sizes)
     order: Tensor  # (P, N) long, seed s_p's permutation of the pool
 
 
-def make_probe_set(
-    num_pool: int, sizes: Tensor, num_seeds: int, generator: torch.Generator | None = None
-) -> ProbeSet:
+def make_probe_set(num_pool: int, sizes: Tensor, num_seeds: int,
+                   generator: torch.Generator | None = None) -> ProbeSet:
     """One random permutation of the pool per seed; the subsets are nested across sizes (common random
     numbers, as in Reprieve)."""
     perms = torch.argsort(torch.rand(num_seeds, num_pool, generator=generator), dim=1)
@@ -47,26 +34,16 @@ def make_probe_set(
     return ProbeSet(size_of, seed_of, perms[seed_of])
 
 
-def init_probes(
-    probe: str,
-    seeds: Tensor,
-    in_dim: int,
-    num_classes: int,
-    *,
-    hidden: int = 64,
-    generator: torch.Generator | None = None,
-    dtype: torch.dtype | None = None,
-) -> dict[str, Tensor]:
+def init_probes(probe: str, seeds: Tensor, in_dim: int, num_classes: int, *, hidden: int = 64,
+                generator: torch.Generator | None = None, dtype: torch.dtype | None = None
+                ) -> dict[str, Tensor]:
     """Stacked initial parameters (``torch.nn.Linear``'s layout and bounds), one set per distinct seed,
     gathered per probe."""
     dtype = dtype or torch.get_default_dtype()
     num_seeds = int(seeds.max()) + 1
-    shapes = (
-        {"w": (num_classes, in_dim), "b": (num_classes,)}
-        if probe == "linear"
-        else {"w1": (hidden, in_dim), "b1": (hidden,), "w2": (num_classes, hidden),
-              "b2": (num_classes,)}
-    )
+    k = num_classes
+    shapes = ({"w": (k, in_dim), "b": (k,)} if probe == "linear" else
+              {"w1": (hidden, in_dim), "b1": (hidden,), "w2": (k, hidden), "b2": (k,)})
     fan_in = {"w": in_dim, "b": in_dim, "w1": in_dim, "b1": in_dim, "w2": hidden, "b2": hidden}
     params = {}
     for key, shape in shapes.items():  # a loop over the 2 or 4 tensors, not over probes
@@ -147,9 +124,8 @@ def _hidden(prm: dict[str, Tensor], x: Tensor) -> Tensor:
     return F.relu(F.linear(x, prm["w1"], prm["b1"])) if "w1" in prm else x
 
 
-def evaluate_probes(
-    params: dict[str, Tensor], x: Tensor, y: Tensor, *, max_elements: int = 2**22
-) -> tuple[Tensor, Tensor]:
+def evaluate_probes(params: dict[str, Tensor], x: Tensor, y: Tensor, *, max_elements: int = 2**22
+                    ) -> tuple[Tensor, Tensor]:
     """Mean validation cross-entropy (nats) and accuracy of every probe, each ``(P,)``, in chunks of at
     most ``max_elements`` activations."""
     num_probes = next(iter(params.values())).shape[0]

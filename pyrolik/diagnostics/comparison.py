@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -54,12 +54,8 @@ def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
     return out
 
 
-def _adjust(p: np.ndarray, correction: str) -> np.ndarray:
-    if correction == "holm":
-        return holm(p)
-    if correction == "bonferroni":
-        return np.minimum(1.0, p * p.size)
-    return p.copy()
+_ADJUST: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "holm": holm, "bonferroni": lambda p: np.minimum(1.0, p * p.size), "none": np.copy}
 
 
 @dataclass
@@ -307,16 +303,9 @@ def _compare_evidence(names: list[str], objs: list[Any], level: float) -> Compar
                       per_example)
 
 
-def compare(
-    *models: Any,
-    names: Sequence[str] | None = None,
-    y: Any = None,
-    scores: Sequence[str] | None = None,
-    level: float = 0.05,
-    test: str = "t",
-    correction: str = "holm",
-    gaps: Mapping[str, float] | None = None,
-) -> Comparison:
+def compare(*models: Any, names: Sequence[str] | None = None, y: Any = None,
+            scores: Sequence[str] | None = None, level: float = 0.05, test: str = "t",
+            correction: str = "holm", gaps: Mapping[str, float] | None = None) -> Comparison:
     r"""Compare models scored on the same examples, pair by pair, with a paired t-test and a
     Wilcoxon signed-rank test, corrected over pairs: they see Monte Carlo noise, not bias
     (``docs/compare.md``). :func:`pyrolik.evidence` results are compared by log Bayes factor.
@@ -389,7 +378,7 @@ def compare(
                 row.update(_pair_stats(a.scores[rule], b.scores[rule], level))
                 row["gap_a"], row["gap_b"] = a.gap, b.gap
                 rows.append(row)
-        adjusted = _adjust(np.array([r[pcol] for r in rows]), correction)
+        adjusted = _ADJUST[correction](np.array([r[pcol] for r in rows]))
         for r, p in zip(rows, adjusted, strict=True):
             r["p_adjusted"] = float(p)
             winner = r["model_a"] if r["mean_diff"] > 0 else r["model_b"]
@@ -407,11 +396,9 @@ def compare(
                 dse, p_best = match["se"], match["p_adjusted"]
             table_rows.append({
                 "score": rule, "model": e.name, "rank": rank, "mean": float(s.mean()),
-                "se": float(s.std(ddof=1) / math.sqrt(s.size)), "diff_to_best": diff,
-                "dse": dse, "p_vs_best": p_best,
-                "worse_than_best": bool(p_best <= level) if e is not best else False,
-                "bound": e.bound, "method": e.method, "gap": e.gap,
-            })
+                "se": float(s.std(ddof=1) / math.sqrt(s.size)), "diff_to_best": diff, "dse": dse,
+                "p_vs_best": p_best, "worse_than_best": bool(p_best <= level) if e is not best
+                else False, "bound": e.bound, "method": e.method, "gap": e.gap})
     pairs = pd.DataFrame(pair_rows)
     first = ["score", "model_a", "model_b", "mean_diff", "se", "p_adjusted", "better"]
     pairs = pairs[first + [c for c in pairs.columns if c not in first]]

@@ -38,15 +38,7 @@ def _axes(ax, ncols: int = 1, width: float = 6.0, height: float = 3.5):
 
 def plain_log_axis(ax, which: str = "x") -> None:
     """Put ``ax``'s ``which`` axis ("x" or "y") on a log scale labelled with plain numbers (``20``,
-    ``50``, ``100``, not matplotlib's overlapping ``2x10^1``), fewer per decade as the span grows.
-
-    Parameters
-    ----------
-    ax : matplotlib.axes.Axes
-        The axes to change.
-    which : {"x", "y"}
-        The axis to put on the log scale.
-    """
+    ``50``, not matplotlib's overlapping ``2x10^1``), fewer per decade as the span grows."""
     from matplotlib.ticker import Formatter
 
     if which not in ("x", "y"):
@@ -73,6 +65,19 @@ def _integer_ticks(ax) -> None:
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _titles(ax, xlabel: str, ylabel: str, title: str, legend: bool = True) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if legend:
+        ax.legend(loc="best", fontsize="small")
+    ax.set_title(title, fontsize="medium")
+
+
+def _parts(result: EstimateResult | BDMCResult) -> list:
+    """A BDMC result's two runs, or the result itself."""
+    return [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
 
 
 def _weights_of(result: EstimateResult) -> Tensor:
@@ -132,21 +137,17 @@ def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_
     ax.axhline(0.0, color="0.5", lw=0.8, ls=":")
     ax.set_xticks(np.arange(len(idx)), [str(i) for i in idx],
                   rotation=90 if len(idx) > 15 else 0)
-    ax.set_xlabel("example")
-    ax.set_ylabel("log w - log mean w")
     n = lw.shape[1]
     shown = (f"examples {idx[0]}-{idx[-1]} of {n}" if len(idx) < n and np.array_equal(
         idx, np.arange(idx[0], idx[0] + len(idx))) else f"{len(idx)} of {n} examples"
         if len(idx) < n else f"all {n} examples")
-    ax.set_title(f"{_label(result)}: centred log-weights\n{lw.shape[0]} per example, {shown}",
-                 fontsize="medium")
+    _titles(ax, "example", "log w - log mean w",
+            f"{_label(result)}: centred log-weights\n{lw.shape[0]} per example, {shown}", False)
     return ax
 
 
 def _label(result: EstimateResult) -> str:
-    if isinstance(result, AISResult):
-        return f"{result.direction} AIS"
-    return result.method
+    return f"{result.direction} AIS" if isinstance(result, AISResult) else result.method
 
 
 def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
@@ -162,8 +163,7 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
     matplotlib.axes.Axes
     """
     ax = _axes(ax)
-    parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
-    for part, color in zip(parts, (FORWARD, REVERSE), strict=False):
+    for part, color in zip(_parts(result), (FORWARD, REVERSE), strict=False):
         if part.ess is None:
             raise ValueError(f"the {part.method} result has no ESS (KDE has no weights)")
         k = _weights_of(part).shape[0] if part.log_weights is not None else part.settings.get(
@@ -173,10 +173,7 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
                 label=f"{_label(part)} (of {k})")
     ax.set_ylim(0, 1.05)
     _integer_ticks(ax)
-    ax.set_xlabel("example")
-    ax.set_ylabel("ESS / number of weights")
-    ax.legend(loc="best", fontsize="small")
-    ax.set_title("ESS of the importance weights", fontsize="medium")
+    _titles(ax, "example", "ESS / number of weights", "ESS of the importance weights")
     return ax
 
 
@@ -194,7 +191,7 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
     matplotlib.axes.Axes
     """
     ax = _axes(ax)
-    parts = [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
+    parts = _parts(result)
     khats = []
     for part in parts:
         if part.khat is None:
@@ -206,11 +203,8 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
                        marker="+", color=color, label=_label(part))
         for level, style in ((0.5, ":"), (KHAT_WARN, "-."), (1.0, "--")):
             ax.axhline(level, color="C1", ls=style, lw=1)
-        ax.legend(loc="best", fontsize="small")
         _integer_ticks(ax)
-        ax.set_xlabel("example")
-        ax.set_ylabel("Pareto k-hat")
-        ax.set_title(f"Pareto k-hat (unreliable above {KHAT_WARN})", fontsize="medium")
+        _titles(ax, "example", "Pareto k-hat", f"Pareto k-hat (unreliable above {KHAT_WARN})")
         return ax
     if any(part.log_weights is None for part in parts):
         ax.text(0.5, 0.5, f"k-hat unavailable: PSIS needs at least {KHAT_MIN_WEIGHTS} weights\n"
@@ -226,12 +220,9 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
     ax.axhline(1.0 / k, color="0.5", ls=":", lw=1, label=f"1/{k}: weights equal")
     ax.axhline(0.5, color="C1", ls="-.", lw=1, label="one chain carries half")
     ax.set_ylim(0, 1.05)
-    ax.legend(loc="best", fontsize="small")
     _integer_ticks(ax)
-    ax.set_xlabel("example")
-    ax.set_ylabel("largest weight / sum of weights")
-    ax.set_title(f"largest normalised weight\n(k-hat needs >= {KHAT_MIN_WEIGHTS} weights per "
-                 f"example, got {k})", fontsize="medium")
+    _titles(ax, "example", "largest weight / sum of weights", f"largest normalised weight\n"
+            f"(k-hat needs >= {KHAT_MIN_WEIGHTS} weights per example, got {k})")
     return ax
 
 
@@ -312,11 +303,8 @@ def plot_bdmc(result: BDMCResult, *, ax=None):
     ax.set_xticks(pos, [str(i) for i in order], rotation=90 if len(pos) > 15 else 0)
     ax.plot(pos, lo[order], "^", color=FORWARD, label="lower (forward AIS)")
     ax.plot(pos, hi[order], "v", color=REVERSE, label="upper (reverse AIS)")
-    ax.set_xlabel("example (sorted by gap)")
-    ax.set_ylabel("log p(x) [nats]")
-    ax.set_title(f"BDMC sandwich: mean gap {result.gap:.3f} +- {result.gap_stderr:.3f} nats",
-                 fontsize="medium")
-    ax.legend(loc="best", fontsize="small")
+    _titles(ax, "example (sorted by gap)", "log p(x) [nats]",
+            f"BDMC sandwich: mean gap {result.gap:.3f} +- {result.gap_stderr:.3f} nats")
     return ax
 
 
@@ -349,10 +337,8 @@ def plot_bandwidth(result: EstimateResult, *, ax=None):
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("bandwidth h")
-    ax.set_ylabel("mean validation log-likelihood")
-    ax.legend(loc="best", fontsize="small")
-    ax.set_title("KDE bandwidth chosen on validation data", fontsize="medium")
+    _titles(ax, "bandwidth h", "mean validation log-likelihood",
+            "KDE bandwidth chosen on validation data")
     return ax
 
 

@@ -48,24 +48,12 @@ class TrainingMonitor:
         Put in ``eval()`` mode while evaluating (default: ``model`` if a module).
     """
 
-    def __init__(
-        self,
-        model: Callable[..., Any],
-        x_train: Tensor,
-        x_test: Tensor,
-        *,
-        guide: Callable[..., Any] | None = None,
-        every: int = 1,
-        methods: Sequence[str] = ("ais",),
-        num_steps: int = 20,
-        num_chains: int = 4,
-        num_samples: int = 100,
-        kernel: Kernel | None = None,
-        model_args: tuple = (),
-        model_kwargs: dict | None = None,
-        module: torch.nn.Module | None = None,
-        seed: int = 0,
-    ) -> None:
+    def __init__(self, model: Callable[..., Any], x_train: Tensor, x_test: Tensor, *,
+                 guide: Callable[..., Any] | None = None, every: int = 1,
+                 methods: Sequence[str] = ("ais",), num_steps: int = 20, num_chains: int = 4,
+                 num_samples: int = 100, kernel: Kernel | None = None, model_args: tuple = (),
+                 model_kwargs: dict | None = None, module: torch.nn.Module | None = None,
+                 seed: int = 0) -> None:
         if not callable(model):
             raise TypeError(f"model must be a callable Pyro model, got {type(model).__name__}")
         self.subsets = {"train": validate_data(x_train), "test": validate_data(x_test)}
@@ -203,8 +191,6 @@ class TrainingMonitor:
         return plot_monitor(self.to_dataset(), ax=ax, start_epoch=start_epoch)
 
 
-
-SUBSETS = ("train", "test")
 LABELS = {"ais": "AIS", "iwae": "IWAE bound"}
 
 
@@ -243,8 +229,7 @@ def monitor_dataset(monitor: Any) -> xr.Dataset:
     cost = monitor.cost
     attrs = {**_versions(), "pyrolik_result": "TrainingMonitor",
              "methods": json.dumps(list(monitor.methods)), "every": int(monitor.every),
-             "settings": json.dumps({"num_steps": monitor.num_steps,
-                                     "num_chains": monitor.num_chains,
+             "settings": json.dumps({"num_steps": monitor.num_steps, "num_chains": monitor.num_chains,
                                      "num_samples": monitor.num_samples,
                                      "path": "guide" if monitor.guide is not None else "prior",
                                      "seed": monitor.seed}),
