@@ -61,8 +61,8 @@ def temperature_trace(result: AISResult) -> pd.DataFrame:
     Parameters
     ----------
     result : AISResult
-        An AIS result that recorded a trace (``record_every``), or a BDMC result's ``.lower`` /
-        ``.upper``.
+        An AIS result with its trace (recorded by default; ``record=`` sets the stride), or a BDMC
+        result's ``.lower`` / ``.upper``.
 
     Returns
     -------
@@ -73,7 +73,8 @@ def temperature_trace(result: AISResult) -> pd.DataFrame:
         raise TypeError(f"temperature_trace needs an AIS result (ais, reverse_ais, or a BDMC "
                         f"result's .lower / .upper), got {type(result).__name__}")
     if not result.trace or result.trace_steps is None:
-        raise ValueError("this result recorded no trace; rerun with record_every set")
+        raise ValueError("this result holds no trace (an AIS run records one by default): rerun "
+                         "pyrolik.ais, record= sets its stride")
     tr = result.trace
     acc = tr["acceptance_rate"].double()  # (R, K, N)
     eps = tr["step_size"].double()
@@ -94,7 +95,7 @@ def running_log_normalizer(result: AISResult) -> torch.Tensor:
     Parameters
     ----------
     result : AISResult
-        An AIS result that recorded a trace (``record_every``).
+        An AIS result with its trace (recorded by default; ``record=`` sets the stride).
 
     Returns
     -------
@@ -102,7 +103,8 @@ def running_log_normalizer(result: AISResult) -> torch.Tensor:
         One row per recorded step, one column per example.
     """
     if not result.trace:
-        raise ValueError("this result recorded no trace; rerun with record_every set")
+        raise ValueError("this result holds no trace (an AIS run records one by default): rerun "
+                         "pyrolik.ais, record= sets its stride")
     lme = log_mean_exp(result.trace["log_weight"].double(), dim=1)  # (R, N)
     if result.direction == "reverse":
         if result.log_weights is None:

@@ -232,7 +232,7 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     Parameters
     ----------
     result : AISResult or BDMCResult
-        A result that recorded a trace (``record_every``).
+        A result with its trace (recorded by default; ``record=`` sets the stride).
     axes : sequence of three matplotlib.axes.Axes, optional
         Where to draw the three panels; a new 10-inch figure when None.
 

@@ -169,5 +169,5 @@ def test_bad_input_raises(results):
         diagnostics.temperature_trace(results["iwae"])
     with pytest.raises(TypeError, match="BDMCResult"):
         diagnostics.bdmc_gap(results["ais"])
-    with pytest.raises(ValueError, match="recorded no trace"):
+    with pytest.raises(ValueError, match="holds no trace"):
         diagnostics.temperature_trace(dataclasses.replace(results["ais"], trace=None))
