@@ -141,13 +141,9 @@ MIN_WEIGHTS_FOR_KHAT = MIN_WEIGHTS  # PSIS fits a tail of at least 5 of the larg
 
 
 def khat_threshold(num_samples: int) -> float:
-    r"""The largest Pareto :math:`\hat k` at which K weights give a reliable estimate and MCSE.
-
-    :math:`\min(1 - 1/\log_{10} K,\ 0.7)` (Vehtari et al. 2024, sec. 3.2.4).
-    """
-    if num_samples <= 10:
-        return -math.inf
-    return min(1.0 - 1.0 / math.log10(num_samples), 0.7)
+    r"""The largest Pareto :math:`\hat k` at which K weights give a reliable estimate and MCSE:
+    :math:`\min(1 - 1/\log_{10} K,\ 0.7)` (Vehtari et al. 2024, sec. 3.2.4)."""
+    return -math.inf if num_samples <= 10 else min(1.0 - 1.0 / math.log10(num_samples), 0.7)
 
 
 def pareto_tail_size(num_samples: int) -> int:
@@ -217,14 +213,12 @@ class RunningLogWeights:
             self.lse_pow = {m: torch.logaddexp(self.lse_pow[m], v) for m, v in powers.items()}
             tail = torch.cat([self.tail, log_weights], dim=0)
         self.lse2 = self.lse_pow[2]
-        k = min(self.top_size, tail.shape[0])
-        self.tail = torch.topk(tail, k, dim=0).values
+        self.tail = torch.topk(tail, min(self.top_size, tail.shape[0]), dim=0).values
         self.count += log_weights.shape[0]
         if self.keep:
             self.kept.append(log_weights)
 
     def _sums(self) -> tuple[Tensor, Tensor, Tensor]:
-        """``(lse, lse2, tail)`` once :meth:`update` has run."""
         if self.lse is None or self.lse2 is None or self.tail is None:
             raise ValueError("no log-weights yet: call update(log_weights) first")
         return self.lse, self.lse2, self.tail
@@ -255,7 +249,6 @@ class RunningLogWeights:
         if tail.shape[0] < self.tail_size:
             return torch.full_like(lse, float("nan"))
         return pareto_khat_from_tail(tail[: self.tail_size], self.count)
-
 
 
 #: Blocks (ArviZ chains) of the export by default, as ``chains=4`` elsewhere in ArviZ.

@@ -21,12 +21,7 @@ from pyrolik.advice import (
 )
 from pyrolik.exceptions import Message, remark
 from pyrolik.ops.stats import khat_threshold, lognormal_bias
-from pyrolik.results.convert import (
-    AISConverter,
-    EstimateConverter,
-    to_datatree,
-    to_inference_data,
-)
+from pyrolik.results.convert import AISConverter, EstimateConverter, to_datatree, to_inference_data
 from pyrolik.results.layout import BLOCK, EX, stored
 from pyrolik.results.table import Summary
 
@@ -268,13 +263,9 @@ class EstimateResult(Exported):
         return df
 
     def _summary_row(self) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "method": self.method,
-            "bound": self.bound or "none",
-            "examples": self.num_examples,
-            "log p(x) [nats]": self.mean,
-            "stderr": self.stderr,
-        }
+        row: dict[str, Any] = {"method": self.method, "bound": self.bound or "none",
+                               "examples": self.num_examples, "log p(x) [nats]": self.mean,
+                               "stderr": self.stderr}
         if self.failed.any():
             row["failed"] = int(self.failed.sum())
         if self.observed_dims is not None:
@@ -286,8 +277,8 @@ class EstimateResult(Exported):
                           f"{MIN_WEIGHTS_FOR_MCSE})")
             row[label] = float(self.mcse[~self.failed].mean())
         if self.ess is not None:
-            row["min ESS"] = float(self.ess[~self.failed].min()) if (~self.failed).any() \
-                else float("nan")
+            ok = ~self.failed
+            row["min ESS"] = float(self.ess[ok].min()) if ok.any() else float("nan")
         if self.khat is not None and torch.isfinite(self.khat).any():
             row["max k-hat"] = float(self.khat[torch.isfinite(self.khat)].max())
         row["wall time [s]"] = self.wall_time
@@ -361,9 +352,8 @@ class AISResult(EstimateResult):
     def warnings(self) -> list[str]:
         out = super().warnings()
         if self.acceptance_rate is not None:
-            per_example = self.acceptance_rate.mean(0)
             # failed examples are reported apart
-            low = int(((per_example < ACCEPTANCE_COLLAPSE) & ~self.failed).sum())
+            low = int(((self.acceptance_rate.mean(0) < ACCEPTANCE_COLLAPSE) & ~self.failed).sum())
             if low:
                 out.append(
                     f"HMC acceptance collapsed (< {ACCEPTANCE_COLLAPSE}) for {low} of "

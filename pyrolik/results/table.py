@@ -1,7 +1,5 @@
-"""The printed form of a result's summary: a fixed-width table that never hides the estimate.
-
-Printed transposed (one line per quantity); columns that do not fit go to further blocks, never elided.
-"""
+"""The printed form of a result's summary: a fixed-width table, transposed (one line per quantity),
+whose columns that do not fit go to further blocks, never elided."""
 
 from __future__ import annotations
 
@@ -68,17 +66,8 @@ def _wrap(text: str) -> list[str]:
 
 
 def render(frame: pd.DataFrame, *, width: int = WIDTH, title: str | None = None) -> str:
-    """``frame`` transposed as fixed-width text, wrapped into blocks at ``width`` (never elided).
-
-    Parameters
-    ----------
-    frame : pandas.DataFrame
-        Rows are estimates (the column headers), columns quantities.
-    width : int
-        Characters per line.
-    title : str, optional
-        A line printed above the table.
-    """
+    """``frame`` (rows: estimates, columns: quantities) transposed as fixed-width text, wrapped into
+    blocks of ``width`` characters (never elided), under the line ``title``."""
     fields = [str(c) for c in frame.columns]
     label_width = max([len(f) for f in fields] + [len(str(frame.index.name or ""))] + [1])
     columns = []
@@ -125,10 +114,8 @@ def _blocks(columns: list, label_width: int, width: int, sep: int) -> list[list]
 
 
 class Summary(pd.DataFrame):
-    """A result's summary: a :class:`pandas.DataFrame` (a row per estimate) printed by :func:`render`.
-
-    Everything else is pandas; derived tables are plain DataFrames.
-    """
+    """A result's summary: a :class:`pandas.DataFrame` (a row per estimate) printed by :func:`render`;
+    derived tables are plain DataFrames."""
 
     @property
     def _constructor(self):
