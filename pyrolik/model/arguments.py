@@ -85,8 +85,7 @@ def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple
                 raise ValueError(
                     f"{name} is marked per example but has {v.value.shape[0]} rows, and x has "
                     f"{num_examples} examples: give it one row per example of x (slice it as x "
-                    "is sliced), or mark it pyrolik.model.shared(...) if it is the same for all"
-                )
+                    "is sliced), or mark it pyrolik.model.shared(...) if it is the same for all")
             return v
         if isinstance(v, Shared) or not isinstance(v, Tensor):
             return v
