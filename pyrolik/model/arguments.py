@@ -76,8 +76,7 @@ def _rebuild(args: tuple, kwargs: dict, fn) -> tuple[tuple, dict]:
 
 
 def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple[tuple, dict]:
-    """Wrap each tensor argument as :class:`PerExample` or :class:`Shared` (wrapped ones checked).
-    """
+    """Each tensor argument as :class:`PerExample` or :class:`Shared` (wrapped ones checked)."""
 
     def mark(name: str, v: Any) -> Any:
         if isinstance(v, PerExample):
@@ -97,8 +96,7 @@ def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple
 
 
 def slice_arguments(args: tuple, kwargs: dict | None, start: int, stop: int) -> tuple[tuple, dict]:
-    """The arguments of examples ``start:stop``: per-example tensors sliced, the rest as they are.
-    """
+    """The arguments of examples ``start:stop``: per-example tensors sliced, the rest as is."""
 
     def cut(name: str, v: Any) -> Any:
         return PerExample(v.value[start:stop], v.explicit) if isinstance(v, PerExample) else v

@@ -162,7 +162,7 @@ def _part_gaussian(part: Any, layout: Layout, n: int) -> tuple[list, Tensor, Ten
         index = len(site["fn"].batch_shape) + frame.dim if frame is not None else None
         fitted_on = ushape[index] if index is not None else None
         if fitted_on != n or index != sites[name].plate_index \
-                or tuple(ushape[:index]) + tuple(ushape[index + 1:]) != _per_example(sites[name]):
+                or tuple(ushape[:index]) + tuple(ushape[index + 1:]) != tuple(sites[name].shape):
             raise ValueError(
                 f"the AutoGuide was fitted on other examples: its site {name!r} has shape "
                 f"{tuple(ushape)} (plate {layout.plate_name!r} of size {fitted_on}), and x has {n} "
@@ -192,10 +192,6 @@ def _part_gaussian(part: Any, layout: Layout, n: int) -> tuple[list, Tensor, Ten
     factor = post.cov_factor.detach()[idx]  # (n, dp, rank)
     return columns, post.loc.detach()[idx], factor @ factor.mT + torch.diag_embed(
         post.cov_diag.detach()[idx])
-
-
-def _per_example(site) -> tuple[int, ...]:
-    return tuple(site.shape)
 
 
 def enumerated_in_guide(tr_g) -> tuple[str, ...]:

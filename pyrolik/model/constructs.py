@@ -102,8 +102,7 @@ def check_subsampling(tr, tr_2, rows: int, copies: int, plate_name: str | None) 
 
 def check_index_free(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, tr, plate: str,
                      what: str, trace: Callable) -> None:
-    """Refuse a ``what`` (model/guide) whose density reads the indices of the subsampling ``plate``.
-    """
+    """Refuse a ``what`` whose density reads the indices of the subsampling ``plate``."""
     values = {name: site["value"] for name, site in tr.nodes.items()
               if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)
               and not site["infer"].get("_deterministic")}

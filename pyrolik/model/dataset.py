@@ -27,11 +27,6 @@ def _plate_nesting(tr) -> int:
     return max(dims, default=0)
 
 
-def _trace(model: ModelFn, x: Tensor, args: tuple, kwargs: dict):
-    with fork_rng_from(None), torch.no_grad(), eval_mode():
-        return poutine.trace(model).get_trace(x, *args, **kwargs)
-
-
 def _refuse_local_discrete(tr) -> None:
     """Refuse discrete latents inside the model's plates: pyrolik sums enumerated sites per row,
     and a row is now a whole data set, whose per-example labels would be summed jointly (as if all
@@ -61,7 +56,8 @@ class WholeDataset:
         self.x = x
         self.model_args = tuple(model_args)
         self.model_kwargs = dict(model_kwargs or {})
-        tr = _trace(model, x, self.model_args, self.model_kwargs)
+        with fork_rng_from(None), torch.no_grad(), eval_mode():
+            tr = poutine.trace(model).get_trace(x, *self.model_args, **self.model_kwargs)
         self.nesting = _plate_nesting(tr)
         names = {f.name for site in tr.nodes.values() for f in site.get("cond_indep_stack", ())}
         self.plate = next(p for p in (PLATE, f"{PLATE}_copies", "_pyrolik_dataset")

@@ -56,9 +56,8 @@ class Tracer:
 
 def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
              marked_kwargs: dict) -> tuple[Layout, list]:
-    """The :class:`Layout` of ``model`` run on ``x_rep`` (``num_chains`` stacked copies of the data),
-    and the modules it calls that were in training mode. The arguments come from
-    :func:`~pyrolik.model.arguments.mark_arguments`."""
+    """The :class:`Layout` of ``model`` run on ``x_rep`` (``num_chains`` stacked copies of the data,
+    arguments marked), and the modules it calls that were in training mode."""
     rows = x_rep.shape[0]
     tracer = Tracer()
     about = describe_arguments(marked_args, marked_kwargs)

@@ -225,8 +225,7 @@ def _in_place_variants() -> dict:
 
 
 def reuse_buffers(graph) -> int:
-    """Write ``c = a op b`` as ``a.op_(b)`` where ``a`` is a fresh result used only there; in place.
-    """
+    """Write ``c = a op b`` as ``a.op_(b)`` where ``a`` is a fresh result used only there."""
     variants = _in_place_variants()
     owned: set = set()  # nodes whose result is a buffer no other node sees
     done = 0

@@ -109,8 +109,8 @@ def _structure(model: Callable[..., Any], placeholder: Tensor, model_args: tuple
 
 def _read_map(model: Callable[..., Any], placeholder: Tensor, layout, run: Callable
               ) -> dict[str, Tensor]:
-    """Where each observed site reads ``x`` (:func:`read_map`); a single site
-    holding all of ``x`` reads it in order even where the map cannot be found (boolean ``x``)."""
+    """Where each observed site reads ``x`` (:func:`read_map`); a single site holding all of ``x``
+    reads it in order even where the map cannot be found (boolean ``x``)."""
     try:
         return read_map(lambda coded_x: run(coded_x, model, seeded=False), placeholder,
                         layout.observed)

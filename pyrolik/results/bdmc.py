@@ -178,9 +178,8 @@ class BDMCResult(Exported):
 
     @property
     def gap_mcse(self) -> float:
-        r"""Monte Carlo standard error of :attr:`gap`: :math:`\sqrt{\sum_n \mathrm{mcse}_n^2} / N`
-        over the examples that did not fail (nats). :attr:`gap_stderr` is the spread over examples
-        instead (data variability, which includes this noise)."""
+        r"""MCSE of :attr:`gap`, :math:`\sqrt{\sum_n \mathrm{mcse}_n^2} / N` over the examples that
+        did not fail (nats; :attr:`gap_stderr` is the spread over examples instead)."""
         ok = ~self.failed
         if not ok.any():
             return float("nan")

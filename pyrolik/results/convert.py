@@ -161,8 +161,6 @@ class EstimateConverter(Converter):
     def flat(self) -> Any:
         return getattr(self.result, "final_state", None)
 
-    # one method per group
-
     def posterior_to_xarray(self) -> xr.Dataset | None:
         """The sites' equally weighted draws (reverse AIS: its final states, in ``prior``)."""
         if self.draws:
@@ -194,13 +192,9 @@ class EstimateConverter(Converter):
             m = self.k // c
             stats = {"particle": (idx + (np.arange(c) * m).reshape(c, 1, 1)).astype(np.int64),
                      "log_weight": _gather(blocked(self.lw, c), idx)}
-            pc = self.per_chain
-            if "acceptance_rate" in pc:
-                stats["acceptance_rate"] = _gather(blocked(pc["acceptance_rate"], c), idx)
-            if "num_divergent" in pc:
-                stats["diverging"] = _gather(blocked(pc["num_divergent"], c), idx) > 0
-            if "max_energy_error" in pc:
-                stats["max_energy_error"] = _gather(blocked(pc["max_energy_error"], c), idx)
+            for name, v in self.per_chain.items():  # num_divergent as ArviZ's boolean "diverging"
+                v = _gather(blocked(v, c), idx)
+                stats.update({"diverging": v > 0} if name == "num_divergent" else {name: v})
         else:
             return None
         return self._sampled({k: ([self.ex], v) for k, v in stats.items()})

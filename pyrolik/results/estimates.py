@@ -101,8 +101,7 @@ class EstimateResult(Exported):
     settings: dict[str, Any] = stored("attrs", "settings", codec="json", default_factory=dict)
     seed: int | None = stored("attrs", "seed", codec="seed", default=None)
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
-    # the name of the model's plate over the examples: the example dim of the export
-    example_dim: str = "example"
+    example_dim: str = "example"  # the model's plate over the examples: the export's example dim
     # (N,) entries each example observes, masks included (bits/dim's D); None: every entry of x
     num_observed: Tensor | None = stored("observed_data", "num_observed", [EX], default=None)
     # IWAE / likelihood weighting: the raw draws behind log_weights, each (K, N, *site), when kept
@@ -151,9 +150,8 @@ class EstimateResult(Exported):
 
     @property
     def bits_per_dim(self) -> float:
-        r"""NLL in bits per observed entry over the examples that did not fail,
-        :math:`-\sum_n \log p(x_n) / (\ln 2 \sum_n D_n)` (:attr:`observed_dims`); NaN when the
-        count is unknown or zero."""
+        r"""NLL in bits per observed entry of the examples that did not fail, :math:`-\sum_n \log
+        p(x_n) / (\ln 2 \sum_n D_n)` (:attr:`observed_dims`); NaN when the count is unknown or 0."""
         dims, ok = self.observed_dims, ~self.failed
         total = float("nan") if dims is None else float(dims[ok.to(dims.device)].sum())
         if not total > 0:
@@ -425,8 +423,8 @@ class AISResult(EstimateResult):
         return out
 
     def _divergent_warning(self, num_div: int) -> str:
-        """Divergent (rejected) proposals: a remark under
-        :data:`~pyrolik.advice.DIVERGENT_REMARK` of the transitions, else to act on."""
+        """Divergent proposals: a remark under :data:`~pyrolik.advice.DIVERGENT_REMARK` of the
+        transitions, else to act on."""
         text = f"{num_div} HMC proposals were non-finite (divergent) and rejected"
         steps = (len(self.schedule) - 1 if self.schedule is not None
                  else self.settings.get("num_steps"))

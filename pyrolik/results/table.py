@@ -28,25 +28,18 @@ def format_value(value: Any, *, count: bool = False) -> str:
     if isinstance(value, int) or (count and isinstance(value, float) and value.is_integer()):
         return str(int(value))
     if isinstance(value, float):
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        size = abs(value)
-        if size == 0:
-            return "0"
-        if size < 1e-2 or size >= 1e7:
-            return f"{value:.4g}"
-        return f"{value:.3f}"
+        if value == 0 or math.isinf(value):
+            return "0" if value == 0 else str(value)  # "inf", "-inf"
+        return f"{value:.4g}" if abs(value) < 1e-2 or abs(value) >= 1e7 else f"{value:.3f}"
     return str(value)
 
 
 def _python(value: Any) -> Any:
     """numpy / pandas scalars as plain Python values."""
-    if hasattr(value, "item") and not isinstance(value, str):
-        try:
-            return value.item()
-        except (ValueError, AttributeError):
-            return value
-    return value
+    try:
+        return value.item() if hasattr(value, "item") and not isinstance(value, str) else value
+    except (ValueError, AttributeError):
+        return value
 
 
 def _header(label: Any) -> list[str]:
