@@ -16,10 +16,13 @@ __all__ = ["concat"]
 _FIX = "join runs of one estimator on the same x with the same settings (seed aside)"
 
 
-def _cat_dict(a: dict | None, b: dict | None, dim: int) -> dict | None:
+def _cat(a: Any, b: Any, dim: int = 0) -> Any:
+    """Two tensors (or dicts of them, key by key) joined along ``dim``; None if either is None."""
     if a is None or b is None:
         return None
-    return {k: torch.cat([a[k], b[k]], dim=dim) for k in a}
+    if isinstance(a, dict):
+        return {k: torch.cat([a[k], b[k]], dim=dim) for k in a}
+    return torch.cat([a, b], dim=dim)
 
 
 def _check(a: EstimateResult, b: EstimateResult) -> tuple[torch.Tensor, torch.Tensor]:
@@ -48,7 +51,7 @@ def _draws(a: EstimateResult, b: EstimateResult, shift: int) -> dict | None:
         raise ValueError(f"the runs resampled different numbers of blocks or draws; {_FIX} "
                          "(the same num_samples)")
     shifted = {**b.draws, "draw_index": b.draws["draw_index"] + shift}
-    return _cat_dict(a.draws, shifted, 0)
+    return _cat(a.draws, shifted)
 
 
 def concat(a: Any, b: Any) -> Any:
@@ -102,22 +105,17 @@ def concat(a: Any, b: Any) -> Any:
     fields: dict[str, Any] = dict(
         log_likelihood=(lme if forward else -lme).to(a.log_likelihood.dtype), log_weights=lw,
         ess=ess, mcse=mcse, khat=khat, settings=settings, seed=None,
-        wall_time=a.wall_time + b.wall_time,
-    )
+        wall_time=a.wall_time + b.wall_time)
     if isinstance(a, AISResult) and isinstance(b, AISResult):  # same type (_check)
         steps_match = a.trace_steps is not None and b.trace_steps is not None and torch.equal(
             a.trace_steps, b.trace_steps)
-        fields.update(
-            ancestor=ancestor, num_resampled=resamplings,
-            latents=_cat_dict(a.latents, b.latents, 0),
-            final_state=None if a.final_state is None or b.final_state is None
-            else torch.cat([a.final_state, b.final_state]),
-            acceptance_rate=None if a.acceptance_rate is None or b.acceptance_rate is None
-            else torch.cat([a.acceptance_rate, b.acceptance_rate]),
-            num_divergent=None if a.num_divergent is None or b.num_divergent is None
-            else torch.cat([a.num_divergent, b.num_divergent]),
-            trace=_cat_dict(a.trace, b.trace, 1) if steps_match and a.trace and b.trace
-            and a.trace.keys() == b.trace.keys() else None)
+        same_trace = steps_match and a.trace and b.trace and a.trace.keys() == b.trace.keys()
+        fields.update(ancestor=ancestor, num_resampled=resamplings,
+                      latents=_cat(a.latents, b.latents),
+                      final_state=_cat(a.final_state, b.final_state),
+                      acceptance_rate=_cat(a.acceptance_rate, b.acceptance_rate),
+                      num_divergent=_cat(a.num_divergent, b.num_divergent),
+                      trace=_cat(a.trace, b.trace, 1) if same_trace else None)
     else:
-        fields.update(samples=_cat_dict(a.samples, b.samples, 0), draws=_draws(a, b, lw_a.shape[0]))
+        fields.update(samples=_cat(a.samples, b.samples), draws=_draws(a, b, lw_a.shape[0]))
     return dataclasses.replace(a, **fields)

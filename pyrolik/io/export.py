@@ -65,8 +65,7 @@ def _unflatten(tree: xr.DataTree) -> xr.DataTree:
     return out
 
 
-#: How a declared attr or structured field is decoded, by its codec (the writer encodes objects with
-#: their ``to_dict()``).
+#: How a declared attr or structured field is decoded, by codec (objects written by ``to_dict()``).
 DECODE: dict[str, Any] = {"json": json.loads, "seed": int,
                           "none": lambda v: None if v == "none" else v,
                           "kernel": lambda v: SMC.from_dict(json.loads(v)),
@@ -87,12 +86,10 @@ def from_datatree(tree: Any) -> Any:
     -------
     result object
     """
-    if not isinstance(tree, xr.DataTree):
-        if hasattr(tree, "to_datatree"):  # arviz.InferenceData
-            tree = tree.to_datatree()
-        else:
-            raise TypeError(f"expected an xarray.DataTree or arviz.InferenceData, got "
-                            f"{type(tree).__name__}")
+    if not isinstance(tree, xr.DataTree) and not hasattr(tree, "to_datatree"):
+        raise TypeError(f"expected an xarray.DataTree or arviz.InferenceData, got "
+                        f"{type(tree).__name__}")
+    tree = tree if isinstance(tree, xr.DataTree) else tree.to_datatree()  # arviz.InferenceData
     kind = tree.attrs.get("pyrolik_result")
     if kind is None:
         raise ValueError("this tree was not written by pyrolik (no 'pyrolik_result' attribute); "
@@ -102,8 +99,7 @@ def from_datatree(tree: Any) -> Any:
                          "was written by another pyrolik version; load it with that version")
     if kind == "BDMCResult" and "lower" not in tree.children:
         tree = _unflatten(tree)
-    # a newer estimator's class: the common fields
-    cls = Exported.class_named(kind) or EstimateResult
+    cls = Exported.class_named(kind) or EstimateResult  # a newer estimator's: the common fields
     specs = declared(cls)
     evidence = _group(tree, "evidence")
     if evidence is None and any(spec.group == "evidence" for spec in specs.values()):
@@ -255,10 +251,9 @@ def _check_format(path: Path) -> None:
         head = f.read(4)
     if head in _NETCDF_MAGIC:
         return
-    kind = ""
-    if head.startswith(b"PK\x03\x04") or head[:1] == b"\x80":
-        kind = (" (it looks like a torch.save file, such as a model's state dict or a checkpoint; "
-                "pyrolik never unpickles it)")
+    pickled = head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"
+    kind = (" (it looks like a torch.save file, such as a model's state dict or a checkpoint; "
+            "pyrolik never unpickles it)") if pickled else ""
     raise ValueError(f"{path} is not a pyrolik result file: results are netCDF files or zarr "
                      f"stores{kind}; {NOT_A_RESULT}")
 

@@ -76,8 +76,7 @@ def _rebuild(args: tuple, kwargs: dict, fn) -> tuple[tuple, dict]:
 
 
 def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple[tuple, dict]:
-    """Wrap each tensor argument as :class:`PerExample` or :class:`Shared` (wrapped ones checked).
-    """
+    """Each tensor argument as :class:`PerExample` or :class:`Shared` (wrapped ones checked)."""
 
     def mark(name: str, v: Any) -> Any:
         if isinstance(v, PerExample):
@@ -85,8 +84,7 @@ def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple
                 raise ValueError(
                     f"{name} is marked per example but has {v.value.shape[0]} rows, and x has "
                     f"{num_examples} examples: give it one row per example of x (slice it as x "
-                    "is sliced), or mark it pyrolik.model.shared(...) if it is the same for all"
-                )
+                    "is sliced), or mark it pyrolik.model.shared(...) if it is the same for all")
             return v
         if isinstance(v, Shared) or not isinstance(v, Tensor):
             return v
@@ -98,8 +96,7 @@ def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple
 
 
 def slice_arguments(args: tuple, kwargs: dict | None, start: int, stop: int) -> tuple[tuple, dict]:
-    """The arguments of examples ``start:stop``: per-example tensors sliced, the rest as they are.
-    """
+    """The arguments of examples ``start:stop``: per-example tensors sliced, the rest as is."""
 
     def cut(name: str, v: Any) -> Any:
         return PerExample(v.value[start:stop], v.explicit) if isinstance(v, PerExample) else v

@@ -19,13 +19,13 @@ from torch.distributions import biject_to
 from pyrolik.model.arguments import ModelFn
 from pyrolik.model.layout import Layout
 from pyrolik.model.messenger import plate_frame
+from pyrolik.model.site_density import HALF_LOG_2PI
 
 __all__ = ["FittedGaussian", "enumerated_in_guide", "fitted_gaussian", "is_autoguide",
            "mark_enumerated", "slice_guide"]
 
 _SUPPORTED = (autoguide.AutoNormal, autoguide.AutoDiagonalNormal,
               autoguide.AutoMultivariateNormal, autoguide.AutoLowRankMultivariateNormal)
-_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
 def is_autoguide(guide: Any) -> bool:
@@ -36,8 +36,7 @@ def is_autoguide(guide: Any) -> bool:
             "parameters shaped for the rows it was fitted on, and pyrolik cannot read it as one "
             "proposal density per example (it runs chains x examples rows). Fit AutoNormal (or "
             "AutoDiagonalNormal, AutoMultivariateNormal, AutoLowRankMultivariateNormal) by SVI on "
-            "the examples you evaluate instead, or write an amortised guide (an encoder)"
-        )
+            "the examples you evaluate instead, or write an amortised guide (an encoder)")
     return isinstance(guide, autoguide.AutoGuide)
 
 
@@ -83,7 +82,7 @@ class FittedGaussian:
             score = -torch.linalg.solve_triangular(tril.mT, w, upper=True).squeeze(-1)
             w = w.squeeze(-1)
             log_det = torch.log(torch.diagonal(tril, dim1=-2, dim2=-1)).sum(-1)
-        log_q = -0.5 * (w * w).sum(-1) - log_det - d * _HALF_LOG_2PI
+        log_q = -0.5 * (w * w).sum(-1) - log_det - d * HALF_LOG_2PI
         return log_q.reshape(-1), score.reshape(u.shape)
 
     def sample(self, num_chains: int, generator: torch.Generator | None) -> Tensor:
@@ -163,14 +162,13 @@ def _part_gaussian(part: Any, layout: Layout, n: int) -> tuple[list, Tensor, Ten
         index = len(site["fn"].batch_shape) + frame.dim if frame is not None else None
         fitted_on = ushape[index] if index is not None else None
         if fitted_on != n or index != sites[name].plate_index \
-                or tuple(ushape[:index]) + tuple(ushape[index + 1:]) != _per_example(sites[name]):
+                or tuple(ushape[:index]) + tuple(ushape[index + 1:]) != tuple(sites[name].shape):
             raise ValueError(
                 f"the AutoGuide was fitted on other examples: its site {name!r} has shape "
                 f"{tuple(ushape)} (plate {layout.plate_name!r} of size {fitted_on}), and x has {n} "
                 "examples. An AutoGuide's parameters belong to the examples it was fitted on: fit it "
                 "by SVI on these examples (all of them, without subsampling), or use an amortised "
-                "guide (an encoder)"
-            )
+                "guide (an encoder)")
         size = math.prod(ushape)
         blocks.append((name, index, ushape, pos, size))
         pos += size
@@ -194,10 +192,6 @@ def _part_gaussian(part: Any, layout: Layout, n: int) -> tuple[list, Tensor, Ten
     factor = post.cov_factor.detach()[idx]  # (n, dp, rank)
     return columns, post.loc.detach()[idx], factor @ factor.mT + torch.diag_embed(
         post.cov_diag.detach()[idx])
-
-
-def _per_example(site) -> tuple[int, ...]:
-    return tuple(site.shape)
 
 
 def enumerated_in_guide(tr_g) -> tuple[str, ...]:

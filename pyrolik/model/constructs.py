@@ -20,27 +20,22 @@ from torch.distributions import Independent
 
 from pyrolik.exceptions import IdiomWarning
 from pyrolik.model.arguments import ModelFn
-from pyrolik.model.messenger import is_subsample, is_zero_density
+from pyrolik.model.messenger import is_subsample, is_zero_density, plate_indices
 
 __all__ = ["IdiomWarning", "Watch", "check_sites", "check_subsampling", "check_index_free",
            "check_masked_latents", "subsampled_plates"]
 
 
 class _FixedIndices(Messenger):
-    """Give every plate fixed indices: ``arange(size)``, or ``(arange(subsample_size) + shift) % size``."""
+    """Give every plate fixed indices (:func:`~pyrolik.model.messenger.plate_indices`)."""
 
     def __init__(self, shift: int = 0):
         super().__init__()
         self.shift = shift
 
     def _pyro_sample(self, msg: dict) -> None:
-        if not is_subsample(msg) or msg["value"] is not None:
-            return
-        fn = msg["fn"]
-        if fn.subsample_size is None or fn.subsample_size == fn.size:
-            msg["value"] = torch.arange(fn.size, device=fn.device)
-        else:
-            msg["value"] = (torch.arange(fn.subsample_size, device=fn.device) + self.shift) % fn.size
+        if is_subsample(msg) and msg["value"] is None:
+            msg["value"] = plate_indices(msg["fn"], self.shift)
 
 
 class Watch:
@@ -72,8 +67,7 @@ class Watch:
         raise ValueError(
             f"poutine.block hides the {'observed' if observed else 'latent'} sample site {name!r} "
             f"of the {what} from pyrolik: {effect}; remove the block around it (hiding params is "
-            "fine: poutine.block(hide_types=['param']))"
-        )
+            "fine: poutine.block(hide_types=['param']))")
 
 
 def subsampled_plates(tr) -> dict[str, tuple[int, int]]:
@@ -98,20 +92,17 @@ def check_subsampling(tr, tr_2, rows: int, copies: int, plate_name: str | None) 
                     f"pyro.plate({name!r}, ..., subsample_size={sub}) draws {sub} of the examples "
                     "at each call: pyrolik evaluates every example of x, so run the plate over all "
                     f"of them when evaluating (subsample_size=None; e.g. make it an argument of the "
-                    "model and pass model_kwargs)"
-                )
+                    "model and pass model_kwargs)")
         elif name != plate_name:
             raise ValueError(
                 f"pyro.plate({name!r}, {size}, subsample_size={sub}) subsamples inside each "
                 f"example: pyrolik needs every example's full density; set subsample_size=None "
-                "when evaluating"
-            )
+                "when evaluating")
 
 
 def check_index_free(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, tr, plate: str,
                      what: str, trace: Callable) -> None:
-    """Refuse a ``what`` (model/guide) whose density reads the indices of the subsampling ``plate``.
-    """
+    """Refuse a ``what`` whose density reads the indices of the subsampling ``plate``."""
     values = {name: site["value"] for name, site in tr.nodes.items()
               if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)
               and not site["infer"].get("_deterministic")}
@@ -129,8 +120,7 @@ def check_index_free(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, tr, plat
                 f"{size} rows x holds, which pyrolik cannot know. Pass the rows' indices "
                 f"explicitly: pyro.plate({plate!r}, {size}, subsample=idx) with idx a per-example "
                 f"argument (a plate over x itself, pyro.plate({plate!r}, len(x)), would number the "
-                "rows pyrolik runs, chains x examples, not the examples)"
-            )
+                "rows pyrolik runs, chains x examples, not the examples)")
 
 
 def _same_log_prob(a: dict, b: dict) -> bool:
@@ -155,13 +145,11 @@ def check_sites(tr, what: str) -> None:
                 f"pyro.factor({name!r}, ...) adds an unnormalised term to the {what}'s log density: "
                 "pyrolik cannot tell a normalised log-likelihood of x (log p(x) is then defined) from "
                 "a penalty or a prior term (it is not). If it is the log-likelihood of x, write it "
-                f"as an observed site, pyro.sample({name!r}, SomeDistribution(...), obs=x)"
-            )
+                f"as an observed site, pyro.sample({name!r}, SomeDistribution(...), obs=x)")
         if not site["is_observed"] and _is_point_mass(fn):
             raise ValueError(
                 f"latent site {name!r} of the {what} is a point mass ({type(fn).__name__}): it has "
-                f"no density over its values; write it as pyro.deterministic({name!r}, value)"
-            )
+                f"no density over its values; write it as pyro.deterministic({name!r}, value)")
         if what == "model":
             factor = _user_scale(site)
             if factor is not None:
@@ -254,8 +242,7 @@ def check_masked_latents(model: ModelFn, x: Tensor, args: tuple, kwargs: dict, t
                 f"a mask (poutine.mask or .mask()) hides part of the prior density of latent site "
                 f"{name!r}, and its masked entries affect other sites: the model's density is "
                 "improper there, so log p(x) is not defined. Mask observed sites only (a masked "
-                "observation is one that is not observed); give the latent its full prior"
-            )
+                "observation is one that is not observed); give the latent its full prior")
 
 
 def _value_mask(site: dict) -> Tensor | None:

@@ -27,11 +27,6 @@ def _plate_nesting(tr) -> int:
     return max(dims, default=0)
 
 
-def _trace(model: ModelFn, x: Tensor, args: tuple, kwargs: dict):
-    with fork_rng_from(None), torch.no_grad(), eval_mode():
-        return poutine.trace(model).get_trace(x, *args, **kwargs)
-
-
 def _refuse_local_discrete(tr) -> None:
     """Refuse discrete latents inside the model's plates: pyrolik sums enumerated sites per row,
     and a row is now a whole data set, whose per-example labels would be summed jointly (as if all
@@ -50,19 +45,10 @@ def _refuse_local_discrete(tr) -> None:
 
 
 class WholeDataset:
-    """``model`` as a Pyro program whose examples are whole data sets (``docs/evidence.md``).
-
-    Parameters
-    ----------
-    model : callable
-        The user's model ``model(x, *model_args, **model_kwargs)``.
-    x : torch.Tensor, shape (N, *event_shape)
-        The real data or a placeholder; the observed sites take each row's values.
-    model_args, model_kwargs
-        Passed as they are (they belong to the data set).
-
-    A call on ``rows`` ``(R, *row_shape)`` runs the model vectorised over the plate ``"dataset"``.
-    """
+    """``model`` as a Pyro program whose examples are whole data sets (``docs/evidence.md``): a call
+    on ``rows`` ``(R, *row_shape)`` runs ``model(x, *model_args, **model_kwargs)`` vectorised over
+    the plate ``"dataset"``, its observed sites taking each row's values (``x``: data or a
+    placeholder)."""
 
     def __init__(self, model: ModelFn, x: Tensor, model_args: tuple = (),
                  model_kwargs: dict | None = None):
@@ -70,7 +56,8 @@ class WholeDataset:
         self.x = x
         self.model_args = tuple(model_args)
         self.model_kwargs = dict(model_kwargs or {})
-        tr = _trace(model, x, self.model_args, self.model_kwargs)
+        with fork_rng_from(None), torch.no_grad(), eval_mode():
+            tr = poutine.trace(model).get_trace(x, *self.model_args, **self.model_kwargs)
         self.nesting = _plate_nesting(tr)
         names = {f.name for site in tr.nodes.values() for f in site.get("cond_indep_stack", ())}
         self.plate = next(p for p in (PLATE, f"{PLATE}_copies", "_pyrolik_dataset")
@@ -134,11 +121,8 @@ class WholeDataset:
         return {n: v.reshape(*v.shape[:lead], *self.latent_shapes[n]) for n, v in latents.items()}
 
     def simulate(self, num_datasets: int, seed: int) -> tuple[Tensor, dict[str, Tensor]]:
-        """Draw ``num_datasets`` whole data sets from the model's joint, with their latents.
-
-        One vectorised run with the observed sites released; returns rows ``(M, *row_shape)`` and
-        ``{site: (M, ...)}`` latents (exact posterior draws), leaving the global RNG alone.
-        """
+        """Rows ``(M, *row_shape)`` of ``num_datasets`` whole data sets drawn from the model's joint
+        and their ``{site: (M, ...)}`` latents, in one run; the global RNG is left alone."""
         def joint() -> Any:
             with pyro.plate(self.plate, num_datasets, dim=-1 - self.nesting):
                 return self.model(self.x, *self.model_args, **self.model_kwargs)

@@ -38,7 +38,6 @@ __all__ = ["Tracer", "discover", "check_guide_sites", "sample_sites", "trace_gui
            "trace_or_explain"]
 
 
-
 @dataclass
 class Tracer:
     """Traces a model or guide as pyrolik evaluates it: fixed plate indices, modules in eval mode,
@@ -57,9 +56,8 @@ class Tracer:
 
 def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
              marked_kwargs: dict) -> tuple[Layout, list]:
-    """The :class:`Layout` of ``model`` run on ``x_rep`` (``num_chains`` stacked copies of the data),
-    and the modules it calls that were in training mode. The arguments come from
-    :func:`~pyrolik.model.arguments.mark_arguments`."""
+    """The :class:`Layout` of ``model`` run on ``x_rep`` (``num_chains`` stacked copies of the data,
+    arguments marked), and the modules it calls that were in training mode."""
     rows = x_rep.shape[0]
     tracer = Tracer()
     about = describe_arguments(marked_args, marked_kwargs)
@@ -82,9 +80,7 @@ def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
     observed = tuple(s["name"] for s in sample_sites(tr) if s["is_observed"])
     warn_unread(lambda x_alt: Tracer()(model, x_alt, args, kwargs), x_rep, tr, observed)
     supports = {s.name: mappable_support(tr.nodes[s.name]["fn"].support) for s in sites}
-    enum_dims = None
-    if enumerated:
-        enum_dims = max(len(s["fn"].batch_shape) for s in sample_sites(tr))
+    enum_dims = max(len(s["fn"].batch_shape) for s in sample_sites(tr)) if enumerated else None
     counts = count_observed([s for s in sample_sites(tr) if s["is_observed"]], plate_name, rows)
     layout = Layout(plate_name, num_chains, rows // num_chains, sites, observed, supports,
                     enumerated, enum_dims, circular_sites(tr, names),
@@ -117,8 +113,7 @@ def check_guide_sites(guide: ModelFn, x_rep: Tensor, num_chains: int, marked_arg
     if missing:
         raise ValueError(
             f"the guide misses the latent site(s) {missing}: a guide must sample every latent "
-            "site of the model, under the same name"
-        )
+            "site of the model, under the same name")
     summed = sorted(guide_latents & set(layout.enumerated))
     continuous = [n for n in summed if not tr_g.nodes[n]["fn"].support.is_discrete]
     if continuous:
@@ -155,16 +150,14 @@ def _check_guide_layout(tr_g, layout: Layout) -> None:
                 f"the guide samples {s.name!r} outside the model's plate {layout.plate_name!r} over "
                 f"the examples (the guide's plates there: {plates}): pyrolik folds chains into that "
                 "plate, in the model and the guide alike; sample it in the guide inside a plate of "
-                f"the model's name, pyro.plate({layout.plate_name!r}, x.shape[0])"
-            )
+                f"the model's name, pyro.plate({layout.plate_name!r}, x.shape[0])")
         shape, want = tuple(site["value"].shape), tuple(expected[s.name].shape)
         if shape != want:
             raise ValueError(
                 f"the guide samples {s.name!r} with shape {shape} where the model's has {want} (on "
                 f"{layout.num_chains} chain(s) of {layout.num_examples} examples): give the guide's "
                 "site the model's plate dims and event shape (the same dim for "
-                f"pyro.plate({layout.plate_name!r}, ...), the same .to_event)"
-            )
+                f"pyro.plate({layout.plate_name!r}, ...), the same .to_event)")
 
 
 def sample_sites(tr) -> list[dict]:
@@ -178,15 +171,11 @@ def _get_trace(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs: dict
     tr = tracer(fn, x, args, kwargs, validate=validate)
     with fork_rng_from(None), torch.no_grad(), pyro.validation_enabled(validate):
         for s in sample_sites(tr):
-            if s["is_observed"]:
-                _check_observed_shape(s)
+            d = s["fn"]
+            if s["is_observed"] and tuple(s["value"].shape) != tuple(d.batch_shape + d.event_shape):
+                raise ObservedShapeError(s)
         tr.compute_log_prob()
     return tr
-
-
-def _any_not_finite(tr) -> bool:
-    """Whether some log-density of the trace is NaN or inf."""
-    return any(bool((~torch.isfinite(s["log_prob"])).any()) for s in sample_sites(tr))
 
 
 def trace_or_explain(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, what: str,
@@ -210,14 +199,12 @@ def trace_or_explain(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs
             tr = _get_trace(tracer, fn, x, args, kwargs, validate=False)
         except (ValueError, RuntimeError, IndexError):
             tr = None
-        if tr is not None and _any_not_finite(tr):
+        if tr is not None and any(bool((~torch.isfinite(s["log_prob"])).any())
+                                  for s in sample_sites(tr)):
             return tr
-
-        def run() -> None:
-            tracer(fn, x, args, kwargs)
-
         raise ValueError(integer_data(err, x, what, lambda xf: _runs(tracer, fn, xf, args, kwargs))
-                         or explain(err, tr, run, x, what, copies, about_args)) from err
+                         or explain(err, tr, lambda: tracer(fn, x, args, kwargs), x, what, copies,
+                                    about_args)) from err
 
 
 def _runs(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs: dict) -> bool:
@@ -229,20 +216,13 @@ def _runs(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs: dict) -> 
     return True
 
 
-def _check_observed_shape(site: dict) -> None:
-    fn, value = site["fn"], site["value"]
-    if tuple(value.shape) != tuple(fn.batch_shape + fn.event_shape):
-        raise ObservedShapeError(site)
-
-
 def _find_plate(tr_n, tr_2n, n: int) -> str:
     """The data plate: the plate around the observed sites whose size follows the number of examples."""
     observed = [s for s in sample_sites(tr_n) if s["is_observed"]]
     if not observed:
         raise ValueError(
             "the model has no observed site: condition its observation-noise site on the data, "
-            "e.g. pyro.sample('x', dist.Normal(decoder(z), sigma).to_event(1), obs=x)"
-        )
+            "e.g. pyro.sample('x', dist.Normal(decoder(z), sigma).to_event(1), obs=x)")
     names, per_site = None, {}
     for s in observed:
         sizes_n = _plate_sizes(s)
@@ -254,8 +234,7 @@ def _find_plate(tr_n, tr_2n, n: int) -> str:
         _refuse_outside(per_site)
         raise ValueError(
             "no plate over the examples: wrap the model's sample sites in "
-            "`with pyro.plate('data', x.shape[0]):` so that dim 0 of x indexes examples"
-        )
+            "`with pyro.plate('data', x.shape[0]):` so that dim 0 of x indexes examples")
     if len(names) > 1:
         raise ValueError(f"several plates {sorted(names)} follow the number of examples; use one")
     name = names.pop()
@@ -264,8 +243,7 @@ def _find_plate(tr_n, tr_2n, n: int) -> str:
         raise ValueError(
             f"the plate {name!r} over the examples is sequential (for i in pyro.plate(...)): "
             "pyrolik folds chains into a vectorised plate; write it as "
-            f"`with pyro.plate({name!r}, x.shape[0]):` with batched sample sites"
-        )
+            f"`with pyro.plate({name!r}, x.shape[0]):` with batched sample sites")
     return name
 
 
@@ -280,8 +258,7 @@ def _refuse_outside(per_site: dict[str, set]) -> None:
             f"observed site(s) {outside} are outside the plate {plate!r} over the examples: pyrolik "
             "estimates log p(x_n) per example, and an observation shared by all examples is no "
             f"part of any one of them; put every observed site inside pyro.plate({plate!r}, "
-            "x.shape[0]) (one value per example), or leave the shared one out when evaluating"
-        )
+            "x.shape[0]) (one value per example), or leave the shared one out when evaluating")
 
 
 def _plate_sizes(site: dict) -> dict[str, int]:
@@ -310,19 +287,16 @@ def _layout(tr, plate_name: str, n: int) -> tuple[tuple[SiteLayout, ...], tuple[
                 raise TypeError(
                     f"latent site {name!r} is discrete ({type(fn).__name__}); pyrolik's samplers "
                     "need continuous latents: mark it infer={'enumerate': 'parallel'} (pyrolik then "
-                    "sums it out exactly), or marginalise it in the model by hand"
-                )
+                    "sums it out exactly), or marginalise it in the model by hand")
             if frame is None:
                 raise ValueError(
                     f"the enumerated site {name!r} is outside the plate {plate_name!r} over the "
-                    "examples; pyrolik sums out per-example discrete latents only"
-                )
+                    "examples; pyrolik sums out per-example discrete latents only")
             if "_markov_scope" in s["infer"]:
                 raise ValueError(
                     f"the enumerated site {name!r} is inside pyro.markov: pyrolik sums enumerated "
                     "sites jointly and cannot reuse enumeration dimensions along a Markov chain; "
-                    "use pyro.markov only around continuous latents"
-                )
+                    "use pyro.markov only around continuous latents")
             enumerated.append(name)
             continue
         if frame is None:
@@ -332,11 +306,9 @@ def _layout(tr, plate_name: str, n: int) -> tuple[tuple[SiteLayout, ...], tuple[
                 "log p(x_n) is not defined; estimate the evidence of the whole data set, "
                 "log p(x_1..N), with pyrolik.evidence(model, x, num_steps=..., num_chains=...) "
                 "(and check it with pyrolik.evidence_bdmc), or make the site a pyro.param if it is "
-                "a fitted quantity rather than a latent"
-            )
+                "a fitted quantity rather than a latent")
         u = to_unconstrained(name, fn, s["value"])
-        batch_ndim = len(fn.batch_shape)
-        plate_index = batch_ndim + frame.dim
+        plate_index = len(fn.batch_shape) + frame.dim
         per_example = u.movedim(plate_index, 0)
         if per_example.shape[0] != n:
             raise ValueError(f"latent site {name!r} has {per_example.shape[0]} rows, expected {n}")

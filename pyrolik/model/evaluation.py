@@ -50,11 +50,8 @@ class ValueAndGrad(NamedTuple):
 
 @dataclass(frozen=True)
 class Program:
-    """A model (and optional guide) bound to ``x`` (``rows`` stacked copies of the data) and arguments.
-
-    ``memo``: what calls reuse (param store tensors, plate indices); ``eval_modules``: run modules
-    in eval mode.
-    """
+    """A model (and optional guide) bound to ``x`` (``rows`` stacked copies of the data) and its
+    arguments; ``memo``: what calls reuse (param store tensors, plate indices)."""
 
     layout: Layout
     model: ModelFn
@@ -84,9 +81,8 @@ class Program:
                        x=self.x[: k * self.layout.num_examples], memo={})
 
     def on_rows(self, index: Tensor, x: Tensor | None = None) -> Program:
-        """The same program on the rows ``index`` of its batch, as one chain of ``len(index)``
-        examples (per-example arguments follow their rows; ``x`` replaces the rows' data), with a
-        memo of its own."""
+        """The same program, with a memo of its own, on the rows ``index`` of its batch as one chain
+        of ``len(index)`` examples (per-example arguments follow; ``x`` replaces the rows' data)."""
         args, kwargs = take_rows(self.marked_args, self.marked_kwargs, self.layout.num_chains, index)
         counts = self.layout.num_observed
         if counts is not None:
@@ -149,11 +145,9 @@ class Program:
 
     # -- the one callable the annealing path evaluates ------------------------------------------
     def value_and_grad(self, u: Tensor, guide_density: GuideDensity | None = None) -> ValueAndGrad:
-        r"""Both terms of :math:`\log f_\beta` and their gradients, by running the Pyro program.
-
-        Without ``guide_density``: :math:`\log f_0 = \log p(u)`, ratio :math:`\log p(x \mid u)`.
-        With it: :math:`\log f_0 = \log q(u \mid x)`, ratio :math:`\log p(x, u) - \log q(u \mid x)`.
-        """
+        r"""Both terms of :math:`\log f_\beta` and their gradients, by running the Pyro program:
+        :math:`\log f_0 = \log p(u)` and the ratio :math:`\log p(x \mid u)`, or with
+        ``guide_density`` :math:`\log q(u \mid x)` and :math:`\log p(x, u) - \log q(u \mid x)`."""
         with torch.enable_grad():
             u = u.detach().requires_grad_(True)
             ev = self.run(self.model, self.layout.split(u), True, scores=True)

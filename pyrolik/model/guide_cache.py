@@ -1,8 +1,5 @@
-r"""Mean-field Gaussian guides evaluated without rerunning the guide (AIS+encoder's hot loop).
-
-A guide qualifies when its Normal parameters depend on ``x`` only (checked by autograd and a second run);
-they are re-read when a guide parameter changes in place.
-"""
+r"""Mean-field Gaussian guides evaluated without rerunning the guide (AIS+encoder's hot loop): one
+qualifies when its Normal parameters depend on ``x`` only (checked by autograd and a second run)."""
 
 from __future__ import annotations
 
@@ -28,11 +25,8 @@ __all__ = ["CachedGuide", "KeptGuide", "cache_guide"]
 
 
 class KeptGuide:
-    """The kept-guide layer: a program's guide density, from kept Normal parameters where it qualifies.
-
-    Called like :meth:`Program.guide_density <pyrolik.model.evaluation.Program.guide_density>`;
-    rechecked when a parameter changes in place (``epoch`` counts the derivations).
-    """
+    """A program's guide density (as ``Program.guide_density``) from kept Normal parameters where it
+    qualifies, rechecked when a parameter changes in place (``epoch`` counts the derivations)."""
 
     def __init__(self, program: Program):
         self.program = program

@@ -13,6 +13,8 @@ from pyro.poutine.util import site_is_subsample
 from torch import Tensor, nn
 from torch.nn.modules.module import register_module_forward_pre_hook
 
+from pyrolik.model.supports import base_constraint
+
 __all__ = ["ObservedShapeError", "Refusal", "explain", "integer_data", "short"]
 
 _CAST = {torch.float32: "x.float()", torch.float64: "x.double()", torch.float16: "x.half()"}
@@ -53,11 +55,8 @@ def short(err: BaseException) -> str:
 
 def explain(err: BaseException, unvalidated, run: Callable[[], Any], x: Tensor, what: str,
             copies: int, about_args: str) -> str:
-    """The message for a failed run of the ``what`` on ``x`` (``copies`` stacked copies of the data).
-
-    ``unvalidated`` is the trace of the run with Pyro's validation off (None if that failed too);
-    ``run()`` runs the program once more (to see which parameters it uses).
-    """
+    """The message for a failed run of the ``what`` on ``x`` (``copies`` stacked copies of the
+    data); ``unvalidated``: the run's trace without validation (or None), ``run()`` reruns it."""
     n = x.shape[0] // copies
     shape = (n,) + tuple(x.shape[1:])
     found = (_observed_rows(err, x, n, copies) if isinstance(err, ObservedShapeError) else None) \
@@ -125,17 +124,11 @@ def _support(tr) -> str | None:
         example = float(bad.reshape(-1)[0]) if bad.numel() else float("nan")
         fix = ("binarize x (e.g. (x > 0.5).float()), or observe grey levels with a likelihood on "
                "[0, 1] such as dist.ContinuousBernoulli"
-               if _base(fn.support) in (constraints.boolean,) else
+               if base_constraint(fn.support) is constraints.boolean else
                "transform x into the support, or use a likelihood whose support holds x")
         return (f"observed site {name!r} has support {fn.support} but x holds values outside it "
                 f"(x ranges over [{lo:.4g}, {hi:.4g}], e.g. {example:.4g}): {fix}")
     return None
-
-
-def _base(support):
-    while isinstance(support, constraints.independent):
-        support = support.base_constraint
-    return support
 
 
 def _dtype(err: BaseException, run: Callable[[], Any], x: Tensor) -> str | None:
@@ -166,8 +159,7 @@ def _dtype(err: BaseException, run: Callable[[], Any], x: Tensor) -> str | None:
         return None
     name, dtype = next(iter(other.items()))
     want = str(dtype).replace("torch.", "")
-    cast = {"float32": "x.float()", "float64": "x.double()", "float16": "x.half()"}.get(want,
-                                                                                    f"x.to({dtype})")
+    cast = _CAST.get(dtype, f"x.to({dtype})")
     return (f"x is {str(x.dtype).replace('torch.', '')} but the model's parameters are {want} "
             f"({name}): pass {cast} (command line: --dtype {want}), or convert the model to "
             f"{str(x.dtype).replace('torch.', '')}")

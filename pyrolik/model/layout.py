@@ -1,7 +1,5 @@
-r"""Where a model's latents live: the frozen description of its sites, data plate and transforms.
-
-Row ``k * N + n`` of the flat unconstrained ``u`` holds chain ``k`` of example ``n``.
-"""
+r"""Where a model's latents live: the frozen description of its sites, data plate and transforms;
+row ``k * N + n`` of the flat unconstrained ``u`` holds chain ``k`` of example ``n``."""
 
 from __future__ import annotations
 
@@ -70,11 +68,8 @@ class Layout:
         return out
 
     def join(self, parts: Mapping[str, Tensor], fill: Tensor | None = None) -> Tensor:
-        """Per-site tensors (unconstrained, model layout) -> flat ``(rows, d)``.
-
-        A site missing from ``parts`` is zero there (allowed only when ``fill``, a tensor giving
-        dtype and device, is passed).
-        """
+        """Per-site tensors (unconstrained, model layout) -> flat ``(rows, d)``; a site missing from
+        ``parts`` is zero there (only with ``fill``, a tensor giving dtype and device)."""
         rows = self.rows
         flat = [parts[s.name].movedim(s.plate_index, 0).reshape(rows, -1)
                 if fill is None or s.name in parts else fill.new_zeros(rows, s.size)

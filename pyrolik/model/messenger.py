@@ -1,7 +1,5 @@
-r"""The effect handler behind every evaluation: set the latents, sum each site's log-density per row.
-
-The density is the model's, unscaled and unsubsampled, with enumerated sites summed out (``docs/idioms.md``).
-"""
+r"""The effect handler behind every evaluation: set the latents, sum each site's log-density per row
+(unscaled, unsubsampled, enumerated sites summed out: ``docs/idioms.md``)."""
 
 from __future__ import annotations
 
@@ -22,7 +20,7 @@ from pyrolik.model.site_density import normal_log_prob_and_score, per_row_log_pr
 from pyrolik.model.supports import is_real, mappable_support, pushed_forward
 
 __all__ = ["SiteDensities", "SiteRecord", "is_real", "is_subsample", "is_zero_density", "plate_frame",
-           "unmasked"]
+           "plate_indices", "unmasked"]
 
 
 class SiteRecord(NamedTuple):
@@ -42,6 +40,14 @@ def plate_frame(msg: dict, plate_name: str):
         if frame.name == plate_name:
             return frame
     return None
+
+
+def plate_indices(fn: Any, shift: int = 0) -> Tensor:
+    """A plate's indices, never random: ``arange(size)``, or ``(arange(subsample_size) + shift) %
+    size`` for a plate that subsamples."""
+    if fn.subsample_size is None or fn.subsample_size == fn.size:
+        return torch.arange(fn.size, device=fn.device)
+    return (torch.arange(fn.subsample_size, device=fn.device) + shift) % fn.size
 
 
 def is_subsample(msg: dict[str, Any]) -> bool:
@@ -82,11 +88,8 @@ def _plus(total: Tensor | float, term: Tensor) -> Tensor:
 
 
 class SiteDensities(Messenger):
-    """Set latent sites to given values (or let them sample) and accumulate per-row log-densities.
-
-    ``values``: ``{site: value}`` (``None``: sample and record them). After the run ``log_latent``
-    and ``log_obs`` hold per-row sums, ``scores`` and ``records`` what was asked for.
-    """
+    """Set latent sites to ``values`` (``None``: sample and record them) and accumulate per-row
+    log-densities in ``log_latent`` and ``log_obs``; ``scores`` and ``records`` as asked for."""
 
     def __init__(self, plate_name: str, rows: int, values: dict[str, Tensor] | None,
                  unconstrained: bool, scores: bool = False, memo: dict | None = None,
@@ -133,8 +136,7 @@ class SiteDensities(Messenger):
         if name not in self.given:
             raise ValueError(
                 f"latent site {name!r} appeared that was not in the first trace of the model; "
-                "pyrolik needs a fixed set of latent sites per example"
-            )
+                "pyrolik needs a fixed set of latent sites per example")
         value = self.given[name]
         if self.unconstrained:
             t = self._transform(msg["fn"], name)
@@ -161,20 +163,13 @@ class SiteDensities(Messenger):
             return None if is_real(support) else biject_to(support)
 
     def _full_plate_indices(self, msg: dict) -> None:
-        """A plate that does not subsample gets ``arange(size)``, one that does ``arange(subsample_size)
-        % size`` (never random indices): made once, not at every call."""
+        """A plate's fixed indices (:func:`plate_indices`), made once, not at every call."""
         fn = msg["fn"]
         if msg["value"] is not None or getattr(fn, "use_cuda", None) is not None:
             return
-        key: tuple[Any, ...]
-        if fn.subsample_size is None or fn.subsample_size == fn.size:
-            key = ("arange", fn.size, str(fn.device))
-            if key not in self.memo:
-                self.memo[key] = torch.arange(fn.size, device=fn.device)
-        else:
-            key = ("subsample", fn.size, fn.subsample_size, str(fn.device))
-            if key not in self.memo:
-                self.memo[key] = torch.arange(fn.subsample_size, device=fn.device) % fn.size
+        key = ("plate", fn.size, fn.subsample_size, str(fn.device))
+        if key not in self.memo:
+            self.memo[key] = plate_indices(fn)
         msg["value"] = self.memo[key]
 
     def _pyro_post_sample(self, msg: dict) -> None:
@@ -189,8 +184,7 @@ class SiteDensities(Messenger):
                 f"{kind} site {name!r} is outside the plate {self.plate_name!r} over the examples; "
                 "pyrolik estimates per-example log p(x): put every sample site inside the data plate "
                 "(for a model with global latents, pyrolik.evidence estimates log p(x_1..N) of the "
-                "whole data set)"
-            )
+                "whole data set)")
         # unscaled; masks kept on observed sites only (``docs/idioms.md``)
         observed = msg["is_observed"]
         fn, scale = (msg["fn"], 1.0) if observed else (unmasked(msg["fn"]), 1.0)

@@ -82,8 +82,7 @@ def training_dependent(flipped: list[nn.Module], evaluate: Callable[[bool], Tens
 
 
 def check_deterministic(evaluate: Callable[[], Tensor], what: str) -> Tensor:
-    """Refuse a ``what`` whose density at a fixed latent differs between two evaluations; return the
-    first."""
+    """Refuse a ``what`` whose density at a fixed latent differs between two runs; the first's."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
         first = evaluate()
@@ -95,8 +94,7 @@ def check_deterministic(evaluate: Callable[[], Tensor], what: str) -> Tensor:
             f"the {what}'s log density at a fixed latent changed from one evaluation to the next "
             f"(by up to {gap:.3g} nats): something in it draws random numbers outside pyro.sample "
             "(torch.randn, a random layer, .sample() on a distribution). pyrolik needs the density "
-            "to be a function of (x, z): make those draws pyro.sample sites, or remove them"
-        )
+            "to be a function of (x, z): make those draws pyro.sample sites, or remove them")
     return first
 
 
@@ -141,11 +139,8 @@ def agree(a: Tensor, b: Tensor) -> bool:
 
 
 def check_rows_independent(program: Any, u: Tensor, full: Tensor) -> None:
-    """Refuse a model whose per-row density depends on the other rows of its batch.
-
-    ``program`` is a :class:`~pyrolik.model.evaluation.Program`, ``u`` ``(rows, d)`` a point of its
-    latent space and ``full`` ``(2, rows)`` its ``(log p(u), log p(x | u))`` there in the full batch.
-    """
+    """Refuse a model whose per-row density depends on the other rows of its batch (``full``: its
+    ``(log p(u), log p(x | u))`` at ``u`` in the full batch, ``(2, rows)``)."""
     rows, layout = program.rows, program.layout
     if layout.num_examples > 1:  # other examples of the batch: the last two rows, reversed
         index = torch.arange(rows - 1, rows - 1 - min(rows - 1, 2), -1, device=u.device)
@@ -166,8 +161,7 @@ def check_rows_independent(program: Any, u: Tensor, full: Tensor) -> None:
             f"the model fails when run on {probed} rows of its batch ({type(err).__name__}: "
             f"{str(err).strip()[:200]}): pyrolik runs the examples in batches of any size "
             "(num_chains x batch_size rows, the last batch smaller), so the model must run on any "
-            "number of rows"
-        ) from err
+            "number of rows") from err
     want = full[:, index[:probed]]
     if _close(alone, want):
         return
@@ -184,8 +178,7 @@ def check_rows_independent(program: Any, u: Tensor, full: Tensor) -> None:
         "(torch.arange(len(x)), noise drawn after torch.manual_seed), or one row's latent in "
         "another row's density. pyrolik folds chains and batches into the plate, so each "
         "example's density must depend on its own row only: compute such statistics once, outside "
-        "the model, and pass them as a shared argument (pyrolik.model.shared(t))"
-    )
+        "the model, and pass them as a shared argument (pyrolik.model.shared(t))")
 
 
 def _close(a: Tensor, b: Tensor) -> bool:

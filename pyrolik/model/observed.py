@@ -37,9 +37,8 @@ def entry_mask(fn) -> Tensor:
 
 def site_mask(site: dict) -> Tensor:
     """:func:`entry_mask` of a trace node times its ``poutine.mask``: shaped like its value."""
-    fn = site["fn"]
+    fn, mask = site["fn"], site["mask"]
     entries = entry_mask(fn)
-    mask = site["mask"]
     if mask is False:
         return torch.zeros_like(entries)
     if mask is not None and mask is not True:
@@ -72,14 +71,8 @@ def _shares_storage(value, x: Tensor) -> bool:
 
 def warn_unread(trace_fn: Callable[[Tensor], Any], x: Tensor, tr, observed: tuple[str, ...]
                 ) -> None:
-    r"""Warn (:class:`~pyrolik.model.constructs.IdiomWarning`) when no observed site reads ``x``.
-
-    A site reads ``x`` when its value is a view of ``x`` or changes when ``x`` does (``trace_fn``
-    traces the model on other data). A conditional model called with its *input* as ``x`` and the
-    observation as a keyword (Pyro's CVAE, ``model(xs, ys=ys)``) observes no entry of ``x``: the
-    estimate is then :math:`\log p(y \mid x)`, while the rows, ``observed_data`` and bits/dim are
-    those of ``x``. Nothing is said when the check cannot run (the model fails on other data).
-    """
+    """Warn when no observed site reads ``x``: none is a view of ``x`` or changes when ``x`` does
+    (``trace_fn`` traces the model on other data; silent when the model fails on it)."""
     values = {name: tr.nodes[name]["value"] for name in observed}
     if any(_shares_storage(v, x) for v in values.values()):
         return

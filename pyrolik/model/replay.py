@@ -1,7 +1,5 @@
-r"""Replay the tensor operations of a recorded evaluation, without re-running the Pyro program's Python.
-
-When replay is used, when it stays eager and how to switch it off: ``docs/scale.md``.
-"""
+r"""Replay the tensor operations of a recorded evaluation, without re-running the Pyro program's
+Python (when it is used, when it stays eager and how to switch it off: ``docs/scale.md``)."""
 
 from __future__ import annotations
 
@@ -70,12 +68,9 @@ class Replayed:
 
 
 class ReplayCache:
-    """Per-target recordings of one function of ``u``, keyed by the caller (path, shape, dtype, ...).
-
-    :meth:`run` is eager for the first :data:`RECORD_AFTER` calls of a key, then records and
-    replays while the caller's ``state`` is unchanged. ``status``: ``"replay"``, ``"eager"`` or why
-    a key stays eager.
-    """
+    """Per-target recordings of one function of ``u``, keyed by the caller (path, shape, ...):
+    :meth:`run` is eager for the first :data:`RECORD_AFTER` calls of a key, then records and replays
+    while the caller's ``state`` is unchanged (``status``: ``"replay"``, ``"eager"`` or why not)."""
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
@@ -230,8 +225,7 @@ def _in_place_variants() -> dict:
 
 
 def reuse_buffers(graph) -> int:
-    """Write ``c = a op b`` as ``a.op_(b)`` where ``a`` is a fresh result used only there; in place.
-    """
+    """Write ``c = a op b`` as ``a.op_(b)`` where ``a`` is a fresh result used only there."""
     variants = _in_place_variants()
     owned: set = set()  # nodes whose result is a buffer no other node sees
     done = 0

@@ -109,8 +109,8 @@ def _structure(model: Callable[..., Any], placeholder: Tensor, model_args: tuple
 
 def _read_map(model: Callable[..., Any], placeholder: Tensor, layout, run: Callable
               ) -> dict[str, Tensor]:
-    """Where each observed site reads ``x`` (:func:`read_map`); a single site
-    holding all of ``x`` reads it in order even where the map cannot be found (boolean ``x``)."""
+    """Where each observed site reads ``x`` (:func:`read_map`); a single site holding all of ``x``
+    reads it in order even where the map cannot be found (boolean ``x``)."""
     try:
         return read_map(lambda coded_x: run(coded_x, model, seeded=False), placeholder,
                         layout.observed)
@@ -184,13 +184,9 @@ def coded(like: Tensor, mirrored: bool = False) -> Tensor | None:
 def read_map(trace_fn: Callable[[Tensor], Any], like: Tensor, observed: tuple[str, ...]
              ) -> dict[str, Tensor]:
     """``{site: long tensor shaped like its value}``: the entry of its example's ``x`` (flattened)
-    that each entry of each observed site reading ``x`` reads.
-
-    ``trace_fn(x)`` traces the model (conditioned, as written) on ``x``. A site whose value is the
-    same whatever ``x`` holds (a label observed from a per-example argument) reads no entry of ``x``
-    and is left out. Raises :class:`ReadMapError` naming the site whose value is not a selection of
-    entries of ``x``, or the sites when none reads ``x``.
-    """
+    that each entry of each observed site reads; ``trace_fn(x)`` traces the model on ``x``. A site
+    whose value does not change with ``x`` (a per-example label) is left out; :class:`ReadMapError`
+    names a site whose value is not a selection of the entries of ``x``, or the sites if none is."""
     a, b = coded(like), coded(like, mirrored=True)
     if a is None or b is None:
         raise ReadMapError(f"x of dtype {like.dtype} cannot number its {like[0].numel()} entries "

@@ -1,7 +1,6 @@
-r"""Per-example log-density of one Pyro sample site: ``fn.log_prob(value)`` summed over all but the data plate.
-
-Bernoulli-with-logits and Normal sites take a path with fewer full-size operations, equal to summation order.
-"""
+r"""Per-example log-density of one Pyro sample site: ``fn.log_prob(value)`` summed over all but the
+data plate; Bernoulli and Normal sites take a path with fewer full-size operations (equal up to
+summation order)."""
 
 from __future__ import annotations
 
@@ -13,17 +12,15 @@ from torch import Tensor
 from torch.distributions import Bernoulli, Independent, Normal
 from torch.nn.functional import binary_cross_entropy_with_logits
 
-__all__ = ["base_and_event_ndim", "is_normal", "is_unscaled", "normal_log_prob_and_score",
-           "per_row_log_prob", "sum_to_rows"]
+__all__ = ["HALF_LOG_2PI", "base_and_event_ndim", "is_normal", "is_unscaled",
+           "normal_log_prob_and_score", "per_row_log_prob", "sum_to_rows"]
 
-_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
 def per_row_log_prob(fn, value: Tensor, scale, mask, plate_dim: int, rows: int, site: str) -> Tensor:
-    """``scale_and_mask(fn.log_prob(value), scale, mask)`` summed over every dim but ``plate_dim``: ``(rows,)``.
-
-    ``plate_dim`` is the (negative) dim of the data plate in the site's batch shape.
-    """
+    """``scale_and_mask(fn.log_prob(value), scale, mask)`` summed over every dim but ``plate_dim``
+    (the data plate's, negative, in the site's batch shape): ``(rows,)``."""
     if is_unscaled(scale, mask):
         base, event_ndim = base_and_event_ndim(fn)
         neg = _neg_log_prob_sum(base, value, event_ndim)
@@ -35,11 +32,8 @@ def per_row_log_prob(fn, value: Tensor, scale, mask, plate_dim: int, rows: int, 
 
 def normal_log_prob_and_score(fn, value: Tensor, scale, mask, plate_dim: int, rows: int, site: str
                               ) -> tuple[Tensor, Tensor] | None:
-    r"""Per-row log-density and score of a Normal latent site, without autograd; None if not applicable.
-
-    Where ``loc`` and ``sigma`` need no gradient the score is :math:`-(v - \mu) / \sigma^2`, with no
-    backward pass. Returns ``(log_prob (rows,), score)``, both without a graph.
-    """
+    r"""``(log_prob (rows,), score)`` of a Normal latent site whose ``loc`` and ``sigma`` need no
+    gradient, the score :math:`-(v - \mu) / \sigma^2` without autograd; None otherwise."""
     if not is_unscaled(scale, mask):
         return None
     base, event_ndim = base_and_event_ndim(fn)
@@ -58,8 +52,7 @@ def sum_to_rows(log_prob: Tensor, dim: int, rows: int, site: str) -> Tensor:
     if log_prob.dim() < -dim or log_prob.shape[dim] != rows:
         raise ValueError(
             f"site {site!r}: its log-density has shape {tuple(log_prob.shape)}, which does not "
-            f"broadcast over the data plate ({rows} rows at dim {dim}); sample it inside the plate"
-        )
+            f"broadcast over the data plate ({rows} rows at dim {dim}); sample it inside the plate")
     if log_prob.dim() == 1:
         return log_prob
     return log_prob.movedim(dim, 0).reshape(rows, -1).sum(-1)
@@ -102,7 +95,7 @@ def _normal_neg_log_prob_sum(w: Tensor, sigma: Tensor, event_ndim: int) -> Tenso
         log_sigma = count * torch.log(sigma.reshape(-1)[:1])
     else:
         log_sigma = _sum_last(torch.log(sigma).expand(w.shape), event_ndim)
-    return 0.5 * _sum_last(w * w, event_ndim) + (log_sigma + count * _HALF_LOG_2PI)
+    return 0.5 * _sum_last(w * w, event_ndim) + (log_sigma + count * HALF_LOG_2PI)
 
 
 def _sum_last(t: Tensor, ndim: int) -> Tensor:

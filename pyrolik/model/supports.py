@@ -1,7 +1,5 @@
-r"""Latent supports pyrolik can sample on: one fixed map from the real line, a normalised density there.
-
-Which supports are mapped, and the fixes for those refused: ``docs/idioms.md``.
-"""
+r"""Latent supports pyrolik can sample on: one fixed map from the real line, a normalised density
+there (which are mapped, and the fixes for those refused: ``docs/idioms.md``)."""
 
 from __future__ import annotations
 
@@ -18,8 +16,9 @@ from torch.distributions import Independent, biject_to
 
 from pyrolik.model.arguments import ModelFn
 
-__all__ = ["check_circular_guide", "check_fixed_supports", "check_guide_supports", "circular_sites",
-           "is_real", "mappable_support", "pushed_forward", "refuse_annealing", "to_unconstrained"]
+__all__ = ["base_constraint", "check_circular_guide", "check_fixed_supports",
+           "check_guide_supports", "circular_sites", "is_real", "mappable_support", "pushed_forward",
+           "refuse_annealing", "to_unconstrained"]
 
 _CIRCULAR = (dist.VonMises, dist.SineBivariateVonMises, dist.SineSkewed)
 
@@ -36,9 +35,8 @@ _MIXTURE = getattr(constraints, "MixtureSameFamilyConstraint", None)
 
 
 def mappable_support(support: constraints.Constraint) -> constraints.Constraint:
-    """``support`` with every ``MixtureSameFamilyConstraint`` replaced by its components' support
-    (``base_constraint``), through ``independent`` wrappers (``.to_event``): the support a mixture's
-    values live on, which ``biject_to`` maps. Any other support is returned as it is."""
+    """``support`` with every ``MixtureSameFamilyConstraint`` (also under ``.to_event``) replaced by
+    its components' support, which ``biject_to`` maps; any other support as it is."""
     if _MIXTURE is not None and isinstance(support, _MIXTURE):
         return mappable_support(support.base_constraint)
     if isinstance(support, constraints.independent):
@@ -57,11 +55,16 @@ def pushed_forward(fn: Any) -> Any:
     return torch.distributions.ComposeTransform(list(fn.transforms))
 
 
-def is_real(support: constraints.Constraint | None) -> bool:
-    """Whether a support is the real line (possibly ``independent``): no transform needed."""
+def base_constraint(support: Any) -> Any:
+    """``support`` under its ``independent`` wrappers (``.to_event``)."""
     while isinstance(support, constraints.independent):
         support = support.base_constraint
-    return support is constraints.real
+    return support
+
+
+def is_real(support: constraints.Constraint | None) -> bool:
+    """Whether a support is the real line (possibly ``independent``): no transform needed."""
+    return base_constraint(support) is constraints.real
 
 
 def to_unconstrained(name: str, fn: Any, value: Tensor) -> Tensor:
@@ -73,7 +76,7 @@ def to_unconstrained(name: str, fn: Any, value: Tensor) -> Tensor:
         kind = type(_base(fn)).__name__
         fix = (f"poutine.reparam(config={{{name!r}: ProjectedNormalReparam()}}) samples it as a "
                "Normal latent, projected onto the sphere"
-               if _is_sphere(fn.support) else
+               if base_constraint(fn.support) is constraints.sphere else
                "reparameterise it (poutine.reparam) or give the latent a distribution whose support "
                "torch can map")
         raise ValueError(
@@ -81,12 +84,6 @@ def to_unconstrained(name: str, fn: Any, value: Tensor) -> Tensor:
             f"real line (biject_to): pyrolik moves every latent in unconstrained space; {fix}"
         ) from err
     return t.inv(value)
-
-
-def _is_sphere(support: constraints.Constraint) -> bool:
-    while isinstance(support, constraints.independent):
-        support = support.base_constraint
-    return support is constraints.sphere
 
 
 def circular_sites(tr, names: Sequence[str]) -> tuple[str, ...]:
@@ -105,8 +102,7 @@ def refuse_annealing(circular: Sequence[str]) -> None:
         "moves it (over many turns: a wrong number). Estimate log p(x) by importance sampling, "
         "pyrolik.iwae or pyrolik.likelihood_weighting (their draws stay on one turn), or write the "
         f"angle as a point on the circle, a ProjectedNormal latent with poutine.reparam(config="
-        f"{{{name!r}: ProjectedNormalReparam()}})"
-    )
+        f"{{{name!r}: ProjectedNormalReparam()}})")
 
 
 def check_circular_guide(tr_g, circular: Sequence[str]) -> None:
@@ -119,8 +115,7 @@ def check_circular_guide(tr_g, circular: Sequence[str]) -> None:
                 "(VonMises or kin): its density repeats every 2*pi and is normalised on one turn "
                 "[-pi, pi) only, so the importance weights of draws beyond it are wrong. Sample it "
                 "in the guide from a circular distribution (dist.VonMises), whose draws stay on "
-                "one turn"
-            )
+                "one turn")
 
 
 def check_guide_supports(tr_g, layout: Any) -> None:
@@ -145,8 +140,7 @@ def check_guide_supports(tr_g, layout: Any) -> None:
                 "evaluates the guide in the model's unconstrained space, so the two must map it "
                 "alike. Give the guide's site the model's support, e.g. a Normal pushed through "
                 f"the model's map, dist.TransformedDistribution(dist.Normal(loc, scale), "
-                "biject_to(support)), as AutoNormal does"
-            )
+                "biject_to(support)), as AutoNormal does")
 
 
 def _bound_tensors(support: Any) -> list[Tensor]:
@@ -188,5 +182,4 @@ def check_fixed_supports(model: ModelFn, x: Tensor, args: tuple, kwargs: dict, t
                     "unconstrained space and maps it with one fixed transform, biject_to(support), "
                     "so a support that moves cannot be mapped. Give the site a fixed support and "
                     f"move its value instead, e.g. for Uniform(low, high): {name} = low + (high - "
-                    f"low) * pyro.sample('{name}_unit', dist.Uniform(0., 1.))"
-                )
+                    f"low) * pyro.sample('{name}_unit', dist.Uniform(0., 1.))")

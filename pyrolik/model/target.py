@@ -35,11 +35,8 @@ PATHS = ("prior", "guide")  # the initial distributions f_0 of an annealing path
 
 
 class Target:
-    """A model (and optional guide) as batched functions of a flat unconstrained latent ``u``.
-
-    Built by :func:`make_target`. Row ``k * N + n`` is chain ``k`` of example ``n``; functions
-    return per-row tensors ``(rows,)``.
-    """
+    """A model (and optional guide) as batched functions of a flat unconstrained latent ``u``,
+    built by :func:`make_target`: row ``k * N + n`` is chain ``k`` of example ``n``."""
 
     def __init__(self, layout: Layout, program: Program, replay: bool = True):
         self.layout = layout
@@ -125,10 +122,8 @@ class Target:
         return AnnealingPath(self, name)
 
     def value_and_grad(self, u: Tensor, path: str = "prior") -> ValueAndGrad:
-        r"""Both terms of :math:`\log f_\beta = \log f_0 + \beta (\log f_1 - \log f_0)` and their gradients.
-
-        :math:`\log f_0`: :math:`\log p(u)` or :math:`\log q(u \mid x)`, by ``path``.
-        """
+        r"""Both terms of :math:`\log f_\beta = \log f_0 + \beta (\log f_1 - \log f_0)` and their
+        gradients; :math:`\log f_0` is :math:`\log p(u)` or :math:`\log q(u \mid x)` by ``path``."""
         return self._evaluation(path)(u)
 
     def _evaluation(self, path: str) -> Replayed:
@@ -185,10 +180,8 @@ class Target:
 
 @dataclass(frozen=True)
 class AnnealingPath:
-    r"""One annealing path of a :class:`Target`, :math:`\log f_\beta = (1-\beta)\log f_0 + \beta \log f_1`.
-
-    ``"prior"``: :math:`f_0 = p(z)`; ``"guide"``: :math:`f_0 = q(z \mid x)`; :math:`f_1 = p(x, z)`.
-    """
+    r"""One annealing path of a :class:`Target`, :math:`\log f_\beta = (1-\beta)\log f_0 + \beta
+    \log f_1`: :math:`f_1 = p(x, z)`, :math:`f_0 = p(z)` (``"prior"``) or :math:`q(z \mid x)`."""
 
     target: Target
     name: str
@@ -211,21 +204,12 @@ class AnnealingPath:
         return self.target.evaluation(self.name)
 
 
-def make_target(
-    model: ModelFn,
-    x: Tensor,
-    num_chains: int = 1,
-    *,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    guide: ModelFn | FittedGaussian | None = None,
-    replay: bool | None = None,
-) -> Target:
-    """Trace ``model`` on ``x`` once and return its :class:`Target` for ``num_chains`` copies.
-
-    ``replay``: replay recorded evaluations (:mod:`pyrolik.model.replay`); ``None``: yes unless
-    ``PYROLIK_REPLAY=0``. Models that cannot be annealed raise ``ValueError``/``TypeError``.
-    """
+def make_target(model: ModelFn, x: Tensor, num_chains: int = 1, *, model_args: tuple = (),
+                model_kwargs: dict | None = None, guide: ModelFn | FittedGaussian | None = None,
+                replay: bool | None = None) -> Target:
+    """Trace ``model`` on ``x`` once and return its :class:`Target` for ``num_chains`` copies
+    (``ValueError``/``TypeError`` for a model that cannot be annealed); ``replay``: replay recorded
+    evaluations (:mod:`pyrolik.model.replay`), by default unless ``PYROLIK_REPLAY=0``."""
     x = validate_data(x)
     check_count("num_chains", num_chains)
     if replay is not None and not isinstance(replay, bool):

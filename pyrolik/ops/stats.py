@@ -73,9 +73,8 @@ def _log1mexp(x: Tensor) -> Tensor:
 
 
 def _jackknife_se(sum_a: Tensor, sum_a2: Tensor, k: int) -> Tensor:
-    r"""Jackknife standard error from :math:`\sum_i a_i` and :math:`\sum_i a_i^2` over the K
-    leave-one-out values :math:`a_i` (shifted by any constant): :math:`\sqrt{\tfrac{K-1}{K}
-    \sum_i (a_i - \bar a)^2}`."""
+    r"""Jackknife standard error :math:`\sqrt{\tfrac{K-1}{K} \sum_i (a_i - \bar a)^2}` from the sums
+    of the K leave-one-out values :math:`a_i` (shifted by any constant) and of their squares."""
     return torch.sqrt((k - 1) / k * torch.clamp(sum_a2 - sum_a**2 / k, min=0.0))
 
 
@@ -141,13 +140,9 @@ MIN_WEIGHTS_FOR_KHAT = MIN_WEIGHTS  # PSIS fits a tail of at least 5 of the larg
 
 
 def khat_threshold(num_samples: int) -> float:
-    r"""The largest Pareto :math:`\hat k` at which K weights give a reliable estimate and MCSE.
-
-    :math:`\min(1 - 1/\log_{10} K,\ 0.7)` (Vehtari et al. 2024, sec. 3.2.4).
-    """
-    if num_samples <= 10:
-        return -math.inf
-    return min(1.0 - 1.0 / math.log10(num_samples), 0.7)
+    r"""The largest Pareto :math:`\hat k` at which K weights give a reliable estimate and MCSE:
+    :math:`\min(1 - 1/\log_{10} K,\ 0.7)` (Vehtari et al. 2024, sec. 3.2.4)."""
+    return -math.inf if num_samples <= 10 else min(1.0 - 1.0 / math.log10(num_samples), 0.7)
 
 
 def pareto_tail_size(num_samples: int) -> int:
@@ -202,7 +197,6 @@ class RunningLogWeights:
         self.top_size = max(self.tail_size, self.EXACT_TOP)
         self.count = 0
         self.lse: Tensor | None = None
-        self.lse2: Tensor | None = None
         self.lse_pow: dict[int, Tensor] = {}
         self.tail: Tensor | None = None  # the largest log-weights, largest first
         self.kept: list[Tensor] = []
@@ -216,18 +210,15 @@ class RunningLogWeights:
             self.lse = torch.logaddexp(self.lse, lse)
             self.lse_pow = {m: torch.logaddexp(self.lse_pow[m], v) for m, v in powers.items()}
             tail = torch.cat([self.tail, log_weights], dim=0)
-        self.lse2 = self.lse_pow[2]
-        k = min(self.top_size, tail.shape[0])
-        self.tail = torch.topk(tail, k, dim=0).values
+        self.tail = torch.topk(tail, min(self.top_size, tail.shape[0]), dim=0).values
         self.count += log_weights.shape[0]
         if self.keep:
             self.kept.append(log_weights)
 
     def _sums(self) -> tuple[Tensor, Tensor, Tensor]:
-        """``(lse, lse2, tail)`` once :meth:`update` has run."""
-        if self.lse is None or self.lse2 is None or self.tail is None:
+        if self.lse is None or self.tail is None:
             raise ValueError("no log-weights yet: call update(log_weights) first")
-        return self.lse, self.lse2, self.tail
+        return self.lse, self.lse_pow[2], self.tail
 
     @property
     def log_mean(self) -> Tensor:
@@ -257,7 +248,6 @@ class RunningLogWeights:
         return pareto_khat_from_tail(tail[: self.tail_size], self.count)
 
 
-
 #: Blocks (ArviZ chains) of the export by default, as ``chains=4`` elsewhere in ArviZ.
 DEFAULT_BLOCKS = 4
 #: Fewest chains per block: ArviZ's diagnostics need at least 4 draws per chain.
@@ -275,9 +265,8 @@ def check_blocks(requested: Any) -> None:
 
 
 def num_blocks(num_chains: int, requested: int = DEFAULT_BLOCKS, islands: int | None = None) -> int:
-    """The number of blocks ``K`` chains are split into (rule in the module docstring); chains
-    resampled in ``islands`` (SMC) are split only into whole islands, so that blocks stay
-    independent (one island: one block)."""
+    """The number of blocks ``K`` chains are split into; chains resampled in ``islands`` (SMC) only
+    into whole islands, so that blocks stay independent."""
     check_blocks(requested)
     return max(c for c in range(1, max(1, min(requested, num_chains // MIN_DRAWS)) + 1)
                if num_chains % c == 0 and (islands is None or islands % c == 0))

@@ -13,11 +13,7 @@ import torch
 import xarray as xr
 from torch import Tensor
 
-from pyrolik.advice import (
-    BDMC_GAP_WARN,
-    NEGATIVE_GAP_SE,
-    inverted_gap_advice,
-)
+from pyrolik.advice import BDMC_GAP_WARN, NEGATIVE_GAP_SE, inverted_gap_advice
 from pyrolik.exceptions import prefixed, remark
 from pyrolik.ops.stats import DEFAULT_BLOCKS
 from pyrolik.results.convert import Converter, _created_at, _versions, to_datatree
@@ -53,10 +49,9 @@ class BDMCConverter:
     def evidence_to_xarray(self) -> xr.Dataset:
         """Both bounds per example ``(bound, <plate>)``, the gap and its MCSE."""
         lo, up, ex = self.result.lower, self.result.upper, self.ex
-        ev: dict[str, Any] = {
-            "log_marginal_likelihood": (("bound", ex), np.stack([_np(lo.log_likelihood),
-                                                                 _np(up.log_likelihood)])),
-            "gap": ((ex,), _np(self.result.per_example_gap))}
+        both = np.stack([_np(lo.log_likelihood), _np(up.log_likelihood)])
+        ev: dict[str, Any] = {"log_marginal_likelihood": (("bound", ex), both),
+                              "gap": ((ex,), _np(self.result.per_example_gap))}
         if lo.mcse is not None and up.mcse is not None:
             mcse = np.stack([_np(lo.mcse), _np(up.mcse)])
             ev["mcse"] = (("bound", ex), mcse)
@@ -183,23 +178,17 @@ class BDMCResult(Exported):
 
     @property
     def gap_mcse(self) -> float:
-        r"""Monte Carlo standard error of :attr:`gap`: :math:`\sqrt{\sum_n \mathrm{mcse}_n^2} / N`
-        over the examples that did not fail (nats). :attr:`gap_stderr` is the spread over examples
-        instead (data variability, which includes this noise)."""
+        r"""MCSE of :attr:`gap`, :math:`\sqrt{\sum_n \mathrm{mcse}_n^2} / N` over the examples that
+        did not fail (nats; :attr:`gap_stderr` is the spread over examples instead)."""
         ok = ~self.failed
         if not ok.any():
             return float("nan")
         return float(self.per_example_gap_mcse[ok].pow(2).sum().sqrt() / int(ok.sum()))
 
     def inverted_gap(self) -> dict[str, Any] | None:
-        """How far below zero the mean gap is in units of its MCSE, or None when it is not inverted.
-
-        Upper minus lower has a non-negative expectation, so a negative mean gap is Monte Carlo
-        noise when it is within :data:`~pyrolik.advice.NEGATIVE_GAP_SE` MCSEs of zero (small gaps
-        at a small budget: a few chains), and a sign that the reverse chains did not start at
-        exact posterior draws of ``x`` beyond that. Returns ``{"gap", "mcse", "num_mcse",
-        "within_noise"}``.
-        """
+        """``{"gap", "mcse", "num_mcse", "within_noise"}``: how far below zero the mean gap is in
+        MCSEs (noise within :data:`~pyrolik.advice.NEGATIVE_GAP_SE`, else the reverse chains did not
+        start at exact posterior draws); None when the gap is not inverted."""
         gap, mcse = self.gap, self.gap_mcse
         if not gap < 0:
             return None
@@ -223,10 +212,8 @@ class BDMCResult(Exported):
         return _stderr(self.midpoint, self.failed)
 
     def summary(self) -> Summary:
-        """Lower and upper rows, plus the gap with its standard error over examples and its Monte
-        Carlo standard error; an inverted gap (upper < lower) says whether it is within noise (a
-        :class:`pandas.DataFrame` that prints as a fixed-width table, see
-        :mod:`pyrolik.results.table`)."""
+        """Lower and upper rows, and the gap with its standard error and MCSE (an inverted gap says
+        whether it is within noise), as a :class:`~pyrolik.results.table.Summary`."""
         df = pd.concat([self.lower.summary(), self.upper.summary()])
         df.index = ["forward AIS (lower)", "reverse AIS (upper)"]
         df.index.name = "estimate"
@@ -310,9 +297,8 @@ class Check(NamedTuple):
 
 @dataclass(frozen=True)
 class Budget:
-    """How a tolerance chose ``num_steps`` (``rounds`` on ``num_simulated`` simulated examples, the real-data
-    ``check``), and what it cost in gradient evaluations and seconds (the final run's: :meth:`with_final`).
-    """
+    """How a tolerance chose ``num_steps`` (``rounds`` on simulated data, the real-data ``check``)
+    and what it cost in gradient evaluations and seconds (the final run's: :meth:`with_final`)."""
 
     tolerance: float | None  # None: a gradient budget was split
     num_steps: int
@@ -378,10 +364,8 @@ class Budget:
 
     def table(self):
         """One row per round: steps, gap, its standard error and upper bound, cost (a DataFrame)."""
-        import pandas as pd
-
-        return pd.DataFrame([{**r._asdict(), "gap_upper": r.gap_upper} for r in self.rounds]
-                            ).set_index("num_steps")
+        rows = [{**r._asdict(), "gap_upper": r.gap_upper} for r in self.rounds]
+        return pd.DataFrame(rows).set_index("num_steps")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (what the export stores as JSON), derived costs included."""

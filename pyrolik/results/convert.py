@@ -66,9 +66,6 @@ def _created_at() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat()
 
 
-# --- the converters ---------------------------------------------------------------------------
-
-
 class Converter:
     """What every converter shares: the fields its result declares (``stored``), laid out in their
     groups, and the root attrs (the versions, the declared attrs, the layout)."""
@@ -121,8 +118,7 @@ class EstimateConverter(Converter):
         self.n = result.num_examples
         self.draws = getattr(result, "draws", None)
         # (K, N) float64 weights, and the number of blocks (None: no weights, no draws)
-        self.lw: Any = None if result.log_weights is None else _np(result.log_weights).astype(
-            np.float64)
+        self.lw: Any = None if result.log_weights is None else _np(result.log_weights).astype(float)
         self.k = self.lw.shape[0] if self.lw is not None else result.num_weights
         self.c: Any = (self.draws["draw_index"].shape[0] if self.draws
                        else None if self.lw is None else num_blocks_of(
@@ -137,11 +133,9 @@ class EstimateConverter(Converter):
     @cached_property
     def per_chain(self) -> dict[str, np.ndarray]:
         """Per-chain run statistics, spread over the draws in ``sample_stats``."""
-        r, out = self.result, {}
-        if getattr(r, "acceptance_rate", None) is not None:
-            out["acceptance_rate"] = _np(r.acceptance_rate)
-        if getattr(r, "num_divergent", None) is not None:
-            out["num_divergent"] = _np(r.num_divergent)
+        r = self.result
+        out = {name: _np(getattr(r, name)) for name in ("acceptance_rate", "num_divergent")
+               if getattr(r, name, None) is not None}
         energy = (getattr(r, "trace", None) or {}).get("energy_error")
         if energy is not None:
             energy = np.abs(_np(energy).astype(np.float64))
@@ -166,8 +160,6 @@ class EstimateConverter(Converter):
     @property
     def flat(self) -> Any:
         return getattr(self.result, "final_state", None)
-
-    # one method per group
 
     def posterior_to_xarray(self) -> xr.Dataset | None:
         """The sites' equally weighted draws (reverse AIS: its final states, in ``prior``)."""
@@ -200,13 +192,9 @@ class EstimateConverter(Converter):
             m = self.k // c
             stats = {"particle": (idx + (np.arange(c) * m).reshape(c, 1, 1)).astype(np.int64),
                      "log_weight": _gather(blocked(self.lw, c), idx)}
-            pc = self.per_chain
-            if "acceptance_rate" in pc:
-                stats["acceptance_rate"] = _gather(blocked(pc["acceptance_rate"], c), idx)
-            if "num_divergent" in pc:
-                stats["diverging"] = _gather(blocked(pc["num_divergent"], c), idx) > 0
-            if "max_energy_error" in pc:
-                stats["max_energy_error"] = _gather(blocked(pc["max_energy_error"], c), idx)
+            for name, v in self.per_chain.items():  # num_divergent as ArviZ's boolean "diverging"
+                v = _gather(blocked(v, c), idx)
+                stats.update({"diverging": v > 0} if name == "num_divergent" else {name: v})
         else:
             return None
         return self._sampled({k: ([self.ex], v) for k, v in stats.items()})
@@ -391,13 +379,9 @@ def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree
 
 
 def flatten(tree: xr.DataTree) -> xr.DataTree:
-    """One level of groups: a BDMC tree's ``lower/posterior`` becomes ``lower_posterior``.
-
-    Likewise a curve's ``ais/posterior`` becomes ``ais_posterior``, a distortion BDMC's
-    ``beta_0/lower/posterior`` ``beta_0_lower_posterior``, ....
-
-    The layout ArviZ 0.x reads (:func:`to_inference_data`, :func:`pyrolik.save`); the attrs of a
-    subtree (``lower``, ``upper``, ...) go onto each of its groups. A flat tree is returned as it is.
+    """One level of groups: ``lower/posterior`` becomes ``lower_posterior`` (``ais/...``,
+    ``beta_0/lower/...`` likewise), the layout ArviZ 0.x reads; a subtree's attrs go onto each of
+    its groups. A flat tree is returned as it is.
 
     Parameters
     ----------

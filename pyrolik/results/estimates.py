@@ -21,12 +21,7 @@ from pyrolik.advice import (
 )
 from pyrolik.exceptions import Message, remark
 from pyrolik.ops.stats import khat_threshold, lognormal_bias
-from pyrolik.results.convert import (
-    AISConverter,
-    EstimateConverter,
-    to_datatree,
-    to_inference_data,
-)
+from pyrolik.results.convert import AISConverter, EstimateConverter, to_datatree, to_inference_data
 from pyrolik.results.layout import BLOCK, EX, stored
 from pyrolik.results.table import Summary
 
@@ -106,8 +101,7 @@ class EstimateResult(Exported):
     settings: dict[str, Any] = stored("attrs", "settings", codec="json", default_factory=dict)
     seed: int | None = stored("attrs", "seed", codec="seed", default=None)
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
-    # the name of the model's plate over the examples: the example dim of the export
-    example_dim: str = "example"
+    example_dim: str = "example"  # the model's plate over the examples: the export's example dim
     # (N,) entries each example observes, masks included (bits/dim's D); None: every entry of x
     num_observed: Tensor | None = stored("observed_data", "num_observed", [EX], default=None)
     # IWAE / likelihood weighting: the raw draws behind log_weights, each (K, N, *site), when kept
@@ -156,9 +150,8 @@ class EstimateResult(Exported):
 
     @property
     def bits_per_dim(self) -> float:
-        r"""NLL in bits per observed entry over the examples that did not fail,
-        :math:`-\sum_n \log p(x_n) / (\ln 2 \sum_n D_n)` (:attr:`observed_dims`); NaN when the
-        count is unknown or zero."""
+        r"""NLL in bits per observed entry of the examples that did not fail, :math:`-\sum_n \log
+        p(x_n) / (\ln 2 \sum_n D_n)` (:attr:`observed_dims`); NaN when the count is unknown or 0."""
         dims, ok = self.observed_dims, ~self.failed
         total = float("nan") if dims is None else float(dims[ok.to(dims.device)].sum())
         if not total > 0:
@@ -268,13 +261,9 @@ class EstimateResult(Exported):
         return df
 
     def _summary_row(self) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "method": self.method,
-            "bound": self.bound or "none",
-            "examples": self.num_examples,
-            "log p(x) [nats]": self.mean,
-            "stderr": self.stderr,
-        }
+        row: dict[str, Any] = {"method": self.method, "bound": self.bound or "none",
+                               "examples": self.num_examples, "log p(x) [nats]": self.mean,
+                               "stderr": self.stderr}
         if self.failed.any():
             row["failed"] = int(self.failed.sum())
         if self.observed_dims is not None:
@@ -286,8 +275,8 @@ class EstimateResult(Exported):
                           f"{MIN_WEIGHTS_FOR_MCSE})")
             row[label] = float(self.mcse[~self.failed].mean())
         if self.ess is not None:
-            row["min ESS"] = float(self.ess[~self.failed].min()) if (~self.failed).any() \
-                else float("nan")
+            ok = ~self.failed
+            row["min ESS"] = float(self.ess[ok].min()) if ok.any() else float("nan")
         if self.khat is not None and torch.isfinite(self.khat).any():
             row["max k-hat"] = float(self.khat[torch.isfinite(self.khat)].max())
         row["wall time [s]"] = self.wall_time
@@ -361,9 +350,8 @@ class AISResult(EstimateResult):
     def warnings(self) -> list[str]:
         out = super().warnings()
         if self.acceptance_rate is not None:
-            per_example = self.acceptance_rate.mean(0)
             # failed examples are reported apart
-            low = int(((per_example < ACCEPTANCE_COLLAPSE) & ~self.failed).sum())
+            low = int(((self.acceptance_rate.mean(0) < ACCEPTANCE_COLLAPSE) & ~self.failed).sum())
             if low:
                 out.append(
                     f"HMC acceptance collapsed (< {ACCEPTANCE_COLLAPSE}) for {low} of "
@@ -435,8 +423,8 @@ class AISResult(EstimateResult):
         return out
 
     def _divergent_warning(self, num_div: int) -> str:
-        """Divergent (rejected) proposals: a remark under
-        :data:`~pyrolik.advice.DIVERGENT_REMARK` of the transitions, else to act on."""
+        """Divergent proposals: a remark under :data:`~pyrolik.advice.DIVERGENT_REMARK` of the
+        transitions, else to act on."""
         text = f"{num_div} HMC proposals were non-finite (divergent) and rejected"
         steps = (len(self.schedule) - 1 if self.schedule is not None
                  else self.settings.get("num_steps"))

@@ -39,17 +39,12 @@ _LIBRARY = SimpleNamespace(__name__="pyrolik", __version__=__version__)
 CONVERTER = "auto"
 
 
-# --- the declaration: where each field of a result is stored ----------------------------------
-
-
 @dataclasses.dataclass(frozen=True)
 class Stored:
-    """Where a result field lives in its export.
-
-    ``group``: a group, ``"attrs"`` or (``codec="result"``) a subtree. ``name``: the variable or
-    attr; a tuple for a NamedTuple field, ``None`` for a dict field (one variable per key).
-    ``dims``: truncated to the rank, extra dims ``<name>_dim_i``. ``codec``: the reader's key.
-    """
+    """Where a result field lives in its export: ``group`` (a group, ``"attrs"`` or, for
+    ``codec="result"``, a subtree); ``name`` (the variable or attr; a tuple for a NamedTuple field,
+    ``None`` for a dict field: one variable per key); ``dims`` (truncated to the rank, extra dims
+    ``<name>_dim_i``); ``codec`` (the reader's key)."""
 
     group: str
     name: str | tuple[str, ...] | None = None
@@ -66,9 +61,6 @@ def stored(group: str, name: str | tuple[str, ...] | None = None, dims: Sequence
 def declared(cls: Any) -> dict[str, Stored]:
     """``{field: Stored}`` of a result class or object."""
     return {f.name: f.metadata["stored"] for f in dataclasses.fields(cls) if "stored" in f.metadata}
-
-
-# --- shared helpers ---------------------------------------------------------------------------
 
 
 def _np(t: Any) -> np.ndarray:

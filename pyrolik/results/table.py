@@ -1,7 +1,5 @@
-"""The printed form of a result's summary: a fixed-width table that never hides the estimate.
-
-Printed transposed (one line per quantity); columns that do not fit go to further blocks, never elided.
-"""
+"""The printed form of a result's summary: a fixed-width table, transposed (one line per quantity),
+whose columns that do not fit go to further blocks, never elided."""
 
 from __future__ import annotations
 
@@ -30,25 +28,18 @@ def format_value(value: Any, *, count: bool = False) -> str:
     if isinstance(value, int) or (count and isinstance(value, float) and value.is_integer()):
         return str(int(value))
     if isinstance(value, float):
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        size = abs(value)
-        if size == 0:
-            return "0"
-        if size < 1e-2 or size >= 1e7:
-            return f"{value:.4g}"
-        return f"{value:.3f}"
+        if value == 0 or math.isinf(value):
+            return "0" if value == 0 else str(value)  # "inf", "-inf"
+        return f"{value:.4g}" if abs(value) < 1e-2 or abs(value) >= 1e7 else f"{value:.3f}"
     return str(value)
 
 
 def _python(value: Any) -> Any:
     """numpy / pandas scalars as plain Python values."""
-    if hasattr(value, "item") and not isinstance(value, str):
-        try:
-            return value.item()
-        except (ValueError, AttributeError):
-            return value
-    return value
+    try:
+        return value.item() if hasattr(value, "item") and not isinstance(value, str) else value
+    except (ValueError, AttributeError):
+        return value
 
 
 def _header(label: Any) -> list[str]:
@@ -68,17 +59,8 @@ def _wrap(text: str) -> list[str]:
 
 
 def render(frame: pd.DataFrame, *, width: int = WIDTH, title: str | None = None) -> str:
-    """``frame`` transposed as fixed-width text, wrapped into blocks at ``width`` (never elided).
-
-    Parameters
-    ----------
-    frame : pandas.DataFrame
-        Rows are estimates (the column headers), columns quantities.
-    width : int
-        Characters per line.
-    title : str, optional
-        A line printed above the table.
-    """
+    """``frame`` (rows: estimates, columns: quantities) transposed as fixed-width text, wrapped into
+    blocks of ``width`` characters (never elided), under the line ``title``."""
     fields = [str(c) for c in frame.columns]
     label_width = max([len(f) for f in fields] + [len(str(frame.index.name or ""))] + [1])
     columns = []
@@ -125,10 +107,8 @@ def _blocks(columns: list, label_width: int, width: int, sep: int) -> list[list]
 
 
 class Summary(pd.DataFrame):
-    """A result's summary: a :class:`pandas.DataFrame` (a row per estimate) printed by :func:`render`.
-
-    Everything else is pandas; derived tables are plain DataFrames.
-    """
+    """A result's summary: a :class:`pandas.DataFrame` (a row per estimate) printed by :func:`render`;
+    derived tables are plain DataFrames."""
 
     @property
     def _constructor(self):
