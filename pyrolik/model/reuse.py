@@ -1,4 +1,4 @@
-r"""Targets reused between the runs of one call: the rounds of a ``tolerance=`` search."""
+r"""Targets reused between the runs of one call: the rounds of a budget search (a ``Tolerance``)."""
 
 from __future__ import annotations
 
