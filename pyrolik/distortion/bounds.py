@@ -58,11 +58,9 @@ class DistortionBDMC(Exported):
     betas: Tensor = stored("bdmc", "beta", ["beta"], codec="coord")  # (c,)
     lower: Tensor = stored("bdmc", "lower", ["beta", EX])  # (c, N) forward AIS, log Z_beta
     upper: Tensor = stored("bdmc", "upper", ["beta", EX])  # (c, N) reverse AIS, log Z_beta
-    # (c, N) d(x, f(z)) at the exact draws
-    distortion: Tensor = stored("bdmc", "distortion", ["beta", EX])
+    distortion: Tensor = stored("bdmc", "distortion", ["beta", EX])  # (c, N) at the exact draws
     num_values: int = stored("attrs", "num_values")
-    # the BDMCResult of each beta, the subtrees beta_0, beta_1, ...
-    results: list[Any] = stored("beta", codec="results", default_factory=list)
+    results: list[Any] = stored("beta", codec="results", default_factory=list)  # subtrees beta_j
     seed: int | None = stored("attrs", "seed", codec="seed", default=None)
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
     # the one pass's pilot table (a later call on the same data and points may reuse it); not saved

@@ -107,13 +107,11 @@ class DistortionCurve(Exported):
     schedule: Tensor = stored("constant_data", "schedule", ["step"])
     record_steps: Tensor = stored("constant_data", "record_step", ["beta"])  # (m,) into schedule
     beta_max: float = stored("attrs", "beta_max")
-    # the AISResult of the run (acceptance, step sizes, final states)
-    ais: Any = stored("ais", codec="result", default=None)
+    ais: Any = stored("ais", codec="result", default=None)  # the run's AISResult
     seed: int | None = stored("attrs", "seed", codec="seed", default=None)
     settings: dict[str, Any] = stored("attrs", "settings", codec="json", default_factory=dict)
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
-    # infer.tolerance.Budget: how tolerance= chose num_steps (None without it)
-    budget: Any = stored("attrs", "budget", codec="budget", default=None)
+    budget: Any = stored("attrs", "budget", codec="budget", default=None)  # how Tolerance chose
 
     # -- per example ----------------------------------------------------------------------------
     @property
