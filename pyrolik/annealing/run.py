@@ -244,7 +244,7 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
     num_chains : int
         Chains per example of each leg (K).
     schedule : str or torch.Tensor
-        A schedule's name or its betas (:func:`pyrolik.schedules.resolve_schedule`).
+        A schedule's name or its betas (:func:`resolve_schedule`).
     latents : dict or torch.Tensor, optional
         The reverse legs' start: exact posterior draws ``(N, *site)`` or ``(K, N, *site)`` by site.
     step_sizes : StepSizes, optional
