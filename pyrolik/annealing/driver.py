@@ -22,14 +22,13 @@ from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, pre
 from pyrolik.ops.stats import chain_statistics, log_mean_exp
 from pyrolik.results import AISResult
 
-__all__ = ["drive", "run", "anneal", "open_checkpoint", "Phase", "run_phase", "pilot_phase", "run_pilot", "LegOutput", "finish"]
+__all__ = ["drive", "run", "anneal", "open_checkpoint", "Phase", "run_phase", "pilot_phase",
+           "run_pilot", "LegOutput", "finish"]
 
 
 def drive(method: str, problem: Problem, execution: Execution,
           recording: Recording | None = None) -> list[AISResult] | None:
-    """Run ``problem`` as ``execution`` says; one result per leg, in order.
-
-    ``None`` off rank 0 of a multi-process run.
+    """Run ``problem`` as ``execution`` says; one result per leg, in order (``None`` off rank 0).
 
     Parameters
     ----------
@@ -171,8 +170,7 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
     state = run_phase(phase, torch.cat(starts) if starts else None,
                       kernel=problem.kernel.move.transition, generator=batch.generator,
                       num_examples=n, hooks={"totals": totals, "recorder": recorder}, saved=saved,
-                      save=save, tag={"table": keep},
-                      every=execution.checkpoint_every, bar=bar)
+                      save=save, tag={"table": keep}, every=execution.checkpoint_every, bar=bar)
     outputs = _cut(problem.legs, state, totals, recorder, path, target, betas, keep, islands)
     if problem.check is not None and starts:  # a fresh estimating run: its starts are known
         problem.check(path.first_chains(problem.legs[0].num_chains).target, starts,
@@ -209,7 +207,6 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, totals: engine.Totals,
                            if resampled else None), islands=islands))
         offset += k
     return outputs
-
 
 
 class Phase(NamedTuple):
@@ -268,10 +265,7 @@ def run_phase(phase: Phase, start: Tensor | None, *, kernel: HMCTransition,
 
 def _row_stops(stops: Tensor | None, z: Tensor) -> Tensor | None:
     """Per-example stops as per-row ``(rows,)`` on ``z``'s device (rows chain-major)."""
-    if stops is None:
-        return None
-    stops = stops.to(z)
-    return stops.repeat(z.shape[0] // stops.shape[0])
+    return None if stops is None else stops.to(z).repeat(z.shape[0] // stops.shape[0])
 
 
 def pilot_phase(strategy: Adaptation, path: AnnealingPath, schedule: Tensor,
@@ -393,8 +387,7 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
         trace=trace, trace_steps=parts[0].trace_steps, kernel=problem.kernel,
         example_dim=parts[0].plate, num_observed=_observed(parts),
         latents={name: torch.cat([p.latents[name] for p in parts], dim=1)
-                 for name in parts[0].latents},
-    )
+                 for name in parts[0].latents})
 
 
 _DESC = {"ais": "AIS", "reverse_ais": "reverse AIS", "bdmc": "BDMC"}

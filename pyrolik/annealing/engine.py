@@ -16,8 +16,8 @@ from pyrolik.annealing.tuning import Tuning
 from pyrolik.ops.resampling import systematic
 from pyrolik.ops.stats import effective_sample_size
 
-__all__ = ["AISState", "AISInfo", "Resampler", "init", "step", "run", "Hook", "StatefulHook", "Recorder", "Totals",
-           "Checkpointer", "Progress", "capped"]
+__all__ = ["AISState", "AISInfo", "Resampler", "init", "step", "run", "Hook", "StatefulHook",
+           "Recorder", "Totals", "Checkpointer", "Progress", "capped"]
 
 
 class AISState(NamedTuple):
@@ -83,19 +83,16 @@ def init(z: Tensor, density: ValueAndGradFn, kernel: HMCTransition, beta: Tensor
     ----------
     z : torch.Tensor, shape ``(rows, d)``
         Unconstrained start positions, chain-major.
-    density : callable
-        ``density(z)``: the split log density and its gradients at ``z``.
-    kernel : HMCTransition
-        The transition whose state is built.
+    density, kernel
+        As in :func:`step`.
     beta : torch.Tensor, shape ``(rows,)``
         The inverse temperature ``z`` is drawn at.
     tuning : Tuning
         The tuning of the transitions, started at ``z``.
     """
-    position = kernel.init(z, density)
     rows = z.shape[0]
-    return AISState(position, torch.zeros(rows, dtype=torch.float64, device=z.device), beta,
-                    torch.arange(rows, device=z.device), tuning.start(z))
+    return AISState(kernel.init(z, density), torch.zeros(rows, dtype=torch.float64, device=z.device),
+                    beta, torch.arange(rows, device=z.device), tuning.start(z))
 
 
 def step(state: AISState, beta_next: Tensor, *, kernel: HMCTransition,
@@ -103,11 +100,8 @@ def step(state: AISState, beta_next: Tensor, *, kernel: HMCTransition,
          resample: Resampler | None = None) -> tuple[AISState, AISInfo]:
     r"""One annealing step to ``beta_next``: the weight update, the resampling, one transition.
 
-    The resampling only with ``resample``; the state's tuning gives the transition's parameters and
-    is updated after it.
-
     :math:`\log w \mathrel{+}= (\beta' - \beta)\,r(z)`, then :math:`z \sim \mathcal T_{\beta'}`
-    with the step sizes and inverse masses of ``state.tuning.params(beta')``.
+    with the parameters of ``state.tuning.params(beta')``; the tuning is updated after it.
 
     Parameters
     ----------
@@ -161,10 +155,7 @@ def run(state: AISState, schedule: Tensor, *, kernel: HMCTransition,
         density: ValueAndGradFn, generator: torch.Generator | None, num_examples: int,
         first_step: int = 1, hooks: Sequence[Hook] = (), stops: Tensor | None = None,
         resample: Resampler | None = None) -> AISState:
-    """Anneal every chain along its column of ``schedule`` ``(T + 1, C)`` from ``first_step`` to ``T``.
-
-    ``stops`` ``(rows,)``: each row's largest beta (:func:`capped`); a row is an AIS run to its stop.
-    ``resample``: resample an example's chains when their ESS is low (SMC), else plain AIS.
+    """Anneal every chain along its column of ``schedule`` from ``first_step`` to ``T``.
 
     Parameters
     ----------
@@ -172,12 +163,8 @@ def run(state: AISState, schedule: Tensor, *, kernel: HMCTransition,
         The chains' state at step ``first_step - 1``.
     schedule : torch.Tensor, shape ``(T + 1, C)``
         Each column's betas.
-    kernel : HMCTransition
-        The transition.
-    density : callable
-        ``density(z)``: the split log density and its gradients at ``z``.
-    generator : torch.Generator or None
-        Draws the momenta, jitter and resampling (``None``: torch's global generator).
+    kernel, density, generator, resample
+        As in :func:`step`.
     num_examples : int
         Examples among the rows (N).
     first_step : int
@@ -185,9 +172,7 @@ def run(state: AISState, schedule: Tensor, *, kernel: HMCTransition,
     hooks : sequence of Hook
         Called after every step with ``(t, state, info)``.
     stops : torch.Tensor, shape ``(rows,)``, optional
-        Each row's largest beta.
-    resample : Resampler, optional
-        Resample within islands (SMC); ``None``: plain AIS.
+        Each row's largest beta (:func:`capped`): a row is an AIS run to its stop.
     """
     k = state.log_weight.shape[0] // num_examples
     for t in range(first_step, schedule.shape[0]):
@@ -204,10 +189,8 @@ def capped(beta: Tensor, stops: Tensor | None) -> Tensor:
 
     Parameters
     ----------
-    beta : torch.Tensor, shape ``(rows,)``
-        The schedule's betas.
-    stops : torch.Tensor, shape ``(rows,)``, optional
-        Each row's largest beta.
+    beta, stops : torch.Tensor, shape ``(rows,)``
+        The schedule's betas; each row's largest beta (optional).
     """
     return beta if stops is None else torch.minimum(beta, stops)
 
@@ -248,11 +231,8 @@ class Recorder:
         self.schedule, self.num_chains, self.num_steps = schedule, num_chains, num_steps
         self.stride = stride or max(1, num_steps // 100)
         self.steps = None if steps is None else frozenset(int(s) for s in steps)
-        self.records: dict[str, list[Tensor]] = {name: [] for name in self.NAMES}
-        if keep_states:
-            self.records["z"] = []
-        if record_log_ratio:
-            self.records["log_ratio"] = []
+        names = self.NAMES + ("z",) * keep_states + ("log_ratio",) * record_log_ratio
+        self.records: dict[str, list[Tensor]] = {name: [] for name in names}
         self.record_steps: list[int] = []
 
     def wants(self, t: int) -> bool:

@@ -20,8 +20,7 @@ class HMC:
     r"""The AIS transition kernel: one HMC trajectory of ``num_leapfrog`` steps per annealing step.
 
     ``transition`` (:class:`~pyrolik.annealing.transition.HMCTransition`) plus ``adaptation``, the
-    step-size strategy (:func:`pyrolik.annealing.tuning.from_settings`); defaults:
-    ``docs/kernel.md``. The estimators run it inside :class:`SMC` (resampling within islands).
+    step-size strategy; defaults: ``docs/kernel.md``. The estimators run it inside :class:`SMC`.
 
     Parameters
     ----------
@@ -114,13 +113,9 @@ class HMC:
 class SMC:
     r"""How an example's chains anneal together: the ``move`` and resampling within islands.
 
-    At every annealing step the weights are updated, then the chains of each *island* (a fixed
-    group of an example's chains) whose effective sample size is below ``resample`` times their
-    number are resampled (systematic) and each takes the island's mean weight, then the move
-    transports every chain. Islands never exchange chains, so their estimates are independent and
-    the per-example MCSE comes from their spread (Vergé, Dubarry, Del Moral & Moulines 2015); the
-    estimate :math:`\frac1K \sum_k w_k` stays unbiased for :math:`p(x)` forward and for
-    :math:`1/p(x)` reverse. ``SMC(resample=None)`` is plain AIS (independent chains).
+    At every step the weights are updated, the chains of each *island* (a fixed group of an
+    example's chains) are resampled when their ESS is low, then the move transports every chain;
+    the estimate stays unbiased and islands never exchange chains (``docs/kernel.md``).
 
     Parameters
     ----------
@@ -131,8 +126,7 @@ class SMC:
         step); ``None``: plain AIS.
     islands : int or None
         Islands per example, a divisor of ``num_chains`` with at least 2 chains each; ``None``:
-        :func:`default_islands` of ``num_chains`` (islands of 4 or more chains, as the export's
-        blocks; plain AIS below 8 chains).
+        :func:`default_islands` (islands of 4 or more chains; plain AIS below 8 chains).
     """
 
     move: HMC = field(default_factory=HMC)
@@ -182,11 +176,8 @@ class SMC:
 
 
 def default_islands(num_chains: int) -> int | None:
-    """Islands of ``num_chains`` by default: the export's blocks
-    (:func:`pyrolik.ops.stats.num_blocks`: at most 4, of at least 4 chains each), when there are 2
-    or more; else ``None``, plain AIS (fewer than 8 chains, or a count such as 9 or 11 that no 2 to
-    4 islands of 4 or more chains divide): resampling in islands of 2 or 3 chains widened the
-    BDMC gap on the reference model (``benchmarks/RESULTS.md``)."""
+    """The export's blocks (:func:`pyrolik.ops.stats.num_blocks`) when there are 2 or more, else
+    ``None``, plain AIS: islands of 2 or 3 chains widened the BDMC gap (``benchmarks/RESULTS.md``)."""
     blocks = num_blocks(num_chains)
     return blocks if blocks >= 2 else None
 

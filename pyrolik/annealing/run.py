@@ -14,6 +14,7 @@ from pyrolik._validate import (
     check_guide,
     check_model,
     check_optional_count,
+    shared_params,
     validate_data,
 )
 from pyrolik.annealing.kernel import HMC, SMC, Kernel, as_smc
@@ -21,8 +22,8 @@ from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.model.target import Target, make_target, prepare_inputs
 from pyrolik.schedules import PILOT_NAMES, adaptive, resolve
 
-__all__ = ["as_recording", "Leg", "Problem", "Recording", "Schedule", "describe", "gradient_evals", "expand_latents",
-           "latents_to_flat", "resolve_schedule", "adaptive_of"]
+__all__ = ["as_recording", "Leg", "Problem", "Recording", "Schedule", "describe", "gradient_evals",
+           "expand_latents", "latents_to_flat", "resolve_schedule", "adaptive_of"]
 
 Check = Callable[[Target, list[Tensor], list[Tensor]], None]
 
@@ -50,8 +51,7 @@ class Schedule:
                              "(StepSizes.log_ratio_var); the given step_sizes table has none: pass "
                              "a table from a pilot of this version, or schedule='sigmoid'")
         if self.per_example:  # a failed example's NaN variances leave it the floor's even steps
-            return adaptive(self.num_steps, table.betas,
-                                      table.log_ratio_var).to(self.betas)
+            return adaptive(self.num_steps, table.betas, table.log_ratio_var).to(self.betas)
         # pooled at each pilot temperature over the examples that have a variance there: not those
         # whose density failed (NaN/inf, marked failed later), nor those whose pilot weights all
         # sat on one chain (NaN: no variance under the weights)
@@ -63,20 +63,8 @@ class Schedule:
 
 
 def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
-    """Whether the run's schedule is built from its pilot.
-
-    It is for ``"adaptive"``, ``"adaptive_per_example"``, or ``"auto"`` with a pilot of at least 2
-    chains per example.
-
-    Parameters
-    ----------
-    schedule : str or torch.Tensor
-        The ``schedule=`` of the run.
-    kernel : HMC
-        The run's kernel, whose pilot would build it.
-    num_chains : int
-        Chains per example of the run.
-    """
+    """Whether the run's ``schedule=`` is built from its pilot: ``"adaptive"``,
+    ``"adaptive_per_example"``, or ``"auto"`` with a pilot of at least 2 chains per example."""
     if not isinstance(schedule, str) or schedule not in PILOT_NAMES:
         return False
     chains = kernel.adaptation.pilot_chains(num_chains)
@@ -87,27 +75,17 @@ def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
                          "log p(x | z): use a kernel with adapt='pilot' (the default), or "
                          "schedule='auto' (adaptive with a pilot, sigmoid without)")
     if chains < 2:
-        raise ValueError(f"schedule={schedule!r} needs at least 2 pilot chains per example to estimate "
-                         f"a variance; this run's pilot has {chains} (num_chains={num_chains}): "
-                         "raise num_chains or pilot_chains, or pass schedule='sigmoid'")
+        raise ValueError(f"schedule={schedule!r} needs at least 2 pilot chains per example to "
+                         f"estimate a variance; this run's pilot has {chains} (num_chains="
+                         f"{num_chains}): raise num_chains or pilot_chains, or pass "
+                         "schedule='sigmoid'")
     return True
 
 
 def resolve_schedule(schedule: str | Tensor, num_steps: int | None, kernel: HMC,
                      num_chains: int) -> Schedule:
-    """The checked :class:`Schedule` named by ``schedule=`` and ``num_steps``.
-
-    Parameters
-    ----------
-    schedule : str or torch.Tensor
-        A name (:data:`PILOT_NAMES` included) or betas.
-    num_steps : int or None
-        Annealing steps T; ``None`` with a tensor.
-    kernel : HMC
-        The run's kernel.
-    num_chains : int
-        Chains per example of the run.
-    """
+    """The checked :class:`Schedule` named by ``schedule=`` (a name, :data:`PILOT_NAMES`
+    included, or betas) and ``num_steps`` (``None`` with betas)."""
     adaptive = adaptive_of(schedule, kernel, num_chains)
     if isinstance(schedule, str) and schedule in PILOT_NAMES:
         # a schedule built from the pilot starts from the sigmoid: the pilot's grid is taken from it
@@ -147,10 +125,8 @@ class Problem:
     model_kwargs: dict = field(default_factory=dict)
     step_sizes: StepSizes | None = None  # a given pilot table instead of a pilot
     check: Check | None = None  # after a fresh batch: (first leg's target, starts, final states)
-    # (N,) each example's largest beta, a beta of the schedule: its chains anneal along the schedule
-    # up to there (forward legs stay there, reverse legs start there; pyrolik.annealing.engine.run).
-    # The results' schedule and recorded betas are the schedule's, not capped: the caller reads
-    # each example's own (pyrolik.distortion.bounds)
+    # (N,) each example's largest beta, one of the schedule's (forward legs stay there, reverse legs
+    # start there: engine.run); results keep the schedule's betas uncapped (distortion.bounds reads)
     stops: Tensor | None = None
 
     @property
@@ -250,23 +226,17 @@ def as_recording(record: int | Recording | None) -> Recording:
     return Recording(every=check_count("record", record))
 
 
+@shared_params
 def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
              num_steps: int | None, num_chains: int, schedule: str | Tensor, kernel: Kernel | None,
              init: Callable[..., Any] | None = None, latents: Tensor | dict[str, Tensor] | None = None,
              model_args: tuple = (), model_kwargs: dict | None = None,
              step_sizes: StepSizes | None = None, check: Check | None = None,
              record_every: int | None = None, stops: Tensor | None = None) -> Problem:
-    """Check the arguments every annealing front end takes and describe the run.
-
-    One leg of ``num_chains`` per direction, reverse legs from ``latents``; with ``stops`` ``(N,)``,
-    example ``n`` anneals only up to ``stops[n]``.
+    """Check the arguments every annealing front end takes; the run, one leg per direction.
 
     Parameters
     ----------
-    model : callable
-        Pyro model ``model(x, *model_args, **model_kwargs)`` (``docs/models.md``).
-    x : torch.Tensor, shape ``(N, *event_shape)``
-        Observations; the model's data plate runs over dim 0.
     directions : sequence of {"forward", "reverse"}
         One leg per entry, in this order.
     num_steps : int or None
@@ -274,17 +244,9 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
     num_chains : int
         Chains per example of each leg (K).
     schedule : str or torch.Tensor
-        A schedule's name or its betas (:func:`pyrolik.schedules.resolve_schedule`).
-    kernel : pyrolik.SMC or pyrolik.HMC or None
-        How the chains anneal (``None``: ``SMC()``; an ``HMC`` runs in ``SMC(HMC)``).
-    init : callable, optional
-        A Pyro guide to anneal from instead of the prior (AIS+encoder).
+        A schedule's name or its betas (:func:`resolve_schedule`).
     latents : dict or torch.Tensor, optional
         The reverse legs' start: exact posterior draws ``(N, *site)`` or ``(K, N, *site)`` by site.
-    model_args : tuple
-        Further positional arguments of the model.
-    model_kwargs : dict, optional
-        Keyword arguments of the model.
     step_sizes : StepSizes, optional
         A pilot table of an earlier run on the same data instead of a new pilot.
     check : callable, optional
@@ -292,7 +254,7 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
     record_every : int, optional
         Stride of the recorded diagnostics.
     stops : torch.Tensor, shape ``(N,)``, optional
-        Each example's largest beta, a beta of the (fixed) schedule.
+        Each example's largest beta, a beta of the (fixed) schedule: it anneals only up to there.
     """
     check_model(model)
     x = validate_data(x)
@@ -325,7 +287,6 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
                    check, stops)
 
 
-
 def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_examples: int
                    ) -> dict[str, Tensor]:
     """Exact posterior draws ``(N, *site)`` or ``(K, N, *site)`` (a tensor for single-site models) as a
@@ -333,8 +294,8 @@ def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_exam
     k, n = target.layout.num_chains, num_examples
     if isinstance(latents, Tensor):
         if len(target.layout.sites) != 1:
-            raise TypeError(f"the model has latent sites {[s.name for s in target.layout.sites]}: pass "
-                            "latents as a dict {site: tensor}")
+            raise TypeError(f"the model has latent sites {[s.name for s in target.layout.sites]}: "
+                            "pass latents as a dict {site: tensor}")
         latents = {target.layout.sites[0].name: latents}
     if not isinstance(latents, dict):
         raise TypeError(f"latents must be a dict {{site: tensor}} or a tensor, got "
@@ -342,7 +303,8 @@ def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_exam
     missing = [s.name for s in target.layout.sites if s.name not in latents]
     if missing:
         raise ValueError(f"latents miss the site(s) {missing}; pass one value per latent site")
-    probe = target.constrain(torch.zeros(target.layout.rows, target.layout.latent_dim, dtype=target.program.x.dtype))
+    probe = target.constrain(torch.zeros(target.layout.rows, target.layout.latent_dim,
+                                         dtype=target.program.x.dtype))
     out = {}
     for s in target.layout.sites:
         per_example = tuple(probe[s.name].movedim(s.plate_index, 0).shape[1:])
@@ -352,8 +314,7 @@ def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_exam
         if tuple(v.shape) != (k, n) + per_example:
             raise ValueError(f"latents[{s.name!r}] has shape {tuple(v.shape)}; expected "
                              f"{(n,) + per_example} or {(k, n) + per_example}")
-        ok = target.layout.supports[s.name].check(v)
-        if not bool(ok.all()):
+        if not bool(target.layout.supports[s.name].check(v).all()):
             raise ValueError(f"latents[{s.name!r}] lie outside the site's support "
                              f"{target.layout.supports[s.name]}")
         out[s.name] = v

@@ -58,16 +58,12 @@ def leapfrog(state: HMCState, p: Tensor, fn: ValueAndGradFn, beta: Tensor, step_
 
     Parameters
     ----------
-    state : HMCState
-        The start position and its density cache.
-    p : torch.Tensor, shape ``(rows, d)``
-        The start momentum.
+    state, p : HMCState, torch.Tensor of shape ``(rows, d)``
+        The start position with its density cache, and the start momentum.
     fn : callable
         ``fn(z)``: the split log density and its gradients at ``z``.
-    beta : torch.Tensor, shape ``(rows,)``
-        The inverse temperature of the density.
-    step_size : torch.Tensor, shape ``(rows,)``
-        Each row's step size.
+    beta, step_size : torch.Tensor, shape ``(rows,)``
+        Each row's inverse temperature and step size.
     inv_mass : torch.Tensor or float
         Inverse mass, ``(rows, d)`` or a scalar.
     num_leapfrog : int
@@ -103,15 +99,9 @@ class HMCTransition:
         """The state at ``z``: one evaluation of ``fn``."""
         return _state(z.detach(), fn(z))
 
-    def step(
-        self,
-        state: HMCState,
-        fn: ValueAndGradFn,
-        beta: Tensor,
-        step_size: Tensor,
-        generator: torch.Generator | None,
-        inv_mass: Tensor | None = None,
-    ) -> tuple[HMCState, HMCInfo]:
+    def step(self, state: HMCState, fn: ValueAndGradFn, beta: Tensor, step_size: Tensor,
+             generator: torch.Generator | None, inv_mass: Tensor | None = None
+             ) -> tuple[HMCState, HMCInfo]:
         r"""One HMC transition leaving :math:`f_\beta` invariant, for every row at once.
 
         ``beta`` and ``step_size``: ``(rows,)``; ``inv_mass``: ``(rows, d)`` or ``None``.
@@ -143,13 +133,9 @@ class HMCTransition:
         if alpha:  # accepted: the end of the trajectory (whitened); rejected: flipped
             whitened = p1 if inv_mass is None else p1 * inv_mass.sqrt()
             momentum = torch.where(keep, whitened, -noise)
-        new = HMCState(
-            torch.where(keep, proposal.z, z),
-            torch.where(accepted, proposal.log_init, state.log_init),
-            torch.where(accepted, proposal.log_ratio, state.log_ratio),
-            torch.where(keep, proposal.grad_init, state.grad_init),
-            torch.where(keep, proposal.grad_ratio, state.grad_ratio),
-            momentum,
-        )
-        info = HMCInfo(log_accept.exp(), accepted, divergent, energy_error)
-        return new, info
+        new = HMCState(torch.where(keep, proposal.z, z),
+                       torch.where(accepted, proposal.log_init, state.log_init),
+                       torch.where(accepted, proposal.log_ratio, state.log_ratio),
+                       torch.where(keep, proposal.grad_init, state.grad_init),
+                       torch.where(keep, proposal.grad_ratio, state.grad_ratio), momentum)
+        return new, HMCInfo(log_accept.exp(), accepted, divergent, energy_error)

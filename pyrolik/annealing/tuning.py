@@ -131,11 +131,8 @@ def _variance(z: Tensor, k: int, n: int) -> Tensor:
 
 def weighted_variance(values: Tensor, log_weights: Tensor) -> Tensor:
     r"""Per example (columns), the variance of ``values`` ``(k, n)`` under the chains' normalised
-    weights :math:`W`, :math:`\sum_k W_k (v_k - \bar v)^2 / (1 - \sum_k W_k^2)`: the conditional
-    ESS of the next increment :math:`\Delta\beta\, r` is :math:`K(1 - \Delta\beta^2 \sigma^2_W
-    + O(\Delta\beta^3))` (Zhou, Johansen & Aston 2016), so a schedule placed by it follows the
-    cumulative weights, not the increment alone. Equal weights: the unbiased variance; NaN with one
-    chain or all weight on one."""
+    weights :math:`W`, :math:`\sum_k W_k (v_k - \bar v)^2 / (1 - \sum_k W_k^2)`; equal weights:
+    the unbiased variance; NaN with one chain or all weight on one (why: ``docs/kernel.md``)."""
     w = torch.softmax(log_weights.to(values.dtype), 0)
     mean = (w * values).sum(0)
     spread = (w * (values - mean) ** 2).sum(0)
@@ -144,12 +141,10 @@ def weighted_variance(values: Tensor, log_weights: Tensor) -> Tensor:
 
 @dataclass(frozen=True)
 class PilotTuning:
-    r"""One log step size per example, :math:`\log\epsilon_n \mathrel{+}= g\,(\bar a_n - a^*)` after
-    every transition from the mean acceptance of the example's chains; with a mass matrix, the
-    diagonal inverse mass per example from the chains' variance after that transition. It carries
-    the table it builds: at the last transition of each pilot temperature (``ends``) the mean of that
-    temperature's second half of step sizes, the inverse mass, and the variance of :math:`r` under
-    the chains' weights; :meth:`table` is the finished :class:`StepSizes`."""
+    r"""Per example :math:`\log\epsilon_n \mathrel{+}= g\,(\bar a_n - a^*)` after every transition
+    (its chains' mean acceptance), with a mass matrix the inverse mass from their variance; at each
+    pilot temperature's end (``ends``) a row of :meth:`table`: the mean of its second half of step
+    sizes, the mass and the weighted variance of :math:`r`."""
 
     log_step_size: Tensor  # (n,)
     inv_mass: Tensor | None  # (n, d)

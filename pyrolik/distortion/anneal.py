@@ -39,21 +39,11 @@ __all__ = ["sigma_curve", "rate_distortion", "curve_search", "point_size"]
 
 
 @shared_params
-def sigma_curve(
-    model: Callable[..., Any],
-    x: Tensor,
-    sigmas: Sequence[float] | Tensor,
-    *,
-    num_steps: int | Tolerance | None = None,
-    num_chains: int,
-    schedule: str | Tensor = "geometric",
-    kernel: Kernel | None = None,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    progress: bool = True,
-) -> DistortionCurve:
+def sigma_curve(model: Callable[..., Any], x: Tensor, sigmas: Sequence[float] | Tensor, *,
+                num_steps: int | Tolerance | None = None, num_chains: int,
+                schedule: str | Tensor = "geometric", kernel: Kernel | None = None,
+                model_args: tuple = (), model_kwargs: dict | None = None, seed: int | None = None,
+                batch_size: int | None = None, progress: bool = True) -> DistortionCurve:
     r"""Per-example :math:`\log p_\sigma(x)` for every sigma of a grid, from one AIS run.
 
     With the Gaussian observation sites at standard deviation :math:`\sigma`, the run anneals
@@ -112,22 +102,13 @@ def sigma_curve(
 
 
 @shared_params
-def rate_distortion(
-    model: Callable[..., Any],
-    x: Tensor,
-    betas: Sequence[float] | Tensor,
-    *,
-    distortion: DistortionFn | None = None,
-    num_steps: int | Tolerance | None = None,
-    num_chains: int,
-    schedule: str | Tensor = "geometric",
-    kernel: Kernel | None = None,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    progress: bool = True,
-) -> DistortionCurve:
+def rate_distortion(model: Callable[..., Any], x: Tensor, betas: Sequence[float] | Tensor, *,
+                    distortion: DistortionFn | None = None,
+                    num_steps: int | Tolerance | None = None, num_chains: int,
+                    schedule: str | Tensor = "geometric", kernel: Kernel | None = None,
+                    model_args: tuple = (), model_kwargs: dict | None = None,
+                    seed: int | None = None, batch_size: int | None = None,
+                    progress: bool = True) -> DistortionCurve:
     r"""The rate-distortion curve of a decoder model on ``x``, from one AIS run (Huang et al. 2020).
 
     At each :math:`\beta`: distortion :math:`\hat D_\beta` (weighted chain mean of :math:`d(x, f(z))`)
@@ -223,15 +204,14 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,
     as_smc(kernel)  # refuses another type
     check_count("num_chains", num_chains)
     x, seed = validate_data(x), resolve_seed(seed)
+    grid_arg: dict[str, Any] = {"sigmas": sigmas} if sigmas is not None else {"betas": betas}
     if sigmas is not None:
         grid, _ = grid_from_sigmas(sigmas)
         keys, name = sigma_of(grid), "sigma"
-        grid_arg: dict[str, Any] = {"sigmas": sigmas}
     else:
         assert betas is not None
-        grid = grid_from_betas(betas)
-        keys, name = grid, "beta"
-        grid_arg = {"betas": betas}
+        grid = keys = grid_from_betas(betas)
+        name = "beta"
     labels = [f"{name} {float(k):g}" for k in keys]
     n, m = x.shape[0], len(grid)
     marked, per_example, num_pt, sim_args = simulation_arguments(model_args, model_kwargs, n,
@@ -257,9 +237,7 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,
     grid_b = grid / grid[-1]
     grid_b[-1] = 1.0
 
-    def pilot_length(steps: int) -> int | None:
-        # a later pass whose pilot would be as long reuses a table (the default's is 20 steps
-        # up to 100 steps)
+    def pilot_length(steps: int) -> int | None:  # a pass whose pilot is as long reuses a table
         return (None if pilot_steps is None
                 else pilot_steps(int(merge_grid(grid_b, schedule, steps)[1][-1])))
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,11 +16,9 @@ from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, shared_params
 from pyrolik.annealing.driver import run
 from pyrolik.annealing.kernel import Kernel
-from pyrolik.annealing.run import (
-    expand_latents,
-    latents_to_flat,
-)
+from pyrolik.annealing.run import expand_latents, latents_to_flat
 from pyrolik.annealing.step_sizes import StepSizes
+from pyrolik.distortion.curve import se_over_examples
 from pyrolik.distortion.path import (
     DistortionFn,
     DistortionModel,
@@ -61,11 +58,9 @@ class DistortionBDMC(Exported):
     betas: Tensor = stored("bdmc", "beta", ["beta"], codec="coord")  # (c,)
     lower: Tensor = stored("bdmc", "lower", ["beta", EX])  # (c, N) forward AIS, log Z_beta
     upper: Tensor = stored("bdmc", "upper", ["beta", EX])  # (c, N) reverse AIS, log Z_beta
-    # (c, N) d(x, f(z)) at the exact draws
-    distortion: Tensor = stored("bdmc", "distortion", ["beta", EX])
+    distortion: Tensor = stored("bdmc", "distortion", ["beta", EX])  # (c, N) at the exact draws
     num_values: int = stored("attrs", "num_values")
-    # the BDMCResult of each beta, the subtrees beta_0, beta_1, ...
-    results: list[Any] = stored("beta", codec="results", default_factory=list)
+    results: list[Any] = stored("beta", codec="results", default_factory=list)  # subtrees beta_j
     seed: int | None = stored("attrs", "seed", codec="seed", default=None)
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
     # the one pass's pilot table (a later call on the same data and points may reuse it); not saved
@@ -87,9 +82,7 @@ class DistortionBDMC(Exported):
 
     @property
     def gap_stderr(self) -> Tensor:
-        d = self.upper - self.lower
-        return d.std(-1) / math.sqrt(d.shape[-1]) if d.shape[-1] > 1 else torch.full_like(
-            self.gap, math.nan)
+        return se_over_examples(self.upper - self.lower)
 
     @property
     def rate_lower(self) -> Tensor:
@@ -134,27 +127,17 @@ class DistortionBDMC(Exported):
 
 
 @shared_params
-def distortion_bdmc(
-    model: Callable[..., Any],
-    num_examples: int | None = None,
-    *,
-    sigmas: Sequence[float] | Tensor | None = None,
-    betas: Sequence[float] | Tensor | None = None,
-    distortion: DistortionFn | None = None,
-    check: Sequence[float] | None = None,
-    data: dict[float, tuple[Tensor, Any]] | None = None,
-    data_shape: tuple[int, ...] | None = None,
-    num_steps: int | None,
-    num_chains: int,
-    schedule: str | Tensor = "geometric",
-    kernel: Kernel | None = None,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    progress: bool = True,
-    step_sizes: StepSizes | None = None,
-) -> DistortionBDMC:
+def distortion_bdmc(model: Callable[..., Any], num_examples: int | None = None, *,
+                    sigmas: Sequence[float] | Tensor | None = None,
+                    betas: Sequence[float] | Tensor | None = None,
+                    distortion: DistortionFn | None = None, check: Sequence[float] | None = None,
+                    data: dict[float, tuple[Tensor, Any]] | None = None,
+                    data_shape: tuple[int, ...] | None = None, num_steps: int | None,
+                    num_chains: int, schedule: str | Tensor = "geometric",
+                    kernel: Kernel | None = None, model_args: tuple = (),
+                    model_kwargs: dict | None = None, seed: int | None = None,
+                    batch_size: int | None = None, progress: bool = True,
+                    step_sizes: StepSizes | None = None) -> DistortionBDMC:
     r"""BDMC at chosen points of the one-run curve, along the betas that curve visits.
 
     At each point in ``check``, data simulated with :math:`\sigma = 1/\sqrt{2\beta}` (or exact

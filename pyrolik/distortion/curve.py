@@ -44,6 +44,12 @@ OPTIMAL_SIGMA_WARNING = (
 MIN_ESS = 2.0  # fewer effective chains than this: the estimate at that beta rests on one chain
 
 
+def se_over_examples(t: Tensor) -> Tensor:
+    """Standard error of the mean over the last dim (examples); NaN with fewer than two."""
+    n = t.shape[-1]
+    return t.std(-1) / math.sqrt(n) if n > 1 else torch.full_like(t.sum(-1), math.nan)
+
+
 class SigmaChoice(NamedTuple):
     """The best fixed sigma over the examples and the whole curve (nats)."""
 
@@ -71,24 +77,13 @@ class OptimalSigma(NamedTuple):
 
     def summary(self) -> pd.DataFrame:
         """Table 3's row: optimal, fixed and improvement (means over the examples, nats)."""
-        n = len(self.improvement)
-
-        def se(t: Tensor) -> float:
-            return float(t.std() / math.sqrt(n)) if n > 1 else math.nan
-
+        values = (self.log_likelihood, self.fixed_log_likelihood, self.improvement)
         return Summary({
             "mean": [float(self.log_likelihood.mean()), float(self.fixed_log_likelihood.mean()),
                      self.mean_improvement],
-            "stderr": [se(self.log_likelihood), se(self.fixed_log_likelihood),
-                       se(self.improvement)],
+            "stderr": [float(se_over_examples(t)) for t in values],
         }, index=["optimal sigma per example (upper bound, not a model)",
                   f"fixed sigma = {self.fixed_sigma:g}", "improvement"])
-
-
-def _se(t: Tensor) -> Tensor:
-    """Standard error over the last dim (examples); NaN with fewer than two."""
-    n = t.shape[-1]
-    return t.std(-1) / math.sqrt(n) if n > 1 else torch.full_like(t.sum(-1), math.nan)
 
 
 @dataclass(frozen=True)
@@ -112,13 +107,11 @@ class DistortionCurve(Exported):
     schedule: Tensor = stored("constant_data", "schedule", ["step"])
     record_steps: Tensor = stored("constant_data", "record_step", ["beta"])  # (m,) into schedule
     beta_max: float = stored("attrs", "beta_max")
-    # the AISResult of the run (acceptance, step sizes, final states)
-    ais: Any = stored("ais", codec="result", default=None)
+    ais: Any = stored("ais", codec="result", default=None)  # the run's AISResult
     seed: int | None = stored("attrs", "seed", codec="seed", default=None)
     settings: dict[str, Any] = stored("attrs", "settings", codec="json", default_factory=dict)
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
-    # infer.tolerance.Budget: how tolerance= chose num_steps (None without it)
-    budget: Any = stored("attrs", "budget", codec="budget", default=None)
+    budget: Any = stored("attrs", "budget", codec="budget", default=None)  # how Tolerance chose
 
     # -- per example ----------------------------------------------------------------------------
     @property
@@ -193,7 +186,7 @@ class DistortionCurve(Exported):
     @property
     def stderr(self) -> Tensor:
         """``(m,)`` standard error over the examples of :attr:`mean_log_likelihood`."""
-        return _se(self._gaussian_only("stderr"))
+        return se_over_examples(self._gaussian_only("stderr"))
 
     def _gaussian(self, what: str) -> tuple[Tensor, Tensor]:
         """``(sigmas, log_likelihood)`` of every example; only the Gaussian mode defines them."""
@@ -249,7 +242,7 @@ class DistortionCurve(Exported):
             sigmas, ll = self._gaussian("summary")
             cols["sigma"] = sigmas
             cols["log p_sigma(x) [nats]"] = ll[:, ok].mean(-1)
-            cols["stderr"] = _se(ll[:, ok])
+            cols["stderr"] = se_over_examples(ll[:, ok])
         cols["log Z_beta"] = self.log_z[:, ok].mean(-1)
         cols["mean MCSE"] = self.mcse[:, ok].mean(-1)
         cols["min ESS"] = self.ess[:, ok].min(-1).values if ok.any() else self.betas * math.nan
@@ -339,9 +332,7 @@ def _recorded(dm, x, path, steps, num_chains, kernel, seed, batch_size, progress
     assert results is not None  # one process
     result = results[0]
     assert torch.equal(result.trace_steps, steps.cpu())
-    log_w = result.trace["log_weight"].double()
-    ratio = result.trace["log_ratio"].double()
-    return result, log_w, ratio
+    return result, result.trace["log_weight"].double(), result.trace["log_ratio"].double()
 
 
 def gaussian_curve(model: Callable[..., Any], x: Tensor, *, sigmas: Sequence[float] | Tensor | None

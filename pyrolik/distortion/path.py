@@ -123,9 +123,7 @@ class DistortionModel:
                 raise ValueError("a user distortion needs beta_max= (the largest inverse "
                                  "temperature of the path)")
             beta_max = _positive("beta_max", beta_max)
-        self.model = model
-        self.sigma = sigma
-        self.distortion = distortion
+        self.model, self.sigma, self.distortion = model, sigma, distortion
         self.beta_max: float = beta_max
         #: the constant per observed value in the observation term: -log(2 pi sigma^2) / 2 or 0
         self.offset: float = -0.5 * math.log(2 * math.pi * sigma**2) if sigma is not None else 0.0
@@ -153,7 +151,7 @@ class DistortionModel:
         base, ndims = _unwrap(fn)
         if type(base).__name__ == "MaskedDistribution":
             raise Refusal(f"observed site {name!r} is masked (.mask()); the distortion path "
-                             "needs every observed value counted once: remove the mask")
+                          "needs every observed value counted once: remove the mask")
         shape = fn.batch_shape + fn.event_shape
         if self.sigma is not None:
             if not isinstance(base, Normal):
@@ -170,9 +168,8 @@ class DistortionModel:
         try:
             x_hat = base.mean
         except NotImplementedError as err:
-            raise Refusal(f"observed site {name!r} ({type(base).__name__}) has no mean to "
-                             "compare x with; write the decoder output into a site that has one"
-                             ) from err
+            raise Refusal(f"observed site {name!r} ({type(base).__name__}) has no mean to compare "
+                          "x with; write the decoder output into a site that has one") from err
         assert self.distortion is not None  # no sigma: __init__ required a distortion
         return _NegativeDistortion(x_hat.expand(shape), self.distortion, self.beta_max,
                                    fn.batch_shape, fn.event_shape, name)
@@ -183,12 +180,9 @@ class DistortionModel:
         with pyro.poutine.block(), torch.no_grad(), pyro.validation_enabled(False), \
                 fork_rng_from(None, x.device):
             tr = pyro.poutine.trace(self.model).get_trace(x, *args, **kwargs)
-        total = 0
-        for s in tr.nodes.values():
-            if s["type"] == "sample" and s["is_observed"] and not site_is_subsample(s) \
-                    and s["value"] is not None:
-                total += int(s["value"].numel())
-        return total // x.shape[0]
+        return sum(int(s["value"].numel()) for s in tr.nodes.values()
+                   if s["type"] == "sample" and s["is_observed"] and not site_is_subsample(s)
+                   and s["value"] is not None) // x.shape[0]
 
 
 def _positive(name: str, value: Any) -> float:
@@ -199,8 +193,8 @@ def _positive(name: str, value: Any) -> float:
 
 
 def distortion_model(model: Callable[..., Any], *, sigma: float | None = None,
-                     distortion: DistortionFn | None = None,
-                     beta_max: float | None = None) -> DistortionModel:
+                     distortion: DistortionFn | None = None, beta_max: float | None = None
+                     ) -> DistortionModel:
     r"""Wrap ``model`` so that its prior path at :math:`b \in [0, 1]` is the distortion path at :math:`\beta = b\,\beta_{\max}`.
 
     Parameters
@@ -242,43 +236,22 @@ def _as_grid(values: Sequence[float] | Tensor, name: str) -> Tensor:
 
 
 def grid_from_sigmas(sigmas: Sequence[float] | Tensor) -> tuple[Tensor, float]:
-    r"""``(betas, sigma_min)``: :math:`\beta_j = 1/(2\sigma_j^2)`, increasing (sigmas decreasing).
-
-    Parameters
-    ----------
-    sigmas : sequence of float or torch.Tensor
-        Positive, distinct, any order.
-    """
+    r"""``(betas, sigma_min)``: :math:`\beta_j = 1/(2\sigma_j^2)`, increasing (sigmas decreasing);
+    ``sigmas`` positive, distinct, any order."""
     s = torch.sort(_as_grid(sigmas, "sigmas"), descending=True).values
     return 0.5 / s**2, float(s[-1])
 
 
 def grid_from_betas(betas: Sequence[float] | Tensor) -> Tensor:
-    """The betas, sorted increasing.
-
-    Parameters
-    ----------
-    betas : sequence of float or torch.Tensor
-        Positive, distinct, any order.
-    """
+    """The betas (positive, distinct, any order), sorted increasing."""
     return torch.sort(_as_grid(betas, "betas")).values
 
 
 def merge_grid(grid_b: Tensor, schedule: str | Tensor, num_steps: int | None
                ) -> tuple[Tensor, Tensor]:
-    """A schedule in :math:`b` from 0 to 1 containing every grid point, and their step indices.
-
-    Returns ``(schedule, steps)`` with ``schedule[steps] == grid_b``.
-
-    Parameters
-    ----------
-    grid_b : torch.Tensor
-        The grid points, increasing in :math:`(0, 1]`, ending at 1.
-    schedule : {"geometric", "sigmoid", "linear"} or torch.Tensor
-        The base schedule the grid points are merged into.
-    num_steps : int or None
-        The base schedule's steps; ``None`` with a tensor.
-    """
+    """``(schedule, steps)``: the base schedule in :math:`b` from 0 to 1 with every grid point
+    merged in, ``schedule[steps] == grid_b`` (``grid_b`` increasing in :math:`(0, 1]`, ending at 1;
+    ``num_steps``: the base schedule's, ``None`` with a tensor)."""
     if isinstance(schedule, str) and schedule in PILOT_NAMES:
         raise ValueError(
             f"schedule={schedule!r} is not available on the distortion path: a schedule built from "
@@ -297,9 +270,7 @@ def merge_grid(grid_b: Tensor, schedule: str | Tensor, num_steps: int | None
     # betas that differ only by rounding would make a zero-length step: drop the base's copy
     keep = torch.ones_like(merged, dtype=torch.bool)
     for b in grid_b.tolist():
-        near = (merged - b).abs() <= 1e-12 * max(b, 1e-300)
-        near &= merged != b
-        keep &= ~near
+        keep &= ~(((merged - b).abs() <= 1e-12 * max(b, 1e-300)) & (merged != b))
     merged = merged[keep]
     steps = torch.searchsorted(merged, grid_b.to(torch.float64))
     assert torch.equal(merged[steps], grid_b.to(torch.float64))
@@ -307,24 +278,11 @@ def merge_grid(grid_b: Tensor, schedule: str | Tensor, num_steps: int | None
 
 
 def sigma_of(beta: Tensor) -> Tensor:
-    r""":math:`\sigma = 1/\sqrt{2\beta}`.
-
-    Parameters
-    ----------
-    beta : torch.Tensor
-        Inverse temperatures (positive).
-    """
+    r""":math:`\sigma = 1/\sqrt{2\beta}` of positive inverse temperatures."""
     return 1.0 / torch.sqrt(2.0 * beta)
 
 
 def log_normal_constant(beta: Tensor, num_values: int) -> Tensor:
-    r""":math:`-\tfrac D2 \log(2\pi\sigma^2) = \tfrac D2 \log(\beta/\pi)`: ``log p_sigma = log Z_beta + this``.
-
-    Parameters
-    ----------
-    beta : torch.Tensor
-        Inverse temperatures, :math:`\beta = 1/(2\sigma^2)`.
-    num_values : int
-        Observed values per example (D).
-    """
+    r""":math:`-\tfrac D2 \log(2\pi\sigma^2) = \tfrac D2 \log(\beta/\pi)`: ``log p_sigma = log Z_beta + this``
+    (``num_values``: D, observed values per example)."""
     return 0.5 * num_values * torch.log(beta / math.pi)

@@ -20,17 +20,9 @@ def _axes(ax, size=(5, 3.5)):
     return ax
 
 
-def _plain_log_x(ax) -> None:
-    """A log x axis labelled with plain numbers (0.3, 0.5, 1, 2): matplotlib's minor labels overlap."""
-    plain_log_axis(ax, "x")
-
-
 def plot_sigma_curve(curve: DistortionCurve, ax=None, *, label: str = "one AIS run",
                      per_sigma: dict[str, Any] | None = None):
     """Mean log p_sigma(x) over the examples against sigma, 2 standard errors as bars.
-
-    ``per_sigma``: optional comparison ``{"sigma": [...], "mean": [...], "stderr": [...],
-    "label": str}`` (e.g. one AIS run per sigma).
 
     Parameters
     ----------
@@ -41,7 +33,8 @@ def plot_sigma_curve(curve: DistortionCurve, ax=None, *, label: str = "one AIS r
     label : str
         The legend's label of the curve.
     per_sigma : dict, optional
-        The comparison described above.
+        A comparison ``{"sigma": [...], "mean": [...], "stderr": [...], "label": str}`` (e.g. one
+        AIS run per sigma).
 
     Returns
     -------
@@ -58,7 +51,7 @@ def plot_sigma_curve(curve: DistortionCurve, ax=None, *, label: str = "one AIS r
                     fmt="s--", capsize=2, label=per_sigma.get("label", "per-sigma runs"))
     best = curve.best_sigma()
     ax.axvline(best.sigma, color="grey", lw=0.8, ls=":")
-    _plain_log_x(ax)
+    plain_log_axis(ax, "x")  # plain numbers (0.3, 0.5, 1, 2): the minor labels overlap
     ax.set_xlabel("observation sigma")
     ax.set_ylabel("mean log p_sigma(x) [nats]")
     ax.set_title(f"log-likelihood against sigma (best {best.sigma:.3g})", fontsize=10)
@@ -94,7 +87,7 @@ def plot_optimal_sigma(curve: DistortionCurve, fixed_sigma: float | None = None,
     ax.plot(opt.sigma.numpy(), opt.improvement.numpy(), "o", color="tab:red", ms=3,
             label=f"per-example best sigma (mean gain {opt.mean_improvement:.1f} nats)")
     ax.axvline(opt.fixed_sigma, color="k", ls="--", lw=0.8, label=f"fixed sigma {opt.fixed_sigma:g}")
-    _plain_log_x(ax)
+    plain_log_axis(ax, "x")
     ax.set_ylim(bottom=max(float(centred.min()), -3 * max(opt.mean_improvement, 1.0)))
     ax.set_xlabel("observation sigma")
     ax.set_ylabel("log p_sigma(x) - log p_fixed(x) [nats]")
@@ -107,9 +100,6 @@ def plot_rate_distortion(curve: DistortionCurve, ax=None, *, bdmc: Any = None,
                          analytic: tuple[Any, Any] | None = None, label: str = "AIS (upper bound)"):
     """Mean rate (nats) against mean distortion over the examples.
 
-    ``bdmc``: a :class:`~pyrolik.distortion.bounds.DistortionBDMC` drawn as rate sandwiches;
-    ``analytic``: ``(distortion, rate)`` of a known curve.
-
     Parameters
     ----------
     curve : DistortionCurve
@@ -117,7 +107,7 @@ def plot_rate_distortion(curve: DistortionCurve, ax=None, *, bdmc: Any = None,
     ax : matplotlib.axes.Axes, optional
         Where to draw; a new 5 x 3.5 inch figure when None.
     bdmc : DistortionBDMC, optional
-        The result of :func:`pyrolik.distortion_bdmc`.
+        The result of :func:`pyrolik.distortion_bdmc`, drawn as rate sandwiches.
     analytic : tuple of two arrays, optional
         ``(distortion, rate)`` of a known curve.
     label : str
@@ -136,7 +126,7 @@ def plot_rate_distortion(curve: DistortionCurve, ax=None, *, bdmc: Any = None,
         dd = bdmc.distortion.mean(-1).numpy()
         lo, hi = bdmc.rate_lower.mean(-1).numpy(), bdmc.rate_upper.mean(-1).numpy()
         ax.vlines(dd, lo, hi, color="tab:red", lw=2, label="BDMC sandwich (simulated data)")
-    _plain_log_x(ax)
+    plain_log_axis(ax, "x")
     ax.set_xlabel("distortion (mean squared error summed over values)" if curve.mode == "gaussian"
                   else "distortion")
     ax.set_ylabel("rate [nats]")

@@ -46,7 +46,6 @@ def progress_bar(total: int, desc: str, enabled: bool) -> tqdm:
     return tqdm(total=total, desc=desc, disable=not enabled, leave=False, dynamic_ncols=True)
 
 
-
 @dataclass(frozen=True)
 class Scope:
     """The execution options :func:`checkpoint` and :func:`distributed` set for a block of code."""
@@ -167,34 +166,24 @@ class Execution:
 Work = Callable[[Batch, Any, Callable[[Any], None] | None], Any]
 
 
-def run_batches(
-    num_examples: int,
-    batch_size: int | None,
-    seed: int,
-    device: torch.device,
-    work: Work,
-    *,
-    shard: Shard,
-    rows_per_example: int,
-    checkpoint: Checkpoint | None = None,
-) -> list[Any] | None:
+def run_batches(num_examples: int, batch_size: int | None, seed: int, device: torch.device,
+                work: Work, *, shard: Shard, rows_per_example: int,
+                checkpoint: Checkpoint | None = None) -> list[Any] | None:
     """Run this process's batches; return every batch's payload in order (``None`` off rank 0)."""
     parts: dict[int, Any] = {}
     for i, batch in enumerate(batches(num_examples, batch_size, seed, device)):
         if not shard.owns(i):
             continue
         stored = checkpoint.completed(batch.start) if checkpoint is not None else None
-        if stored is not None:
-            parts[batch.start] = stored
-            continue
-        resume = checkpoint.resume_state(batch.start) if checkpoint is not None else None
-        save = None if checkpoint is None else functools.partial(checkpoint.save_progress,
-                                                                 batch.start)
-        with oom_advice(batch.start, batch.stop, rows_per_example, batch_size):
-            payload = work(batch, resume, save)
-        if checkpoint is not None:
-            checkpoint.complete(batch.start, payload)
-        parts[batch.start] = payload
+        if stored is None:  # not completed before
+            resume = checkpoint.resume_state(batch.start) if checkpoint is not None else None
+            save = None if checkpoint is None else functools.partial(checkpoint.save_progress,
+                                                                     batch.start)
+            with oom_advice(batch.start, batch.stop, rows_per_example, batch_size):
+                stored = work(batch, resume, save)
+            if checkpoint is not None:
+                checkpoint.complete(batch.start, stored)
+        parts[batch.start] = stored
     return gather_batches(parts, shard, device)
 
 
@@ -205,20 +194,18 @@ def warn_failed(result, what: str | None = None, stacklevel: int = 3) -> None:
     if not num:
         return
     if num == len(failed):
-        warnings.warn(
-            f"{what or result.method}: all {num} examples failed (their estimate is NaN or inf): the "
-            "model's log-density is not finite; check the model, e.g. run it once under "
-            "pyro.validation_enabled() on a few examples", FailedExamplesWarning,
-            stacklevel=stacklevel)
+        warnings.warn(f"{what or result.method}: all {num} examples failed (their estimate is NaN "
+                      "or inf): the model's log-density is not finite; check the model, e.g. run "
+                      "it once under pyro.validation_enabled() on a few examples",
+                      FailedExamplesWarning, stacklevel=stacklevel)
         return
     idx = failed.nonzero().flatten().tolist()
     shown = ", ".join(map(str, idx[:10])) + (", ..." if num > 10 else "")
-    warnings.warn(
-        f"{what or result.method}: {num} of {len(failed)} examples failed (their estimate is NaN or "
-        f"inf: the model's log-density was not finite for them): examples [{shown}]. They are marked "
-        "in result.failed and left out of mean and stderr; check the model and these examples",
-        FailedExamplesWarning, stacklevel=stacklevel,
-    )
+    warnings.warn(f"{what or result.method}: {num} of {len(failed)} examples failed (their "
+                  f"estimate is NaN or inf: the model's log-density was not finite for them): "
+                  f"examples [{shown}]. They are marked in result.failed and left out of mean and "
+                  "stderr; check the model and these examples", FailedExamplesWarning,
+                  stacklevel=stacklevel)
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -228,9 +215,8 @@ def is_out_of_memory(err: BaseException) -> bool:
     if oom_types and isinstance(err, oom_types):
         return True
     msg = str(err).lower()
-    return isinstance(err, RuntimeError) and ("out of memory" in msg
-                                              or "can't allocate memory" in msg
-                                              or "cannot allocate memory" in msg)
+    return isinstance(err, RuntimeError) and any(
+        s in msg for s in ("out of memory", "can't allocate memory", "cannot allocate memory"))
 
 
 @contextlib.contextmanager

@@ -77,18 +77,14 @@ def _held_state(fn: Any) -> list[tuple[str, Any]]:
                 out.append((f"closure.{name}", cell.cell_contents))
             except ValueError:  # an empty cell
                 continue
-        for name in fn.__code__.co_names:
-            value = fn.__globals__.get(name)
-            if isinstance(value, (torch.Tensor, nn.Module)):
-                out.append((f"global.{name}", value))
-        for i, value in enumerate(fn.__defaults__ or ()):
-            out.append((f"default.{i}", value))
+        out += [(f"global.{name}", value) for name in fn.__code__.co_names
+                if isinstance(value := fn.__globals__.get(name), (torch.Tensor, nn.Module))]
+        out += [(f"default.{i}", value) for i, value in enumerate(fn.__defaults__ or ())]
         return [(k, v) for k, v in out if isinstance(v, (torch.Tensor, nn.Module, int, float, str,
                                                          bool, type(None)))]
-    for name, value in sorted(vars(fn).items()) if hasattr(fn, "__dict__") else []:
-        if isinstance(value, (torch.Tensor, nn.Module, int, float, str, bool, tuple)):
-            out.append((f"attr.{name}", value))
-    return out
+    return out + [(f"attr.{name}", value)
+                  for name, value in (sorted(vars(fn).items()) if hasattr(fn, "__dict__") else [])
+                  if isinstance(value, (torch.Tensor, nn.Module, int, float, str, bool, tuple))]
 
 
 def _param_sites(fn: Any, x: torch.Tensor, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
@@ -284,8 +280,6 @@ class Checkpoint:
 def checkpoint_path(path: str | os.PathLike, shard: tuple[int, int] = (0, 1)) -> Path:
     """Each process of a multi-process run keeps its own checkpoint, ``ckpt.rank1-of-4.pt``
     (``shard = (rank, world_size)``)."""
-    path = Path(path)
-    rank, world_size = shard
-    if world_size == 1:
-        return path
-    return path.with_name(f"{path.stem}.rank{rank}-of-{world_size}{path.suffix}")
+    path, (rank, world_size) = Path(path), shard
+    return path if world_size == 1 else path.with_name(
+        f"{path.stem}.rank{rank}-of-{world_size}{path.suffix}")

@@ -74,9 +74,7 @@ def gather_batches(parts: dict[int, Any], shard: Shard, device: torch.device
     torch.distributed.gather_object(cpu, out, dst=0)
     if out is None:  # not rank 0
         return None
-    merged: dict[int, Any] = {}
-    for d in out:
-        merged.update(d)
+    merged: dict[int, Any] = {k: v for d in out for k, v in d.items()}
     return [map_tensors(merged[k], lambda t: t.to(device)) for k in sorted(merged)]
 
 
@@ -116,7 +114,6 @@ def main_result(result: _R | None, estimator: str) -> _R:
             "block do: run it outside the block, or use the result on rank 0"
         )
     return result
-
 
 
 #: Environment variable naming the thread count that :func:`set_threads` uses by default.

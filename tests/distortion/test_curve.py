@@ -275,12 +275,12 @@ def test_log_axes_are_labelled_with_plain_numbers_thinned_by_span():
     """matplotlib's minor labels (3 x 10^-1, 4 x 10^-1, ...) overlapped on 1-2 decade axes."""
     import matplotlib.pyplot as plt
 
-    from pyrolik.distortion.plots import _plain_log_x
+    from pyrolik.diagnostics.plots import plain_log_axis  # what the distortion plots call
 
     shown = {}
     for lo, hi in ((0.3, 5.9), (0.01, 1000.0)):
         fig, ax = plt.subplots()
-        _plain_log_x(ax)
+        plain_log_axis(ax, "x")
         ax.plot([lo, hi], [1.0, 0.0])
         fig.canvas.draw()
         shown[lo] = [t.get_text() for t in [*ax.get_xticklabels(), *ax.get_xticklabels(minor=True)]
