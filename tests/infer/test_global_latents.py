@@ -64,6 +64,26 @@ def test_evidence_is_unbiased_for_the_exact_joint(glg, data, seed):
                                r.latents["mu"])
 
 
+def test_evidence_bdmc_checkpoints_in_a_block(glg, seed, tmp_path, monkeypatch):
+    """evidence_bdmc in a pyrolik.checkpoint() block: the file is written, and a rerun in the block
+    reads the finished run back (no step is saved again) with the numbers of a run without it."""
+    from pyrolik.execution.checkpoint import Checkpoint
+
+    kw = dict(data_shape=(5, 4), num_steps=6, num_chains=2, seed=seed, progress=False)
+    plain = pyrolik.evidence_bdmc(glg, 2, **kw)
+    path = tmp_path / "evidence_bdmc.ckpt"
+    with pyrolik.checkpoint(path, every=2):
+        first = pyrolik.evidence_bdmc(glg, 2, **kw)
+    assert path.exists()
+    monkeypatch.setattr(Checkpoint, "save_progress", lambda *a: pytest.fail("the run reran"))
+    monkeypatch.setattr(Checkpoint, "complete", lambda *a: pytest.fail("the run reran"))
+    with pyrolik.checkpoint(path, every=2):
+        again = pyrolik.evidence_bdmc(glg, 2, **kw)
+    for r in (first, again):
+        assert torch.equal(r.lower.log_weights, plain.lower.log_weights)
+        assert torch.equal(r.upper.log_weights, plain.upper.log_weights)
+
+
 def test_an_evidence_result_round_trips_through_a_file(glg, data, seed, tmp_path):
     r = pyrolik.evidence(glg, data, num_steps=10, num_chains=4, seed=seed, progress=False)
     pyrolik.save(r, tmp_path / "evidence.nc")
