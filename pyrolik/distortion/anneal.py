@@ -22,6 +22,7 @@ from pyrolik.distortion.path import (
     merge_grid,
     sigma_of,
 )
+from pyrolik.execution.batches import refuse_scope
 from pyrolik.infer.sandwich import simulate
 from pyrolik.infer.tolerance import (
     Budget,
@@ -168,6 +169,7 @@ def _choose(model: Callable[..., Any], x: Tensor, run: dict[str, Any], what: str
     """The curve's run keywords ``run``; with a :class:`Tolerance` for ``num_steps``, the steps and
     seed of the budget search for the curve ``what`` on its ``grid`` (sigmas or betas), and that
     budget."""
+    refuse_scope(what)  # before a budget search, not after it
     chosen = None
     if isinstance(run["num_steps"], Tolerance):
         run = {**run, "seed": resolve_seed(run["seed"])}  # one seed for the search and the run
@@ -217,7 +219,7 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,
     marked, per_example, num_pt, sim_args = simulation_arguments(model_args, model_kwargs, n,
                                                                  point_size(n, m))
     # one run of the model on x first: a non-Gaussian observed site (or x that does not fit the
-    # model) is named as it is without tolerance=, not as a failed simulation
+    # model) is named as it is without a Tolerance, not as a failed simulation
     make_target(distortion_model(model, sigma=(0.5 / float(grid[-1])) ** 0.5), x, 1,
                 model_args=tuple(model_args), model_kwargs=dict(model_kwargs or {}))
     data: dict[float, tuple[Tensor, Any]] = {}

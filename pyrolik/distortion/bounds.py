@@ -30,7 +30,7 @@ from pyrolik.distortion.path import (
     sigma_of,
 )
 from pyrolik.exceptions import prefixed
-from pyrolik.execution.batches import warn_failed
+from pyrolik.execution.batches import refuse_scope, warn_failed
 from pyrolik.infer.sandwich import Simulated, _check_posterior_start, simulate
 from pyrolik.model.arguments import mark_arguments, take_rows
 from pyrolik.model.target import make_target
@@ -180,6 +180,7 @@ def distortion_bdmc(model: Callable[..., Any], num_examples: int | None = None, 
     .. [1] S. Huang, A. Makhzani, Y. Cao, R. Grosse. Evaluating lossy compression rates of deep
        generative models. ICML, 2020.
     """
+    refuse_scope("distortion_bdmc")
     start = time.perf_counter()
     check_count("num_chains", num_chains)
     seed = resolve_seed(seed)

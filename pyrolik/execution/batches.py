@@ -23,7 +23,7 @@ from pyrolik.execution.checkpoint import Checkpoint
 from pyrolik.execution.distributed import Shard, broadcast_seed, current_shard, gather_batches
 
 __all__ = ["Batch", "batches", "progress_bar", "Execution", "run_batches", "Work", "checkpoint",
-           "distributed", "local", "scope", "Scope", "warn_failed", "oom_advice", "is_out_of_memory"]
+           "distributed", "local", "scope", "refuse_scope", "Scope", "warn_failed", "oom_advice", "is_out_of_memory"]
 
 
 class Batch(NamedTuple):
@@ -127,6 +127,17 @@ def local() -> contextlib.AbstractContextManager:
     return _scoped(checkpoint=None, checkpoint_every=100, distributed=False)
 
 
+def refuse_scope(method: str, supports: tuple[str, ...] = ()) -> Scope:
+    """The execution options in force, refused where ``method`` does not ``support`` them."""
+    options = _SCOPE.get()
+    for name, active in (("checkpoint", options.checkpoint is not None),
+                         ("distributed", options.distributed)):
+        if active and name not in supports:
+            raise ValueError(f"{method} does not run in a pyrolik.{name}() block: call it outside "
+                             "the block")
+    return options
+
+
 def scope() -> Scope:
     """The execution options in force."""
     return _SCOPE.get()
@@ -152,12 +163,7 @@ class Execution:
         """Check the options, take the :func:`checkpoint` / :func:`distributed` block's (refused where
         ``method`` does not ``support`` it) and resolve the seed and the shard."""
         check_optional_count("batch_size", batch_size)
-        options = _SCOPE.get()
-        for name, active in (("checkpoint", options.checkpoint is not None),
-                             ("distributed", options.distributed)):
-            if active and name not in supports:
-                raise ValueError(f"{method or desc} does not run in a pyrolik.{name}() block: call "
-                                 "it outside the block")
+        options = refuse_scope(method or desc, supports)
         shard = current_shard(options.distributed)
         return cls(broadcast_seed(resolve_seed(seed), shard), shard, batch_size, progress, desc,
                    options.checkpoint, options.checkpoint_every)

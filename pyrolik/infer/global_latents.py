@@ -16,7 +16,7 @@ from pyrolik.annealing.run import Recording
 from pyrolik.execution.batches import scope
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.sandwich import Simulated, bdmc
-from pyrolik.infer.tolerance import Tolerance
+from pyrolik.infer.tolerance import Tolerance, gradient_evals, search
 from pyrolik.model.dataset import WholeDataset
 from pyrolik.results import AISResult, BDMCResult
 
@@ -120,7 +120,15 @@ def evidence(model: Callable[..., Any], x: Tensor, *, num_steps: int | Tolerance
     wrapped = _wrap(model, x, model_args, model_kwargs)
     rows = x.unsqueeze(0) if wrapped.is_whole_x else \
         wrapped.to_rows({n: v.unsqueeze(0) for n, v in wrapped.trace_values().items()})
+    chosen = None
     try:
+        if isinstance(num_steps, Tolerance):  # as ais does, its warnings naming evidence
+            seed = resolve_seed(seed)
+            chosen = search(wrapped, rows, num_steps, num_chains=num_chains, schedule=schedule,
+                            kernel=kernel, init=None, model_args=(), model_kwargs=None, seed=seed,
+                            batch_size=None, progress=progress,
+                            what="evidence(num_steps=Tolerance)", stacklevel=4)
+            num_steps = chosen.num_steps
         result = ais(wrapped, rows, num_steps=num_steps, num_chains=num_chains, schedule=schedule,
                      kernel=kernel, seed=seed, record=record, progress=progress)
     except ValueError as err:
@@ -129,6 +137,9 @@ def evidence(model: Callable[..., Any], x: Tensor, *, num_steps: int | Tolerance
             raise
         raise explained from err
     assert result is not None  # one process
+    if chosen is not None:
+        result = dataclasses.replace(result, budget=chosen.with_final(gradient_evals(result),
+                                                                      result.wall_time))
     return _relabel(result, "evidence", wrapped)
 
 

@@ -324,7 +324,7 @@ class AISResult(EstimateResult):
                                              default=None)
     # (R,) the annealing step index of each record
     trace_steps: Tensor | None = stored("annealing", "step", ["step"], codec="coord", default=None)
-    # infer.tolerance.Budget: how tolerance= chose num_steps (None without it)
+    # results.bdmc.Budget: how a Tolerance chose num_steps (None without it)
     budget: Any = stored("attrs", "budget", codec="budget", default=None)
     # (K, N) the chain each chain descends from, when the chains were resampled (pyrolik.SMC)
     ancestor: Tensor | None = stored("particles", "ancestor", [BLOCK, EX], default=None)
