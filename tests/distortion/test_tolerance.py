@@ -170,13 +170,22 @@ def test_the_curves_refuse_a_checkpoint_block(tmp_path):
                                                    progress=False),
     }
     for name, call in calls.items():
-        # rate_distortion's refusal names sigma_curve (its run is the curve's): any name will do
-        named = r"\w+" if name == "rate_distortion" else name
         with pyrolik.checkpoint(path), pytest.raises(
-                ValueError, match=rf"{named} does not run in a pyrolik.checkpoint\(\) block"):
+                ValueError, match=rf"^{name} does not run in a pyrolik.checkpoint\(\) block"):
             call()
         call()  # outside the block it runs
     assert not path.exists()
+
+
+def test_a_curve_with_a_tolerance_is_refused_before_its_search(tmp_path, monkeypatch):
+    def no_search(*args, **kwargs):
+        raise AssertionError("the budget search ran before the refusal")
+
+    monkeypatch.setattr("pyrolik.distortion.anneal.curve_search", no_search)
+    with pyrolik.checkpoint(tmp_path / "run.pt"), pytest.raises(
+            ValueError, match=r"^sigma_curve\(num_steps=Tolerance\) does not run in a pyrolik"):
+        pyrolik.sigma_curve(LG, _data(3, 0), SIGMAS, num_steps=pyrolik.Tolerance(0.3),
+                            num_chains=2, progress=False)
 
 
 def test_user_distortion_and_non_gaussian_sites_are_refused():

@@ -223,3 +223,12 @@ def test_evidence_with_tolerance_lands_within_it_of_the_exact_joint(glg, data):
     with pytest.raises(ValueError, match="schedule tensor"):
         pyrolik.evidence(glg, data, num_steps=pyrolik.Tolerance(0.5), num_chains=4,
                          schedule=torch.linspace(0, 1, 11), progress=False)
+
+
+def test_a_tolerance_search_warns_under_the_name_of_evidence(glg, data):
+    """The search's warnings name the call the user made, not the ais run inside it."""
+    with pytest.warns(pyrolik.BudgetWarning, match=r"^evidence\(num_steps=Tolerance\): the budget "
+                                                    r"search reached max_steps=50"):
+        r = pyrolik.evidence(glg, data, num_steps=pyrolik.Tolerance(0.05, max_steps=50),
+                             num_chains=4, seed=1, progress=False)
+    assert r.budget.num_steps == 50 and not r.budget.converged
