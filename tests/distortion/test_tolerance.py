@@ -183,7 +183,7 @@ def test_a_curve_with_a_tolerance_is_refused_before_its_search(tmp_path, monkeyp
 
     monkeypatch.setattr("pyrolik.distortion.anneal.curve_search", no_search)
     with pyrolik.checkpoint(tmp_path / "run.pt"), pytest.raises(
-            ValueError, match=r"^sigma_curve\(num_steps=Tolerance\) does not run in a pyrolik"):
+            ValueError, match=r"^sigma_curve does not run in a pyrolik.checkpoint"):
         pyrolik.sigma_curve(LG, _data(3, 0), SIGMAS, num_steps=pyrolik.Tolerance(0.3),
                             num_chains=2, progress=False)
 
