@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 import pyrolik.annealing.engine as engine
-from pyrolik.annealing.run import Leg, Problem, Recording, describe, latents_to_flat
+from pyrolik.annealing.run import Leg, Problem, Recording, describe, latents_to_flat, require_steps
 from pyrolik.annealing.step_sizes import StepSizes, rows_of
 from pyrolik.annealing.transition import HMCTransition, ValueAndGradFn
 from pyrolik.annealing.tuning import Adaptation, PilotTuning, Tuning
@@ -396,20 +396,20 @@ _DESC = {"ais": "AIS", "reverse_ais": "reverse AIS", "bdmc": "BDMC"}
 def run(method: str, model: Callable[..., Any], x: Tensor, *, directions: tuple[str, ...],
         num_steps: int | None, seed: int | None, batch_size: int | None, progress: bool,
         recording: Recording | None = None, desc: str | None = None, scoped: bool = True,
+        execution: Execution | None = None,
         **problem: Any) -> tuple[Problem, list[AISResult] | None]:
     """The annealing estimators' common path: describe the run, drive it in the execution scope
-    (:func:`pyrolik.checkpoint`, :func:`pyrolik.distributed`; refused unless ``scoped``), warn of
-    failed examples; the problem described and the results per leg (``None`` off rank 0)."""
-    if num_steps is None and isinstance(problem.get("schedule"), str):
-        raise ValueError("num_steps is required with a named schedule: pass num_steps= "
-                         "(annealing steps, e.g. 200), num_steps=pyrolik.Tolerance(nats) to choose "
-                         "them by BDMC on simulated data, or a schedule tensor")
+    (:func:`pyrolik.checkpoint`, :func:`pyrolik.distributed`; refused unless ``scoped``) or the
+    caller's ``execution``, warn of failed examples; the problem described and the results per leg
+    (``None`` off rank 0)."""
+    require_steps(num_steps, problem.get("schedule"))
     recording = Recording() if recording is None else recording
     described = describe(model, x, directions=directions, num_steps=num_steps,
                          record_every=recording.every, **problem)
-    execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,
-                                 desc=desc or _DESC.get(method, method), method=method,
-                                 supports=("checkpoint", "distributed") if scoped else ())
+    if execution is None:
+        execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,
+                                     desc=desc or _DESC.get(method, method), method=method,
+                                     supports=("checkpoint", "distributed") if scoped else ())
     results = drive(method, described, execution, recording)
     if results is not None and len(results) == 1:  # bdmc warns of its pair
         warn_failed(results[0], method, stacklevel=4)

@@ -22,7 +22,7 @@ from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.model.target import Target, make_target, prepare_inputs
 from pyrolik.schedules import PILOT_NAMES, adaptive, resolve
 
-__all__ = ["as_recording", "Leg", "Problem", "Recording", "Schedule", "describe", "gradient_evals",
+__all__ = ["as_recording", "require_steps", "Leg", "Problem", "Recording", "Schedule", "describe", "gradient_evals",
            "expand_latents", "latents_to_flat", "resolve_schedule", "adaptive_of"]
 
 Check = Callable[[Target, list[Tensor], list[Tensor]], None]
@@ -215,6 +215,15 @@ class Recording:
         if self.steps is not None or self.log_ratio:
             out.update(record_steps=self.steps, record_log_ratio=self.log_ratio)
         return out
+
+
+def require_steps(num_steps: int | None, schedule: str | Tensor | None,
+                  steps: str = "annealing steps, e.g. 200") -> None:
+    """Refuse a named schedule without ``num_steps`` (a tensor fixes them)."""
+    if num_steps is None and isinstance(schedule, str):
+        raise ValueError(f"num_steps is required with a named schedule: pass num_steps= ({steps}), "
+                         "num_steps=pyrolik.Tolerance(nats) to choose them by BDMC on simulated "
+                         "data, or a schedule tensor")
 
 
 def as_recording(record: int | Recording | None) -> Recording:

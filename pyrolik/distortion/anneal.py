@@ -12,6 +12,7 @@ from torch import Tensor
 from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, shared_params, validate_data
 from pyrolik.annealing.kernel import Kernel, as_smc
+from pyrolik.annealing.run import require_steps
 from pyrolik.distortion.bounds import distortion_bdmc
 from pyrolik.distortion.curve import DistortionCurve, gaussian_curve, run_curve
 from pyrolik.distortion.path import (
@@ -177,7 +178,7 @@ def _choose(model: Callable[..., Any], x: Tensor, run: dict[str, Any], what: str
         chosen = curve_search(model, x, run["num_steps"], **grid, **search,
                               what=f"{what}(num_steps=Tolerance)", stacklevel=5)
         run["num_steps"] = chosen.num_steps
-    _require_steps(run["num_steps"], run["schedule"])
+    require_steps(run["num_steps"], run["schedule"], "base annealing steps, e.g. 1000")
     return run, chosen
 
 
@@ -186,13 +187,6 @@ def _with_budget(curve: DistortionCurve, chosen: Budget | None) -> DistortionCur
     if chosen is None:
         return curve
     return replace(curve, budget=chosen.with_final(gradient_evals(curve.ais), curve.wall_time))
-
-
-def _require_steps(num_steps: int | None, schedule: str | Tensor) -> None:
-    if num_steps is None and isinstance(schedule, str):
-        raise ValueError("num_steps is required with a named schedule: pass num_steps= (base "
-                         "annealing steps, e.g. 1000), num_steps=pyrolik.Tolerance(nats) to choose "
-                         "them by BDMC on simulated data, or a schedule tensor")
 
 
 def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,

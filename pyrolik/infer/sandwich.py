@@ -144,7 +144,7 @@ def sandwich(model: Callable[..., Any], data: Any, *, data_shape: tuple[int, ...
     start = time.perf_counter()
     execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress, desc="BDMC")
     user_data = not isinstance(data, (int, Simulated))
-    if not user_data and not isinstance(data, Simulated):
+    if isinstance(data, int):
         if data_shape is None:
             raise ValueError("pass data_shape= (the shape of one example) to simulate data, or "
                              "data simulated from the model in place of num_examples: "
@@ -156,10 +156,11 @@ def sandwich(model: Callable[..., Any], data: Any, *, data_shape: tuple[int, ...
                         "(x, latents), e.g. the output of pyrolik.simulate")
     x, latents = data
     problem, results = run("bdmc", model, x, directions=("forward", "reverse"), num_steps=num_steps,
-                  num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
-                  latents=latents, model_args=model_args, model_kwargs=model_kwargs,
-                  seed=execution.seed, batch_size=batch_size, progress=progress,
-                  step_sizes=step_sizes, check=_check_posterior_start if user_data else None)
+                           num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
+                           latents=latents, model_args=model_args, model_kwargs=model_kwargs,
+                           seed=execution.seed, batch_size=batch_size, progress=progress,
+                           execution=execution, step_sizes=step_sizes,
+                           check=_check_posterior_start if user_data else None)
     if results is None:
         return None
     wall = time.perf_counter() - start
