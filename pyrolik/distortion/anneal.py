@@ -4,7 +4,6 @@ tolerance."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from torch import Tensor
@@ -34,6 +33,7 @@ from pyrolik.infer.tolerance import (
     search_steps,
     simulated_size,
     simulation_arguments,
+    with_budget,
 )
 from pyrolik.model.target import make_target
 
@@ -100,7 +100,8 @@ def sigma_curve(model: Callable[..., Any], x: Tensor, sigmas: Sequence[float] | 
                                kernel=kernel, model_args=model_args, model_kwargs=model_kwargs,
                                seed=seed, batch_size=batch_size, progress=progress)
     run, chosen = _choose(model, x, run, "sigma_curve", sigmas=sigmas, betas=None)
-    return _with_budget(gaussian_curve(model, x, sigmas=sigmas, **run), chosen)
+    curve = gaussian_curve(model, x, sigmas=sigmas, **run)
+    return with_budget(curve, chosen, curve.ais)
 
 
 @shared_params
@@ -159,7 +160,8 @@ def rate_distortion(model: Callable[..., Any], x: Tensor, betas: Sequence[float]
                                seed=seed, batch_size=batch_size, progress=progress)
     run, chosen = _choose(model, x, run, "rate_distortion", sigmas=None, betas=betas)
     if distortion is None:
-        return _with_budget(gaussian_curve(model, x, betas=betas, **run), chosen)
+        curve = gaussian_curve(model, x, betas=betas, **run)
+        return with_budget(curve, chosen, curve.ais)
     grid = grid_from_betas(betas)
     dm = distortion_model(model, distortion=distortion, beta_max=float(grid[-1]))
     return run_curve(dm, x, grid, "user", **run)
@@ -180,13 +182,6 @@ def _choose(model: Callable[..., Any], x: Tensor, run: dict[str, Any], what: str
         run["num_steps"] = chosen.num_steps
     require_steps(run["num_steps"], run["schedule"], "base annealing steps, e.g. 1000")
     return run, chosen
-
-
-def _with_budget(curve: DistortionCurve, chosen: Budget | None) -> DistortionCurve:
-    """The curve with the budget that chose its steps, and what its run cost."""
-    if chosen is None:
-        return curve
-    return replace(curve, budget=chosen.with_final(gradient_evals(curve.ais), curve.wall_time))
 
 
 def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,

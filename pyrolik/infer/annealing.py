@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -15,7 +14,7 @@ from pyrolik.annealing.driver import run
 from pyrolik.annealing.kernel import Kernel
 from pyrolik.annealing.run import Recording, as_recording
 from pyrolik.execution.batches import scope
-from pyrolik.infer.tolerance import Tolerance, gradient_evals, search
+from pyrolik.infer.tolerance import Tolerance, search, with_budget
 from pyrolik.ops.resampling import systematic
 from pyrolik.results import AISResult
 
@@ -86,10 +85,7 @@ def ais(model: Callable[..., Any], x: Tensor, *, num_steps: int | Tolerance | No
                   batch_size=batch_size, progress=progress, recording=recording)
     if results is None:
         return None
-    if chosen is None:
-        return results[0]
-    return replace(results[0], budget=chosen.with_final(gradient_evals(results[0]),
-                                                        results[0].wall_time))
+    return with_budget(results[0], chosen)
 
 
 @shared_params

@@ -16,7 +16,7 @@ from pyrolik.annealing.run import Recording
 from pyrolik.execution.batches import scope
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.sandwich import Simulated, bdmc
-from pyrolik.infer.tolerance import Tolerance, gradient_evals, search
+from pyrolik.infer.tolerance import Tolerance, search, with_budget
 from pyrolik.model.dataset import WholeDataset
 from pyrolik.results import AISResult, BDMCResult
 
@@ -137,10 +137,7 @@ def evidence(model: Callable[..., Any], x: Tensor, *, num_steps: int | Tolerance
             raise
         raise explained from err
     assert result is not None  # one process
-    if chosen is not None:
-        result = dataclasses.replace(result, budget=chosen.with_final(gradient_evals(result),
-                                                                      result.wall_time))
-    return _relabel(result, "evidence", wrapped)
+    return _relabel(with_budget(result, chosen), "evidence", wrapped)
 
 
 @shared_params

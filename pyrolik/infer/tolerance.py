@@ -28,7 +28,7 @@ from pyrolik.model.reuse import TargetCache
 from pyrolik.results import AISResult
 from pyrolik.results.bdmc import CONFIDENCE_Z, MAX_STEPS, Budget, Check, Round
 
-__all__ = ["budget", "search", "search_steps", "Sandwich", "Budget", "Round", "Check", "Tolerance",
+__all__ = ["budget", "search", "with_budget", "search_steps", "Sandwich", "Budget", "Round", "Check", "Tolerance",
            "search_num_steps",
            "choose_budget", "check_tolerance", "CONFIDENCE_Z", "MIN_STEPS", "MAX_STEPS"]
 
@@ -200,6 +200,15 @@ def gradient_evals(result: AISResult, legs: int = 1) -> float:
     s = result.settings
     return float(result.num_examples * (legs * s["gradient_evals_per_example"]
                                         + s["pilot_gradient_evals_per_example"]))
+
+
+def with_budget(result: Any, chosen: Budget | None, run: AISResult | None = None) -> Any:
+    """``result`` with the budget that chose its steps and what its AIS ``run`` (default: the result
+    itself) cost; unchanged without a budget."""
+    if chosen is None:
+        return result
+    evals = gradient_evals(result if run is None else run)
+    return replace(result, budget=chosen.with_final(evals, result.wall_time))
 
 
 def forward_ais(model: Callable[..., Any], x: Tensor, num_steps: int, *, num_chains: int,
