@@ -153,8 +153,8 @@ def rate_distortion(model: Callable[..., Any], x: Tensor, betas: Sequence[float]
         raise ValueError("a Tolerance chooses num_steps by BDMC on data simulated at every grid "
                          "beta, and a user distortion is not a noise model (nothing to "
                          "simulate exact draws of q_beta from): pass num_steps= and check it "
-                         "with pyrolik.distortion_bdmc(model, betas=..., distortion=..., "
-                         "data={beta: (x, latents)}) on exact draws you have")
+                         "with pyrolik.distortion_bdmc(model, {beta: (x, latents)}, betas=..., "
+                         "distortion=...) on exact draws you have")
     run: dict[str, Any] = dict(num_steps=num_steps, num_chains=num_chains, schedule=schedule,
                                kernel=kernel, model_args=model_args, model_kwargs=model_kwargs,
                                seed=seed, batch_size=batch_size, progress=progress)
@@ -222,8 +222,8 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,
             raise ValueError(
                 f"a Tolerance chooses num_steps by BDMC on data simulated from the model at every "
                 f"grid point, and this model cannot be simulated ({err}). Pass num_steps= instead, "
-                f"and check it with pyrolik.distortion_bdmc(model, {name}s=..., data={{{name}: "
-                "(x, latents)}, ...) on data you simulate yourself") from err
+                f"and check it with pyrolik.distortion_bdmc(model, {{{name}: (x, latents)}}, "
+                f"{name}s=..., ...) on data you simulate yourself") from err
     pilot_steps = getattr(as_smc(kernel).move.adaptation, "pilot_steps", None)
     grid_b = grid / grid[-1]
     grid_b[-1] = 1.0
@@ -233,7 +233,7 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,
                 else pilot_steps(int(merge_grid(grid_b, schedule, steps)[1][-1])))
 
     def sandwich_at(steps: int, seed: int, given: Any) -> Sandwich:
-        b = distortion_bdmc(model, **grid_arg, data=data, num_steps=steps, num_chains=num_chains,
+        b = distortion_bdmc(model, data, **grid_arg, num_steps=steps, num_chains=num_chains,
                             schedule=schedule, kernel=kernel, model_args=sim_args[0],
                             model_kwargs=sim_args[1], seed=seed, batch_size=batch_size,
                             progress=progress, step_sizes=given)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -127,11 +127,10 @@ class DistortionBDMC(Exported):
 
 
 @shared_params
-def distortion_bdmc(model: Callable[..., Any], num_examples: int | None = None, *,
+def distortion_bdmc(model: Callable[..., Any], data: int | Mapping[float, tuple[Tensor, Any]], *,
                     sigmas: Sequence[float] | Tensor | None = None,
                     betas: Sequence[float] | Tensor | None = None,
                     distortion: DistortionFn | None = None, check: Sequence[float] | None = None,
-                    data: dict[float, tuple[Tensor, Any]] | None = None,
                     data_shape: tuple[int, ...] | None = None, num_steps: int | None,
                     num_chains: int, schedule: str | Tensor = "geometric",
                     kernel: Kernel | None = None, model_args: tuple = (),
@@ -141,19 +140,18 @@ def distortion_bdmc(model: Callable[..., Any], num_examples: int | None = None, 
     r"""BDMC at chosen points of the one-run curve, along the betas that curve visits.
 
     At each point in ``check``, data simulated with :math:`\sigma = 1/\sqrt{2\beta}` (or exact
-    draws in ``data``) get forward AIS, a stochastic lower bound on :math:`\log Z_\beta`, and reverse
+    draws given in ``data``) get forward AIS, a stochastic lower bound on :math:`\log Z_\beta`, and reverse
     AIS, an upper bound [1]_; all points share one batched pass.
 
     Parameters
     ----------
-    num_examples : int, optional
-        Examples to simulate at each checked point, unless ``data`` has them.
+    data : int or dict
+        Examples to simulate at each checked point (with ``data_shape``), or ``{point: (x, latents)}``
+        exact draws at every checked point (required for a user ``distortion``).
     sigmas, betas, distortion, num_steps, schedule
         Those of the :func:`pyrolik.sigma_curve` / :func:`pyrolik.rate_distortion` call to check.
     check : sequence of float, optional
         The grid points to check (default all).
-    data : dict, optional
-        ``{point: (x, latents)}`` exact draws (required for a user ``distortion``).
     step_sizes : StepSizes, optional
         The pilot table of an earlier call on the same data and points.
 
@@ -203,24 +201,27 @@ def distortion_bdmc(model: Callable[..., Any], num_examples: int | None = None, 
     path, steps = merge_grid(grid_b, schedule, num_steps)
     key = sigma_of(grid) if (mode == "gaussian" and sigmas is not None) else grid
     chosen = list(range(len(grid))) if check is None else [_find(key, c, "check") for c in check]
-    given = {} if data is None else {_find(key, k, "data"): v for k, v in data.items()}
-    if mode == "user" and len(given) < len(chosen):
+    simulated = isinstance(data, int) and not isinstance(data, bool)
+    if mode == "user" and simulated:
         raise ValueError("a user distortion is not a noise model, so there is nothing to simulate "
-                         "exact draws of q_beta from: pass data={beta: (x, latents)} with exact "
+                         "exact draws of q_beta from: pass {beta: (x, latents)} with exact "
                          "draws for every checked beta")
-    if not given.keys() >= set(chosen) and (num_examples is None or data_shape is None):
-        raise ValueError("pass num_examples= and data_shape= to simulate data, or data= with "
-                         "(x, latents) for every checked point")
+    if not simulated and not isinstance(data, Mapping) or simulated and data_shape is None:
+        raise ValueError("pass data= a number of examples to simulate (with data_shape=), or "
+                         "{point: (x, latents)} with exact draws at every checked point")
+    given = {} if simulated else {_find(key, k, "data"): v for k, v in data.items()}
+    if not simulated and not given.keys() >= set(chosen):
+        raise ValueError("data must give (x, latents) at every checked point (check=)")
     kwargs = dict(model_kwargs or {})
     models = {j: (distortion_model(model, sigma=(0.5 / float(grid[j])) ** 0.5) if mode == "gaussian"
                   else distortion_model(model, distortion=distortion, beta_max=float(grid[j])))
               for j in chosen}
-    data_of = {j: given[j] if j in given else simulate(
-        models[j], num_examples, data_shape=data_shape, model_args=model_args,  # type: ignore[arg-type]
+    data_of = {j: given[j] if not simulated else simulate(
+        models[j], data, data_shape=data_shape, model_args=model_args,  # type: ignore[arg-type]
         model_kwargs=kwargs, seed=seed) for j in chosen}
     sizes = {int(data_of[j][0].shape[0]) for j in chosen}
     if len(sizes) > 1:
-        raise ValueError(f"data= must give the same number of examples at every point, got {sizes}")
+        raise ValueError(f"data must give the same number of examples at every point, got {sizes}")
     # one pass: every point's examples anneal along the path of the largest checked beta, each
     # stopping at its own point (pyrolik.annealing.engine.run's stops)
     last = max(chosen)

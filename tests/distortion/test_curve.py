@@ -110,7 +110,7 @@ def test_reverse_ais_from_exact_draws_brackets_the_analytic_curve(lg, seed):
         q = lg.distortion_posterior(x, 0.5 / s**2)
         eps = torch.randn(q.loc.shape, generator=g, dtype=q.loc.dtype)
         data[s] = (x, {"z": q.loc + (q.scale_tril @ eps.unsqueeze(-1)).squeeze(-1)})
-    b = distortion_bdmc(lg, sigmas=SIGMAS, check=check, data=data, num_steps=150, num_chains=32,
+    b = distortion_bdmc(lg, data, sigmas=SIGMAS, check=check, num_steps=150, num_chains=32,
                         seed=seed, progress=False)
     n = len(x)
     for j, s in enumerate(check):
@@ -306,6 +306,14 @@ def test_refusals(lg, x):
                         num_chains=1, progress=False)
     with pytest.raises(ValueError, match="exactly one of sigmas= or betas="):
         distortion_bdmc(lg, 3, data_shape=(5,), num_steps=2, num_chains=1)
+    # data: a number of examples to simulate (with data_shape), or exact draws at every point
+    for data, shape in ((3, None), (True, (5,)), ([(x, None)], (5,))):
+        with pytest.raises(ValueError, match="a number of examples to simulate"):
+            distortion_bdmc(lg, data, sigmas=[0.1, 0.2], data_shape=shape, num_steps=2,
+                            num_chains=1, progress=False)
+    with pytest.raises(ValueError, match="at every checked point"):
+        distortion_bdmc(lg, {0.1: (x, None)}, sigmas=[0.1, 0.2], num_steps=2, num_chains=1,
+                        progress=False)
     # pyrolik.ais's default schedule is built per batch from the pilot: the grid needs fixed steps
     for name in ("auto", "adaptive"):
         with pytest.raises(ValueError, match=f"schedule='{name}' is not available on the distortion"):

@@ -223,9 +223,9 @@ def test_pilot_tables_are_reused_between_rounds(seed):
     # the pass runs no pilot; each point's result holds its rows, read in its own units
     sims = {s: pyrolik.simulate(distortion_model(LG, sigma=s), 4, data_shape=(5,),
                                 seed=seed + i) for i, s in enumerate(SIGMAS)}
-    kw = dict(sigmas=SIGMAS, data=sims, num_chains=2, progress=False)
-    first = distortion_bdmc(LG, num_steps=30, seed=seed, **kw)
-    again = distortion_bdmc(LG, num_steps=60, seed=seed + 1, step_sizes=first.step_sizes, **kw)
+    kw = dict(sigmas=SIGMAS, num_chains=2, progress=False)
+    first = distortion_bdmc(LG, sims, num_steps=30, seed=seed, **kw)
+    again = distortion_bdmc(LG, sims, num_steps=60, seed=seed + 1, step_sizes=first.step_sizes, **kw)
     assert torch.equal(again.step_sizes.log_step_size, first.step_sizes.log_step_size)
     for i, res in enumerate(again.results):  # each point's rows, cut at its point, in its units
         stop, table = res.lower.settings["stop"], res.lower.step_sizes
@@ -235,11 +235,11 @@ def test_pilot_tables_are_reused_between_rounds(seed):
         assert torch.equal(table.log_step_size, cut.log_step_size)
         torch.testing.assert_close(table.log_ratio_var, stop**2 * cut.log_ratio_var, equal_nan=True)
     # the same call without the table runs its own pilot: another table, other bounds
-    fresh = distortion_bdmc(LG, num_steps=60, seed=seed + 1, **kw)
+    fresh = distortion_bdmc(LG, sims, num_steps=60, seed=seed + 1, **kw)
     assert not torch.equal(fresh.step_sizes.log_step_size, again.step_sizes.log_step_size)
     assert not torch.equal(fresh.lower, again.lower)
     with pytest.raises(ValueError, match="step_sizes must be the pilot table"):
-        distortion_bdmc(LG, num_steps=30, step_sizes=first.results[0].lower.step_sizes, **kw)
+        distortion_bdmc(LG, sims, num_steps=30, step_sizes=first.results[0].lower.step_sizes, **kw)
     # the search: when the rounds at 25 and 50 steps have pilots of the same length, the round at
     # 50 runs none, and costs only its chains' evaluations: every point's examples make the whole
     # path's transitions (one pass)
