@@ -28,9 +28,8 @@ from pyrolik.model.reuse import TargetCache
 from pyrolik.results import AISResult
 from pyrolik.results.bdmc import CONFIDENCE_Z, MAX_STEPS, Budget, Check, Round
 
-__all__ = ["budget", "search", "with_budget", "search_steps", "Sandwich", "Budget", "Round", "Check", "Tolerance",
-           "search_num_steps",
-           "choose_budget", "check_tolerance", "CONFIDENCE_Z", "MIN_STEPS", "MAX_STEPS"]
+__all__ = ["budget", "search", "with_budget", "search_steps", "Sandwich", "Budget", "Round", "Check",
+           "Tolerance", "choose_budget", "check_tolerance", "CONFIDENCE_Z", "MIN_STEPS", "MAX_STEPS"]
 
 MIN_STEPS = 25  # the search's first number of steps: 25, 50, 100, 200, ...
 
@@ -92,44 +91,32 @@ def check_tolerance(tolerance: Any, schedule: Any, *, named: str = "auto") -> To
     return tolerance
 
 
-def search_num_steps(bdmc_at: Callable[[int], Round], tolerance: float, *,
-                     min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS,
-                     progress: bool = True) -> tuple[int, bool, list[Round]]:
-    """Double the steps from ``min_steps`` until ``bdmc_at(num_steps) -> Round`` is within ``tolerance``,
-    or the cap; ``(num_steps, converged, rounds)``."""
-    rounds: list[Round] = []
-    total = int(math.floor(math.log2(max_steps / min_steps))) + 1
-    bar = progress_bar(total, f"choosing num_steps (tolerance {tolerance:g} nats)", progress)
-    steps = min_steps
-    try:
-        while True:
-            rnd = bdmc_at(steps)
-            rounds.append(rnd)
-            bar.update(1)
-            bar.set_postfix_str(f"T={steps}: gap {rnd.gap:.3f} +- {rnd.gap_se:.3f}")
-            if rnd.gap_upper <= tolerance:
-                return steps, True, rounds
-            if 2 * steps > max_steps:
-                return steps, False, rounds
-            steps *= 2
-    finally:
-        bar.close()
-
-
 def choose_budget(tolerance: Tolerance, *, bdmc_at: Callable[[int], Round],
                   check_at: Callable[[int], Check | None] | None = None, num_simulated: int,
                   min_steps: int = MIN_STEPS, progress: bool = True, what: str = "ais",
                   stacklevel: int = 3, cap_fix: str | None = None) -> Budget:
-    """The search (:func:`search_num_steps`), then ``check_at(num_steps)`` on the real data; warns
+    """Double the steps from ``min_steps`` until ``bdmc_at(num_steps) -> Round`` is within the
+    tolerance, or the cap; then ``check_at(num_steps)`` on the real data. Warns
     (:class:`BudgetWarning`) when the cap came first (``cap_fix``: what to do) or the check disagrees.
     """
     cap_fix = cap_fix or "raise max_steps, use more chains, or start from an encoder (init=guide)"
     max_steps, nats = tolerance.max_steps, tolerance.nats
-    steps, converged, rounds = search_num_steps(bdmc_at, nats, min_steps=min_steps,
-                                                max_steps=max_steps, progress=progress)
+    rounds: list[Round] = []
+    total = int(math.floor(math.log2(max_steps / min_steps))) + 1
+    bar = progress_bar(total, f"choosing num_steps (tolerance {nats:g} nats)", progress)
+    steps = min_steps
+    with bar:
+        while True:
+            last = bdmc_at(steps)
+            rounds.append(last)
+            bar.update(1)
+            bar.set_postfix_str(f"T={steps}: gap {last.gap:.3f} +- {last.gap_se:.3f}")
+            converged = last.gap_upper <= nats
+            if converged or 2 * steps > max_steps:
+                break
+            steps *= 2
     notes = []
     if not converged:
-        last = rounds[-1]
         notes.append(f"the budget search reached max_steps={max_steps} before the tolerance: the "
                      f"BDMC gap on simulated data at {steps} steps is {last.gap:.3f} +- "
                      f"{last.gap_se:.3f} nats (upper bound {last.gap_upper:.3f} > tolerance "
@@ -182,19 +169,6 @@ def simulation_arguments(model_args: tuple, model_kwargs: dict | None, num_examp
     return marked, True, len(rows), take_rows(*marked, 1, rows)
 
 
-def run_on_check_subset(run_at: Callable[..., Any], x: Tensor, marked: tuple[tuple, dict],
-                        per_example: bool,
-                        steps: int, seed: int) -> tuple[Tensor, Any, float]:
-    """The real-data check's run on :func:`check_size` examples evenly spaced over ``x``, seeded apart
-    from the final run; ``(indices, result, seconds)``."""
-    n = x.shape[0]
-    idx = evenly_spaced(n, check_size(n))
-    sub_args = take_rows(*marked, 1, idx) if per_example else marked
-    start = time.perf_counter()
-    result = run_at(steps, x[idx.to(x.device)], sub_args[0], sub_args[1], seed=seed + CHECK_SEED)
-    return idx, result, time.perf_counter() - start
-
-
 def gradient_evals(result: AISResult, legs: int = 1) -> float:
     """Gradient evaluations of a run: its chains' (``legs`` directions) and its pilot's."""
     s = result.settings
@@ -209,20 +183,6 @@ def with_budget(result: Any, chosen: Budget | None, run: AISResult | None = None
         return result
     evals = gradient_evals(result if run is None else run)
     return replace(result, budget=chosen.with_final(evals, result.wall_time))
-
-
-def forward_ais(model: Callable[..., Any], x: Tensor, num_steps: int, *, num_chains: int,
-                schedule: str | Tensor, kernel: Kernel | None, init: Callable[..., Any] | None,
-                model_args: tuple, model_kwargs: dict | None, seed: int,
-                batch_size: int | None, progress: bool) -> AISResult:
-    """Forward AIS on one process, recording nothing: the check's runs."""
-    _, results = run("ais", model, x, directions=("forward",), num_steps=num_steps,
-                     num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
-                     model_args=model_args, model_kwargs=model_kwargs, seed=seed,
-                     batch_size=batch_size, progress=progress, recording=Recording(None),
-                     desc="AIS (budget check)")
-    assert results is not None  # one process
-    return results[0]
 
 
 @shared_params
@@ -352,14 +312,18 @@ def search_steps(tolerance: Tolerance, x: Tensor, *, marked: tuple[tuple, dict],
                      out.gradient_evals, time.perf_counter() - start, labels[j])
 
     def check_at(steps: int) -> Check | None:
-        half = steps // 2
-        if half < 1 or check_size(x.shape[0]) < 2:  # one example has no standard error to test
+        half, n = steps // 2, x.shape[0]
+        if half < 1 or check_size(n) < 2:  # one example has no standard error to test
             return None
+        idx = evenly_spaced(n, check_size(n))  # data may be sorted, e.g. by class
+        args, kwargs = take_rows(*marked, 1, idx) if per_example else marked
+        runs = []
         with targets:  # both runs on the same subset: one target, one recording
-            _, (full, e_full), s_full = run_on_check_subset(estimate_at, x, marked, per_example,
-                                                            steps, seed)
-            _, (r, e_half), s_half = run_on_check_subset(estimate_at, x, marked, per_example,
-                                                         half, seed)
+            for t in (steps, half):  # seeded apart from the final run
+                start = time.perf_counter()
+                out = estimate_at(t, x[idx.to(x.device)], args, kwargs, seed=seed + CHECK_SEED)
+                runs.append((*out, time.perf_counter() - start))
+        (full, e_full, s_full), (r, e_half, s_half) = runs
         diff = (full - r).double()  # (m, n)
         diff = diff[:, torch.isfinite(diff).all(0)]
         k = diff.shape[1]
@@ -424,9 +388,11 @@ def search(model: Callable[..., Any], x: Tensor, tolerance: float | Tolerance, *
 
     def estimate_at(steps: int, x_sub: Tensor, args: tuple, kwargs: dict, *,
                     seed: int) -> tuple[Tensor, float]:
-        r = forward_ais(model, x_sub, steps, model_args=args, model_kwargs=kwargs, seed=seed,
-                        **common)
-        return r.log_likelihood.unsqueeze(0), gradient_evals(r)
+        _, out = run("ais", model, x_sub, directions=("forward",), num_steps=steps,
+                     model_args=args, model_kwargs=kwargs, seed=seed, recording=Recording(None),
+                     desc="AIS (budget check)", **common)
+        assert out is not None  # one process
+        return out[0].log_likelihood.unsqueeze(0), gradient_evals(out[0])
 
     chosen = search_steps(tolerance, x, marked=marked, per_example=per_example,
                           num_simulated=num_sim, seed=seed, sandwich_at=sandwich_at,

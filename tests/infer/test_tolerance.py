@@ -17,7 +17,6 @@ from pyrolik.infer.tolerance import (
     BudgetWarning,
     Round,
     choose_budget,
-    search_num_steps,
 )
 
 # posterior sd 0.1-0.17: the sigmoid path needs tens of steps before the gap closes
@@ -241,10 +240,14 @@ def _fake_round(gaps):
 def test_search_doubles_until_the_upper_bound_is_within_tolerance():
     gaps = {25: 2.0, 50: 0.9, 100: 0.45, 200: 0.2, 400: 0.1}
     # 0.45 + 2 * 0.05 = 0.55 > 0.5: the upper bound, not the gap, decides
-    steps, ok, rounds = search_num_steps(_fake_round(gaps), 0.5, progress=False)
-    assert (steps, ok) == (200, True) and [r.num_steps for r in rounds] == [25, 50, 100, 200]
-    steps, ok, rounds = search_num_steps(_fake_round(gaps), 0.01, max_steps=399, progress=False)
-    assert (steps, ok, len(rounds)) == (200, False, 4)
+    b = choose_budget(pyrolik.Tolerance(0.5), bdmc_at=_fake_round(gaps), num_simulated=1,
+                      progress=False)
+    assert (b.num_steps, b.converged) == (200, True)
+    assert [r.num_steps for r in b.rounds] == [25, 50, 100, 200] and not b.notes
+    with pytest.warns(pyrolik.BudgetWarning, match="reached max_steps=399"):
+        b = choose_budget(pyrolik.Tolerance(0.01, max_steps=399), bdmc_at=_fake_round(gaps),
+                          num_simulated=1, progress=False)
+    assert (b.num_steps, b.converged, len(b.rounds)) == (200, False, 4)
 
 
 def test_choose_budget_costs_are_the_callers():
