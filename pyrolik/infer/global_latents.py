@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -48,12 +49,16 @@ def _wrap(model: Callable[..., Any], x: Tensor, model_args: tuple, model_kwargs:
                          "model_args/model_kwargs fit the model") from err
 
 
-def _explained(err: ValueError) -> ValueError:
-    """The error, with the vectorisation hint where the model failed to run over the copies."""
-    text = str(err)
-    if any(k in text for k in ("running the model", "shape", "other rows of its batch")):
-        return ValueError(f"{text}\n(evidence: {_VECTORISE})")
-    return err
+@contextlib.contextmanager
+def _explained() -> Iterator[None]:
+    """Errors with the vectorisation hint where the model failed to run over the copies."""
+    try:
+        yield
+    except ValueError as err:
+        text = str(err)
+        if any(k in text for k in ("running the model", "shape", "other rows of its batch")):
+            raise ValueError(f"{text}\n(evidence: {_VECTORISE})") from err
+        raise
 
 
 def _relabel(result: AISResult, method: str, wrapped: WholeDataset) -> AISResult:
@@ -121,7 +126,7 @@ def evidence(model: Callable[..., Any], x: Tensor, *, num_steps: int | Tolerance
     rows = x.unsqueeze(0) if wrapped.is_whole_x else \
         wrapped.to_rows({n: v.unsqueeze(0) for n, v in wrapped.trace_values().items()})
     chosen = None
-    try:
+    with _explained():
         if isinstance(num_steps, Tolerance):  # as ais does, its warnings naming evidence
             seed = resolve_seed(seed)
             chosen = search(wrapped, rows, num_steps, num_chains=num_chains, schedule=schedule,
@@ -131,11 +136,6 @@ def evidence(model: Callable[..., Any], x: Tensor, *, num_steps: int | Tolerance
             num_steps = chosen.num_steps
         result = ais(wrapped, rows, num_steps=num_steps, num_chains=num_chains, schedule=schedule,
                      kernel=kernel, seed=seed, record=record, progress=progress)
-    except ValueError as err:
-        explained = _explained(err)
-        if explained is err:
-            raise
-        raise explained from err
     assert result is not None  # one process
     return _relabel(with_budget(result, chosen), "evidence", wrapped)
 
@@ -189,15 +189,10 @@ def evidence_bdmc(model: Callable[..., Any], num_datasets: int, *,
     except Exception as err:  # noqa: BLE001 - say what the simulation needs
         raise ValueError(f"simulating whole data sets from the model failed ({type(err).__name__}: "
                          f"{str(err).strip()[:200]}); {_VECTORISE}") from err
-    try:
+    with _explained():
         result = bdmc(wrapped, Simulated(rows, latents), num_steps=num_steps,
                       num_chains=num_chains, schedule=schedule, kernel=kernel, seed=seed,
                       progress=progress)
-    except ValueError as err:
-        explained = _explained(err)
-        if explained is err:
-            raise
-        raise explained from err
     assert result is not None
     return dataclasses.replace(result, lower=_relabel(result.lower, "evidence", wrapped),
                                upper=_relabel(result.upper, "reverse evidence", wrapped),

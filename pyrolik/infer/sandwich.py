@@ -144,13 +144,7 @@ def sandwich(model: Callable[..., Any], data: Any, *, data_shape: tuple[int, ...
     start = time.perf_counter()
     execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress, desc="BDMC")
     user_data = not isinstance(data, (int, Simulated))
-    if isinstance(data, int):
-        if data_shape is None:
-            raise ValueError("pass data_shape= (the shape of one example) to simulate data, or "
-                             "data simulated from the model in place of num_examples: "
-                             "pyrolik.bdmc(model, pyrolik.simulate(model, ...), ...)")
-        data = simulate(model, data, data_shape=data_shape, model_args=model_args,
-                        model_kwargs=model_kwargs, seed=execution.seed)
+    data = _simulated(model, data, data_shape, execution.seed, model_args, model_kwargs)
     if not (isinstance(data, tuple) and len(data) == 2):
         raise TypeError("num_examples must be an int, or data simulated from the model: a pair "
                         "(x, latents), e.g. the output of pyrolik.simulate")
@@ -173,6 +167,19 @@ def sandwich(model: Callable[..., Any], data: Any, *, data_shape: tuple[int, ...
     return result
 
 
+def _simulated(model: Callable[..., Any], data: Any, data_shape: tuple[int, ...] | None,
+               seed: int | None, model_args: tuple, model_kwargs: dict | None) -> Any:
+    """``data``, or as many examples simulated from the model when it is a number."""
+    if not isinstance(data, int):
+        return data
+    if data_shape is None:
+        raise ValueError("pass data_shape= (the shape of one example) to simulate data, or data "
+                         "simulated from the model in place of num_examples: "
+                         "pyrolik.bdmc(model, pyrolik.simulate(model, ...), ...)")
+    return simulate(model, data, data_shape=data_shape, model_args=model_args,
+                    model_kwargs=model_kwargs, seed=seed)
+
+
 @shared_params
 def bdmc_convergence(model: Callable[..., Any],
                      num_examples: int | tuple[Tensor, dict[str, Tensor] | Tensor], *,
@@ -193,14 +200,8 @@ def bdmc_convergence(model: Callable[..., Any],
     steps = [check_count("num_steps entries", s) for s in num_steps]
     if not steps:
         raise ValueError("num_steps must list at least one number of annealing steps")
-    data = num_examples
-    if isinstance(data, int):
-        if data_shape is None:
-            raise ValueError("pass data_shape= (the shape of one example) to simulate data, or "
-                             "data simulated from the model in place of num_examples")
-        data = simulate(model, data, data_shape=data_shape, seed=seed,
-                        model_args=bdmc_kwargs.get("model_args", ()),
-                        model_kwargs=bdmc_kwargs.get("model_kwargs"))
+    data = _simulated(model, num_examples, data_shape, seed, bdmc_kwargs.get("model_args", ()),
+                      bdmc_kwargs.get("model_kwargs"))
     rows = []
     for s in sorted(steps):
         r = main_result(bdmc(model, data, num_steps=s, num_chains=num_chains, seed=seed,
