@@ -209,7 +209,7 @@ def distortion_bdmc(model: Callable[..., Any], data: int | Mapping[float, tuple[
     if not simulated and not isinstance(data, Mapping) or simulated and data_shape is None:
         raise ValueError("pass data= a number of examples to simulate (with data_shape=), or "
                          "{point: (x, latents)} with exact draws at every checked point")
-    given = {} if simulated else {_find(key, k, "data"): v for k, v in data.items()}
+    given = {_find(key, k, "data"): v for k, v in data.items()} if isinstance(data, Mapping) else {}
     if not simulated and not given.keys() >= set(chosen):
         raise ValueError("data must give (x, latents) at every checked point (check=)")
     kwargs = dict(model_kwargs or {})
