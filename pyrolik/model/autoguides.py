@@ -18,8 +18,7 @@ from torch.distributions import biject_to
 
 from pyrolik.model.arguments import ModelFn
 from pyrolik.model.layout import Layout
-from pyrolik.model.messenger import plate_frame
-from pyrolik.model.site_density import HALF_LOG_2PI
+from pyrolik.model.messenger import HALF_LOG_2PI, plate_frame
 
 __all__ = ["FittedGaussian", "enumerated_in_guide", "fitted_gaussian", "is_autoguide",
            "mark_enumerated", "slice_guide"]

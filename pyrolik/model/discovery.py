@@ -1,16 +1,24 @@
-"""Discovery: trace a model once to find its latent sites, observed sites and plate over the examples."""
+"""Discovery: trace a model once to find its latent sites, observed sites and plate over the examples,
+and how many entries of each example it observes: the :math:`D` of bits per dimension
+(``docs/units.md``)."""
 
 from __future__ import annotations
 
 import contextlib
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyro
 import torch
+from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDistribution
 from pyro.poutine.util import site_is_subsample
 from torch import Tensor
+from torch.distributions import Independent
 
 from pyrolik._random import fork_rng_from
+from pyrolik.exceptions import IdiomWarning
 from pyrolik.model.arguments import ModelFn, describe_arguments, repeat_arguments
 from pyrolik.model.constructs import (
     Watch,
@@ -22,9 +30,8 @@ from pyrolik.model.constructs import (
 )
 from pyrolik.model.hints import ObservedShapeError, Refusal, explain, integer_data, short
 from pyrolik.model.layout import Layout, SiteLayout
-from pyrolik.model.messenger import is_zero_density, plate_frame
+from pyrolik.model.messenger import is_zero_density, plate_frame, sum_to_rows
 from pyrolik.model.modules import eval_mode
-from pyrolik.model.observed import count_observed, warn_unread
 from pyrolik.model.supports import (
     check_circular_guide,
     check_fixed_supports,
@@ -34,8 +41,8 @@ from pyrolik.model.supports import (
     to_unconstrained,
 )
 
-__all__ = ["Tracer", "discover", "check_guide_sites", "sample_sites", "trace_guide",
-           "trace_or_explain"]
+__all__ = ["Tracer", "alternative_data", "check_guide_sites", "count_observed", "discover",
+           "entry_mask", "sample_sites", "site_mask", "trace_guide", "trace_or_explain", "warn_unread"]
 
 
 @dataclass
@@ -321,3 +328,80 @@ def _layout(tr, plate_name: str, n: int) -> tuple[tuple[SiteLayout, ...], tuple[
                          + (" (its discrete latents are summed out exactly: compute log p(x) "
                             "directly)" if enumerated else ""))
     return tuple(sites), tuple(enumerated)
+
+
+def entry_mask(fn) -> Tensor:
+    """``(*fn.batch_shape, *fn.event_shape)`` float64, 1 where an entry of the site's value is scored
+    and 0 where a distribution-level mask (``.mask(m)``, also under ``.to_event``) leaves it out."""
+    if isinstance(fn, MaskedDistribution):
+        base = entry_mask(fn.base_dist)
+        mask = fn._mask
+        if isinstance(mask, bool):
+            return base if mask else torch.zeros_like(base)
+        mask = mask.reshape(tuple(mask.shape) + (1,) * len(fn.base_dist.event_shape))
+        return base * mask.to(base.device, base.dtype)
+    if isinstance(fn, Independent):
+        return entry_mask(fn.base_dist)
+    if isinstance(fn, ExpandedDistribution):
+        return entry_mask(fn.base_dist).expand(tuple(fn.batch_shape) + tuple(fn.event_shape))
+    return torch.ones(tuple(fn.batch_shape) + tuple(fn.event_shape), dtype=torch.float64)
+
+
+def site_mask(site: dict) -> Tensor:
+    """:func:`entry_mask` of a trace node times its ``poutine.mask``: shaped like its value."""
+    fn, mask = site["fn"], site["mask"]
+    entries = entry_mask(fn)
+    if mask is False:
+        return torch.zeros_like(entries)
+    if mask is not None and mask is not True:
+        mask = mask.reshape(tuple(mask.shape) + (1,) * len(fn.event_shape))
+        entries = entries * mask.to(entries.device, entries.dtype)
+    return entries.expand(tuple(fn.batch_shape) + tuple(fn.event_shape))
+
+
+def count_observed(sites: list[dict], plate_name: str, rows: int) -> Tensor:
+    """``(rows,)`` float64: the entries the observed ``sites`` (trace nodes) score per row, masks
+    included (:func:`site_mask`)."""
+    total = torch.zeros(rows, dtype=torch.float64)
+    for site in sites:  # the observed scalar entries per batch element (fn.batch_shape)
+        k, entries = len(site["fn"].event_shape), site_mask(site)
+        entries = (entries.sum(tuple(range(-k, 0))) if k else entries).cpu()
+        total = total + sum_to_rows(entries, plate_frame(site, plate_name).dim, rows, site["name"])
+    return total
+
+
+def _shares_storage(value, x: Tensor) -> bool:
+    return isinstance(value, Tensor) and value.device == x.device \
+        and value.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+
+
+def warn_unread(trace_fn: Callable[[Tensor], Any], x: Tensor, tr, observed: tuple[str, ...]
+                ) -> None:
+    """Warn when no observed site reads ``x``: none is a view of ``x`` or changes when ``x`` does
+    (``trace_fn`` traces the model on other data; silent when the model fails on it)."""
+    values = {name: tr.nodes[name]["value"] for name in observed}
+    if any(_shares_storage(v, x) for v in values.values()):
+        return
+    try:
+        other = trace_fn(alternative_data(x))
+    except Exception:  # noqa: BLE001 - the check cannot tell; the estimate itself is unaffected
+        return
+    for name, value in values.items():
+        moved = other.nodes.get(name, {}).get("value")
+        if not isinstance(moved, Tensor) or moved.shape != value.shape \
+                or not torch.equal(moved, value):
+            return
+    names = list(observed)
+    warnings.warn(
+        f"no observed site reads x: the observed site(s) {names} hold the same values whatever x "
+        "holds (e.g. a conditional model called with its input as x and the observation as a "
+        f"keyword, Pyro's CVAE model(xs, ys=ys)). The estimate is log p({names[0]} | x), but the "
+        "rows, observed_data and bits/dim are those of x. Pass the observation as x and the input "
+        "as a per-example keyword: def conditioned(ys, xs): return model(xs, ys=ys), then "
+        "pyrolik.ais(conditioned, ys, model_kwargs={'xs': xs}, ...)",
+        IdiomWarning, stacklevel=2)
+
+
+def alternative_data(x: Tensor) -> Tensor:
+    """Data that differ from ``x`` in every entry: ``x + 1`` (``~x`` for booleans)."""
+    return ~x if x.dtype == torch.bool else x + 1

@@ -41,7 +41,7 @@ class Layout:
     enum_dims: int | None = None  # batch dims right of Pyro's enumeration dims; None: none summed
     circular: tuple[str, ...] = ()  # circular latents (VonMises): not annealed (pyrolik.model.supports)
     # (num_examples,) float64: entries of each example the observed sites score (masks included),
-    # the D of bits/dim (pyrolik.model.observed); None where not counted
+    # the D of bits/dim (pyrolik.model.discovery); None where not counted
     num_observed: Tensor | None = field(default=None, compare=False)
 
     @property

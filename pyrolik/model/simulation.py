@@ -14,10 +14,10 @@ from torch import Tensor
 
 from pyrolik._random import fork_rng_from
 from pyrolik.model.arguments import mark_arguments, unwrap
+from pyrolik.model.discovery import alternative_data, site_mask
 from pyrolik.model.hints import short
 from pyrolik.model.messenger import plate_frame
 from pyrolik.model.modules import eval_mode
-from pyrolik.model.observed import alternative_data, site_mask
 from pyrolik.model.target import make_target
 
 __all__ = ["FILL", "ReadMapError", "assemble", "coded", "draw_joint", "read_map"]

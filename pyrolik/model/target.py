@@ -20,8 +20,7 @@ from pyrolik.model.autoguides import (
     slice_guide,
 )
 from pyrolik.model.discovery import check_guide_sites, discover, trace_guide
-from pyrolik.model.evaluation import Draw, Program, ValueAndGrad
-from pyrolik.model.guide_cache import KeptGuide
+from pyrolik.model.evaluation import Draw, KeptGuide, Program, ValueAndGrad
 from pyrolik.model.layout import Layout, SiteLayout
 from pyrolik.model.modules import check_program, check_rows_independent
 from pyrolik.model.replay import Replayed, replay_default

@@ -7,7 +7,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from pyrolik.model.site_density import normal_log_prob_and_score, per_row_log_prob
+from pyrolik.model.messenger import normal_log_prob_and_score, per_row_log_prob
 from pyrolik.model.target import make_target
 
 ROWS = 6
