@@ -168,8 +168,7 @@ def check_sites(tr, what: str) -> None:
 
 
 def _warn_outside_support(name: str, site: dict) -> None:
-    """An observed value outside its distribution's support that validation let through
-    (``validate_args=False``, as in Pyro's VAE example scoring grey levels with a Bernoulli)."""
+    """Warn of an observed value outside its support that ``validate_args=False`` let through."""
     fn = site["fn"]
     if site["mask"] is not None or _value_mask(site) is not None:
         return

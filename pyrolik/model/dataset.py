@@ -28,9 +28,7 @@ def _plate_nesting(tr) -> int:
 
 
 def _refuse_local_discrete(tr) -> None:
-    """Refuse discrete latents inside the model's plates: pyrolik sums enumerated sites per row,
-    and a row is now a whole data set, whose per-example labels would be summed jointly (as if all
-    examples had the same label): a silently wrong density."""
+    """Refuse discrete latents inside plates: a row is a data set, its labels would sum jointly."""
     for s in sample_sites(tr):
         if s["is_observed"] or not s["fn"].support.is_discrete:
             continue

@@ -144,8 +144,7 @@ def check_guide_sites(guide: ModelFn, x_rep: Tensor, num_chains: int, marked_arg
 
 
 def _check_guide_layout(tr_g, layout: Layout) -> None:
-    """Refuse a guide whose latent sites are not laid out as the model's: outside its data plate,
-    or of another shape (a plate at another dim would broadcast log q across the rows)."""
+    """Refuse guide latents outside the model's data plate or of another shape than the model's."""
     like = next(iter(tr_g.nodes[s.name]["value"] for s in layout.sites))
     expected = layout.constrain(torch.zeros(layout.rows, layout.latent_dim, dtype=like.dtype,
                                             device=like.device))
@@ -269,8 +268,7 @@ def _refuse_outside(per_site: dict[str, set]) -> None:
 
 
 def _plate_sizes(site: dict) -> dict[str, int]:
-    """``{plate: size}`` around a site; a plate without a size (``pyro.plate("data")``) has the size
-    of the site's batch dim there."""
+    """``{plate: size}`` around a site (a plate without a size: the site's batch dim there)."""
     out = {}
     shape = site["fn"].batch_shape
     for f in site["cond_indep_stack"]:

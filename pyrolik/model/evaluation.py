@@ -43,14 +43,6 @@ class Draw(NamedTuple):
     log_density: Tensor  # (rows,)
 
 
-def _or(grad: Tensor | None, zero: Tensor | None) -> Tensor:
-    """``grad``, or ``zero`` where it is None (``zero`` is made whenever one gradient is None)."""
-    if grad is not None:
-        return grad
-    assert zero is not None
-    return zero
-
-
 class ValueAndGrad(NamedTuple):
     """Values and gradients of the two terms of a tempered density, per row."""
 
@@ -175,9 +167,10 @@ class Program:
                 g_ratio = _add(_grad(ratio, u, retain=True), score_p,
                                None if score_q is None else -score_q)
                 g_init = _add(_grad(init, u, retain=False), score_q)
-        # a term that does not depend on u has a zero gradient
-        zero = None if g_ratio is not None and g_init is not None else torch.zeros_like(u)
-        return ValueAndGrad(init.detach(), ratio.detach(), _or(g_init, zero), _or(g_ratio, zero))
+        if g_init is None or g_ratio is None:  # a term that does not depend on u: zero gradient
+            zero = torch.zeros_like(u)
+            g_init, g_ratio = zero if g_init is None else g_init, zero if g_ratio is None else g_ratio
+        return ValueAndGrad(init.detach(), ratio.detach(), g_init, g_ratio)
 
     # -- exact draws ----------------------------------------------------------------------------
     def sample_prior(self, generator: torch.Generator | None = None) -> Draw:

@@ -159,8 +159,7 @@ def _sum_last(t: Tensor, ndim: int) -> Tensor:
 
 
 def enum_to_rows(log_prob: Tensor, plate_dim: int, batch_dims: int) -> Tensor:
-    """Sum a log-density over every batch dim but the data plate's, keeping the enumeration dims
-    (those left of the last ``batch_dims``): shape ``(*enum, rows)``."""
+    """Sum over the last ``batch_dims`` dims but the data plate's, keeping ``(*enum, rows)``."""
     while log_prob.dim() < batch_dims:
         log_prob = log_prob.unsqueeze(0)
     log_prob = log_prob.movedim(plate_dim, -1)

@@ -182,7 +182,6 @@ def check_rows_independent(program: Any, u: Tensor, full: Tensor) -> None:
 
 
 def _close(a: Tensor, b: Tensor) -> bool:
-    """Equal up to the rounding of a model computed in float32 (whatever the dtype of its output):
-    another batch shape may change the order of a matrix product's sums."""
+    """Equal up to float32 rounding (another batch shape may reorder a matrix product's sums)."""
     tol = 1e-5 if torch.finfo(a.dtype).bits >= 32 else 1e-2
     return bool(torch.allclose(a, b, rtol=tol, atol=tol, equal_nan=True))

@@ -13,8 +13,8 @@ import torch
 from torch import Tensor, fx
 from torch.utils import _pytree as pytree
 
-__all__ = ["MAX_RECORDINGS", "RECORD_AFTER", "ReplayCache", "Replayed", "fold_constants",
-           "other_point", "replay_default", "reuse_buffers"]
+__all__ = ["MAX_RECORDINGS", "RECORD_AFTER", "Replayed", "fold_constants", "replay_default",
+           "reuse_buffers"]
 
 RECORD_AFTER = 2  # eager evaluations of a key before it is recorded: one-off calls never pay for it
 MAX_RECORDINGS = 3  # recordings of one key before giving up (its program keeps changing)
@@ -35,30 +35,27 @@ def replay_default() -> bool:
     return _SWITCH[value.strip().lower()]
 
 
-def other_point(u: Tensor) -> Tensor:
-    """A second, different input of the same shape: the rows rotated by one, shrunk and shifted."""
-    return 0.5 * u.roll(1, 0) + 0.25
-
-
 class Replayed:
-    """The replay layer: a function of ``u`` replayed from a recording of its tensor operations."""
+    """The replay layer: a function of ``u`` replayed from a recording of its tensor operations, per
+    layout of ``u`` (a key): eager for the first :data:`RECORD_AFTER` calls of a key, then recorded
+    and replayed while ``state_fn(u)`` is unchanged (``statuses``: ``"replay"``, ``"eager"`` or why
+    not, per key)."""
 
     def __init__(self, fn: Callable[[Tensor], object], enabled: bool = True,
                  state_fn: Callable[[Tensor], Hashable] | None = None):
         self.fn = fn
         self.state_fn = state_fn
-        self.cache = ReplayCache(enabled)
-
-    def __call__(self, u: Tensor):
-        key = (tuple(u.shape), u.stride(), u.dtype, u.device)
-        state = self.state_fn(u) if self.cache.enabled and self.state_fn is not None else None
-        return self.cache.run(key, self.fn, u, state)
+        self.enabled = enabled
+        self.calls: Counter = Counter()
+        self.recordings: Counter = Counter()
+        self.replays: dict[Hashable, tuple[Callable, Hashable]] = {}
+        self.statuses: dict[Hashable, str] = {}
 
     @property
     def status(self) -> str | None:
         """``"replay"``, ``"eager"`` or why it stays eager, for the latest layout of ``u``; None
         before the first call."""
-        return next(reversed(self.cache.status.values()), None)
+        return next(reversed(self.statuses.values()), None)
 
     @property
     def evaluation(self) -> str:
@@ -66,21 +63,10 @@ class Replayed:
         status = self.status or "eager"
         return status if status in ("replay", "eager") else f"eager ({status})"
 
-
-class ReplayCache:
-    """Per-target recordings of one function of ``u``, keyed by the caller (path, shape, ...):
-    :meth:`run` is eager for the first :data:`RECORD_AFTER` calls of a key, then records and replays
-    while the caller's ``state`` is unchanged (``status``: ``"replay"``, ``"eager"`` or why not)."""
-
-    def __init__(self, enabled: bool = True):
-        self.enabled = enabled
-        self.calls: Counter = Counter()
-        self.recordings: Counter = Counter()
-        self.replays: dict[Hashable, tuple[Callable, Hashable]] = {}
-        self.status: dict[Hashable, str] = {}
-
-    def run(self, key: Hashable, fn: Callable[[Tensor], object], u: Tensor, state: Hashable = None):
-        found = self.replays.get(key)
+    def __call__(self, u: Tensor):
+        key = (tuple(u.shape), u.stride(), u.dtype, u.device)
+        state = self.state_fn(u) if self.enabled and self.state_fn is not None else None
+        fn, found = self.fn, self.replays.get(key)
         if found is not None:
             if found[1] == state:
                 try:
@@ -92,9 +78,9 @@ class ReplayCache:
                     return fn(u)
             del self.replays[key]  # the program changed since the recording: record it again
             self.calls[key] = 0
-            self.status[key] = "eager"
+            self.statuses[key] = "eager"
         out = fn(u)
-        if self.status.setdefault(key, "eager") != "eager" or not self.enabled:  # refused, or off
+        if self.statuses.setdefault(key, "eager") != "eager" or not self.enabled:  # refused, or off
             return out
         self.calls[key] += 1
         if self.calls[key] >= RECORD_AFTER:
@@ -107,20 +93,17 @@ class ReplayCache:
                 self._refuse(key, why)
             else:
                 self.replays[key] = (graph, state)
-                self.status[key] = "replay"
+                self.statuses[key] = "replay"
         return out
 
     def _refuse(self, key: Hashable, why: str) -> None:
-        self.status[key] = why
+        self.statuses[key] = why
         _log.info("pyrolik: evaluating %s eagerly: %s", key, why)
 
 
 def record(fn: Callable[[Tensor], object], u: Tensor, at_u: object) -> tuple[Callable | None, str]:
     """Record ``fn`` at ``u`` (``at_u = fn(u)``, computed eagerly); the replay, or None and why not."""
-    try:
-        from torch.fx.experimental.proxy_tensor import make_fx
-    except ImportError:  # pragma: no cover - torch without torch.fx's tracer
-        return None, "this torch has no torch.fx.experimental.proxy_tensor.make_fx"
+    from torch.fx.experimental.proxy_tensor import make_fx
     devices = [u.device] if u.device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the eager calls have shown the program's own warnings
@@ -131,7 +114,7 @@ def record(fn: Callable[[Tensor], object], u: Tensor, at_u: object) -> tuple[Cal
         except Exception as err:  # noqa: BLE001 - any failure to record means: stay eager
             return None, f"recording failed: {type(err).__name__}: {_first_line(err)}"
         replay = graph.forward
-        v = other_point(u)
+        v = 0.5 * u.roll(1, 0) + 0.25  # another input: the rows rotated by one, shrunk and shifted
         for point, want in ((u, at_u), (v, fn(v))):
             with torch.no_grad():
                 got = replay(point)
@@ -141,16 +124,11 @@ def record(fn: Callable[[Tensor], object], u: Tensor, at_u: object) -> tuple[Cal
     return replay, "replay"
 
 
-def _metadata_only() -> set:
-    """Operators that read only the shape, dtype and device of their tensor arguments."""
-    aten = torch.ops.aten
-    return {aten.new_zeros.default, aten.new_ones.default, aten.new_full.default,
-            aten.zeros_like.default, aten.ones_like.default, aten.full_like.default}
-
-
 def fold_constants(graph) -> int:
     """Compute once what the program recomputes identically at every call; in place."""
-    aten, metadata_only = torch.ops.aten, _metadata_only()
+    aten = torch.ops.aten  # metadata_only: operators that read only the shape, dtype and device
+    metadata_only = {aten.new_zeros.default, aten.new_ones.default, aten.new_full.default,
+                     aten.zeros_like.default, aten.ones_like.default, aten.full_like.default}
     nodes = list(graph.graph.nodes)
     fresh: set = set()
     for node in nodes:
@@ -217,16 +195,12 @@ def _returns_new_tensor(node) -> bool:
         and all(r.alias_info is None for r in node.target._schema.returns)
 
 
-def _in_place_variants() -> dict:
-    aten = torch.ops.aten
-    return {aten.add.Tensor: aten.add_.Tensor, aten.sub.Tensor: aten.sub_.Tensor,
-            aten.mul.Tensor: aten.mul_.Tensor, aten.div.Tensor: aten.div_.Tensor,
-            aten.neg.default: aten.neg_.default}
-
-
 def reuse_buffers(graph) -> int:
     """Write ``c = a op b`` as ``a.op_(b)`` where ``a`` is a fresh result used only there."""
-    variants = _in_place_variants()
+    aten = torch.ops.aten
+    variants = {aten.add.Tensor: aten.add_.Tensor, aten.sub.Tensor: aten.sub_.Tensor,
+                aten.mul.Tensor: aten.mul_.Tensor, aten.div.Tensor: aten.div_.Tensor,
+                aten.neg.default: aten.neg_.default}
     owned: set = set()  # nodes whose result is a buffer no other node sees
     done = 0
     for node in graph.graph.nodes:

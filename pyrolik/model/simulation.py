@@ -78,8 +78,7 @@ def draw_joint(model: Callable[..., Any], placeholder: Tensor, seed: int, model_
 
 
 class _Release(UnconditionMessenger):
-    """``poutine.uncondition`` of the observed sites that read ``x`` only: an observation of a
-    per-example argument (M2's labels) stays conditioned, so the draws are of the joint given it."""
+    """``poutine.uncondition`` of the sites that read ``x`` only (M2's labels stay observed)."""
 
     def __init__(self, names: frozenset[str]):
         super().__init__()
@@ -92,8 +91,7 @@ class _Release(UnconditionMessenger):
 
 def _structure(model: Callable[..., Any], placeholder: Tensor, model_args: tuple,
                model_kwargs: dict | None, run: Callable):
-    """The model's layout on the placeholder, or the refusal: pyrolik's own (naming its fix) when the
-    model runs, the pointer to ``data=`` when it does not run on a placeholder at all."""
+    """The model's layout on the placeholder, or pyrolik's refusal (or the ``data=`` pointer)."""
     try:
         return make_target(model, placeholder, 1, model_args=model_args,
                            model_kwargs=model_kwargs).layout
@@ -109,8 +107,7 @@ def _structure(model: Callable[..., Any], placeholder: Tensor, model_args: tuple
 
 def _read_map(model: Callable[..., Any], placeholder: Tensor, layout, run: Callable
               ) -> dict[str, Tensor]:
-    """Where each observed site reads ``x`` (:func:`read_map`); a single site holding all of ``x``
-    reads it in order even where the map cannot be found (boolean ``x``)."""
+    """:func:`read_map`, or all of ``x`` in order for a single site holding it (boolean ``x``)."""
     try:
         return read_map(lambda coded_x: run(coded_x, model, seeded=False), placeholder,
                         layout.observed)

@@ -17,7 +17,6 @@ from pyrolik.model.autoguides import (
     fitted_gaussian,
     is_autoguide,
     mark_enumerated,
-    slice_guide,
 )
 from pyrolik.model.discovery import check_guide_sites, discover, trace_guide
 from pyrolik.model.evaluation import Draw, KeptGuide, Program, ValueAndGrad
@@ -49,10 +48,6 @@ class Target:
     def dtype(self) -> torch.dtype:
         x = self.program.x
         return x.dtype if x.is_floating_point() else torch.get_default_dtype()
-
-    def guide_or_raise(self) -> ModelFn | FittedGaussian:
-        """The guide; ``ValueError`` if the target was built without one."""
-        return self.program.guide_or_raise()
 
     def first_chains(self, k: int) -> Target:
         """The same target restricted to its first ``k`` chains (rows are chain-major)."""
@@ -127,44 +122,27 @@ class Target:
 
     def _evaluation(self, path: str) -> Replayed:
         """The layered evaluation of one path, built at its first use."""
-        found = self._evaluations.get(path)
-        if found is not None:
-            return found
-        self._check_path(path)
-        program = self.program
-        if path == "prior":
+        if path not in self._evaluations:
+            self._check_path(path)  # raises for the guide path of a program without a guide
+            program, kept = self.program, self.kept_guide if path == "guide" else None
 
-            def prior_path(u: Tensor) -> ValueAndGrad:  # one argument: what make_fx records
-                return program.value_and_grad(u)
-
-            found = Replayed(prior_path, self.replay, self._store_state)
-        else:
-            kept = self.kept_guide
-            assert kept is not None  # _check_path raised for a program without a guide
-
-            def guide_path(u: Tensor) -> ValueAndGrad:
+            def evaluate(u: Tensor) -> ValueAndGrad:  # one argument: what make_fx records
                 return program.value_and_grad(u, kept)
 
             def state(u: Tensor) -> tuple:
-                epoch = kept.epoch if kept.current(u) is not None else 0
-                return epoch, self._store_state(u)[1]
+                """What a recording depends on besides its tensors: guide epoch, param store ids."""
+                epoch = kept.epoch if kept is not None and kept.current(u) is not None else 0
+                return epoch, tuple(id(p) for _, p in pyro.get_param_store().named_parameters())
 
-            found = Replayed(guide_path, self.replay, state)
-        self._evaluations[path] = found
-        return found
+            self._evaluations[path] = Replayed(evaluate, self.replay, state)
+        return self._evaluations[path]
 
     def _check_path(self, name: str) -> None:
         if name not in PATHS:
             raise ValueError(f"path must be one of {PATHS}, got {name!r}")
         refuse_annealing(self.layout.circular)  # HMC would move a circular latent over many turns
         if name == "guide":
-            self.guide_or_raise()
-
-    @staticmethod
-    def _store_state(u: Tensor) -> tuple:
-        """What a recorded evaluation depends on besides the tensors it holds: which tensors Pyro's
-        param store holds (a parameter replaced, not updated in place, means a new recording)."""
-        return 0, tuple(id(p) for _, p in pyro.get_param_store().named_parameters())
+            self.program.guide_or_raise()
 
     @property
     def replay_status(self) -> dict[str, str]:
@@ -262,7 +240,9 @@ class Inputs:
 
     def batch(self, start: int, stop: int) -> Inputs:
         args, kwargs = slice_arguments(self.model_args, self.model_kwargs, start, stop)
-        return Inputs(args, kwargs, slice_guide(self.guide, start, stop))
+        guide = self.guide  # a FittedGaussian is sliced too
+        return Inputs(args, kwargs,
+                      guide.examples(start, stop) if isinstance(guide, FittedGaussian) else guide)
 
 
 def prepare_inputs(model: ModelFn, x: Tensor, model_args: tuple = (),
