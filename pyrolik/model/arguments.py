@@ -160,10 +160,8 @@ def describe_arguments(args: tuple, kwargs: dict | None) -> str:
             parts.append(f"{name} of shape {tuple(v.value.shape)} ({how})")
         elif isinstance(v, Shared) and isinstance(v.value, Tensor):
             parts.append(f"{name} of shape {tuple(v.value.shape)} (shared by all examples)")
-    if not parts:
-        return ""
     return ("; tensor arguments: " + ", ".join(parts) + " (say which are per example with "
-            "pyrolik.model.per_example(t) / pyrolik.model.shared(t))")
+            "pyrolik.model.per_example(t) / pyrolik.model.shared(t))") if parts else ""
 
 
 def has_per_example(args: tuple, kwargs: dict | None) -> list[str]:

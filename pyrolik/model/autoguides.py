@@ -17,8 +17,8 @@ from torch import Tensor
 from torch.distributions import biject_to
 
 from pyrolik.model.arguments import ModelFn
-from pyrolik.model.layout import Layout
 from pyrolik.model.messenger import HALF_LOG_2PI, plate_frame
+from pyrolik.model.supports import Layout
 
 __all__ = ["FittedGaussian", "enumerated_in_guide", "fitted_gaussian", "is_autoguide",
            "mark_enumerated"]

@@ -82,7 +82,7 @@ def subsampled_plates(tr) -> dict[str, tuple[int, int]]:
     return out
 
 
-def check_subsampling(tr, tr_2, rows: int, copies: int, plate_name: str | None) -> None:
+def check_subsampling(tr, tr_2, rows: int, plate_name: str | None) -> None:
     """Refuse subsampling plates other than one over the examples whose subsample is the rows."""
     doubled = subsampled_plates(tr_2)
     for name, (size, sub) in subsampled_plates(tr).items():
@@ -112,8 +112,7 @@ def check_index_free(fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, tr, plat
         if site["type"] != "sample" or site_is_subsample(site) or site["infer"].get("_deterministic"):
             continue
         again = other.nodes.get(name)
-        same = again is not None and _same_log_prob(site, again)
-        if not same:
+        if again is None or not _same_log_prob(site, again):
             raise ValueError(
                 f"the {what} reads the subsample indices of pyro.plate({plate!r}, {size}, "
                 f"subsample_size=...) (site {name!r} changes with them): they say which of the "

@@ -29,10 +29,11 @@ from pyrolik.model.constructs import (
     subsampled_plates,
 )
 from pyrolik.model.hints import ObservedShapeError, Refusal, explain, integer_data, short
-from pyrolik.model.layout import Layout, SiteLayout
 from pyrolik.model.messenger import is_zero_density, plate_frame, sum_to_rows
 from pyrolik.model.modules import eval_mode
 from pyrolik.model.supports import (
+    Layout,
+    SiteLayout,
     check_circular_guide,
     check_fixed_supports,
     check_guide_supports,
@@ -75,9 +76,9 @@ def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
                             2 * num_chains, about)
     tracer.watch.refuse_blocked("model")
     check_sites(tr, "model")
-    check_subsampling(tr, tr_2, rows, num_chains, None)
+    check_subsampling(tr, tr_2, rows, None)
     plate_name = _find_plate(tr, tr_2, rows)
-    check_subsampling(tr, tr_2, rows, num_chains, plate_name)
+    check_subsampling(tr, tr_2, rows, plate_name)
     sites, enumerated = _layout(tr, plate_name, rows)
     if plate_name in subsampled_plates(tr):
         check_index_free(model, x_rep, args, kwargs, tr, plate_name, "model", tracer)

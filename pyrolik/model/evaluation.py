@@ -19,7 +19,6 @@ from torch import Tensor
 from pyrolik._random import fork_rng_from
 from pyrolik.model.arguments import ModelFn, repeat_arguments, take_rows
 from pyrolik.model.autoguides import FittedGaussian
-from pyrolik.model.layout import Layout
 from pyrolik.model.messenger import (
     SiteDensities,
     SiteRecord,
@@ -28,6 +27,7 @@ from pyrolik.model.messenger import (
     normal_log_prob_and_score,
 )
 from pyrolik.model.modules import eval_mode
+from pyrolik.model.supports import Layout
 
 __all__ = ["CachedGuide", "Draw", "GuideDensity", "KeptGuide", "Program", "ValueAndGrad",
            "cache_guide"]

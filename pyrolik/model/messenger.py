@@ -22,7 +22,7 @@ from torch.nn.functional import binary_cross_entropy_with_logits
 from pyrolik.model.supports import is_real, mappable_support, pushed_forward
 
 __all__ = ["HALF_LOG_2PI", "SiteDensities", "SiteRecord", "base_and_event_ndim", "is_normal",
-           "is_real", "is_subsample", "is_unscaled", "is_zero_density", "normal_log_prob_and_score",
+           "is_subsample", "is_unscaled", "is_zero_density", "normal_log_prob_and_score",
            "per_row_log_prob", "plate_frame", "plate_indices", "sum_to_rows", "unmasked"]
 
 class SiteRecord(NamedTuple):

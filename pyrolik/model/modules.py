@@ -4,6 +4,7 @@ are not deterministic at a fixed latent, rows whose density reads other rows (``
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -105,22 +106,17 @@ def check_program(program: Any, flipped_model: list[nn.Module], flipped_guide: l
     with torch.no_grad():
         u = program.sample_prior(None).u
 
-        def model_density(train: bool = False) -> Tensor:
+        def density(train: bool = False, guide: bool = False) -> Tensor:
             p = replace(program, eval_modules=False) if train else program
-            return torch.stack(p.log_prior_and_obs(u))
+            return p.log_guide(u) if guide else torch.stack(p.log_prior_and_obs(u))
 
-        training_dependent(flipped_model, model_density, "model")
-        density = check_deterministic(model_density, "model")
-        if program.guide is None or not callable(program.guide):
-            return u, density
-
-        def guide_density(train: bool = False) -> Tensor:
-            p = replace(program, eval_modules=False) if train else program
-            return p.log_guide(u)
-
-        training_dependent(flipped_guide, guide_density, "guide")
-        check_deterministic(guide_density, "guide")
-    return u, density
+        training_dependent(flipped_model, density, "model")
+        model_density = check_deterministic(density, "model")
+        if callable(program.guide):  # a FittedGaussian (an AutoGuide) is no program
+            guide_density = functools.partial(density, guide=True)
+            training_dependent(flipped_guide, guide_density, "guide")
+            check_deterministic(guide_density, "guide")
+    return u, model_density
 
 
 def _depends_on_mode(module: nn.Module) -> bool:

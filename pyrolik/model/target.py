@@ -20,11 +20,10 @@ from pyrolik.model.autoguides import (
 )
 from pyrolik.model.discovery import check_guide_sites, discover, trace_guide
 from pyrolik.model.evaluation import Draw, KeptGuide, Program, ValueAndGrad
-from pyrolik.model.layout import Layout, SiteLayout
 from pyrolik.model.modules import check_program, check_rows_independent
 from pyrolik.model.replay import Replayed, replay_default
 from pyrolik.model.reuse import active_cache
-from pyrolik.model.supports import refuse_annealing
+from pyrolik.model.supports import Layout, SiteLayout, refuse_annealing
 
 __all__ = ["AnnealingPath", "Draw", "Inputs", "SiteLayout", "Target", "ValueAndGrad", "make_target",
            "prepare_inputs"]
@@ -58,7 +57,7 @@ class Target:
                                     self.replay)
         return self._first[k]
 
-    # -- layout: flat unconstrained u <-> per-site values (pyrolik.model.layout) ----------------
+    # -- layout: flat unconstrained u <-> per-site values (pyrolik.model.supports) ----------------
     def split(self, u: Tensor) -> dict[str, Tensor]:
         """Flat ``(rows, d)`` -> per-site tensors in the model's own layout (unconstrained)."""
         return self.layout.split(u)
