@@ -13,24 +13,23 @@ from typing import Any
 import pyro
 import torch
 from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDistribution
-from pyro.poutine.util import site_is_subsample
 from torch import Tensor
 from torch.distributions import Independent
 
 from pyrolik._random import fork_rng_from
 from pyrolik.exceptions import IdiomWarning
 from pyrolik.model.arguments import ModelFn, describe_arguments, repeat_arguments
-from pyrolik.model.constructs import (
+from pyrolik.model.hints import ObservedShapeError, Refusal, explain, integer_data, short
+from pyrolik.model.messenger import is_zero_density, plate_frame, sample_nodes, sum_to_rows
+from pyrolik.model.modules import (
     Watch,
     check_index_free,
     check_masked_latents,
     check_sites,
     check_subsampling,
+    eval_mode,
     subsampled_plates,
 )
-from pyrolik.model.hints import ObservedShapeError, Refusal, explain, integer_data, short
-from pyrolik.model.messenger import is_zero_density, plate_frame, sum_to_rows
-from pyrolik.model.modules import eval_mode
 from pyrolik.model.supports import (
     Layout,
     SiteLayout,
@@ -169,9 +168,7 @@ def _check_guide_layout(tr_g, layout: Layout) -> None:
 
 def sample_sites(tr) -> list[dict]:
     """The sample sites of a trace that carry a density (no deterministic or subsample sites)."""
-    return [s for s in tr.nodes.values()
-            if s["type"] == "sample" and not s["infer"].get("_deterministic")
-            and not site_is_subsample(s) and not is_zero_density(s["fn"])]
+    return [s for _, s in sample_nodes(tr) if not is_zero_density(s["fn"])]
 
 
 def _get_trace(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, validate: bool):
@@ -369,17 +366,14 @@ def count_observed(sites: list[dict], plate_name: str, rows: int) -> Tensor:
     return total
 
 
-def _shares_storage(value, x: Tensor) -> bool:
-    return isinstance(value, Tensor) and value.device == x.device \
-        and value.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
-
-
 def warn_unread(trace_fn: Callable[[Tensor], Any], x: Tensor, tr, observed: tuple[str, ...]
                 ) -> None:
     """Warn when no observed site reads ``x``: none is a view of ``x`` or changes when ``x`` does
     (``trace_fn`` traces the model on other data; silent when the model fails on it)."""
     values = {name: tr.nodes[name]["value"] for name in observed}
-    if any(_shares_storage(v, x) for v in values.values()):
+    if any(isinstance(v, Tensor) and v.device == x.device  # a view of x
+           and v.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+           for v in values.values()):
         return
     try:
         other = trace_fn(alternative_data(x))

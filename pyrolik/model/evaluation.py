@@ -203,9 +203,7 @@ class Program:
 
 def as_rows(value: Tensor | float, like: Tensor) -> Tensor:
     """A per-row sum as a ``(rows,)`` tensor (a model without such sites gives a constant)."""
-    if isinstance(value, Tensor):
-        return value
-    return like.new_full((like.shape[0],), float(value))
+    return value if isinstance(value, Tensor) else like.new_full((like.shape[0],), float(value))
 
 
 def _grad(out: Tensor, u: Tensor, retain: bool) -> Tensor | None:

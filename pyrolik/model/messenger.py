@@ -5,7 +5,7 @@ take a path with fewer full-size operations (equal up to summation order)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple, cast
 
 import torch
@@ -23,7 +23,8 @@ from pyrolik.model.supports import is_real, mappable_support, pushed_forward
 
 __all__ = ["HALF_LOG_2PI", "SiteDensities", "SiteRecord", "base_and_event_ndim", "is_normal",
            "is_subsample", "is_unscaled", "is_zero_density", "normal_log_prob_and_score",
-           "per_row_log_prob", "plate_frame", "plate_indices", "sum_to_rows", "unmasked"]
+           "per_row_log_prob", "plate_frame", "plate_indices", "sample_nodes", "sum_to_rows",
+           "unmasked"]
 
 class SiteRecord(NamedTuple):
     """One latent site as one run saw it (read by :class:`~pyrolik.model.evaluation.KeptGuide`)."""
@@ -53,6 +54,12 @@ def plate_indices(fn: Any, shift: int = 0) -> Tensor:
 def is_subsample(msg: dict[str, Any]) -> bool:
     """Pyro's ``site_is_subsample`` for a message handled as a plain dict: a plate's subsample site."""
     return site_is_subsample(cast(Message, msg))
+
+
+def sample_nodes(tr) -> Iterator[tuple[str, dict]]:
+    """``(name, node)`` of a trace's sample sites but its plates' subsample and deterministic sites."""
+    return ((name, s) for name, s in tr.nodes.items() if s["type"] == "sample"
+            and not site_is_subsample(s) and not s["infer"].get("_deterministic"))
 
 
 def is_zero_density(fn) -> bool:
@@ -109,9 +116,7 @@ def sum_to_rows(log_prob: Tensor, dim: int, rows: int, site: str) -> Tensor:
         raise ValueError(
             f"site {site!r}: its log-density has shape {tuple(log_prob.shape)}, which does not "
             f"broadcast over the data plate ({rows} rows at dim {dim}); sample it inside the plate")
-    if log_prob.dim() == 1:
-        return log_prob
-    return log_prob.movedim(dim, 0).reshape(rows, -1).sum(-1)
+    return log_prob if log_prob.dim() == 1 else log_prob.movedim(dim, 0).reshape(rows, -1).sum(-1)
 
 
 def base_and_event_ndim(fn):

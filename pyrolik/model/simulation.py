@@ -43,7 +43,6 @@ def draw_joint(model: Callable[..., Any], placeholder: Tensor, seed: int, model_
 
     layout = _structure(model, placeholder, model_args, model_kwargs, run)
     index = _read_map(model, placeholder, layout, run)
-    tr = None
     try:  # the obs=x idiom: with x=None the observed sites sample
         tr = run(None, model)
         for site in index:

@@ -58,14 +58,6 @@ class Target:
         return self._first[k]
 
     # -- layout: flat unconstrained u <-> per-site values (pyrolik.model.supports) ----------------
-    def split(self, u: Tensor) -> dict[str, Tensor]:
-        """Flat ``(rows, d)`` -> per-site tensors in the model's own layout (unconstrained)."""
-        return self.layout.split(u)
-
-    def join(self, values: dict[str, Tensor], fill: Tensor | None = None) -> Tensor:
-        """Per-site tensors (unconstrained, model layout) -> flat ``(rows, d)``."""
-        return self.layout.join(values, fill)
-
     def constrain(self, u: Tensor) -> dict[str, Tensor]:
         """Flat unconstrained ``u`` -> constrained site values in the model's own layout."""
         return self.layout.constrain(u)
@@ -82,10 +74,6 @@ class Target:
     def log_prior_and_obs(self, u: Tensor) -> tuple[Tensor, Tensor]:
         """``(log p(u) incl. log|det J|, log p(x | u))``, each ``(rows,)``, in one model pass."""
         return self.program.log_prior_and_obs(u)
-
-    def log_prior(self, u: Tensor) -> Tensor:
-        """Per-row log prior density of ``u``, including the log-det-Jacobian."""
-        return self.log_prior_and_obs(u)[0]
 
     def log_obs(self, u: Tensor) -> Tensor:
         """Per-row ``log p(x | z(u))``, summed over the observed sites."""
