@@ -88,9 +88,8 @@ def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple
             return v
         if isinstance(v, Shared) or not isinstance(v, Tensor):
             return v
-        if v.dim() >= 1 and v.shape[0] == num_examples:
-            return PerExample(v, explicit=False)
-        return Shared(v)
+        per_row = v.dim() >= 1 and v.shape[0] == num_examples  # the leading-dimension rule
+        return PerExample(v, explicit=False) if per_row else Shared(v)
 
     return _rebuild(tuple(args), dict(kwargs or {}), mark)
 

@@ -202,9 +202,8 @@ class mark_enumerated:  # noqa: N801 - used like a Pyro handler (lower case, as 
         self.__wrapped__ = fn
 
     def _config(self, msg: Any) -> Any:
-        if msg["type"] == "sample" and msg["name"] in self.names and not msg["is_observed"]:
-            return {"enumerate": "parallel"}
-        return {}
+        chosen = msg["type"] == "sample" and msg["name"] in self.names and not msg["is_observed"]
+        return {"enumerate": "parallel"} if chosen else {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return poutine.infer_config(self.fn, config_fn=self._config)(*args, **kwargs)

@@ -1,5 +1,5 @@
-"""Discovery: trace a model once to find its latent sites, observed sites and plate over the examples,
-and how many entries of each example it observes: the :math:`D` of bits per dimension
+"""Discovery: trace a model once to find its latent sites, observed sites and plate over the
+examples, and how many entries of each example it observes: the :math:`D` of bits per dimension
 (``docs/units.md``)."""
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from pyrolik.model.supports import (
 )
 
 __all__ = ["Tracer", "alternative_data", "check_guide_sites", "count_observed", "discover",
-           "entry_mask", "sample_sites", "site_mask", "trace_guide", "trace_or_explain", "warn_unread"]
+           "entry_mask", "sample_sites", "site_mask", "trace_guide", "trace_or_explain",
+           "warn_unread"]
 
 
 @dataclass
@@ -90,8 +91,7 @@ def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
     enum_dims = max(len(s["fn"].batch_shape) for s in sample_sites(tr)) if enumerated else None
     counts = count_observed([s for s in sample_sites(tr) if s["is_observed"]], plate_name, rows)
     layout = Layout(plate_name, num_chains, rows // num_chains, sites, observed, supports,
-                    enumerated, enum_dims, circular_sites(tr, names),
-                    counts[: rows // num_chains])
+                    enumerated, enum_dims, circular_sites(tr, names), counts[: rows // num_chains])
     return layout, tracer.flipped
 
 
@@ -227,13 +227,11 @@ def _find_plate(tr_n, tr_2n, n: int) -> str:
         raise ValueError(
             "the model has no observed site: condition its observation-noise site on the data, "
             "e.g. pyro.sample('x', dist.Normal(decoder(z), sigma).to_event(1), obs=x)")
-    names, per_site = None, {}
-    for s in observed:
-        sizes_n = _plate_sizes(s)
-        sizes_2n = _plate_sizes(tr_2n.nodes[s["name"]])
-        cand = {k for k, v in sizes_n.items() if v == n and sizes_2n.get(k) == 2 * n}
-        per_site[s["name"]] = cand
-        names = cand if names is None else names & cand
+    per_site: dict[str, set] = {}
+    for s in observed:  # the plates around it whose size follows the number of examples
+        sizes, sizes_2n = _plate_sizes(s), _plate_sizes(tr_2n.nodes[s["name"]])
+        per_site[s["name"]] = {k for k, v in sizes.items() if v == n and sizes_2n.get(k) == 2 * n}
+    names = set.intersection(*per_site.values())
     if not names:
         _refuse_outside(per_site)
         raise ValueError(

@@ -1,8 +1,7 @@
-r"""The plain evaluation: run the Pyro program at given latents and read off its per-row log-densities.
-
-A mean-field Gaussian guide is evaluated without rerunning it (AIS+encoder's hot loop) when its Normal
-parameters depend on ``x`` only (checked by autograd and a second run): :class:`KeptGuide`.
-"""
+r"""The plain evaluation: run the Pyro program at given latents and read off its per-row
+log-densities; a mean-field Gaussian guide is evaluated without rerunning it (AIS+encoder's hot
+loop) when its Normal parameters depend on ``x`` only (checked by autograd and a second run):
+:class:`KeptGuide`."""
 
 from __future__ import annotations
 
@@ -116,7 +115,6 @@ class Program:
             fn(self.x, *self.model_args, **self.model_kwargs)
         return ev
 
-    # -- densities --------------------------------------------------------------------------------
     def log_prior_and_obs(self, u: Tensor) -> tuple[Tensor, Tensor]:
         """``(log p(u) incl. log|det J|, log p(x | u))``, each ``(rows,)``, in one model pass."""
         ev = self.run(self.model, self.layout.split(u), True)
@@ -169,10 +167,10 @@ class Program:
                 g_init = _add(_grad(init, u, retain=False), score_q)
         if g_init is None or g_ratio is None:  # a term that does not depend on u: zero gradient
             zero = torch.zeros_like(u)
-            g_init, g_ratio = zero if g_init is None else g_init, zero if g_ratio is None else g_ratio
+            g_init = zero if g_init is None else g_init
+            g_ratio = zero if g_ratio is None else g_ratio
         return ValueAndGrad(init.detach(), ratio.detach(), g_init, g_ratio)
 
-    # -- exact draws ----------------------------------------------------------------------------
     def sample_prior(self, generator: torch.Generator | None = None) -> Draw:
         """Draw ``z ~ p(z)``; ``log_density`` is ``log p(x | z)``, all from one model pass."""
         with fork_rng_from(generator, self.x.device), torch.no_grad():

@@ -133,8 +133,7 @@ def _support(tr) -> str | None:
 
 def _dtype(err: BaseException, run: Callable[[], Any], x: Tensor) -> str | None:
     """x of one floating dtype, the program's parameters of another."""
-    text = str(err)
-    if "dtype" not in text and "type" not in text.lower():
+    if "type" not in str(err).lower():  # also "dtype"
         return None
     params: dict[str, torch.dtype] = {}
 

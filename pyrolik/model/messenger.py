@@ -1,6 +1,6 @@
 r"""The effect handler behind every evaluation: set the latents, sum each site's log-density per row
-(unscaled, unsubsampled, enumerated sites summed out: ``docs/idioms.md``); Bernoulli and Normal sites
-take a path with fewer full-size operations (equal up to summation order)."""
+(unscaled, unsubsampled, enumerated sites summed out: ``docs/idioms.md``); Bernoulli and Normal
+sites take a path with fewer full-size operations (equal up to summation order)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def is_subsample(msg: dict[str, Any]) -> bool:
 
 
 def sample_nodes(tr) -> Iterator[tuple[str, dict]]:
-    """``(name, node)`` of a trace's sample sites but its plates' subsample and deterministic sites."""
+    """``(name, node)`` of a trace's sample sites, but subsample and deterministic ones."""
     return ((name, s) for name, s in tr.nodes.items() if s["type"] == "sample"
             and not site_is_subsample(s) and not s["infer"].get("_deterministic"))
 
@@ -193,12 +193,10 @@ class SiteDensities(Messenger):
         self._enum_obs: Tensor | float = 0.0
         self.records: list[SiteRecord] | None = [] if record else None
         self.memo = {} if memo is None else memo  # kept by the caller across evaluations
-        self.want_scores = scores  # closed-form scores of Normal latents (normal_log_prob_and_score)
+        self.want_scores = scores  # Normal latents' closed-form scores (normal_log_prob_and_score)
         self.scores: dict[str, Tensor] = {}
-        self.plate_name = plate_name
-        self.rows = rows
-        self.given = values
-        self.unconstrained = unconstrained
+        self.plate_name, self.rows = plate_name, rows
+        self.given, self.unconstrained = values, unconstrained
         self.values: dict[str, Tensor] = {}
         self.log_latent: Tensor | float = 0.0
         self.log_obs: Tensor | float = 0.0
@@ -264,8 +262,7 @@ class SiteDensities(Messenger):
         msg["value"] = self.memo[key]
 
     def _pyro_post_sample(self, msg: dict) -> None:
-        if msg["infer"].get("_deterministic") or is_subsample(msg) \
-                or is_zero_density(msg["fn"]):
+        if msg["infer"].get("_deterministic") or is_subsample(msg) or is_zero_density(msg["fn"]):
             return
         frame = plate_frame(msg, self.plate_name)
         name = msg["name"]
@@ -286,7 +283,8 @@ class SiteDensities(Messenger):
             self._add_enumerated(msg, fn, mask, frame.dim, self.enum_dims)
             return
         if self.want_scores and not observed and name not in self._ladj:
-            found = normal_log_prob_and_score(fn, msg["value"], 1.0, mask, frame.dim, self.rows, name)
+            found = normal_log_prob_and_score(fn, msg["value"], 1.0, mask, frame.dim, self.rows,
+                                              name)
             if found is not None:
                 self.log_latent = _plus(self.log_latent, found[0])
                 self.scores[name] = found[1]

@@ -1,6 +1,6 @@
-r"""The checks a program passes before it is evaluated: Pyro constructs, each evaluated as the model's
-density or refused in words; modules in training mode, evaluations that are not deterministic at a
-fixed latent, rows whose density reads other rows (``docs/idioms.md``)."""
+r"""The checks a program passes before it is evaluated: Pyro constructs, each evaluated as the
+model's density or refused in words; modules in training mode, evaluations that are not
+deterministic at a fixed latent, rows whose density reads other rows (``docs/idioms.md``)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from pyrolik.model.arguments import ModelFn
 from pyrolik.model.messenger import is_subsample, is_zero_density, plate_indices, sample_nodes
 
 __all__ = ["Watch", "agree", "check_deterministic", "check_index_free", "check_masked_latents",
-           "check_program", "check_rows_independent", "check_sites", "check_subsampling", "eval_mode",
-           "subsampled_plates", "training_dependent"]
+           "check_program", "check_rows_independent", "check_sites", "check_subsampling",
+           "eval_mode", "subsampled_plates", "training_dependent"]
 
 _KNOWN = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm, nn.RReLU,
           nn.modules.instancenorm._InstanceNorm)

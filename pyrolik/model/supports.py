@@ -19,9 +19,9 @@ from torch.distributions import Independent, biject_to
 
 from pyrolik.model.arguments import ModelFn
 
-__all__ = ["Layout", "SiteLayout", "base_constraint", "check_circular_guide", "check_fixed_supports",
-           "check_guide_supports", "circular_sites", "is_real", "mappable_support", "pushed_forward",
-           "refuse_annealing", "to_unconstrained"]
+__all__ = ["Layout", "SiteLayout", "base_constraint", "check_circular_guide",
+           "check_fixed_supports", "check_guide_supports", "circular_sites", "is_real",
+           "mappable_support", "pushed_forward", "refuse_annealing", "to_unconstrained"]
 
 _CIRCULAR = (dist.VonMises, dist.SineBivariateVonMises, dist.SineSkewed)
 
@@ -128,7 +128,6 @@ class Layout:
         """The same layout with ``k`` chains (rows are chain-major, so the first ``k * N`` rows)."""
         return replace(self, num_chains=k)
 
-    # -- flat unconstrained <-> per-site unconstrained -------------------------------------------
     def split(self, u: Tensor) -> dict[str, Tensor]:
         """Flat ``(rows, d)`` -> per-site tensors in the model's own layout (unconstrained)."""
         out = {}
@@ -148,7 +147,6 @@ class Layout:
                 for s in self.sites]
         return torch.cat(flat, dim=-1) if len(flat) > 1 else flat[0]
 
-    # -- flat unconstrained <-> per-site constrained ---------------------------------------------
     def constrain(self, u: Tensor) -> dict[str, Tensor]:
         """Flat unconstrained ``u`` -> constrained site values in the model's own layout."""
         return {k: biject_to(self.supports[k])(v) for k, v in self.split(u).items()}
@@ -169,7 +167,6 @@ class Layout:
             total = total + ladj.movedim(s.plate_index, 0).reshape(u.shape[0], -1).sum(-1)
         return total
 
-    # -- model layout -> (chain, example, *site) -------------------------------------------------
     def by_chain(self, values: Mapping[str, Tensor]) -> dict[str, Tensor]:
         """Per-site values in the model's layout -> ``{site: (num_chains, num_examples, *site)}``."""
         out = {}

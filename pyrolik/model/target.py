@@ -21,8 +21,7 @@ from pyrolik.model.autoguides import (
 from pyrolik.model.discovery import check_guide_sites, discover, trace_guide
 from pyrolik.model.evaluation import Draw, KeptGuide, Program, ValueAndGrad
 from pyrolik.model.modules import check_program, check_rows_independent
-from pyrolik.model.replay import Replayed, replay_default
-from pyrolik.model.reuse import active_cache
+from pyrolik.model.reuse import Replayed, active_cache, replay_default
 from pyrolik.model.supports import Layout, SiteLayout, refuse_annealing
 
 __all__ = ["AnnealingPath", "Draw", "Inputs", "SiteLayout", "Target", "ValueAndGrad", "make_target",
@@ -38,7 +37,7 @@ class Target:
     def __init__(self, layout: Layout, program: Program, replay: bool = True):
         self.layout = layout
         self.program = program
-        self.replay = replay  # replay recorded evaluations in value_and_grad (pyrolik.model.replay)
+        self.replay = replay  # replay recorded evaluations in value_and_grad (pyrolik.model.reuse)
         self.kept_guide = KeptGuide(program) if program.guide is not None else None
         self._evaluations: dict[str, Replayed] = {}
         self._first: dict[int, Target] = {}  # first_chains(k), kept with their recordings
@@ -173,7 +172,7 @@ def make_target(model: ModelFn, x: Tensor, num_chains: int = 1, *, model_args: t
                 replay: bool | None = None) -> Target:
     """Trace ``model`` on ``x`` once and return its :class:`Target` for ``num_chains`` copies
     (``ValueError``/``TypeError`` for a model that cannot be annealed); ``replay``: replay recorded
-    evaluations (:mod:`pyrolik.model.replay`), by default unless ``PYROLIK_REPLAY=0``."""
+    evaluations (:mod:`pyrolik.model.reuse`), by default unless ``PYROLIK_REPLAY=0``."""
     x = validate_data(x)
     check_count("num_chains", num_chains)
     if replay is not None and not isinstance(replay, bool):
@@ -186,7 +185,6 @@ def make_target(model: ModelFn, x: Tensor, num_chains: int = 1, *, model_args: t
         return found
     marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), x.shape[0])
     x_rep = x.repeat((num_chains,) + (1,) * (x.dim() - 1)) if num_chains > 1 else x
-    guide_enumerated: tuple[str, ...] = ()
     if callable(guide) and not is_autoguide(guide) and not isinstance(guide, FittedGaussian):
         # config_enumerate(guide), as Pyro's SS-VAE writes it: the site is summed out in both
         guide_enumerated = enumerated_in_guide(trace_guide(guide, x_rep, num_chains, *marked))

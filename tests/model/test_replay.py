@@ -1,4 +1,4 @@
-"""Recorded evaluations (pyrolik.model.replay): the Pyro program's numbers without its Python, or eager."""
+"""Recorded evaluations (pyrolik.model.reuse): the Pyro program's numbers without its Python, or eager."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from torch import nn
 
 import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
-from pyrolik.model import replay as _replay
+from pyrolik.model import reuse as _replay
 from pyrolik.model.target import make_target
 from tests.model.test_site_density import _guide as _hierarchical_guide
 from tests.model.test_site_density import _hierarchical
