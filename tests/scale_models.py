@@ -1,7 +1,7 @@
 """Models for the scale tests: plain functions (stable names across processes), linear-Gaussian.
 
 ``PYROLIK_TEST_DELAY`` (seconds) makes every model call sleep, so that a subprocess can be killed in
-the middle of a run; it does not change any number. Replayed evaluations (``pyrolik.model.replay``) skip
+the middle of a run; it does not change any number. Replayed evaluations (``pyrolik.model.reuse``) skip
 the program's Python, sleep included: set ``PYROLIK_REPLAY=0`` with it.
 """
 

@@ -88,9 +88,8 @@ def mark_arguments(args: tuple, kwargs: dict | None, num_examples: int) -> tuple
             return v
         if isinstance(v, Shared) or not isinstance(v, Tensor):
             return v
-        if v.dim() >= 1 and v.shape[0] == num_examples:
-            return PerExample(v, explicit=False)
-        return Shared(v)
+        per_row = v.dim() >= 1 and v.shape[0] == num_examples  # the leading-dimension rule
+        return PerExample(v, explicit=False) if per_row else Shared(v)
 
     return _rebuild(tuple(args), dict(kwargs or {}), mark)
 
@@ -160,10 +159,8 @@ def describe_arguments(args: tuple, kwargs: dict | None) -> str:
             parts.append(f"{name} of shape {tuple(v.value.shape)} ({how})")
         elif isinstance(v, Shared) and isinstance(v.value, Tensor):
             parts.append(f"{name} of shape {tuple(v.value.shape)} (shared by all examples)")
-    if not parts:
-        return ""
     return ("; tensor arguments: " + ", ".join(parts) + " (say which are per example with "
-            "pyrolik.model.per_example(t) / pyrolik.model.shared(t))")
+            "pyrolik.model.per_example(t) / pyrolik.model.shared(t))") if parts else ""
 
 
 def has_per_example(args: tuple, kwargs: dict | None) -> list[str]:

@@ -17,12 +17,11 @@ from torch import Tensor
 from torch.distributions import biject_to
 
 from pyrolik.model.arguments import ModelFn
-from pyrolik.model.layout import Layout
-from pyrolik.model.messenger import plate_frame
-from pyrolik.model.site_density import HALF_LOG_2PI
+from pyrolik.model.messenger import HALF_LOG_2PI, plate_frame
+from pyrolik.model.supports import Layout
 
 __all__ = ["FittedGaussian", "enumerated_in_guide", "fitted_gaussian", "is_autoguide",
-           "mark_enumerated", "slice_guide"]
+           "mark_enumerated"]
 
 _SUPPORTED = (autoguide.AutoNormal, autoguide.AutoDiagonalNormal,
               autoguide.AutoMultivariateNormal, autoguide.AutoLowRankMultivariateNormal)
@@ -54,13 +53,6 @@ class FittedGaussian:
     def num_examples(self) -> int:
         return self.loc.shape[0]
 
-    def _tril(self) -> Tensor:
-        """``scale_tril``, there whenever ``scale`` is not."""
-        if self.scale_tril is None:
-            raise ValueError(f"the Gaussian fitted from {self.source} has neither scale nor "
-                             "scale_tril")
-        return self.scale_tril
-
     def examples(self, start: int, stop: int) -> FittedGaussian:
         """The proposals of examples ``start:stop``."""
         return FittedGaussian(self.loc[start:stop],
@@ -77,7 +69,8 @@ class FittedGaussian:
             log_det = torch.log(self.scale).sum(-1)
             score = -w / self.scale
         else:
-            tril = self._tril()
+            tril = self.scale_tril
+            assert tril is not None  # there whenever scale is not
             w = torch.linalg.solve_triangular(tril, diff.unsqueeze(-1), upper=False)
             score = -torch.linalg.solve_triangular(tril.mT, w, upper=True).squeeze(-1)
             w = w.squeeze(-1)
@@ -93,13 +86,9 @@ class FittedGaussian:
         if self.scale is not None:
             u = self.loc + self.scale * eps
         else:
-            u = self.loc + (self._tril() @ eps.unsqueeze(-1)).squeeze(-1)
+            assert self.scale_tril is not None  # there whenever scale is not
+            u = self.loc + (self.scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
         return u.reshape(num_chains * n, d)
-
-
-def slice_guide(guide: Any, start: int, stop: int) -> Any:
-    """The guide of examples ``start:stop``: a :class:`FittedGaussian` is sliced, others are not."""
-    return guide.examples(start, stop) if isinstance(guide, FittedGaussian) else guide
 
 
 def fitted_gaussian(guide: Any, layout: Layout, num_examples: int, like: Tensor) -> FittedGaussian:
@@ -213,9 +202,8 @@ class mark_enumerated:  # noqa: N801 - used like a Pyro handler (lower case, as 
         self.__wrapped__ = fn
 
     def _config(self, msg: Any) -> Any:
-        if msg["type"] == "sample" and msg["name"] in self.names and not msg["is_observed"]:
-            return {"enumerate": "parallel"}
-        return {}
+        chosen = msg["type"] == "sample" and msg["name"] in self.names and not msg["is_observed"]
+        return {"enumerate": "parallel"} if chosen else {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return poutine.infer_config(self.fn, config_fn=self._config)(*args, **kwargs)

@@ -20,17 +20,8 @@ __all__ = ["PLATE", "WholeDataset"]
 PLATE = "dataset"  # the outer plate: one row per copy of a whole data set (unless the model has one)
 
 
-def _plate_nesting(tr) -> int:
-    """The number of batch dims the model's plates use (Pyro's ``max_plate_nesting``)."""
-    dims = [-f.dim for s in tr.nodes.values() if s["type"] == "sample"
-            for f in s["cond_indep_stack"] if f.dim is not None]
-    return max(dims, default=0)
-
-
 def _refuse_local_discrete(tr) -> None:
-    """Refuse discrete latents inside the model's plates: pyrolik sums enumerated sites per row,
-    and a row is now a whole data set, whose per-example labels would be summed jointly (as if all
-    examples had the same label): a silently wrong density."""
+    """Refuse discrete latents inside plates: a row is a data set, its labels would sum jointly."""
     for s in sample_sites(tr):
         if s["is_observed"] or not s["fn"].support.is_discrete:
             continue
@@ -58,7 +49,9 @@ class WholeDataset:
         self.model_kwargs = dict(model_kwargs or {})
         with fork_rng_from(None), torch.no_grad(), eval_mode():
             tr = poutine.trace(model).get_trace(x, *self.model_args, **self.model_kwargs)
-        self.nesting = _plate_nesting(tr)
+        # the number of batch dims the model's plates use (Pyro's max_plate_nesting)
+        self.nesting = max((-f.dim for s in tr.nodes.values() if s["type"] == "sample"
+                            for f in s["cond_indep_stack"] if f.dim is not None), default=0)
         names = {f.name for site in tr.nodes.values() for f in site.get("cond_indep_stack", ())}
         self.plate = next(p for p in (PLATE, f"{PLATE}_copies", "_pyrolik_dataset")
                           if p not in names)

@@ -1,31 +1,38 @@
-"""Discovery: trace a model once to find its latent sites, observed sites and plate over the examples."""
+"""Discovery: trace a model once to find its latent sites, observed sites and plate over the
+examples, and how many entries of each example it observes: the :math:`D` of bits per dimension
+(``docs/units.md``)."""
 
 from __future__ import annotations
 
 import contextlib
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyro
 import torch
-from pyro.poutine.util import site_is_subsample
+from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDistribution
 from torch import Tensor
+from torch.distributions import Independent
 
 from pyrolik._random import fork_rng_from
+from pyrolik.exceptions import IdiomWarning
 from pyrolik.model.arguments import ModelFn, describe_arguments, repeat_arguments
-from pyrolik.model.constructs import (
+from pyrolik.model.hints import ObservedShapeError, Refusal, explain, integer_data, short
+from pyrolik.model.messenger import is_zero_density, plate_frame, sample_nodes, sum_to_rows
+from pyrolik.model.modules import (
     Watch,
     check_index_free,
     check_masked_latents,
     check_sites,
     check_subsampling,
+    eval_mode,
     subsampled_plates,
 )
-from pyrolik.model.hints import ObservedShapeError, Refusal, explain, integer_data, short
-from pyrolik.model.layout import Layout, SiteLayout
-from pyrolik.model.messenger import is_zero_density, plate_frame
-from pyrolik.model.modules import eval_mode
-from pyrolik.model.observed import count_observed, warn_unread
 from pyrolik.model.supports import (
+    Layout,
+    SiteLayout,
     check_circular_guide,
     check_fixed_supports,
     check_guide_supports,
@@ -34,8 +41,9 @@ from pyrolik.model.supports import (
     to_unconstrained,
 )
 
-__all__ = ["Tracer", "discover", "check_guide_sites", "sample_sites", "trace_guide",
-           "trace_or_explain"]
+__all__ = ["Tracer", "alternative_data", "check_guide_sites", "count_observed", "discover",
+           "entry_mask", "sample_sites", "site_mask", "trace_guide", "trace_or_explain",
+           "warn_unread"]
 
 
 @dataclass
@@ -68,9 +76,9 @@ def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
                             2 * num_chains, about)
     tracer.watch.refuse_blocked("model")
     check_sites(tr, "model")
-    check_subsampling(tr, tr_2, rows, num_chains, None)
+    check_subsampling(tr, tr_2, rows, None)
     plate_name = _find_plate(tr, tr_2, rows)
-    check_subsampling(tr, tr_2, rows, num_chains, plate_name)
+    check_subsampling(tr, tr_2, rows, plate_name)
     sites, enumerated = _layout(tr, plate_name, rows)
     if plate_name in subsampled_plates(tr):
         check_index_free(model, x_rep, args, kwargs, tr, plate_name, "model", tracer)
@@ -83,8 +91,7 @@ def discover(model: ModelFn, x_rep: Tensor, num_chains: int, marked_args: tuple,
     enum_dims = max(len(s["fn"].batch_shape) for s in sample_sites(tr)) if enumerated else None
     counts = count_observed([s for s in sample_sites(tr) if s["is_observed"]], plate_name, rows)
     layout = Layout(plate_name, num_chains, rows // num_chains, sites, observed, supports,
-                    enumerated, enum_dims, circular_sites(tr, names),
-                    counts[: rows // num_chains])
+                    enumerated, enum_dims, circular_sites(tr, names), counts[: rows // num_chains])
     return layout, tracer.flipped
 
 
@@ -137,8 +144,7 @@ def check_guide_sites(guide: ModelFn, x_rep: Tensor, num_chains: int, marked_arg
 
 
 def _check_guide_layout(tr_g, layout: Layout) -> None:
-    """Refuse a guide whose latent sites are not laid out as the model's: outside its data plate,
-    or of another shape (a plate at another dim would broadcast log q across the rows)."""
+    """Refuse guide latents outside the model's data plate or of another shape than the model's."""
     like = next(iter(tr_g.nodes[s.name]["value"] for s in layout.sites))
     expected = layout.constrain(torch.zeros(layout.rows, layout.latent_dim, dtype=like.dtype,
                                             device=like.device))
@@ -162,9 +168,7 @@ def _check_guide_layout(tr_g, layout: Layout) -> None:
 
 def sample_sites(tr) -> list[dict]:
     """The sample sites of a trace that carry a density (no deterministic or subsample sites)."""
-    return [s for s in tr.nodes.values()
-            if s["type"] == "sample" and not s["infer"].get("_deterministic")
-            and not site_is_subsample(s) and not is_zero_density(s["fn"])]
+    return [s for _, s in sample_nodes(tr) if not is_zero_density(s["fn"])]
 
 
 def _get_trace(tracer: Tracer, fn: ModelFn, x: Tensor, args: tuple, kwargs: dict, validate: bool):
@@ -223,13 +227,11 @@ def _find_plate(tr_n, tr_2n, n: int) -> str:
         raise ValueError(
             "the model has no observed site: condition its observation-noise site on the data, "
             "e.g. pyro.sample('x', dist.Normal(decoder(z), sigma).to_event(1), obs=x)")
-    names, per_site = None, {}
-    for s in observed:
-        sizes_n = _plate_sizes(s)
-        sizes_2n = _plate_sizes(tr_2n.nodes[s["name"]])
-        cand = {k for k, v in sizes_n.items() if v == n and sizes_2n.get(k) == 2 * n}
-        per_site[s["name"]] = cand
-        names = cand if names is None else names & cand
+    per_site: dict[str, set] = {}
+    for s in observed:  # the plates around it whose size follows the number of examples
+        sizes, sizes_2n = _plate_sizes(s), _plate_sizes(tr_2n.nodes[s["name"]])
+        per_site[s["name"]] = {k for k, v in sizes.items() if v == n and sizes_2n.get(k) == 2 * n}
+    names = set.intersection(*per_site.values())
     if not names:
         _refuse_outside(per_site)
         raise ValueError(
@@ -262,8 +264,7 @@ def _refuse_outside(per_site: dict[str, set]) -> None:
 
 
 def _plate_sizes(site: dict) -> dict[str, int]:
-    """``{plate: size}`` around a site; a plate without a size (``pyro.plate("data")``) has the size
-    of the site's batch dim there."""
+    """``{plate: size}`` around a site (a plate without a size: the site's batch dim there)."""
     out = {}
     shape = site["fn"].batch_shape
     for f in site["cond_indep_stack"]:
@@ -321,3 +322,77 @@ def _layout(tr, plate_name: str, n: int) -> tuple[tuple[SiteLayout, ...], tuple[
                          + (" (its discrete latents are summed out exactly: compute log p(x) "
                             "directly)" if enumerated else ""))
     return tuple(sites), tuple(enumerated)
+
+
+def entry_mask(fn) -> Tensor:
+    """``(*fn.batch_shape, *fn.event_shape)`` float64, 1 where an entry of the site's value is scored
+    and 0 where a distribution-level mask (``.mask(m)``, also under ``.to_event``) leaves it out."""
+    if isinstance(fn, MaskedDistribution):
+        base = entry_mask(fn.base_dist)
+        mask = fn._mask
+        if isinstance(mask, bool):
+            return base if mask else torch.zeros_like(base)
+        mask = mask.reshape(tuple(mask.shape) + (1,) * len(fn.base_dist.event_shape))
+        return base * mask.to(base.device, base.dtype)
+    if isinstance(fn, Independent):
+        return entry_mask(fn.base_dist)
+    if isinstance(fn, ExpandedDistribution):
+        return entry_mask(fn.base_dist).expand(tuple(fn.batch_shape) + tuple(fn.event_shape))
+    return torch.ones(tuple(fn.batch_shape) + tuple(fn.event_shape), dtype=torch.float64)
+
+
+def site_mask(site: dict) -> Tensor:
+    """:func:`entry_mask` of a trace node times its ``poutine.mask``: shaped like its value."""
+    fn, mask = site["fn"], site["mask"]
+    entries = entry_mask(fn)
+    if mask is False:
+        return torch.zeros_like(entries)
+    if mask is not None and mask is not True:
+        mask = mask.reshape(tuple(mask.shape) + (1,) * len(fn.event_shape))
+        entries = entries * mask.to(entries.device, entries.dtype)
+    return entries.expand(tuple(fn.batch_shape) + tuple(fn.event_shape))
+
+
+def count_observed(sites: list[dict], plate_name: str, rows: int) -> Tensor:
+    """``(rows,)`` float64: the entries the observed ``sites`` (trace nodes) score per row, masks
+    included (:func:`site_mask`)."""
+    total = torch.zeros(rows, dtype=torch.float64)
+    for site in sites:  # the observed scalar entries per batch element (fn.batch_shape)
+        k, entries = len(site["fn"].event_shape), site_mask(site)
+        entries = (entries.sum(tuple(range(-k, 0))) if k else entries).cpu()
+        total = total + sum_to_rows(entries, plate_frame(site, plate_name).dim, rows, site["name"])
+    return total
+
+
+def warn_unread(trace_fn: Callable[[Tensor], Any], x: Tensor, tr, observed: tuple[str, ...]
+                ) -> None:
+    """Warn when no observed site reads ``x``: none is a view of ``x`` or changes when ``x`` does
+    (``trace_fn`` traces the model on other data; silent when the model fails on it)."""
+    values = {name: tr.nodes[name]["value"] for name in observed}
+    if any(isinstance(v, Tensor) and v.device == x.device  # a view of x
+           and v.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+           for v in values.values()):
+        return
+    try:
+        other = trace_fn(alternative_data(x))
+    except Exception:  # noqa: BLE001 - the check cannot tell; the estimate itself is unaffected
+        return
+    for name, value in values.items():
+        moved = other.nodes.get(name, {}).get("value")
+        if not isinstance(moved, Tensor) or moved.shape != value.shape \
+                or not torch.equal(moved, value):
+            return
+    names = list(observed)
+    warnings.warn(
+        f"no observed site reads x: the observed site(s) {names} hold the same values whatever x "
+        "holds (e.g. a conditional model called with its input as x and the observation as a "
+        f"keyword, Pyro's CVAE model(xs, ys=ys)). The estimate is log p({names[0]} | x), but the "
+        "rows, observed_data and bits/dim are those of x. Pass the observation as x and the input "
+        "as a per-example keyword: def conditioned(ys, xs): return model(xs, ys=ys), then "
+        "pyrolik.ais(conditioned, ys, model_kwargs={'xs': xs}, ...)",
+        IdiomWarning, stacklevel=2)
+
+
+def alternative_data(x: Tensor) -> Tensor:
+    """Data that differ from ``x`` in every entry: ``x + 1`` (``~x`` for booleans)."""
+    return ~x if x.dtype == torch.bool else x + 1

@@ -1,24 +1,35 @@
-r"""The plain evaluation: run the Pyro program at given latents and read off its per-row log-densities."""
+r"""The plain evaluation: run the Pyro program at given latents and read off its per-row
+log-densities; a mean-field Gaussian guide is evaluated without rerunning it (AIS+encoder's hot
+loop) when its Normal parameters depend on ``x`` only (checked by autograd and a second run):
+:class:`KeptGuide`."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import pyro
+import pyro.distributions as dist
 import torch
 from torch import Tensor
 
 from pyrolik._random import fork_rng_from
 from pyrolik.model.arguments import ModelFn, repeat_arguments, take_rows
 from pyrolik.model.autoguides import FittedGaussian
-from pyrolik.model.layout import Layout
-from pyrolik.model.messenger import SiteDensities
+from pyrolik.model.messenger import (
+    SiteDensities,
+    SiteRecord,
+    base_and_event_ndim,
+    is_normal,
+    normal_log_prob_and_score,
+)
 from pyrolik.model.modules import eval_mode
+from pyrolik.model.supports import Layout
 
-__all__ = ["Draw", "GuideDensity", "Program", "ValueAndGrad"]
+__all__ = ["CachedGuide", "Draw", "GuideDensity", "KeptGuide", "Program", "ValueAndGrad",
+           "cache_guide"]
 
 GuideDensity = Callable[[Tensor], "tuple[Tensor, Tensor | None]"]  # u -> (log q per row, score)
 
@@ -29,14 +40,6 @@ class Draw(NamedTuple):
     u: Tensor  # (rows, d)
     values: dict[str, Tensor]  # constrained, model layout
     log_density: Tensor  # (rows,)
-
-
-def _or(grad: Tensor | None, zero: Tensor | None) -> Tensor:
-    """``grad``, or ``zero`` where it is None (``zero`` is made whenever one gradient is None)."""
-    if grad is not None:
-        return grad
-    assert zero is not None
-    return zero
 
 
 class ValueAndGrad(NamedTuple):
@@ -112,7 +115,6 @@ class Program:
             fn(self.x, *self.model_args, **self.model_kwargs)
         return ev
 
-    # -- densities --------------------------------------------------------------------------------
     def log_prior_and_obs(self, u: Tensor) -> tuple[Tensor, Tensor]:
         """``(log p(u) incl. log|det J|, log p(x | u))``, each ``(rows,)``, in one model pass."""
         ev = self.run(self.model, self.layout.split(u), True)
@@ -163,11 +165,12 @@ class Program:
                 g_ratio = _add(_grad(ratio, u, retain=True), score_p,
                                None if score_q is None else -score_q)
                 g_init = _add(_grad(init, u, retain=False), score_q)
-        # a term that does not depend on u has a zero gradient
-        zero = None if g_ratio is not None and g_init is not None else torch.zeros_like(u)
-        return ValueAndGrad(init.detach(), ratio.detach(), _or(g_init, zero), _or(g_ratio, zero))
+        if g_init is None or g_ratio is None:  # a term that does not depend on u: zero gradient
+            zero = torch.zeros_like(u)
+            g_init = zero if g_init is None else g_init
+            g_ratio = zero if g_ratio is None else g_ratio
+        return ValueAndGrad(init.detach(), ratio.detach(), g_init, g_ratio)
 
-    # -- exact draws ----------------------------------------------------------------------------
     def sample_prior(self, generator: torch.Generator | None = None) -> Draw:
         """Draw ``z ~ p(z)``; ``log_density`` is ``log p(x | z)``, all from one model pass."""
         with fork_rng_from(generator, self.x.device), torch.no_grad():
@@ -198,9 +201,7 @@ class Program:
 
 def as_rows(value: Tensor | float, like: Tensor) -> Tensor:
     """A per-row sum as a ``(rows,)`` tensor (a model without such sites gives a constant)."""
-    if isinstance(value, Tensor):
-        return value
-    return like.new_full((like.shape[0],), float(value))
+    return value if isinstance(value, Tensor) else like.new_full((like.shape[0],), float(value))
 
 
 def _grad(out: Tensor, u: Tensor, retain: bool) -> Tensor | None:
@@ -218,3 +219,116 @@ def _add(*terms: Tensor | None) -> Tensor | None:
         if t is not None:
             total = t if total is None else total + t
     return total
+
+
+class KeptGuide:
+    """A program's guide density (as ``Program.guide_density``) from kept Normal parameters where it
+    qualifies, rechecked when a parameter changes in place (``epoch`` counts the derivations)."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.cached: CachedGuide | Literal[False] | None = None  # None: not checked; False: not kept
+        self.epoch = 0
+
+    def current(self, u: Tensor) -> CachedGuide | None:
+        """The kept parameters, derived (again) if needed; None if the guide does not qualify."""
+        cached, guide = self.cached, self.program.guide
+        if not callable(guide):  # a FittedGaussian (an AutoGuide): already kept
+            return None
+        if cached is None or (cached is not False and not cached.is_current()):
+            program = self.program
+            z = u.detach().requires_grad_(True)
+            with torch.enable_grad():
+                first = program.run(guide, program.layout.split(z), True, record=True).records
+                with torch.no_grad():  # at other latent values: catches detached dependences too
+                    second = program.run(guide, program.layout.split(z.detach() + 0.5), True,
+                                         record=True).records
+                assert first is not None and second is not None  # record=True keeps the records
+                cached = cache_guide(first, second, z)
+            self.cached = False if cached is None else cached
+            self.epoch += 1
+        return cached or None
+
+    def __call__(self, u: Tensor) -> tuple[Tensor, Tensor | None]:
+        cached = self.current(u)
+        if cached is None:
+            return self.program.guide_density(u)
+        log_q, scores = cached.log_prob_and_score(self.program.layout.split(u.detach()),
+                                                  self.program.rows)
+        return log_q, self.program.flat_score(scores, u)
+
+
+@dataclass(frozen=True)
+class CachedGuide:
+    """A mean-field Normal guide's parameters, detached, with the versions of the tensors behind them."""
+
+    sites: tuple[tuple[str, object, int], ...]  # (name, Normal or Independent(Normal), plate dim)
+    leaves: tuple[Tensor, ...]
+    versions: tuple[int, ...]
+
+    def is_current(self) -> bool:
+        """False once a parameter the guide's outputs were computed from has changed in place."""
+        return all(t._version == v for t, v in zip(self.leaves, self.versions, strict=True))
+
+    def log_prob_and_score(self, values: dict[str, Tensor], rows: int
+                           ) -> tuple[Tensor, dict[str, Tensor]]:
+        """``(log q(z | x) per row, {site: d log q / dz})`` at the site values ``values``."""
+        total: Tensor | None = None
+        scores: dict[str, Tensor] = {}
+        for name, fn, plate_dim in self.sites:
+            found = normal_log_prob_and_score(fn, values[name], 1.0, None, plate_dim, rows, name)
+            assert found is not None  # cache_guide keeps only detached, unscaled Normal sites
+            lp, scores[name] = found
+            total = lp if total is None else total + lp
+        assert total is not None  # cache_guide keeps a guide with at least one site
+        return total, scores
+
+
+def cache_guide(first: list[SiteRecord], second: list[SiteRecord], z: Tensor) -> CachedGuide | None:
+    """The guide's Normal parameters from two runs of it, or None if it does not qualify."""
+    if not first or [r.name for r in first] != [r.name for r in second]:
+        return None
+    sites, leaves = [], []
+    for rec, again in zip(first, second, strict=True):
+        if rec.transformed:
+            return None
+        base, event_ndim = base_and_event_ndim(rec.fn)
+        base2, _ = base_and_event_ndim(again.fn)
+        if not (is_normal(base) and is_normal(base2)):
+            return None
+        loc, sigma = base.loc, base.scale
+        if _depends_on(z, loc, sigma):
+            return None
+        if not (torch.equal(loc, base2.loc) and torch.equal(sigma, base2.scale)):
+            return None  # a random guide (dropout, noise): rerun it every time
+        leaves += _leaf_tensors(loc, sigma)
+        fn = dist.Normal(loc.detach(), sigma.detach(), validate_args=False)
+        sites.append((rec.name, fn.to_event(event_ndim) if event_ndim else fn, rec.plate_dim))
+    unique = tuple({id(t): t for t in leaves}.values())
+    return CachedGuide(tuple(sites), unique, tuple(t._version for t in unique))
+
+
+def _depends_on(z: Tensor, *outputs: Tensor) -> bool:
+    """Whether any of ``outputs`` has a gradient path back to ``z``."""
+    outs = [t for t in outputs if t.requires_grad]
+    if not outs:
+        return False
+    grads = torch.autograd.grad(outs, z, [torch.ones_like(t) for t in outs], retain_graph=True,
+                                allow_unused=True)
+    return any(g is not None for g in grads)
+
+
+def _leaf_tensors(*outputs: Tensor) -> list[Tensor]:
+    """The leaf tensors (parameters) the autograd graphs of ``outputs`` start from."""
+    found = [t for t in outputs if t.requires_grad and t.grad_fn is None]
+    stack, seen = [t.grad_fn for t in outputs if t.grad_fn is not None], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, Tensor):
+            found.append(variable)
+        stack += [nxt for nxt, _ in node.next_functions if nxt is not None]
+    return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from typing import Any
@@ -9,10 +10,10 @@ from typing import Any
 import pyro
 import torch
 from pyro.distributions import constraints
-from pyro.poutine.util import site_is_subsample
 from torch import Tensor, nn
 from torch.nn.modules.module import register_module_forward_pre_hook
 
+from pyrolik.model.messenger import sample_nodes
 from pyrolik.model.supports import base_constraint
 
 __all__ = ["ObservedShapeError", "Refusal", "explain", "integer_data", "short"]
@@ -108,9 +109,8 @@ def _observed_rows(err: ObservedShapeError, x: Tensor, n: int, copies: int) -> s
 
 def _support(tr) -> str | None:
     """An observed site whose value lies outside its distribution's support."""
-    for name, site in tr.nodes.items():
-        if site["type"] != "sample" or not site["is_observed"] or site_is_subsample(site) \
-                or site["infer"].get("_deterministic"):
+    for name, site in sample_nodes(tr):
+        if not site["is_observed"]:
             continue
         fn, value = site["fn"], site["value"]
         try:
@@ -133,8 +133,7 @@ def _support(tr) -> str | None:
 
 def _dtype(err: BaseException, run: Callable[[], Any], x: Tensor) -> str | None:
     """x of one floating dtype, the program's parameters of another."""
-    text = str(err)
-    if "dtype" not in text and "type" not in text.lower():
+    if "type" not in str(err).lower():  # also "dtype"
         return None
     params: dict[str, torch.dtype] = {}
 
@@ -144,11 +143,9 @@ def _dtype(err: BaseException, run: Callable[[], Any], x: Tensor) -> str | None:
                 params.setdefault(f"{type(module).__name__}.{pname}", p.dtype)
 
     handle = register_module_forward_pre_hook(hook)
-    try:
-        with torch.no_grad(), torch.random.fork_rng():
+    try:  # the run fails again; the hook saw what it called
+        with torch.no_grad(), torch.random.fork_rng(), contextlib.suppress(Exception):
             run()
-    except Exception:  # noqa: BLE001, S110 - the run fails again; the hook saw what it called
-        pass
     finally:
         handle.remove()
     for pname, p in pyro.get_param_store().named_parameters():

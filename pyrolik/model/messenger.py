@@ -1,9 +1,11 @@
 r"""The effect handler behind every evaluation: set the latents, sum each site's log-density per row
-(unscaled, unsubsampled, enumerated sites summed out: ``docs/idioms.md``)."""
+(unscaled, unsubsampled, enumerated sites summed out: ``docs/idioms.md``); Bernoulli and Normal
+sites take a path with fewer full-size operations (equal up to summation order)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple, cast
 
 import torch
@@ -14,23 +16,22 @@ from pyro.poutine.messenger import Messenger
 from pyro.poutine.runtime import Message
 from pyro.poutine.util import site_is_subsample
 from torch import Tensor
-from torch.distributions import Independent, biject_to
+from torch.distributions import Bernoulli, Independent, Normal, biject_to
+from torch.nn.functional import binary_cross_entropy_with_logits
 
-from pyrolik.model.site_density import normal_log_prob_and_score, per_row_log_prob, sum_to_rows
 from pyrolik.model.supports import is_real, mappable_support, pushed_forward
 
-__all__ = ["SiteDensities", "SiteRecord", "is_real", "is_subsample", "is_zero_density", "plate_frame",
-           "plate_indices", "unmasked"]
-
+__all__ = ["HALF_LOG_2PI", "SiteDensities", "SiteRecord", "base_and_event_ndim", "is_normal",
+           "is_subsample", "is_unscaled", "is_zero_density", "normal_log_prob_and_score",
+           "per_row_log_prob", "plate_frame", "plate_indices", "sample_nodes", "sum_to_rows",
+           "unmasked"]
 
 class SiteRecord(NamedTuple):
-    """What one run said about one latent site (:mod:`pyrolik.model.guide_cache` reads these)."""
+    """One latent site as one run saw it (read by :class:`~pyrolik.model.evaluation.KeptGuide`)."""
 
     name: str
     fn: object  # the site's distribution
     plate_dim: int
-    scale: object
-    mask: object
     transformed: bool  # the site's support is not the real line
 
 
@@ -55,6 +56,12 @@ def is_subsample(msg: dict[str, Any]) -> bool:
     return site_is_subsample(cast(Message, msg))
 
 
+def sample_nodes(tr) -> Iterator[tuple[str, dict]]:
+    """``(name, node)`` of a trace's sample sites, but subsample and deterministic ones."""
+    return ((name, s) for name, s in tr.nodes.items() if s["type"] == "sample"
+            and not site_is_subsample(s) and not s["infer"].get("_deterministic"))
+
+
 def is_zero_density(fn) -> bool:
     """A site whose density is masked off entirely (``pyro.deterministic``, reparameterisers)."""
     return isinstance(fn, MaskedDistribution) and fn._mask is False
@@ -71,9 +78,93 @@ def unmasked(fn):
     return fn
 
 
+HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def per_row_log_prob(fn, value: Tensor, scale, mask, plate_dim: int, rows: int, site: str) -> Tensor:
+    """``scale_and_mask(fn.log_prob(value), scale, mask)`` summed over every dim but ``plate_dim``
+    (the data plate's, negative, in the site's batch shape): ``(rows,)``."""
+    if is_unscaled(scale, mask):
+        base, event_ndim = base_and_event_ndim(fn)
+        neg = _neg_log_prob_sum(base, value, event_ndim)
+        if neg is not None:
+            return -sum_to_rows(neg, plate_dim, rows, site)
+    lp = scale_and_mask(fn.log_prob(value), scale, mask)
+    return sum_to_rows(lp, plate_dim, rows, site)
+
+
+def normal_log_prob_and_score(fn, value: Tensor, scale, mask, plate_dim: int, rows: int, site: str
+                              ) -> tuple[Tensor, Tensor] | None:
+    r"""``(log_prob (rows,), score)`` of a Normal latent site whose ``loc`` and ``sigma`` need no
+    gradient, the score :math:`-(v - \mu) / \sigma^2` without autograd; None otherwise."""
+    if not is_unscaled(scale, mask):
+        return None
+    base, event_ndim = base_and_event_ndim(fn)
+    if not is_normal(base) or base.loc.requires_grad or base.scale.requires_grad:
+        return None
+    with torch.no_grad():
+        w = (value - base.loc) / base.scale
+        if w.shape != value.shape:
+            return None
+        neg = _normal_neg_log_prob_sum(w, base.scale, event_ndim)
+        return -sum_to_rows(neg, plate_dim, rows, site), -(w / base.scale)
+
+
+def sum_to_rows(log_prob: Tensor, dim: int, rows: int, site: str) -> Tensor:
+    """Sum over every dim but ``dim`` (the data plate's): shape ``(rows,)``."""
+    if log_prob.dim() < -dim or log_prob.shape[dim] != rows:
+        raise ValueError(
+            f"site {site!r}: its log-density has shape {tuple(log_prob.shape)}, which does not "
+            f"broadcast over the data plate ({rows} rows at dim {dim}); sample it inside the plate")
+    return log_prob if log_prob.dim() == 1 else log_prob.movedim(dim, 0).reshape(rows, -1).sum(-1)
+
+
+def base_and_event_ndim(fn):
+    """``(base distribution, number of event dims it sums)`` of a plain ``Independent`` wrapper."""
+    if isinstance(fn, Independent) and type(fn).log_prob is Independent.log_prob:
+        return fn.base_dist, fn.reinterpreted_batch_ndims
+    return fn, 0
+
+
+def is_unscaled(scale, mask) -> bool:
+    """Whether a site's Pyro ``scale``/``mask`` leave its log-density as it is (the fast paths' premise)."""
+    return mask is None and isinstance(scale, (int, float)) and scale == 1.0
+
+
+def is_normal(d) -> bool:
+    return isinstance(d, Normal) and type(d).log_prob is Normal.log_prob
+
+
+def _neg_log_prob_sum(base, value: Tensor, event_ndim: int) -> Tensor | None:
+    """``-base.log_prob(value)`` summed over the last ``event_ndim`` dims, or None without a fast path."""
+    if isinstance(base, Bernoulli) and type(base).log_prob is Bernoulli.log_prob:
+        logits = base.logits  # what torch's own log_prob uses, also for a probs-parametrised site
+        if logits.shape != value.shape:
+            logits, value = torch.broadcast_tensors(logits, value)
+        nll = binary_cross_entropy_with_logits(logits, value, reduction="none")
+        return _sum_last(nll, event_ndim)
+    if is_normal(base):
+        return _normal_neg_log_prob_sum((value - base.loc) / base.scale, base.scale, event_ndim)
+    return None
+
+
+def _normal_neg_log_prob_sum(w: Tensor, sigma: Tensor, event_ndim: int) -> Tensor:
+    r""":math:`\sum (w^2/2 + \log\sigma + \log 2\pi / 2)` over the last ``event_ndim`` dims, ``w = (v-\mu)/\sigma``."""
+    count = math.prod(w.shape[w.dim() - event_ndim:]) if event_ndim else 1
+    if sigma.numel() > 0 and all(st == 0 for st in sigma.stride()):
+        # one number broadcast (e.g. Normal(0., 1.)): its log once, not once per element
+        log_sigma = count * torch.log(sigma.reshape(-1)[:1])
+    else:
+        log_sigma = _sum_last(torch.log(sigma).expand(w.shape), event_ndim)
+    return 0.5 * _sum_last(w * w, event_ndim) + (log_sigma + count * HALF_LOG_2PI)
+
+
+def _sum_last(t: Tensor, ndim: int) -> Tensor:
+    return t.sum(tuple(range(-ndim, 0))) if ndim else t
+
+
 def enum_to_rows(log_prob: Tensor, plate_dim: int, batch_dims: int) -> Tensor:
-    """Sum a log-density over every batch dim but the data plate's, keeping the enumeration dims
-    (those left of the last ``batch_dims``): shape ``(*enum, rows)``."""
+    """Sum over the last ``batch_dims`` dims but the data plate's, keeping ``(*enum, rows)``."""
     while log_prob.dim() < batch_dims:
         log_prob = log_prob.unsqueeze(0)
     log_prob = log_prob.movedim(plate_dim, -1)
@@ -102,12 +193,10 @@ class SiteDensities(Messenger):
         self._enum_obs: Tensor | float = 0.0
         self.records: list[SiteRecord] | None = [] if record else None
         self.memo = {} if memo is None else memo  # kept by the caller across evaluations
-        self.want_scores = scores  # closed-form scores of Normal latents (see site_density)
+        self.want_scores = scores  # Normal latents' closed-form scores (normal_log_prob_and_score)
         self.scores: dict[str, Tensor] = {}
-        self.plate_name = plate_name
-        self.rows = rows
-        self.given = values
-        self.unconstrained = unconstrained
+        self.plate_name, self.rows = plate_name, rows
+        self.given, self.unconstrained = values, unconstrained
         self.values: dict[str, Tensor] = {}
         self.log_latent: Tensor | float = 0.0
         self.log_obs: Tensor | float = 0.0
@@ -173,8 +262,7 @@ class SiteDensities(Messenger):
         msg["value"] = self.memo[key]
 
     def _pyro_post_sample(self, msg: dict) -> None:
-        if msg["infer"].get("_deterministic") or is_subsample(msg) \
-                or is_zero_density(msg["fn"]):
+        if msg["infer"].get("_deterministic") or is_subsample(msg) or is_zero_density(msg["fn"]):
             return
         frame = plate_frame(msg, self.plate_name)
         name = msg["name"]
@@ -187,21 +275,21 @@ class SiteDensities(Messenger):
                 "whole data set)")
         # unscaled; masks kept on observed sites only (``docs/idioms.md``)
         observed = msg["is_observed"]
-        fn, scale = (msg["fn"], 1.0) if observed else (unmasked(msg["fn"]), 1.0)
+        fn = msg["fn"] if observed else unmasked(msg["fn"])
         mask = msg["mask"] if observed else None
         if self.records is not None and not observed:
-            self.records.append(SiteRecord(name, fn, frame.dim, scale, mask, name in self._ladj))
+            self.records.append(SiteRecord(name, fn, frame.dim, name in self._ladj))
         if self.enum_dims is not None:
             self._add_enumerated(msg, fn, mask, frame.dim, self.enum_dims)
             return
         if self.want_scores and not observed and name not in self._ladj:
-            found = normal_log_prob_and_score(fn, msg["value"], scale, mask, frame.dim, self.rows,
+            found = normal_log_prob_and_score(fn, msg["value"], 1.0, mask, frame.dim, self.rows,
                                               name)
             if found is not None:
                 self.log_latent = _plus(self.log_latent, found[0])
                 self.scores[name] = found[1]
                 return
-        lp = per_row_log_prob(fn, msg["value"], scale, mask, frame.dim, self.rows, name)
+        lp = per_row_log_prob(fn, msg["value"], 1.0, mask, frame.dim, self.rows, name)
         if observed:
             self.log_obs = _plus(self.log_obs, lp)
             return

@@ -14,10 +14,10 @@ from torch import Tensor
 
 from pyrolik._random import fork_rng_from
 from pyrolik.model.arguments import mark_arguments, unwrap
+from pyrolik.model.discovery import alternative_data, site_mask
 from pyrolik.model.hints import short
 from pyrolik.model.messenger import plate_frame
 from pyrolik.model.modules import eval_mode
-from pyrolik.model.observed import alternative_data, site_mask
 from pyrolik.model.target import make_target
 
 __all__ = ["FILL", "ReadMapError", "assemble", "coded", "draw_joint", "read_map"]
@@ -43,7 +43,6 @@ def draw_joint(model: Callable[..., Any], placeholder: Tensor, seed: int, model_
 
     layout = _structure(model, placeholder, model_args, model_kwargs, run)
     index = _read_map(model, placeholder, layout, run)
-    tr = None
     try:  # the obs=x idiom: with x=None the observed sites sample
         tr = run(None, model)
         for site in index:
@@ -78,8 +77,7 @@ def draw_joint(model: Callable[..., Any], placeholder: Tensor, seed: int, model_
 
 
 class _Release(UnconditionMessenger):
-    """``poutine.uncondition`` of the observed sites that read ``x`` only: an observation of a
-    per-example argument (M2's labels) stays conditioned, so the draws are of the joint given it."""
+    """``poutine.uncondition`` of the sites that read ``x`` only (M2's labels stay observed)."""
 
     def __init__(self, names: frozenset[str]):
         super().__init__()
@@ -92,8 +90,7 @@ class _Release(UnconditionMessenger):
 
 def _structure(model: Callable[..., Any], placeholder: Tensor, model_args: tuple,
                model_kwargs: dict | None, run: Callable):
-    """The model's layout on the placeholder, or the refusal: pyrolik's own (naming its fix) when the
-    model runs, the pointer to ``data=`` when it does not run on a placeholder at all."""
+    """The model's layout on the placeholder, or pyrolik's refusal (or the ``data=`` pointer)."""
     try:
         return make_target(model, placeholder, 1, model_args=model_args,
                            model_kwargs=model_kwargs).layout
@@ -109,8 +106,7 @@ def _structure(model: Callable[..., Any], placeholder: Tensor, model_args: tuple
 
 def _read_map(model: Callable[..., Any], placeholder: Tensor, layout, run: Callable
               ) -> dict[str, Tensor]:
-    """Where each observed site reads ``x`` (:func:`read_map`); a single site holding all of ``x``
-    reads it in order even where the map cannot be found (boolean ``x``)."""
+    """:func:`read_map`, or all of ``x`` in order for a single site holding it (boolean ``x``)."""
     try:
         return read_map(lambda coded_x: run(coded_x, model, seeded=False), placeholder,
                         layout.observed)

@@ -17,16 +17,12 @@ from pyrolik.model.autoguides import (
     fitted_gaussian,
     is_autoguide,
     mark_enumerated,
-    slice_guide,
 )
 from pyrolik.model.discovery import check_guide_sites, discover, trace_guide
-from pyrolik.model.evaluation import Draw, Program, ValueAndGrad
-from pyrolik.model.guide_cache import KeptGuide
-from pyrolik.model.layout import Layout, SiteLayout
+from pyrolik.model.evaluation import Draw, KeptGuide, Program, ValueAndGrad
 from pyrolik.model.modules import check_program, check_rows_independent
-from pyrolik.model.replay import Replayed, replay_default
-from pyrolik.model.reuse import active_cache
-from pyrolik.model.supports import refuse_annealing
+from pyrolik.model.reuse import Replayed, active_cache, replay_default
+from pyrolik.model.supports import Layout, SiteLayout, refuse_annealing
 
 __all__ = ["AnnealingPath", "Draw", "Inputs", "SiteLayout", "Target", "ValueAndGrad", "make_target",
            "prepare_inputs"]
@@ -41,7 +37,7 @@ class Target:
     def __init__(self, layout: Layout, program: Program, replay: bool = True):
         self.layout = layout
         self.program = program
-        self.replay = replay  # replay recorded evaluations in value_and_grad (pyrolik.model.replay)
+        self.replay = replay  # replay recorded evaluations in value_and_grad (pyrolik.model.reuse)
         self.kept_guide = KeptGuide(program) if program.guide is not None else None
         self._evaluations: dict[str, Replayed] = {}
         self._first: dict[int, Target] = {}  # first_chains(k), kept with their recordings
@@ -50,10 +46,6 @@ class Target:
     def dtype(self) -> torch.dtype:
         x = self.program.x
         return x.dtype if x.is_floating_point() else torch.get_default_dtype()
-
-    def guide_or_raise(self) -> ModelFn | FittedGaussian:
-        """The guide; ``ValueError`` if the target was built without one."""
-        return self.program.guide_or_raise()
 
     def first_chains(self, k: int) -> Target:
         """The same target restricted to its first ``k`` chains (rows are chain-major)."""
@@ -64,15 +56,7 @@ class Target:
                                     self.replay)
         return self._first[k]
 
-    # -- layout: flat unconstrained u <-> per-site values (pyrolik.model.layout) ----------------
-    def split(self, u: Tensor) -> dict[str, Tensor]:
-        """Flat ``(rows, d)`` -> per-site tensors in the model's own layout (unconstrained)."""
-        return self.layout.split(u)
-
-    def join(self, values: dict[str, Tensor], fill: Tensor | None = None) -> Tensor:
-        """Per-site tensors (unconstrained, model layout) -> flat ``(rows, d)``."""
-        return self.layout.join(values, fill)
-
+    # -- layout: flat unconstrained u <-> per-site values (pyrolik.model.supports) ----------------
     def constrain(self, u: Tensor) -> dict[str, Tensor]:
         """Flat unconstrained ``u`` -> constrained site values in the model's own layout."""
         return self.layout.constrain(u)
@@ -89,10 +73,6 @@ class Target:
     def log_prior_and_obs(self, u: Tensor) -> tuple[Tensor, Tensor]:
         """``(log p(u) incl. log|det J|, log p(x | u))``, each ``(rows,)``, in one model pass."""
         return self.program.log_prior_and_obs(u)
-
-    def log_prior(self, u: Tensor) -> Tensor:
-        """Per-row log prior density of ``u``, including the log-det-Jacobian."""
-        return self.log_prior_and_obs(u)[0]
 
     def log_obs(self, u: Tensor) -> Tensor:
         """Per-row ``log p(x | z(u))``, summed over the observed sites."""
@@ -128,44 +108,27 @@ class Target:
 
     def _evaluation(self, path: str) -> Replayed:
         """The layered evaluation of one path, built at its first use."""
-        found = self._evaluations.get(path)
-        if found is not None:
-            return found
-        self._check_path(path)
-        program = self.program
-        if path == "prior":
+        if path not in self._evaluations:
+            self._check_path(path)  # raises for the guide path of a program without a guide
+            program, kept = self.program, self.kept_guide if path == "guide" else None
 
-            def prior_path(u: Tensor) -> ValueAndGrad:  # one argument: what make_fx records
-                return program.value_and_grad(u)
-
-            found = Replayed(prior_path, self.replay, self._store_state)
-        else:
-            kept = self.kept_guide
-            assert kept is not None  # _check_path raised for a program without a guide
-
-            def guide_path(u: Tensor) -> ValueAndGrad:
+            def evaluate(u: Tensor) -> ValueAndGrad:  # one argument: what make_fx records
                 return program.value_and_grad(u, kept)
 
             def state(u: Tensor) -> tuple:
-                epoch = kept.epoch if kept.current(u) is not None else 0
-                return epoch, self._store_state(u)[1]
+                """What a recording depends on besides its tensors: guide epoch, param store ids."""
+                epoch = kept.epoch if kept is not None and kept.current(u) is not None else 0
+                return epoch, tuple(id(p) for _, p in pyro.get_param_store().named_parameters())
 
-            found = Replayed(guide_path, self.replay, state)
-        self._evaluations[path] = found
-        return found
+            self._evaluations[path] = Replayed(evaluate, self.replay, state)
+        return self._evaluations[path]
 
     def _check_path(self, name: str) -> None:
         if name not in PATHS:
             raise ValueError(f"path must be one of {PATHS}, got {name!r}")
         refuse_annealing(self.layout.circular)  # HMC would move a circular latent over many turns
         if name == "guide":
-            self.guide_or_raise()
-
-    @staticmethod
-    def _store_state(u: Tensor) -> tuple:
-        """What a recorded evaluation depends on besides the tensors it holds: which tensors Pyro's
-        param store holds (a parameter replaced, not updated in place, means a new recording)."""
-        return 0, tuple(id(p) for _, p in pyro.get_param_store().named_parameters())
+            self.program.guide_or_raise()
 
     @property
     def replay_status(self) -> dict[str, str]:
@@ -209,7 +172,7 @@ def make_target(model: ModelFn, x: Tensor, num_chains: int = 1, *, model_args: t
                 replay: bool | None = None) -> Target:
     """Trace ``model`` on ``x`` once and return its :class:`Target` for ``num_chains`` copies
     (``ValueError``/``TypeError`` for a model that cannot be annealed); ``replay``: replay recorded
-    evaluations (:mod:`pyrolik.model.replay`), by default unless ``PYROLIK_REPLAY=0``."""
+    evaluations (:mod:`pyrolik.model.reuse`), by default unless ``PYROLIK_REPLAY=0``."""
     x = validate_data(x)
     check_count("num_chains", num_chains)
     if replay is not None and not isinstance(replay, bool):
@@ -222,7 +185,6 @@ def make_target(model: ModelFn, x: Tensor, num_chains: int = 1, *, model_args: t
         return found
     marked = mark_arguments(tuple(model_args), dict(model_kwargs or {}), x.shape[0])
     x_rep = x.repeat((num_chains,) + (1,) * (x.dim() - 1)) if num_chains > 1 else x
-    guide_enumerated: tuple[str, ...] = ()
     if callable(guide) and not is_autoguide(guide) and not isinstance(guide, FittedGaussian):
         # config_enumerate(guide), as Pyro's SS-VAE writes it: the site is summed out in both
         guide_enumerated = enumerated_in_guide(trace_guide(guide, x_rep, num_chains, *marked))
@@ -263,7 +225,9 @@ class Inputs:
 
     def batch(self, start: int, stop: int) -> Inputs:
         args, kwargs = slice_arguments(self.model_args, self.model_kwargs, start, stop)
-        return Inputs(args, kwargs, slice_guide(self.guide, start, stop))
+        guide = self.guide  # a FittedGaussian is sliced too
+        return Inputs(args, kwargs,
+                      guide.examples(start, stop) if isinstance(guide, FittedGaussian) else guide)
 
 
 def prepare_inputs(model: ModelFn, x: Tensor, model_args: tuple = (),

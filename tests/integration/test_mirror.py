@@ -23,7 +23,6 @@ TESTED_ELSEWHERE = {
     "distortion/plots.py": "distortion/test_curve.py",
     "execution/batches.py": "infer/test_annealing.py",  # batch_size changes only MC noise
     "io/datasets.py": "curves/test_curve.py",
-    "model/constructs.py": "integration/test_idioms.py",
     "model/dataset.py": "infer/test_global_latents.py",  # the whole data set as one example
     "model/messenger.py": "integration/test_idioms_more.py",
     "model/modules.py": "integration/test_idioms.py",

@@ -90,7 +90,7 @@ def exact(lg, model, x, **kw):
 X1 = torch.tensor([[0.3], [1.5], [-2.0], [0.0]], dtype=torch.float64)  # four 1-D observations
 
 
-# -- the model's constructs (pyrolik.model.constructs, discovery, supports) -------------------------
+# -- the model's constructs (pyrolik.model.modules, discovery, supports) ----------------------------
 @case
 def factor(lg, x):
     refused = lg_model(lg, observe=lambda loc, x: pyro.factor(

@@ -1,4 +1,4 @@
-"""Recorded evaluations (pyrolik.model.replay): the Pyro program's numbers without its Python, or eager."""
+"""Recorded evaluations (pyrolik.model.reuse): the Pyro program's numbers without its Python, or eager."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from torch import nn
 
 import pyrolik
 from models.oracles.linear_gaussian import LinearGaussian
-from pyrolik.model import replay as _replay
+from pyrolik.model import reuse as _replay
 from pyrolik.model.target import make_target
 from tests.model.test_site_density import _guide as _hierarchical_guide
 from tests.model.test_site_density import _hierarchical
@@ -84,7 +84,7 @@ def test_one_off_calls_are_not_recorded():
     fast, _, points = _pair(model, x)
     for u in points[: _replay.RECORD_AFTER - 1]:
         fast.value_and_grad(u)
-    assert fast.replay_status == {"prior": "eager"} and not fast._evaluation("prior").cache.replays
+    assert fast.replay_status == {"prior": "eager"} and not fast._evaluation("prior").replays
 
 
 def _branching(x):
@@ -142,7 +142,7 @@ def test_an_updated_guide_is_recorded_again():
     for u in points:
         _same(fast.value_and_grad(u, "guide"), slow.value_and_grad(u, "guide"))
     assert not torch.equal(fast.value_and_grad(points[0], "guide").log_init, before.log_init)
-    assert list(fast._evaluation("guide").cache.recordings.values()) == [2]
+    assert list(fast._evaluation("guide").recordings.values()) == [2]
 
 
 def test_a_program_that_keeps_changing_stops_being_recorded():
@@ -279,7 +279,7 @@ def test_a_learned_prior_scale_updated_in_place_is_seen():
         pyro.get_param_store()._params["w_scale"].add_(0.5)  # the unconstrained tensor, in place
     for u in points:
         _same(fast.value_and_grad(u), slow.value_and_grad(u))
-    assert list(fast._evaluation("prior").cache.recordings.values()) == [1]  # the same recording
+    assert list(fast._evaluation("prior").recordings.values()) == [1]  # the same recording
 
 
 @pytest.mark.parametrize("name", ["digits-vae", "digits-gan", "digits-gmmn", "digits-iwae"])
@@ -311,7 +311,7 @@ def test_another_memory_layout_gets_its_own_recording():
     for u in points:  # the same values, columns in Fortran order
         t = u.t().contiguous().t()
         _same(fast.value_and_grad(t), slow.value_and_grad(t))
-    assert len(fast._evaluation("prior").cache.replays) == 2
+    assert len(fast._evaluation("prior").replays) == 2
 
 
 def test_a_replay_that_fails_hands_over_to_the_program():
@@ -319,9 +319,9 @@ def test_a_replay_that_fails_hands_over_to_the_program():
     fast, slow, points = _pair(_reshaping, x)
     for u in points:
         fast.value_and_grad(u)
-    (key,) = fast._evaluation("prior").cache.replays
-    graph, state = fast._evaluation("prior").cache.replays[key]
-    fast._evaluation("prior").cache.replays[key] = (lambda u: graph(u.t().contiguous().t()), state)  # view fails
+    (key,) = fast._evaluation("prior").replays
+    graph, state = fast._evaluation("prior").replays[key]
+    fast._evaluation("prior").replays[key] = (lambda u: graph(u.t().contiguous().t()), state)  # view fails
     _same(fast.value_and_grad(points[0]), slow.value_and_grad(points[0]))
     assert "the replay failed: RuntimeError" in fast.replay_status["prior"]
     _same(fast.value_and_grad(points[1]), slow.value_and_grad(points[1]))  # eager from now on

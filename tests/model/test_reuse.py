@@ -11,7 +11,7 @@ import torch
 import pyrolik
 from pyrolik.distortion.path import distortion_model
 from pyrolik.exceptions import BudgetWarning
-from pyrolik.model import replay
+from pyrolik.model import reuse as replay
 from pyrolik.model.arguments import PerExample
 from pyrolik.model.reuse import TargetCache, active_cache, same_value
 from pyrolik.model.target import make_target
@@ -22,7 +22,7 @@ lg = alias("lg_small")
 
 @pytest.fixture
 def recordings(monkeypatch) -> list:
-    """One entry per recording of a model's evaluation (pyrolik.model.replay.record) from here on."""
+    """One entry per recording of a model's evaluation (pyrolik.model.reuse.record) from here on."""
     calls: list = []
     record = replay.record
     monkeypatch.setattr(replay, "record", lambda *a: calls.append(1) or record(*a))

@@ -7,7 +7,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from pyrolik.model.site_density import normal_log_prob_and_score, per_row_log_prob
+from pyrolik.model.messenger import normal_log_prob_and_score, per_row_log_prob
 from pyrolik.model.target import make_target
 
 ROWS = 6
@@ -146,7 +146,7 @@ def test_value_and_grad_equals_autograd_on_a_mixed_model(path):
 @pytest.mark.parametrize("replay", [False, True])
 def test_the_hot_loop_memo_keeps_pyro_semantics(replay):
     """Module parameters and plate indices are remembered; plain pyro.param values are not, and a
-    recorded evaluation (pyrolik.model.replay) sees a replaced store value too."""
+    recorded evaluation (pyrolik.model.reuse) sees a replaced store value too."""
     pyro.clear_param_store()
     net = torch.nn.Linear(2, 3)
     indices = []
