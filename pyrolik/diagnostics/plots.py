@@ -118,8 +118,8 @@ def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_
     """
     if isinstance(result, BDMCResult):
         axes = _axes(ax, 2)
-        plot_log_weights(result.lower, examples=examples, max_examples=max_examples, ax=axes[0])
-        plot_log_weights(result.upper, examples=examples, max_examples=max_examples, ax=axes[1])
+        for part, part_ax in zip(_parts(result), axes, strict=True):
+            plot_log_weights(part, examples=examples, max_examples=max_examples, ax=part_ax)
         return axes
     lw = _weights_of(result)
     idx = _examples(lw.shape[1], examples, max_examples)
@@ -241,13 +241,10 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     sequence of matplotlib.axes.Axes
     """
     axes = _axes(axes, 3, width=3.3)
-    if isinstance(result, BDMCResult):
-        runs = [(result.lower, FORWARD), (result.upper, REVERSE)]
-    elif isinstance(result, AISResult):
-        runs = [(result, FORWARD if result.direction == "forward" else REVERSE)]
-    else:
+    if not isinstance(result, AISResult | BDMCResult):
         raise TypeError(f"plot_annealing needs an AIS or BDMC result, got {type(result).__name__}")
-    for run, color in runs:
+    for run in _parts(result):
+        color = FORWARD if run.direction == "forward" else REVERSE
         df = temperature_trace(run)
         tr = run.trace
         assert tr is not None  # temperature_trace raised otherwise
@@ -265,16 +262,12 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
         if target is not None:
             axes[0].axhline(target, color="0.5", ls=":", lw=0.8)
     axes[0].set_ylim(0, 1.02)
-    axes[0].set_ylabel("acceptance rate")
     plain_log_axis(axes[1], "y")
-    axes[1].set_ylabel("step size")
-    axes[2].set_ylabel("log Z_beta (mean over examples)")
-    for ax in axes:
-        ax.set_xlabel("beta")
+    labels = (("acceptance rate", "HMC acceptance"), ("step size", "step size"),
+              ("log Z_beta (mean over examples)", "running estimate of log Z_beta"))
+    for ax, (ylabel, title) in zip(axes, labels, strict=False):
+        _titles(ax, "beta", ylabel, title, legend=False)
     axes[0].legend(loc="lower left", fontsize="small")
-    axes[0].set_title("HMC acceptance", fontsize="medium")
-    axes[1].set_title("step size", fontsize="medium")
-    axes[2].set_title("running estimate of log Z_beta", fontsize="medium")
     return axes
 
 

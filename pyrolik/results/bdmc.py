@@ -16,14 +16,12 @@ from torch import Tensor
 from pyrolik.advice import BDMC_GAP_WARN, NEGATIVE_GAP_SE, inverted_gap_advice
 from pyrolik.exceptions import prefixed, remark
 from pyrolik.ops.stats import DEFAULT_BLOCKS
-from pyrolik.results.convert import Converter, _created_at, _versions, to_datatree
+from pyrolik.results.convert import Converter, to_datatree
 from pyrolik.results.estimates import AISResult, Exported, _mean, _stderr
 from pyrolik.results.layout import (
     EX,
-    LAYOUT,
     NESTED,
     _dataset,
-    _laid_out,
     _np,
     _one_draw,
     _tree,
@@ -37,7 +35,7 @@ __all__ = ["BDMCResult", "BDMCConverter", "DistortionBDMCConverter", "Budget", "
            "CONFIDENCE_Z", "MAX_STEPS"]
 
 
-class BDMCConverter:
+class BDMCConverter(Converter):
     """A BDMC result: its two runs as subtrees, the sandwich, the simulated latents and their PIT."""
 
     def __init__(self, result: Any, num_blocks: int = DEFAULT_BLOCKS):
@@ -64,7 +62,7 @@ class BDMCConverter:
         lat, n = self.result.latents, len(self.result.x)
         if not lat:
             return None
-        variables = {s: _laid_out(s, _np(v), (EX,) if v.shape[0] == n else ("sample", EX), self.ex)
+        variables = {s: self.layout(s, _np(v), (EX,) if v.shape[0] == n else ("sample", EX))
                      for s, v in lat.items()}
         return _one_draw(_dataset(variables, {self.ex: np.arange(n)}, []))
 
@@ -89,11 +87,9 @@ class BDMCConverter:
                    for g, node in sub.children.items()}}
 
     def to_datatree(self) -> xr.DataTree:
-        r = self.result
-        tree = _tree(self.groups(), {
-            **_versions(), "pyrolik_result": type(r).__name__, "method": "bdmc",
-            "bound": "sandwich", "gap": float(r.gap), "gap_stderr": float(r.gap_stderr),
-            "wall_time": float(r.wall_time), "created_at": _created_at(), "layout": LAYOUT})
+        tree = _tree(self.groups(), {**self.attrs(), "method": "bdmc", "bound": "sandwich",
+                                     "gap": float(self.result.gap),
+                                     "gap_stderr": float(self.result.gap_stderr)})
         for name, sub in self.subtrees.items():
             tree[name].attrs = dict(sub.attrs)
         return tree
@@ -133,6 +129,8 @@ class BDMCResult(Exported):
     """Bidirectional Monte Carlo on simulated data: a sandwich ``lower <= log p(x) <= upper``."""
 
     converter: ClassVar[type] = BDMCConverter
+    bound: ClassVar[str] = "sandwich"
+    method: ClassVar[str] = "bdmc"
 
     lower: AISResult = stored("lower", codec="result")
     upper: AISResult = stored("upper", codec="result")
@@ -140,14 +138,6 @@ class BDMCResult(Exported):
     # the exact latents that generated x: each (N, *site), or (K, N, *site)
     latents: dict[str, Tensor] = stored("simulated", None, ["sample", EX], default_factory=dict)
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
-
-    @property
-    def bound(self) -> str:
-        return "sandwich"
-
-    @property
-    def method(self) -> str:
-        return "bdmc"
 
     @property
     def failed(self) -> Tensor:

@@ -62,10 +62,6 @@ def _versions() -> dict[str, str]:
             "python_version": platform.python_version()}
 
 
-def _created_at() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat()
-
-
 class Converter:
     """What every converter shares: the fields its result declares (``stored``), laid out in their
     groups, and the root attrs (the versions, the declared attrs, the layout)."""
@@ -97,8 +93,9 @@ class Converter:
         return _laid_out(name, v, template, self.ex, self.c)
 
     def attrs(self) -> dict[str, Any]:
-        attrs: dict[str, Any] = {**_versions(), "created_at": _created_at(),
-                                 "pyrolik_result": type(self.result).__name__}
+        attrs: dict[str, Any] = {
+            **_versions(), "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "pyrolik_result": type(self.result).__name__}
         for field, spec in declared(self.result).items():
             value = getattr(self.result, field)
             if spec.group == "attrs" and (value is not None or spec.codec == "none"):
@@ -124,6 +121,7 @@ class EstimateConverter(Converter):
                        else None if self.lw is None else num_blocks_of(
                            self.k, num_blocks, (getattr(result, "settings", None) or {}).get("islands")))
         self.sites = getattr(result, "latents", None) or getattr(result, "samples", None) or {}
+        self.flat = getattr(result, "final_state", None)
         self.direction = getattr(result, "direction", "forward")
 
     def coords(self, **more: Any) -> dict[str, Any]:
@@ -156,10 +154,6 @@ class EstimateConverter(Converter):
             lw = torch.from_numpy(blocked(self.lw, self.c)).movedim(1, 0)  # (M, C, N)
             return systematic(lw, generator=g).movedim(0, 1).numpy()
         return np.broadcast_to(np.arange(m).reshape(1, m, 1), (self.c, m, self.n))
-
-    @property
-    def flat(self) -> Any:
-        return getattr(self.result, "final_state", None)
 
     def posterior_to_xarray(self) -> xr.Dataset | None:
         """The sites' equally weighted draws (reverse AIS: its final states, in ``prior``)."""

@@ -236,8 +236,7 @@ class EstimateResult(Exported):
         return [remark(text) if bool((self.khat > KHAT_WARN).any()) else text]
 
     def _dominated_warnings(self, k: int) -> list[str]:
-        r"""With fewer than 25 weights (no k-hat), the examples whose jackknife MCSE is above
-        :math:`\sqrt{1 - 1/K}` nats, the most the delta method gives: one draw holds the mass."""
+        """Below 25 weights: examples whose MCSE exceeds sqrt(1 - 1/K) (one draw holds the mass)."""
         if self.mcse is None or k < 2:
             return []
         limit = math.sqrt(1.0 - 1.0 / k)
@@ -270,9 +269,8 @@ class EstimateResult(Exported):
             row["NLL [bits/dim]"] = self.bits_per_dim
         if self.mcse is not None:
             k = self.num_weights
-            label = ("mean MCSE" if k is None or k >= MIN_WEIGHTS_FOR_MCSE
-                     else f"mean MCSE (K={k} {self._weight_unit}: rough below "
-                          f"{MIN_WEIGHTS_FOR_MCSE})")
+            label = ("mean MCSE" if k is None or k >= MIN_WEIGHTS_FOR_MCSE else
+                     f"mean MCSE (K={k} {self._weight_unit}: rough below {MIN_WEIGHTS_FOR_MCSE})")
             row[label] = float(self.mcse[~self.failed].mean())
         if self.ess is not None:
             ok = ~self.failed
@@ -368,8 +366,7 @@ class AISResult(EstimateResult):
         return out
 
     def _split_warnings(self) -> list[str]:
-        """Whether fewer chains with more steps each would have spent the same gradients better (a
-        log-normal model of the weights, whose variance falls as 1/steps)."""
+        """Whether fewer chains with more steps each would have spent the gradients better."""
         k, steps, best = self.num_weights, self.settings.get("num_steps"), BEST_SPLIT_CHAINS
         if self.log_weights is None or k is None or k <= best or not isinstance(steps, int):
             return []
@@ -423,8 +420,7 @@ class AISResult(EstimateResult):
         return out
 
     def _divergent_warning(self, num_div: int) -> str:
-        """Divergent proposals: a remark under :data:`~pyrolik.advice.DIVERGENT_REMARK` of the
-        transitions, else to act on."""
+        """Divergent proposals: a remark under ``DIVERGENT_REMARK`` of the transitions."""
         text = f"{num_div} HMC proposals were non-finite (divergent) and rejected"
         steps = (len(self.schedule) - 1 if self.schedule is not None
                  else self.settings.get("num_steps"))
