@@ -346,8 +346,7 @@ class Budget:
                     "steps chosen": self.num_steps}
         last = self.rounds[-1]
         where = "" if last.point is None else f" at {last.point}"
-        return {"tolerance [nats]": self.tolerance,
-                "steps chosen": self.num_steps if self.converged
+        return {"tolerance [nats]": self.tolerance, "steps chosen": self.num_steps if self.converged
                 else f"{self.num_steps} (cap; not within tolerance)",
                 "BDMC gap (simulated)": f"{self.gap:.3f} +- {last.gap_se:.3f}{where}",
                 "search + final / final": self.cost_ratio}

@@ -5,9 +5,9 @@ Modelled on ArviZ's ``io_numpyro.py``; the layout of every group is in ``docs/ex
 
 from __future__ import annotations
 
-import datetime
 import platform
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
@@ -93,9 +93,8 @@ class Converter:
         return _laid_out(name, v, template, self.ex, self.c)
 
     def attrs(self) -> dict[str, Any]:
-        attrs: dict[str, Any] = {
-            **_versions(), "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            "pyrolik_result": type(self.result).__name__}
+        attrs: dict[str, Any] = {**_versions(), "pyrolik_result": type(self.result).__name__,
+                                 "created_at": datetime.now(timezone.utc).isoformat()}
         for field, spec in declared(self.result).items():
             value = getattr(self.result, field)
             if spec.group == "attrs" and (value is not None or spec.codec == "none"):
@@ -120,6 +119,7 @@ class EstimateConverter(Converter):
         self.c: Any = (self.draws["draw_index"].shape[0] if self.draws
                        else None if self.lw is None else num_blocks_of(
                            self.k, num_blocks, (getattr(result, "settings", None) or {}).get("islands")))
+        self.m: Any = None if self.lw is None else self.k // self.c  # the chains of a block
         self.sites = getattr(result, "latents", None) or getattr(result, "samples", None) or {}
         self.flat = getattr(result, "final_state", None)
         self.direction = getattr(result, "direction", "forward")
@@ -146,14 +146,13 @@ class EstimateConverter(Converter):
         resampling from the result's seed; reverse: every particle once, in order)."""
         if self.draws or self.lw is None or not (self.sites or self.flat is not None):
             return None
-        m = self.k // self.c
         if self.direction == "forward":
             seed = getattr(self.result, "seed", None)
             g = torch.Generator().manual_seed((RESAMPLING_STREAM * 1_000_003
                                                + (0 if seed is None else int(seed))) % 2**63)
             lw = torch.from_numpy(blocked(self.lw, self.c)).movedim(1, 0)  # (M, C, N)
             return systematic(lw, generator=g).movedim(0, 1).numpy()
-        return np.broadcast_to(np.arange(m).reshape(1, m, 1), (self.c, m, self.n))
+        return np.broadcast_to(np.arange(self.m).reshape(1, self.m, 1), (self.c, self.m, self.n))
 
     def posterior_to_xarray(self) -> xr.Dataset | None:
         """The sites' equally weighted draws (reverse AIS: its final states, in ``prior``)."""
@@ -183,8 +182,7 @@ class EstimateConverter(Converter):
                      "log_weight": _np(self.draws["draw_log_weight"])}
         elif self.index is not None and self.lw is not None:
             idx, c = self.index, self.c
-            m = self.k // c
-            stats = {"particle": (idx + (np.arange(c) * m).reshape(c, 1, 1)).astype(np.int64),
+            stats = {"particle": (idx + (np.arange(c) * self.m).reshape(c, 1, 1)).astype(np.int64),
                      "log_weight": _gather(blocked(self.lw, c), idx)}
             for name, v in self.per_chain.items():  # num_divergent as ArviZ's boolean "diverging"
                 v = _gather(blocked(v, c), idx)
@@ -214,14 +212,12 @@ class EstimateConverter(Converter):
                      "log_marginal_likelihood": (["chain", self.ex],
                                                  lme if self.direction == "forward" else -lme),
                      "ess": (["chain", self.ex], kish_ess(lw, axis=1)), **variables}
-        return _dataset(variables, self.coords(particle=np.arange(self.k // self.c)), [])
+        return _dataset(variables, self.coords(particle=np.arange(self.m)), [])
 
     def unconstrained_particles_to_xarray(self) -> xr.Dataset | None:
-        if self.lw is None:
+        if self.lw is None or not (variables := self.variables("unconstrained_particles")):
             return None
-        variables = self.variables("unconstrained_particles")
-        return _dataset(variables, self.coords(particle=np.arange(self.k // self.c)),
-                        []) if variables else None
+        return _dataset(variables, self.coords(particle=np.arange(self.m)), [])
 
     def evidence_to_xarray(self) -> xr.Dataset:
         """The pooled per-example estimate and its diagnostics."""
@@ -260,7 +256,7 @@ class AISConverter(EstimateConverter):
     """Forward and reverse AIS: the estimate's groups, and what the run recorded along its path."""
 
     def _path_coords(self) -> dict[str, Any]:
-        return self.coords(step=_np(self.result.trace_steps), particle=np.arange(self.k // self.c))
+        return self.coords(step=_np(self.result.trace_steps), particle=np.arange(self.m))
 
     def annealing_to_xarray(self) -> xr.Dataset | None:
         """Per recorded step and chain, and the per-block running estimate and ESS."""

@@ -195,20 +195,15 @@ class EstimateResult(Exported):
                     "importance weights are dominated by a few draws and the estimate is unreliable "
                     "(use more chains/samples, more annealing steps, or a better proposal)")
         out += self._mcse_warnings()
-        out += self._method_warnings()
-        return out
-
-    def _method_warnings(self) -> list[str]:
-        """Warnings particular to one estimator, from what its settings recorded."""
         scores = self.settings.get("validation_log_likelihood") if self.method == "kde" else None
-        if scores and len(scores) > 1:
+        if scores and len(scores) > 1:  # KDE: is the chosen bandwidth at an end of the grid?
             best = max(range(len(scores)), key=scores.__getitem__)
             if best in (0, len(scores) - 1):
                 side = "smallest" if best == 0 else "largest"
-                return [f"the KDE bandwidth chosen on the validation data is the {side} of the grid "
-                        f"({self.settings['bandwidth']:.4g}): the best one may lie outside it; "
-                        "widen the grid (bandwidths=)"]
-        return []
+                out.append(f"the KDE bandwidth chosen on the validation data is the {side} of the "
+                           f"grid ({self.settings['bandwidth']:.4g}): the best one may lie outside "
+                           "it; widen the grid (bandwidths=)")
+        return out
 
     def _mcse_warnings(self) -> list[str]:
         k, unit = self.num_weights, self._weight_unit

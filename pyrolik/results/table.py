@@ -58,9 +58,9 @@ def _wrap(text: str) -> list[str]:
     return textwrap.wrap(text, _HEADER, break_long_words=False, break_on_hyphens=False) or [""]
 
 
-def render(frame: pd.DataFrame, *, width: int = WIDTH, title: str | None = None) -> str:
+def render(frame: pd.DataFrame, *, width: int = WIDTH) -> str:
     """``frame`` (rows: estimates, columns: quantities) transposed as fixed-width text, wrapped into
-    blocks of ``width`` characters (never elided), under the line ``title``."""
+    blocks of ``width`` characters (never elided)."""
     fields = [str(c) for c in frame.columns]
     label_width = max([len(f) for f in fields] + [len(str(frame.index.name or ""))] + [1])
     columns = []
@@ -75,7 +75,7 @@ def render(frame: pd.DataFrame, *, width: int = WIDTH, title: str | None = None)
         sep = 1  # a long quantity name: one space between columns keeps the table in one block
         blocks = _blocks(columns, label_width, width, sep)
     gap = " " * sep
-    lines = [] if title is None else [title]
+    lines: list[str] = []
     for b, block in enumerate(blocks):
         if b:
             lines.append("")
@@ -117,5 +117,4 @@ class Summary(pd.DataFrame):
     def __repr__(self) -> str:
         return render(self)
 
-    def __str__(self) -> str:
-        return render(self)
+    __str__ = __repr__
