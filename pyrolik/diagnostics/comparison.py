@@ -374,10 +374,9 @@ def compare(*models: Any, names: Sequence[str] | None = None, y: Any = None,
         rows: list[dict[str, Any]] = []
         for i, a in enumerate(entries):
             for b in entries[i + 1:]:
-                row: dict[str, Any] = {"score": rule, "model_a": a.name, "model_b": b.name}
-                row.update(_pair_stats(a.scores[rule], b.scores[rule], level))
-                row["gap_a"], row["gap_b"] = a.gap, b.gap
-                rows.append(row)
+                rows.append({"score": rule, "model_a": a.name, "model_b": b.name,
+                             **_pair_stats(a.scores[rule], b.scores[rule], level),
+                             "gap_a": a.gap, "gap_b": b.gap})
         adjusted = _ADJUST[correction](np.array([r[pcol] for r in rows]))
         for r, p in zip(rows, adjusted, strict=True):
             r["p_adjusted"] = float(p)

@@ -135,8 +135,7 @@ def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_
         ax.plot(j + rng.uniform(-0.2, 0.2, c.size), c, ".", ms=3, alpha=0.6,
                 color="C3" if bad else "C0")
     ax.axhline(0.0, color="0.5", lw=0.8, ls=":")
-    ax.set_xticks(np.arange(len(idx)), [str(i) for i in idx],
-                  rotation=90 if len(idx) > 15 else 0)
+    ax.set_xticks(np.arange(len(idx)), [str(i) for i in idx], rotation=90 if len(idx) > 15 else 0)
     n = lw.shape[1]
     shown = (f"examples {idx[0]}-{idx[-1]} of {n}" if len(idx) < n and np.array_equal(
         idx, np.arange(idx[0], idx[0] + len(idx))) else f"{len(idx)} of {n} examples"
@@ -354,9 +353,7 @@ def plot_diagnostics(result: EstimateResult | BDMCResult):
     if not isinstance(result, EstimateResult | BDMCResult):
         raise TypeError(f"expected a pyrolik result, got {type(result).__name__}")
     if isinstance(result, EstimateResult) and result.ess is None:  # KDE: no weights
-        fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
-        plot_bandwidth(result, ax=ax)
-        return fig
+        return plot_bandwidth(result).figure
     is_ais = isinstance(result, BDMCResult) or (isinstance(result, AISResult) and bool(result.trace))
     rows = 3 if is_ais else 2
     fig = plt.figure(figsize=(MAX_WIDTH, 3.4 * rows), layout="constrained")

@@ -50,8 +50,7 @@ def _draws(a: EstimateResult, b: EstimateResult, shift: int) -> dict | None:
     if a.draws["draw_index"].shape[:2] != b.draws["draw_index"].shape[:2]:
         raise ValueError(f"the runs resampled different numbers of blocks or draws; {_FIX} "
                          "(the same num_samples)")
-    shifted = {**b.draws, "draw_index": b.draws["draw_index"] + shift}
-    return _cat(a.draws, shifted)
+    return _cat(a.draws, {**b.draws, "draw_index": b.draws["draw_index"] + shift})
 
 
 def concat(a: Any, b: Any) -> Any:

@@ -226,8 +226,7 @@ class BDMCResult(Exported):
         return out
 
     def _leg_warnings(self, leg: AISResult) -> list[str]:
-        """A leg's warnings; with a small gap that is not inverted beyond noise, an example's
-        weights dominated by one chain is a remark: the sandwich bounds what it costs."""
+        """A leg's warnings; one chain's dominance is a remark under a small gap, not inverted."""
         out = leg.warnings()
         inverted = self.inverted_gap()
         if not (self.gap <= BDMC_GAP_WARN and (inverted is None or inverted["within_noise"])):

@@ -63,16 +63,14 @@ def _versions() -> dict[str, str]:
 
 
 class Converter:
-    """What every converter shares: the fields its result declares (``stored``), laid out in their
-    groups, and the root attrs (the versions, the declared attrs, the layout)."""
+    """What every converter shares: the declared fields (``stored``) and the root attrs."""
 
     result: Any
     ex: str  # the example dim
     c: Any = None  # the blocks the K chains are split into (None: no chains)
 
     def variables(self, group: str) -> Variables:
-        """The fields the result class declares in ``group``, laid out in their declared dims
-        (the trace and the draws aside: their groups' methods lay them out)."""
+        """The fields declared in ``group``, in their dims (the trace and the draws aside)."""
         out: Variables = {}
         for field, spec in declared(self.result).items():
             value = getattr(self.result, field)
@@ -112,13 +110,12 @@ class EstimateConverter(Converter):
         self.result = result
         self.ex = example_dim(result)
         self.n = result.num_examples
-        self.draws = getattr(result, "draws", None)
+        self.draws = result.draws
         # (K, N) float64 weights, and the number of blocks (None: no weights, no draws)
         self.lw: Any = None if result.log_weights is None else _np(result.log_weights).astype(float)
         self.k = self.lw.shape[0] if self.lw is not None else result.num_weights
-        self.c: Any = (self.draws["draw_index"].shape[0] if self.draws
-                       else None if self.lw is None else num_blocks_of(
-                           self.k, num_blocks, (getattr(result, "settings", None) or {}).get("islands")))
+        self.c: Any = (self.draws["draw_index"].shape[0] if self.draws else None if self.lw is None
+                       else num_blocks_of(self.k, num_blocks, result.settings.get("islands")))
         self.m: Any = None if self.lw is None else self.k // self.c  # the chains of a block
         self.sites = getattr(result, "latents", None) or getattr(result, "samples", None) or {}
         self.flat = getattr(result, "final_state", None)
@@ -291,8 +288,7 @@ class AISConverter(EstimateConverter):
 
 
 class CurveConverter(Converter):
-    """A curve from one run along the distortion path (``docs/export.md``): its estimates per recorded
-    beta and example as one draw, each chain's weight and distortion there by block, and the run."""
+    """A curve from one run along the distortion path, with the run (``docs/export.md``)."""
 
     #: the root attr ``bound``: what the curve's numbers bound
     BOUND = ("log_z and log_likelihood: stochastic lower bounds at every beta; (distortion, rate): "

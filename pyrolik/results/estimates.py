@@ -96,8 +96,7 @@ class EstimateResult(Exported):
     ess: Tensor | None = stored("evidence", "ess", [EX], default=None)  # (N,)
     mcse: Tensor | None = stored("evidence", "mcse", [EX], default=None)  # (N,)
     khat: Tensor | None = stored("evidence", "pareto_k", [EX], default=None)  # (N,)
-    # (N, *event_shape), the evaluated data
-    x: Tensor | None = stored("observed_data", "x", [EX], default=None)
+    x: Tensor | None = stored("observed_data", "x", [EX], default=None)  # (N, ...): the data
     settings: dict[str, Any] = stored("attrs", "settings", codec="json", default_factory=dict)
     seed: int | None = stored("attrs", "seed", codec="seed", default=None)
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
@@ -302,14 +301,12 @@ class AISResult(EstimateResult):
                                                "log_ratio_var"), ["pilot_step", EX, "latent_dim"],
                              codec="step_sizes", default=None)
     kernel: Any = stored("attrs", "kernel", codec="kernel", default=None)  # the HMC kernel used
-    # (K, N, d) unconstrained latents at the end
     final_state: Tensor | None = stored("unconstrained_particles", "u", [BLOCK, EX, "latent_dim"],
-                                        default=None)
+                                        default=None)  # (K, N, d) unconstrained latents at the end
     # constrained final states, each (K, N, *site)
     latents: dict[str, Tensor] | None = stored("particles", None, [BLOCK, EX], default=None)
-    # (K, N) mean over the run
     acceptance_rate: Tensor | None = stored("particles", "mean_acceptance_rate", [BLOCK, EX],
-                                            default=None)
+                                            default=None)  # (K, N) mean over the run
     # (K, N) count of non-finite proposals
     num_divergent: Tensor | None = stored("particles", "num_divergent", [BLOCK, EX], default=None)
     # recorded diagnostics, each (R, K, N, ...), see ``ais``: in annealing ("z" in trajectory)
@@ -343,7 +340,6 @@ class AISResult(EstimateResult):
     def warnings(self) -> list[str]:
         out = super().warnings()
         if self.acceptance_rate is not None:
-            # failed examples are reported apart
             low = int(((self.acceptance_rate.mean(0) < ACCEPTANCE_COLLAPSE) & ~self.failed).sum())
             if low:
                 out.append(

@@ -69,9 +69,8 @@ def render(frame: pd.DataFrame, *, width: int = WIDTH) -> str:
                               ("int", "uin")) for f, v in zip(fields, row, strict=True)]
         head = _header(label)
         columns.append((head, cells, max([len(h) for h in head] + [len(c) for c in cells])))
-    sep = 2
-    blocks = _blocks(columns, label_width, width, sep)
-    if len(blocks) > 1 and len(_blocks(columns, label_width, width, 1)) < len(blocks):
+    sep, blocks = 2, _blocks(columns, label_width, width, 2)
+    if len(_blocks(columns, label_width, width, 1)) < len(blocks):
         sep = 1  # a long quantity name: one space between columns keeps the table in one block
         blocks = _blocks(columns, label_width, width, sep)
     gap = " " * sep
