@@ -131,10 +131,9 @@ def bdmc_gap(result: BDMCResult) -> pd.DataFrame:
         raise TypeError(f"bdmc_gap needs a BDMCResult, got {type(result).__name__}")
     cols = {"lower": result.lower.log_likelihood, "upper": result.upper.log_likelihood,
             "gap": result.per_example_gap}
-    for name, part in (("lower", result.lower), ("upper", result.upper)):
-        for stat in ("mcse", "ess", "khat"):
-            if getattr(part, stat) is not None:
-                cols[f"{stat}_{name}"] = getattr(part, stat)
+    parts = (("lower", result.lower), ("upper", result.upper))
+    cols.update({f"{stat}_{name}": getattr(part, stat) for name, part in parts
+                 for stat in ("mcse", "ess", "khat") if getattr(part, stat) is not None})
     df = pd.DataFrame({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
     df.index.name = "example"
     return df

@@ -25,13 +25,13 @@ FORWARD, REVERSE = "C0", "C3"
 MAX_WIDTH = 10.0  # inches: a figure this wide is read at a documentation page's width
 
 
-def _axes(ax, ncols: int = 1, width: float = 6.0, height: float = 3.5):
+def _axes(ax, ncols: int = 1, width: float = 6.0):
     if ax is not None:
         return ax
     import matplotlib.pyplot as plt
 
     width = min(width, MAX_WIDTH / ncols)
-    _, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False,
+    _, axes = plt.subplots(1, ncols, figsize=(width * ncols, 3.5), squeeze=False,
                            layout="constrained")
     return axes[0, 0] if ncols == 1 else axes[0]
 

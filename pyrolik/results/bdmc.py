@@ -222,8 +222,9 @@ class BDMCResult(Exported):
         if self.gap > BDMC_GAP_WARN:
             out.append(f"the BDMC gap is {self.gap:.2f} nats: AIS has not converged on this model; "
                        "increase num_steps until the gap is small")
-        out += self._inverted_warnings()
-        return out
+        ok = ~self.failed  # inverted gaps, of the mean and per example, in units of their MCSE
+        return out + inverted_gap_advice(self.inverted_gap(), self.per_example_gap.double()[ok],
+                                         self.per_example_gap_mcse[ok], self.num_examples)
 
     def _leg_warnings(self, leg: AISResult) -> list[str]:
         """A leg's warnings; one chain's dominance is a remark under a small gap, not inverted."""
@@ -234,12 +235,6 @@ class BDMCResult(Exported):
         settled = set(leg._dominated_warnings(leg.num_weights or 0))
         return [remark(f"{w} (the BDMC gap, {self.gap:.2f} nats, bounds what it costs on average)")
                 if w in settled else w for w in out]
-
-    def _inverted_warnings(self) -> list[str]:
-        """Inverted gaps, of the mean and per example, in units of their MCSE."""
-        ok = ~self.failed
-        return inverted_gap_advice(self.inverted_gap(), self.per_example_gap.double()[ok],
-                                   self.per_example_gap_mcse[ok], self.num_examples)
 
     @property
     def num_examples(self) -> int:

@@ -309,8 +309,8 @@ class CurveConverter(Converter):
         r = self.result
         per_example = {"log_z": r.log_z, "mcse": r.mcse, "ess": r.ess, "distortion": r.distortion,
                        "distortion_mcse": r.distortion_mcse, "rate": r.rate}
-        means = {f"{name}_mean": per_example[name].mean(-1) for name in per_example
-                 if name in ("log_z", "distortion", "rate")}
+        means = {f"{name}_mean": per_example[name].mean(-1)
+                 for name in ("log_z", "distortion", "rate")}
         if r.mode == "gaussian":
             per_example["log_likelihood"] = r.log_likelihood
             means.update(log_likelihood_mean=r.log_likelihood.mean(-1), stderr=r.stderr,

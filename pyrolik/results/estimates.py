@@ -349,9 +349,7 @@ class AISResult(EstimateResult):
         num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
         if num_div:
             out.append(self._divergent_warning(num_div))
-        if self.num_resampled is not None:
-            out += self._resampling_warnings()
-        out += self._split_warnings()
+        out += self._resampling_warnings() + self._split_warnings()
         if self.budget is not None:
             out += list(self.budget.notes)
         return out
@@ -385,7 +383,8 @@ class AISResult(EstimateResult):
 
     def _resampling_warnings(self) -> list[str]:
         """What resampling (SMC) did to the chains and what it means for the diagnostics."""
-        assert self.num_resampled is not None
+        if self.num_resampled is None:
+            return []
         times = float(self.num_resampled.double().mean())
         out: list[str] = []
         islands = self.settings.get("islands")
