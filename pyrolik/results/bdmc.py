@@ -227,7 +227,7 @@ class BDMCResult(Exported):
                                          self.per_example_gap_mcse[ok], self.num_examples)
 
     def _leg_warnings(self, leg: AISResult) -> list[str]:
-        """A leg's warnings; one chain's dominance is a remark under a small gap, not inverted."""
+        """A leg's warnings; one-chain dominance is a remark when the gap is small, not inverted."""
         out = leg.warnings()
         inverted = self.inverted_gap()
         if not (self.gap <= BDMC_GAP_WARN and (inverted is None or inverted["within_noise"])):

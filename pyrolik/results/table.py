@@ -47,10 +47,8 @@ def _header(label: Any) -> list[str]:
     text = str(label)
     if len(text) <= _HEADER:
         return [text]
-    if " (" in text:
-        name, rest = text.split(" (", 1)
-        return _wrap(name) + _wrap("(" + rest)
-    return _wrap(text)
+    name, paren, rest = text.partition(" (")
+    return _wrap(name) + (_wrap("(" + rest) if paren else [])
 
 
 def _wrap(text: str) -> list[str]:
