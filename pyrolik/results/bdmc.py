@@ -320,18 +320,16 @@ class Budget:
     @property
     def cost_ratio(self) -> float:
         """(search + check + final run) / final run, in gradient evaluations (NaN before the run)."""
-        if self.final_gradient_evals is None:
-            return math.nan
-        extra = self.search_gradient_evals + (self.check.gradient_evals if self.check else 0.0)
-        return (extra + self.final_gradient_evals) / self.final_gradient_evals
+        return self._ratio(self.search_gradient_evals, "gradient_evals", self.final_gradient_evals)
 
     @property
     def time_ratio(self) -> float:
         """(search + check + final run) / final run, in seconds (NaN before the run)."""
-        if self.final_seconds is None:
-            return math.nan
-        extra = self.search_seconds + (self.check.seconds if self.check else 0.0)
-        return (extra + self.final_seconds) / self.final_seconds
+        return self._ratio(self.search_seconds, "seconds", self.final_seconds)
+
+    def _ratio(self, search: float, cost: str, final: float | None) -> float:
+        extra = search + (getattr(self.check, cost) if self.check else 0.0)
+        return math.nan if final is None else (extra + final) / final
 
     def summary_fields(self) -> dict[str, Any]:
         """What a result's ``summary()`` shows of the budget."""
