@@ -131,10 +131,9 @@ def bdmc_gap(result: BDMCResult) -> pd.DataFrame:
         raise TypeError(f"bdmc_gap needs a BDMCResult, got {type(result).__name__}")
     cols = {"lower": result.lower.log_likelihood, "upper": result.upper.log_likelihood,
             "gap": result.per_example_gap}
-    for name, part in (("lower", result.lower), ("upper", result.upper)):
-        for stat in ("mcse", "ess", "khat"):
-            if getattr(part, stat) is not None:
-                cols[f"{stat}_{name}"] = getattr(part, stat)
+    parts = (("lower", result.lower), ("upper", result.upper))
+    cols.update({f"{stat}_{name}": getattr(part, stat) for name, part in parts
+                 for stat in ("mcse", "ess", "khat") if getattr(part, stat) is not None})
     df = pd.DataFrame({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
     df.index.name = "example"
     return df
@@ -182,13 +181,11 @@ def check(result: EstimateResult | BDMCResult) -> list[str]:
     True
     """
     _check_result(result)
-    out = list(result.warnings())
+    out = list(result.warnings())  # a BDMC result's inverted gap among them
     if isinstance(result, BDMCResult):
         for name, part in (("forward", result.lower), ("reverse", result.upper)):
             out += [f"{name}: {w}" for w in _temperature_warnings(part)]
-        # an inverted gap, within noise or beyond it: result.warnings() (in units of its MCSE)
-        return out
-    if isinstance(result, AISResult):
+    elif isinstance(result, AISResult):
         out += _temperature_warnings(result)
     return out
 
@@ -279,6 +276,6 @@ def to_elpd(data: Any, *, bound: str = "lower") -> Any:
     lml = ev["log_marginal_likelihood"]
     se = float(np.sqrt(np.nansum(ev["mcse"].values ** 2))) if "mcse" in ev else math.nan
     return EvidenceData(data=[float(lml.sum()), se, n_samples, int(lml.size),
-                     bool(np.any(k.values > good)), lml, k, "log", good],
-               index=["elpd_evidence", "se", "n_samples", "n_data_points", "warning",
-                      "evidence_i", "pareto_k", "scale", "good_k"])
+                              bool(np.any(k.values > good)), lml, k, "log", good],
+                        index=["elpd_evidence", "se", "n_samples", "n_data_points", "warning",
+                               "evidence_i", "pareto_k", "scale", "good_k"])

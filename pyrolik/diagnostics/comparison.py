@@ -18,7 +18,6 @@ from pyrolik.diagnostics.scoring import SCORES
 __all__ = ["Comparison", "compare", "holm"]
 
 _TESTS = ("t", "wilcoxon")
-_CORRECTIONS = ("holm", "bonferroni", "none")
 EVIDENCE_METHODS = ("evidence", "reverse evidence")
 EVIDENCE_SCORE = "log evidence"
 EVIDENCE_TEST = "normal (MCSE)"  # Comparison.test of a comparison of evidences
@@ -122,13 +121,17 @@ class Comparison:
             return az.compare(elpds, method=method)
 
 
-def _evidences(models: tuple, names: Sequence[str] | None) -> tuple[list[str], list] | None:
-    """``(names, results)`` when every model is a whole data set's evidence (compared by Bayes
-    factor); None when none is; ValueError for a mixture."""
+def _unpack(models: tuple) -> tuple[list | None, list]:
+    """``(the dict's keys or None, the models)`` of positional models or one ``{name: model}``."""
     if len(models) == 1 and isinstance(models[0], Mapping):
-        names, objs = (list(models[0]) if names is None else names), list(models[0].values())
-    else:
-        objs = list(models)
+        return list(models[0]), list(models[0].values())
+    return None, list(models)
+
+
+def _evidences(models: tuple, names: Sequence[str] | None) -> tuple[list[str], list] | None:
+    """``(names, results)`` when every model is a data set's evidence; None when none is."""
+    keys, objs = _unpack(models)
+    names = keys if names is None else names
     kinds = [getattr(o, "method", None) in EVIDENCE_METHODS for o in objs]
     if not any(kinds):
         return None
@@ -161,15 +164,12 @@ def _as_scores(obj: Any, y: Any, rules: Sequence[str]) -> dict[str, np.ndarray]:
 
 def _entries(models: tuple, names: Sequence[str] | None, y: Any, rules: Sequence[str],
              gaps: Mapping[str, float] | None) -> list[_Entry]:
-    if len(models) == 1 and isinstance(models[0], Mapping):
-        if names is not None:
-            raise ValueError("give names either as dict keys or as names=, not both")
-        names, objs = list(models[0]), list(models[0].values())
-    else:
-        objs = list(models)
-        if names is None:
-            names = [getattr(o, "name", None) or getattr(o, "method", None) or f"model_{i}"
-                     for i, o in enumerate(objs)]
+    keys, objs = _unpack(models)
+    if keys is not None and names is not None:
+        raise ValueError("give names either as dict keys or as names=, not both")
+    if names is None:
+        names = keys or [getattr(o, "name", None) or getattr(o, "method", None) or f"model_{i}"
+                         for i, o in enumerate(objs)]
     names = [str(n) for n in names]
     if len(objs) < 2:
         raise ValueError("compare needs at least two models")
@@ -355,8 +355,8 @@ def compare(*models: Any, names: Sequence[str] | None = None, y: Any = None,
         return _compare_evidence(*evidences, level)
     if test not in _TESTS:
         raise ValueError(f"test must be one of {_TESTS}; got {test!r}")
-    if correction not in _CORRECTIONS:
-        raise ValueError(f"correction must be one of {_CORRECTIONS}; got {correction!r}")
+    if correction not in _ADJUST:
+        raise ValueError(f"correction must be one of {tuple(_ADJUST)}; got {correction!r}")
     if y is None:
         if scores is not None and list(scores) != ["log"]:
             raise ValueError("scoring rules other than log need class probabilities and y=")
@@ -374,10 +374,9 @@ def compare(*models: Any, names: Sequence[str] | None = None, y: Any = None,
         rows: list[dict[str, Any]] = []
         for i, a in enumerate(entries):
             for b in entries[i + 1:]:
-                row: dict[str, Any] = {"score": rule, "model_a": a.name, "model_b": b.name}
-                row.update(_pair_stats(a.scores[rule], b.scores[rule], level))
-                row["gap_a"], row["gap_b"] = a.gap, b.gap
-                rows.append(row)
+                rows.append({"score": rule, "model_a": a.name, "model_b": b.name,
+                             **_pair_stats(a.scores[rule], b.scores[rule], level),
+                             "gap_a": a.gap, "gap_b": b.gap})
         adjusted = _ADJUST[correction](np.array([r[pcol] for r in rows]))
         for r, p in zip(rows, adjusted, strict=True):
             r["p_adjusted"] = float(p)
@@ -397,8 +396,8 @@ def compare(*models: Any, names: Sequence[str] | None = None, y: Any = None,
             table_rows.append({
                 "score": rule, "model": e.name, "rank": rank, "mean": float(s.mean()),
                 "se": float(s.std(ddof=1) / math.sqrt(s.size)), "diff_to_best": diff, "dse": dse,
-                "p_vs_best": p_best, "worse_than_best": bool(p_best <= level) if e is not best
-                else False, "bound": e.bound, "method": e.method, "gap": e.gap})
+                "p_vs_best": p_best, "worse_than_best": bool(p_best <= level), "bound": e.bound,
+                "method": e.method, "gap": e.gap})
     pairs = pd.DataFrame(pair_rows)
     first = ["score", "model_a", "model_b", "mean_diff", "se", "p_adjusted", "better"]
     pairs = pairs[first + [c for c in pairs.columns if c not in first]]

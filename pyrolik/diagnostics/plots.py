@@ -25,13 +25,13 @@ FORWARD, REVERSE = "C0", "C3"
 MAX_WIDTH = 10.0  # inches: a figure this wide is read at a documentation page's width
 
 
-def _axes(ax, ncols: int = 1, width: float = 6.0, height: float = 3.5):
+def _axes(ax, ncols: int = 1, width: float = 6.0):
     if ax is not None:
         return ax
     import matplotlib.pyplot as plt
 
     width = min(width, MAX_WIDTH / ncols)
-    _, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False,
+    _, axes = plt.subplots(1, ncols, figsize=(width * ncols, 3.5), squeeze=False,
                            layout="constrained")
     return axes[0, 0] if ncols == 1 else axes[0]
 
@@ -118,8 +118,8 @@ def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_
     """
     if isinstance(result, BDMCResult):
         axes = _axes(ax, 2)
-        plot_log_weights(result.lower, examples=examples, max_examples=max_examples, ax=axes[0])
-        plot_log_weights(result.upper, examples=examples, max_examples=max_examples, ax=axes[1])
+        for part, part_ax in zip(_parts(result), axes, strict=True):
+            plot_log_weights(part, examples=examples, max_examples=max_examples, ax=part_ax)
         return axes
     lw = _weights_of(result)
     idx = _examples(lw.shape[1], examples, max_examples)
@@ -135,8 +135,7 @@ def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_
         ax.plot(j + rng.uniform(-0.2, 0.2, c.size), c, ".", ms=3, alpha=0.6,
                 color="C3" if bad else "C0")
     ax.axhline(0.0, color="0.5", lw=0.8, ls=":")
-    ax.set_xticks(np.arange(len(idx)), [str(i) for i in idx],
-                  rotation=90 if len(idx) > 15 else 0)
+    ax.set_xticks(np.arange(len(idx)), [str(i) for i in idx], rotation=90 if len(idx) > 15 else 0)
     n = lw.shape[1]
     shown = (f"examples {idx[0]}-{idx[-1]} of {n}" if len(idx) < n and np.array_equal(
         idx, np.arange(idx[0], idx[0] + len(idx))) else f"{len(idx)} of {n} examples"
@@ -241,13 +240,10 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
     sequence of matplotlib.axes.Axes
     """
     axes = _axes(axes, 3, width=3.3)
-    if isinstance(result, BDMCResult):
-        runs = [(result.lower, FORWARD), (result.upper, REVERSE)]
-    elif isinstance(result, AISResult):
-        runs = [(result, FORWARD if result.direction == "forward" else REVERSE)]
-    else:
+    if not isinstance(result, AISResult | BDMCResult):
         raise TypeError(f"plot_annealing needs an AIS or BDMC result, got {type(result).__name__}")
-    for run, color in runs:
+    for run in _parts(result):
+        color = FORWARD if run.direction == "forward" else REVERSE
         df = temperature_trace(run)
         tr = run.trace
         assert tr is not None  # temperature_trace raised otherwise
@@ -265,16 +261,12 @@ def plot_annealing(result: AISResult | BDMCResult, *, axes=None):
         if target is not None:
             axes[0].axhline(target, color="0.5", ls=":", lw=0.8)
     axes[0].set_ylim(0, 1.02)
-    axes[0].set_ylabel("acceptance rate")
     plain_log_axis(axes[1], "y")
-    axes[1].set_ylabel("step size")
-    axes[2].set_ylabel("log Z_beta (mean over examples)")
-    for ax in axes:
-        ax.set_xlabel("beta")
+    labels = (("acceptance rate", "HMC acceptance"), ("step size", "step size"),
+              ("log Z_beta (mean over examples)", "running estimate of log Z_beta"))
+    for ax, (ylabel, title) in zip(axes, labels, strict=False):
+        _titles(ax, "beta", ylabel, title, legend=False)
     axes[0].legend(loc="lower left", fontsize="small")
-    axes[0].set_title("HMC acceptance", fontsize="medium")
-    axes[1].set_title("step size", fontsize="medium")
-    axes[2].set_title("running estimate of log Z_beta", fontsize="medium")
     return axes
 
 
@@ -361,9 +353,7 @@ def plot_diagnostics(result: EstimateResult | BDMCResult):
     if not isinstance(result, EstimateResult | BDMCResult):
         raise TypeError(f"expected a pyrolik result, got {type(result).__name__}")
     if isinstance(result, EstimateResult) and result.ess is None:  # KDE: no weights
-        fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
-        plot_bandwidth(result, ax=ax)
-        return fig
+        return plot_bandwidth(result).figure
     is_ais = isinstance(result, BDMCResult) or (isinstance(result, AISResult) and bool(result.trace))
     rows = 3 if is_ais else 2
     fig = plt.figure(figsize=(MAX_WIDTH, 3.4 * rows), layout="constrained")

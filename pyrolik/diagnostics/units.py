@@ -26,8 +26,7 @@ def _positive_int(name: str, value: Any) -> int:
 
 
 def _dims(name: str, value: Any) -> Any:
-    """A positive int, or per-example counts (an array or tensor of positive whole numbers, e.g.
-    :func:`observed_dims` or ``result.observed_dims``) that divide elementwise."""
+    """A positive int, or per-example counts (positive whole numbers) that divide elementwise."""
     if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim > 0:
         arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
         if not (np.all(arr >= 1) and np.all(arr == np.round(arr))):

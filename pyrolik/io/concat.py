@@ -50,8 +50,7 @@ def _draws(a: EstimateResult, b: EstimateResult, shift: int) -> dict | None:
     if a.draws["draw_index"].shape[:2] != b.draws["draw_index"].shape[:2]:
         raise ValueError(f"the runs resampled different numbers of blocks or draws; {_FIX} "
                          "(the same num_samples)")
-    shifted = {**b.draws, "draw_index": b.draws["draw_index"] + shift}
-    return _cat(a.draws, shifted)
+    return _cat(a.draws, {**b.draws, "draw_index": b.draws["draw_index"] + shift})
 
 
 def concat(a: Any, b: Any) -> Any:
@@ -111,11 +110,9 @@ def concat(a: Any, b: Any) -> Any:
             a.trace_steps, b.trace_steps)
         same_trace = steps_match and a.trace and b.trace and a.trace.keys() == b.trace.keys()
         fields.update(ancestor=ancestor, num_resampled=resamplings,
-                      latents=_cat(a.latents, b.latents),
-                      final_state=_cat(a.final_state, b.final_state),
-                      acceptance_rate=_cat(a.acceptance_rate, b.acceptance_rate),
-                      num_divergent=_cat(a.num_divergent, b.num_divergent),
-                      trace=_cat(a.trace, b.trace, 1) if same_trace else None)
+                      trace=_cat(a.trace, b.trace, 1) if same_trace else None,
+                      **{n: _cat(getattr(a, n), getattr(b, n))
+                         for n in ("latents", "final_state", "acceptance_rate", "num_divergent")})
     else:
         fields.update(samples=_cat(a.samples, b.samples), draws=_draws(a, b, lw_a.shape[0]))
     return dataclasses.replace(a, **fields)

@@ -30,6 +30,7 @@ from pyrolik.results.layout import (
     LAYOUT,
     NESTED,
     Stored,
+    _tree,
     declared,
 )
 
@@ -56,21 +57,18 @@ def _unflatten(tree: xr.DataTree) -> xr.DataTree:
     groups: dict[str, Any] = {}
     for name, node in tree.children.items():
         head, _, rest = name.partition("_")
-        path = f"{head}/{rest}" if head in NESTED and rest else name
-        groups[path] = node.to_dataset()
-    out = xr.DataTree.from_dict(groups)
-    out.attrs = dict(tree.attrs)
+        groups[f"{head}/{rest}" if head in NESTED and rest else name] = node.to_dataset()
+    out = _tree(groups, {str(k): v for k, v in tree.attrs.items()})
     for name in NESTED:  # each flattened group carries its run's attrs
         out[name].attrs = dict(tree[f"{name}_evidence"].attrs)
     return out
 
 
 #: How a declared attr or structured field is decoded, by codec (objects written by ``to_dict()``).
-DECODE: dict[str, Any] = {"json": json.loads, "seed": int,
+DECODE: dict[str, Any] = {"json": json.loads, "seed": int, "step_sizes": StepSizes,
                           "none": lambda v: None if v == "none" else v,
                           "kernel": lambda v: SMC.from_dict(json.loads(v)),
-                          "budget": lambda v: Budget.from_dict(json.loads(v)),
-                          "step_sizes": StepSizes}
+                          "budget": lambda v: Budget.from_dict(json.loads(v))}
 
 
 def from_datatree(tree: Any) -> Any:

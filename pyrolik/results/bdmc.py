@@ -16,14 +16,12 @@ from torch import Tensor
 from pyrolik.advice import BDMC_GAP_WARN, NEGATIVE_GAP_SE, inverted_gap_advice
 from pyrolik.exceptions import prefixed, remark
 from pyrolik.ops.stats import DEFAULT_BLOCKS
-from pyrolik.results.convert import Converter, _created_at, _versions, to_datatree
+from pyrolik.results.convert import Converter, to_datatree
 from pyrolik.results.estimates import AISResult, Exported, _mean, _stderr
 from pyrolik.results.layout import (
     EX,
-    LAYOUT,
     NESTED,
     _dataset,
-    _laid_out,
     _np,
     _one_draw,
     _tree,
@@ -37,7 +35,7 @@ __all__ = ["BDMCResult", "BDMCConverter", "DistortionBDMCConverter", "Budget", "
            "CONFIDENCE_Z", "MAX_STEPS"]
 
 
-class BDMCConverter:
+class BDMCConverter(Converter):
     """A BDMC result: its two runs as subtrees, the sandwich, the simulated latents and their PIT."""
 
     def __init__(self, result: Any, num_blocks: int = DEFAULT_BLOCKS):
@@ -64,7 +62,7 @@ class BDMCConverter:
         lat, n = self.result.latents, len(self.result.x)
         if not lat:
             return None
-        variables = {s: _laid_out(s, _np(v), (EX,) if v.shape[0] == n else ("sample", EX), self.ex)
+        variables = {s: self.layout(s, _np(v), (EX,) if v.shape[0] == n else ("sample", EX))
                      for s, v in lat.items()}
         return _one_draw(_dataset(variables, {self.ex: np.arange(n)}, []))
 
@@ -89,11 +87,9 @@ class BDMCConverter:
                    for g, node in sub.children.items()}}
 
     def to_datatree(self) -> xr.DataTree:
-        r = self.result
-        tree = _tree(self.groups(), {
-            **_versions(), "pyrolik_result": type(r).__name__, "method": "bdmc",
-            "bound": "sandwich", "gap": float(r.gap), "gap_stderr": float(r.gap_stderr),
-            "wall_time": float(r.wall_time), "created_at": _created_at(), "layout": LAYOUT})
+        tree = _tree(self.groups(), {**self.attrs(), "method": "bdmc", "bound": "sandwich",
+                                     "gap": float(self.result.gap),
+                                     "gap_stderr": float(self.result.gap_stderr)})
         for name, sub in self.subtrees.items():
             tree[name].attrs = dict(sub.attrs)
         return tree
@@ -133,6 +129,8 @@ class BDMCResult(Exported):
     """Bidirectional Monte Carlo on simulated data: a sandwich ``lower <= log p(x) <= upper``."""
 
     converter: ClassVar[type] = BDMCConverter
+    bound: ClassVar[str] = "sandwich"
+    method: ClassVar[str] = "bdmc"
 
     lower: AISResult = stored("lower", codec="result")
     upper: AISResult = stored("upper", codec="result")
@@ -140,14 +138,6 @@ class BDMCResult(Exported):
     # the exact latents that generated x: each (N, *site), or (K, N, *site)
     latents: dict[str, Tensor] = stored("simulated", None, ["sample", EX], default_factory=dict)
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
-
-    @property
-    def bound(self) -> str:
-        return "sandwich"
-
-    @property
-    def method(self) -> str:
-        return "bdmc"
 
     @property
     def failed(self) -> Tensor:
@@ -232,12 +222,12 @@ class BDMCResult(Exported):
         if self.gap > BDMC_GAP_WARN:
             out.append(f"the BDMC gap is {self.gap:.2f} nats: AIS has not converged on this model; "
                        "increase num_steps until the gap is small")
-        out += self._inverted_warnings()
-        return out
+        ok = ~self.failed  # inverted gaps, of the mean and per example, in units of their MCSE
+        return out + inverted_gap_advice(self.inverted_gap(), self.per_example_gap.double()[ok],
+                                         self.per_example_gap_mcse[ok], self.num_examples)
 
     def _leg_warnings(self, leg: AISResult) -> list[str]:
-        """A leg's warnings; with a small gap that is not inverted beyond noise, an example's
-        weights dominated by one chain is a remark: the sandwich bounds what it costs."""
+        """A leg's warnings; one-chain dominance is a remark when the gap is small, not inverted."""
         out = leg.warnings()
         inverted = self.inverted_gap()
         if not (self.gap <= BDMC_GAP_WARN and (inverted is None or inverted["within_noise"])):
@@ -245,12 +235,6 @@ class BDMCResult(Exported):
         settled = set(leg._dominated_warnings(leg.num_weights or 0))
         return [remark(f"{w} (the BDMC gap, {self.gap:.2f} nats, bounds what it costs on average)")
                 if w in settled else w for w in out]
-
-    def _inverted_warnings(self) -> list[str]:
-        """Inverted gaps, of the mean and per example, in units of their MCSE."""
-        ok = ~self.failed
-        return inverted_gap_advice(self.inverted_gap(), self.per_example_gap.double()[ok],
-                                   self.per_example_gap_mcse[ok], self.num_examples)
 
     @property
     def num_examples(self) -> int:
@@ -336,18 +320,16 @@ class Budget:
     @property
     def cost_ratio(self) -> float:
         """(search + check + final run) / final run, in gradient evaluations (NaN before the run)."""
-        if self.final_gradient_evals is None:
-            return math.nan
-        extra = self.search_gradient_evals + (self.check.gradient_evals if self.check else 0.0)
-        return (extra + self.final_gradient_evals) / self.final_gradient_evals
+        return self._ratio(self.search_gradient_evals, "gradient_evals", self.final_gradient_evals)
 
     @property
     def time_ratio(self) -> float:
         """(search + check + final run) / final run, in seconds (NaN before the run)."""
-        if self.final_seconds is None:
-            return math.nan
-        extra = self.search_seconds + (self.check.seconds if self.check else 0.0)
-        return (extra + self.final_seconds) / self.final_seconds
+        return self._ratio(self.search_seconds, "seconds", self.final_seconds)
+
+    def _ratio(self, search: float, cost: str, final: float | None) -> float:
+        extra = search + (getattr(self.check, cost) if self.check else 0.0)
+        return math.nan if final is None else (extra + final) / final
 
     def summary_fields(self) -> dict[str, Any]:
         """What a result's ``summary()`` shows of the budget."""
@@ -356,8 +338,7 @@ class Budget:
                     "steps chosen": self.num_steps}
         last = self.rounds[-1]
         where = "" if last.point is None else f" at {last.point}"
-        return {"tolerance [nats]": self.tolerance,
-                "steps chosen": self.num_steps if self.converged
+        return {"tolerance [nats]": self.tolerance, "steps chosen": self.num_steps if self.converged
                 else f"{self.num_steps} (cap; not within tolerance)",
                 "BDMC gap (simulated)": f"{self.gap:.3f} +- {last.gap_se:.3f}{where}",
                 "search + final / final": self.cost_ratio}

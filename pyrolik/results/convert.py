@@ -5,9 +5,9 @@ Modelled on ArviZ's ``io_numpyro.py``; the layout of every group is in ``docs/ex
 
 from __future__ import annotations
 
-import datetime
 import platform
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
@@ -62,21 +62,15 @@ def _versions() -> dict[str, str]:
             "python_version": platform.python_version()}
 
 
-def _created_at() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat()
-
-
 class Converter:
-    """What every converter shares: the fields its result declares (``stored``), laid out in their
-    groups, and the root attrs (the versions, the declared attrs, the layout)."""
+    """What every converter shares: the declared fields (``stored``) and the root attrs."""
 
     result: Any
     ex: str  # the example dim
     c: Any = None  # the blocks the K chains are split into (None: no chains)
 
     def variables(self, group: str) -> Variables:
-        """The fields the result class declares in ``group``, laid out in their declared dims
-        (the trace and the draws aside: their groups' methods lay them out)."""
+        """The fields declared in ``group``, in their dims (the trace and the draws aside)."""
         out: Variables = {}
         for field, spec in declared(self.result).items():
             value = getattr(self.result, field)
@@ -97,8 +91,8 @@ class Converter:
         return _laid_out(name, v, template, self.ex, self.c)
 
     def attrs(self) -> dict[str, Any]:
-        attrs: dict[str, Any] = {**_versions(), "created_at": _created_at(),
-                                 "pyrolik_result": type(self.result).__name__}
+        attrs: dict[str, Any] = {**_versions(), "pyrolik_result": type(self.result).__name__,
+                                 "created_at": datetime.now(timezone.utc).isoformat()}
         for field, spec in declared(self.result).items():
             value = getattr(self.result, field)
             if spec.group == "attrs" and (value is not None or spec.codec == "none"):
@@ -116,14 +110,15 @@ class EstimateConverter(Converter):
         self.result = result
         self.ex = example_dim(result)
         self.n = result.num_examples
-        self.draws = getattr(result, "draws", None)
+        self.draws = result.draws
         # (K, N) float64 weights, and the number of blocks (None: no weights, no draws)
         self.lw: Any = None if result.log_weights is None else _np(result.log_weights).astype(float)
         self.k = self.lw.shape[0] if self.lw is not None else result.num_weights
-        self.c: Any = (self.draws["draw_index"].shape[0] if self.draws
-                       else None if self.lw is None else num_blocks_of(
-                           self.k, num_blocks, (getattr(result, "settings", None) or {}).get("islands")))
+        self.c: Any = (self.draws["draw_index"].shape[0] if self.draws else None if self.lw is None
+                       else num_blocks_of(self.k, num_blocks, result.settings.get("islands")))
+        self.m: Any = None if self.lw is None else self.k // self.c  # the chains of a block
         self.sites = getattr(result, "latents", None) or getattr(result, "samples", None) or {}
+        self.flat = getattr(result, "final_state", None)
         self.direction = getattr(result, "direction", "forward")
 
     def coords(self, **more: Any) -> dict[str, Any]:
@@ -148,18 +143,13 @@ class EstimateConverter(Converter):
         resampling from the result's seed; reverse: every particle once, in order)."""
         if self.draws or self.lw is None or not (self.sites or self.flat is not None):
             return None
-        m = self.k // self.c
         if self.direction == "forward":
             seed = getattr(self.result, "seed", None)
             g = torch.Generator().manual_seed((RESAMPLING_STREAM * 1_000_003
                                                + (0 if seed is None else int(seed))) % 2**63)
             lw = torch.from_numpy(blocked(self.lw, self.c)).movedim(1, 0)  # (M, C, N)
             return systematic(lw, generator=g).movedim(0, 1).numpy()
-        return np.broadcast_to(np.arange(m).reshape(1, m, 1), (self.c, m, self.n))
-
-    @property
-    def flat(self) -> Any:
-        return getattr(self.result, "final_state", None)
+        return np.broadcast_to(np.arange(self.m).reshape(1, self.m, 1), (self.c, self.m, self.n))
 
     def posterior_to_xarray(self) -> xr.Dataset | None:
         """The sites' equally weighted draws (reverse AIS: its final states, in ``prior``)."""
@@ -189,8 +179,7 @@ class EstimateConverter(Converter):
                      "log_weight": _np(self.draws["draw_log_weight"])}
         elif self.index is not None and self.lw is not None:
             idx, c = self.index, self.c
-            m = self.k // c
-            stats = {"particle": (idx + (np.arange(c) * m).reshape(c, 1, 1)).astype(np.int64),
+            stats = {"particle": (idx + (np.arange(c) * self.m).reshape(c, 1, 1)).astype(np.int64),
                      "log_weight": _gather(blocked(self.lw, c), idx)}
             for name, v in self.per_chain.items():  # num_divergent as ArviZ's boolean "diverging"
                 v = _gather(blocked(v, c), idx)
@@ -220,14 +209,12 @@ class EstimateConverter(Converter):
                      "log_marginal_likelihood": (["chain", self.ex],
                                                  lme if self.direction == "forward" else -lme),
                      "ess": (["chain", self.ex], kish_ess(lw, axis=1)), **variables}
-        return _dataset(variables, self.coords(particle=np.arange(self.k // self.c)), [])
+        return _dataset(variables, self.coords(particle=np.arange(self.m)), [])
 
     def unconstrained_particles_to_xarray(self) -> xr.Dataset | None:
-        if self.lw is None:
+        if self.lw is None or not (variables := self.variables("unconstrained_particles")):
             return None
-        variables = self.variables("unconstrained_particles")
-        return _dataset(variables, self.coords(particle=np.arange(self.k // self.c)),
-                        []) if variables else None
+        return _dataset(variables, self.coords(particle=np.arange(self.m)), [])
 
     def evidence_to_xarray(self) -> xr.Dataset:
         """The pooled per-example estimate and its diagnostics."""
@@ -266,7 +253,7 @@ class AISConverter(EstimateConverter):
     """Forward and reverse AIS: the estimate's groups, and what the run recorded along its path."""
 
     def _path_coords(self) -> dict[str, Any]:
-        return self.coords(step=_np(self.result.trace_steps), particle=np.arange(self.k // self.c))
+        return self.coords(step=_np(self.result.trace_steps), particle=np.arange(self.m))
 
     def annealing_to_xarray(self) -> xr.Dataset | None:
         """Per recorded step and chain, and the per-block running estimate and ESS."""
@@ -301,8 +288,7 @@ class AISConverter(EstimateConverter):
 
 
 class CurveConverter(Converter):
-    """A curve from one run along the distortion path (``docs/export.md``): its estimates per recorded
-    beta and example as one draw, each chain's weight and distortion there by block, and the run."""
+    """A curve from one run along the distortion path, with the run (``docs/export.md``)."""
 
     #: the root attr ``bound``: what the curve's numbers bound
     BOUND = ("log_z and log_likelihood: stochastic lower bounds at every beta; (distortion, rate): "
@@ -323,8 +309,8 @@ class CurveConverter(Converter):
         r = self.result
         per_example = {"log_z": r.log_z, "mcse": r.mcse, "ess": r.ess, "distortion": r.distortion,
                        "distortion_mcse": r.distortion_mcse, "rate": r.rate}
-        means = {f"{name}_mean": per_example[name].mean(-1) for name in per_example
-                 if name in ("log_z", "distortion", "rate")}
+        means = {f"{name}_mean": per_example[name].mean(-1)
+                 for name in ("log_z", "distortion", "rate")}
         if r.mode == "gaussian":
             per_example["log_likelihood"] = r.log_likelihood
             means.update(log_likelihood_mean=r.log_likelihood.mean(-1), stderr=r.stderr,

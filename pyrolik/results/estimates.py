@@ -96,8 +96,7 @@ class EstimateResult(Exported):
     ess: Tensor | None = stored("evidence", "ess", [EX], default=None)  # (N,)
     mcse: Tensor | None = stored("evidence", "mcse", [EX], default=None)  # (N,)
     khat: Tensor | None = stored("evidence", "pareto_k", [EX], default=None)  # (N,)
-    # (N, *event_shape), the evaluated data
-    x: Tensor | None = stored("observed_data", "x", [EX], default=None)
+    x: Tensor | None = stored("observed_data", "x", [EX], default=None)  # (N, ...): the data
     settings: dict[str, Any] = stored("attrs", "settings", codec="json", default_factory=dict)
     seed: int | None = stored("attrs", "seed", codec="seed", default=None)
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
@@ -195,20 +194,15 @@ class EstimateResult(Exported):
                     "importance weights are dominated by a few draws and the estimate is unreliable "
                     "(use more chains/samples, more annealing steps, or a better proposal)")
         out += self._mcse_warnings()
-        out += self._method_warnings()
-        return out
-
-    def _method_warnings(self) -> list[str]:
-        """Warnings particular to one estimator, from what its settings recorded."""
         scores = self.settings.get("validation_log_likelihood") if self.method == "kde" else None
-        if scores and len(scores) > 1:
+        if scores and len(scores) > 1:  # KDE: is the chosen bandwidth at an end of the grid?
             best = max(range(len(scores)), key=scores.__getitem__)
             if best in (0, len(scores) - 1):
                 side = "smallest" if best == 0 else "largest"
-                return [f"the KDE bandwidth chosen on the validation data is the {side} of the grid "
-                        f"({self.settings['bandwidth']:.4g}): the best one may lie outside it; "
-                        "widen the grid (bandwidths=)"]
-        return []
+                out.append(f"the KDE bandwidth chosen on the validation data is the {side} of the "
+                           f"grid ({self.settings['bandwidth']:.4g}): the best one may lie outside "
+                           "it; widen the grid (bandwidths=)")
+        return out
 
     def _mcse_warnings(self) -> list[str]:
         k, unit = self.num_weights, self._weight_unit
@@ -236,8 +230,7 @@ class EstimateResult(Exported):
         return [remark(text) if bool((self.khat > KHAT_WARN).any()) else text]
 
     def _dominated_warnings(self, k: int) -> list[str]:
-        r"""With fewer than 25 weights (no k-hat), the examples whose jackknife MCSE is above
-        :math:`\sqrt{1 - 1/K}` nats, the most the delta method gives: one draw holds the mass."""
+        """Below 25 weights: examples whose MCSE exceeds sqrt(1 - 1/K) (one draw holds the mass)."""
         if self.mcse is None or k < 2:
             return []
         limit = math.sqrt(1.0 - 1.0 / k)
@@ -270,9 +263,8 @@ class EstimateResult(Exported):
             row["NLL [bits/dim]"] = self.bits_per_dim
         if self.mcse is not None:
             k = self.num_weights
-            label = ("mean MCSE" if k is None or k >= MIN_WEIGHTS_FOR_MCSE
-                     else f"mean MCSE (K={k} {self._weight_unit}: rough below "
-                          f"{MIN_WEIGHTS_FOR_MCSE})")
+            label = ("mean MCSE" if k is None or k >= MIN_WEIGHTS_FOR_MCSE else
+                     f"mean MCSE (K={k} {self._weight_unit}: rough below {MIN_WEIGHTS_FOR_MCSE})")
             row[label] = float(self.mcse[~self.failed].mean())
         if self.ess is not None:
             ok = ~self.failed
@@ -309,14 +301,12 @@ class AISResult(EstimateResult):
                                                "log_ratio_var"), ["pilot_step", EX, "latent_dim"],
                              codec="step_sizes", default=None)
     kernel: Any = stored("attrs", "kernel", codec="kernel", default=None)  # the HMC kernel used
-    # (K, N, d) unconstrained latents at the end
     final_state: Tensor | None = stored("unconstrained_particles", "u", [BLOCK, EX, "latent_dim"],
-                                        default=None)
+                                        default=None)  # (K, N, d) unconstrained latents at the end
     # constrained final states, each (K, N, *site)
     latents: dict[str, Tensor] | None = stored("particles", None, [BLOCK, EX], default=None)
-    # (K, N) mean over the run
     acceptance_rate: Tensor | None = stored("particles", "mean_acceptance_rate", [BLOCK, EX],
-                                            default=None)
+                                            default=None)  # (K, N) mean over the run
     # (K, N) count of non-finite proposals
     num_divergent: Tensor | None = stored("particles", "num_divergent", [BLOCK, EX], default=None)
     # recorded diagnostics, each (R, K, N, ...), see ``ais``: in annealing ("z" in trajectory)
@@ -350,7 +340,6 @@ class AISResult(EstimateResult):
     def warnings(self) -> list[str]:
         out = super().warnings()
         if self.acceptance_rate is not None:
-            # failed examples are reported apart
             low = int(((self.acceptance_rate.mean(0) < ACCEPTANCE_COLLAPSE) & ~self.failed).sum())
             if low:
                 out.append(
@@ -360,16 +349,13 @@ class AISResult(EstimateResult):
         num_div = 0 if self.num_divergent is None else int(self.num_divergent[:, ~self.failed].sum())
         if num_div:
             out.append(self._divergent_warning(num_div))
-        if self.num_resampled is not None:
-            out += self._resampling_warnings()
-        out += self._split_warnings()
+        out += self._resampling_warnings() + self._split_warnings()
         if self.budget is not None:
             out += list(self.budget.notes)
         return out
 
     def _split_warnings(self) -> list[str]:
-        """Whether fewer chains with more steps each would have spent the same gradients better (a
-        log-normal model of the weights, whose variance falls as 1/steps)."""
+        """Whether fewer chains with more steps each would have spent the gradients better."""
         k, steps, best = self.num_weights, self.settings.get("num_steps"), BEST_SPLIT_CHAINS
         if self.log_weights is None or k is None or k <= best or not isinstance(steps, int):
             return []
@@ -397,7 +383,8 @@ class AISResult(EstimateResult):
 
     def _resampling_warnings(self) -> list[str]:
         """What resampling (SMC) did to the chains and what it means for the diagnostics."""
-        assert self.num_resampled is not None
+        if self.num_resampled is None:
+            return []
         times = float(self.num_resampled.double().mean())
         out: list[str] = []
         islands = self.settings.get("islands")
@@ -423,8 +410,7 @@ class AISResult(EstimateResult):
         return out
 
     def _divergent_warning(self, num_div: int) -> str:
-        """Divergent proposals: a remark under :data:`~pyrolik.advice.DIVERGENT_REMARK` of the
-        transitions, else to act on."""
+        """Divergent proposals: a remark under ``DIVERGENT_REMARK`` of the transitions."""
         text = f"{num_div} HMC proposals were non-finite (divergent) and rejected"
         steps = (len(self.schedule) - 1 if self.schedule is not None
                  else self.settings.get("num_steps"))

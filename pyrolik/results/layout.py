@@ -105,15 +105,6 @@ def pit(draws: xr.DataArray, truth: xr.DataArray) -> xr.DataArray:
     return (below + 0.5 * tied).astype(np.float64)
 
 
-def _arviz_flavour() -> str:
-    """``"arviz"`` (ArviZ 0.x's ``dict_to_dataset``) or ``"arviz_base"`` (ArviZ 1.x's)."""
-    if CONVERTER != "auto":
-        return CONVERTER
-    import arviz
-
-    return "arviz" if hasattr(arviz, "InferenceData") else "arviz_base"
-
-
 Variables = dict[str, tuple[list[str], np.ndarray]]  # name: (dims, values)
 
 
@@ -121,11 +112,16 @@ def _dataset(variables: Variables, coords: dict[str, Any], sample_dims: list[str
     """One group through ArviZ's converter; ``dims`` name the non-sample dims of each variable."""
     data = {k: v for k, (_, v) in variables.items()}
     dims: dict[Hashable, Sequence[Hashable]] = {k: d for k, (d, _) in variables.items()}
+    flavour = CONVERTER  # "arviz" (ArviZ 0.x's dict_to_dataset) or "arviz_base" (ArviZ 1.x's)
+    if flavour == "auto":
+        import arviz
+
+        flavour = "arviz" if hasattr(arviz, "InferenceData") else "arviz_base"
     with warnings.catch_warnings():
         # more blocks than draws per block (num_blocks=10 of 4 chains each) is a layout, not a
         # transposed array
         warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
-        if _arviz_flavour() == "arviz_base":  # ArviZ >= 1.0
+        if flavour == "arviz_base":  # ArviZ >= 1.0
             from arviz_base import dict_to_dataset as base_dict_to_dataset
 
             return base_dict_to_dataset(
@@ -152,8 +148,7 @@ def example_dim(result: Any) -> str:
 
 def _laid_out(name: str, v: np.ndarray, template: Sequence[str], ex: str,
               c: int | None = None) -> tuple[list[str], np.ndarray]:
-    """``v`` in the dims of ``template`` (truncated to its rank): ``EX`` is ``ex``, ``BLOCK`` splits
-    its ``K`` chains into ``c`` blocks; further dims are ``<name>_dim_i``."""
+    """``v`` in the dims of ``template``: ``EX`` is ``ex``, ``BLOCK`` is ``c`` blocks of chains."""
     dims: list[str] = []
     for d in template[:v.ndim]:
         if d == BLOCK:
@@ -176,8 +171,7 @@ def _attr(value: Any, codec: str | None) -> Any:
 
 
 def _one_draw(ds: xr.Dataset) -> xr.Dataset:
-    """A group that is not a sample (a pooled estimate, the simulated truth) as one draw of one
-    chain, so that ArviZ's tables (``to_dataframe``) line it up with the draws."""
+    """A group that is not a sample (a pooled estimate) as one draw, lined up with the draws."""
     return ds.expand_dims({"chain": [0], "draw": [0]})
 
 

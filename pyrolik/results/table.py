@@ -47,10 +47,8 @@ def _header(label: Any) -> list[str]:
     text = str(label)
     if len(text) <= _HEADER:
         return [text]
-    if " (" in text:
-        name, rest = text.split(" (", 1)
-        return _wrap(name) + _wrap("(" + rest)
-    return _wrap(text)
+    name, paren, rest = text.partition(" (")
+    return _wrap(name) + (_wrap("(" + rest) if paren else [])
 
 
 def _wrap(text: str) -> list[str]:
@@ -58,9 +56,9 @@ def _wrap(text: str) -> list[str]:
     return textwrap.wrap(text, _HEADER, break_long_words=False, break_on_hyphens=False) or [""]
 
 
-def render(frame: pd.DataFrame, *, width: int = WIDTH, title: str | None = None) -> str:
+def render(frame: pd.DataFrame, *, width: int = WIDTH) -> str:
     """``frame`` (rows: estimates, columns: quantities) transposed as fixed-width text, wrapped into
-    blocks of ``width`` characters (never elided), under the line ``title``."""
+    blocks of ``width`` characters (never elided)."""
     fields = [str(c) for c in frame.columns]
     label_width = max([len(f) for f in fields] + [len(str(frame.index.name or ""))] + [1])
     columns = []
@@ -69,13 +67,12 @@ def render(frame: pd.DataFrame, *, width: int = WIDTH, title: str | None = None)
                               ("int", "uin")) for f, v in zip(fields, row, strict=True)]
         head = _header(label)
         columns.append((head, cells, max([len(h) for h in head] + [len(c) for c in cells])))
-    sep = 2
-    blocks = _blocks(columns, label_width, width, sep)
-    if len(blocks) > 1 and len(_blocks(columns, label_width, width, 1)) < len(blocks):
+    sep, blocks = 2, _blocks(columns, label_width, width, 2)
+    if len(_blocks(columns, label_width, width, 1)) < len(blocks):
         sep = 1  # a long quantity name: one space between columns keeps the table in one block
         blocks = _blocks(columns, label_width, width, sep)
     gap = " " * sep
-    lines = [] if title is None else [title]
+    lines: list[str] = []
     for b, block in enumerate(blocks):
         if b:
             lines.append("")
@@ -117,5 +114,4 @@ class Summary(pd.DataFrame):
     def __repr__(self) -> str:
         return render(self)
 
-    def __str__(self) -> str:
-        return render(self)
+    __str__ = __repr__
