@@ -32,8 +32,7 @@ from pyrolik.infer import (
                                 simulate,
 )
 from pyrolik.infer.tolerance import Tolerance
-from pyrolik.io.concat import concat
-from pyrolik.io.export import load, save
+from pyrolik.io.export import concat, load, save
 
 from pyrolik import annealing, curves, diagnostics, distortion, infer, io, model, results, training  # isort: skip
 
