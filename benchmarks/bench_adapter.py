@@ -2,7 +2,7 @@
 
 50-200-200-784 ELU decoder, Bernoulli observations, batch 1000 (100 examples x 10 chains). All sides
 compute log p(z), log p(x|z) and their two gradients; timed in alternation in one run. The adapter is
-timed as it runs by default (replaying its recorded evaluation, ``pyrolik/_replay.py``) and running the
+timed as it runs by default (replaying its recorded evaluation, ``pyrolik/model/reuse.py``) and running the
 Pyro program at every call (``replay=False``, ``PYROLIK_REPLAY=0``).
 
     python benchmarks/bench_adapter.py [--dtype float64] [--batch 1000] [--also 4000]

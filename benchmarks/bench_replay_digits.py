@@ -1,7 +1,7 @@
 """Replayed evaluations on a small model: pyrolik.ais on the shipped digits VAE, replay on and off.
 
 On a small decoder (8-64-128-64, 100 digits x 16 chains) Pyro's Python is a large share of each
-evaluation, so replaying the recorded operations (``pyrolik/_replay.py``) shows most here. Whole runs
+evaluation, so replaying the recorded operations (``pyrolik/model/reuse.py``) shows most here. Whole runs
 (set-up, recording and the default pilot included), alternated, median of the rounds; the estimates
 must be identical.
 
