@@ -106,7 +106,8 @@ def _annealing_options(g: argparse._ArgumentGroup, steps: str, schedules: tuple[
     ``schedules`` is the default), then the kernel's."""
     g.add_argument("--num-steps", type=_positive, default=None, metavar="N",
                    help=f"{steps} (default 3000; with --tolerance, chosen by its search)")
-    g.add_argument("--num-chains", type=_positive, default=16, metavar="K", help="chains per example (default 16)")
+    g.add_argument("--num-chains", type=_positive, default=16, metavar="K",
+                   help="chains per example (default 16)")
     g.add_argument("--schedule", choices=schedules, default=schedules[0], help=schedule)
     g.add_argument("--num-leapfrog", type=_positive, default=3, metavar="L",
                    help="leapfrog steps per HMC move (default 3)")
@@ -181,7 +182,7 @@ def _data_options(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
 def _tolerance_options(p: argparse.ArgumentParser, final: str) -> None:
     """``--tolerance NATS`` and ``--max-steps N`` (``final``: what runs with the chosen steps)."""
     t = p.add_argument_group("a budget chosen for a tolerance")
-    t.add_argument("--tolerance", type=lambda text: _positive(text, float), default=None, metavar="NATS",
+    t.add_argument("--tolerance", type=lambda text: _positive(text, float), metavar="NATS",
                    help="choose --num-steps by BDMC on data simulated from the model, doubling "
                         f"the steps until the gap's upper confidence bound is within NATS; then "
                         f"{final} with them (one process; default: --num-steps)")
@@ -263,9 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--per-example", action="store_true",
                     help="also print one row per example (default: the summary only)")
     sm.add_argument("--all", action="store_true", dest="show_all",
-                    help="print every warning, each remark at the level of Monte Carlo noise "
-                         "too (default: the warnings to act on, and the remarks counted in one "
-                         "line)")
+                    help="print every warning, each remark at the level of Monte Carlo noise too "
+                         "(default: the warnings to act on, and the remarks counted in one line)")
     sm.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 
     sc = sub.add_parser(

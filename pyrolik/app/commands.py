@@ -1,4 +1,4 @@
-"""The work behind the ``pyrolik`` subcommands but ``demo`` (their options: :mod:`pyrolik.app.cli`)."""
+"""The work behind the ``pyrolik`` subcommands but ``demo`` (their options: ``cli.py``)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ def _session(args) -> Iterator[tuple[Shard, torch.device]]:
     shard, device = init_from_env(args.device, args.backend)
     try:
         yield shard, device
+        _barrier(shard)  # every process done before any tears its process group down
     finally:
         if shard.world_size > 1 and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
@@ -80,7 +81,7 @@ def _load_model(args, device: torch.device, shard: Shard) -> tuple[Any, Any, dic
 
 
 def _read_data(args, model: Any, module: Any, device: torch.device) -> torch.Tensor:
-    """``--data``, integers in the model's dtype; ``--dtype auto`` refuses floats of another dtype."""
+    """``--data``, integers in the model's dtype; ``--dtype auto`` refuses another float dtype."""
     model_dtype = parameter_dtype(model, module)
     x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit, device=device,
                   integer_dtype=model_dtype or torch.float32)
@@ -150,9 +151,9 @@ def _finish_checkpoint(args, shard: Shard) -> None:
     remove_checkpoint(checkpoint_path(args.checkpoint, (shard.rank, shard.world_size)))
 
 
-def _warn(messages: list[str], path: str | Path | None = None, show_all: bool = False) -> None:
+def _warn(messages: list[str], path: str | Path, show_all: bool = False) -> None:
     """A result's warnings on stderr, also under --quiet (:func:`report.stderr_lines`)."""
-    where = f"pyrolik summary --all {path if path is not None else 'RESULT'}"
+    where = f"pyrolik summary --all {path}"
     sys.stdout.flush()
     for line in report.stderr_lines(messages, where=where, show_all=show_all):
         print(line, file=sys.stderr)
@@ -192,7 +193,7 @@ def evaluate(args) -> int:
         progress = not args.quiet and shard.is_main
         results: dict[str, Any] = {}
         for name in args.estimators:
-            result: EstimateResult | None
+            result: EstimateResult | None = None
             if name == "ais":
                 with _execution(args, shard):
                     result = pyrolik.ais(model, x, init=guide if args.ais_init == "guide" else None,
@@ -211,8 +212,6 @@ def evaluate(args) -> int:
                                            device=device).x
                 result = pyrolik.kde(samples, x, bandwidth=args.bandwidth, validation=validation,
                                      progress=progress)
-            else:
-                result = None
             if shard.is_main:
                 result = main_result(result, name)
                 save(result, paths[name])
@@ -221,7 +220,6 @@ def evaluate(args) -> int:
                 _finish_checkpoint(args, shard)
         if shard.is_main:
             _report(results, paths)
-        _barrier(shard)  # every process done before any tears its process group down
         return 0
 
 
@@ -246,7 +244,6 @@ def bdmc(args) -> int:
         _finish_checkpoint(args, shard)
         if shard.is_main:
             _report({"bdmc": result}, paths)
-        _barrier(shard)  # every process done before any tears its process group down
         return 0
 
 
@@ -298,7 +295,7 @@ def resolve_num_steps(args: argparse.Namespace) -> int | Tolerance:
 
 def _run_curve(args, work: Callable[[Any, dict, Callable[[], Any]], Any],
                report: Callable[[Any], None]) -> int:
-    """One curve command: ``work(model, ais_kwargs, read_x)`` makes the result, ``report`` prints it."""
+    """A curve command: ``work(model, ais_kwargs, read_x)`` makes the result, ``report`` prints."""
     with _session(args) as (shard, device):
         if shard.world_size > 1:
             raise ValueError(f"pyrolik {args.command} runs in one process; start it without "

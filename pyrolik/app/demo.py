@@ -53,14 +53,6 @@ SETTINGS = {
 NUM_LEAPFROG = 3  # the default kernel's (pyrolik.HMC())
 
 
-def _models():
-    try:
-        import pyrolik_models as models
-    except ImportError:  # a source checkout run without installing
-        import models
-    return models
-
-
 def _decode_z(model: Any) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
     """``latents -> model.decode(latents["z"])``: a decoder model's mean image at its latents."""
     return lambda latents: model.decode(latents["z"])
@@ -109,13 +101,13 @@ def _plan(s: dict) -> list[tuple[str, str, str, float]]:
 def run(output: str | Path = "pyrolik-demo-output", *, num_examples: int | None = None,
         num_steps: int | None = None, num_chains: int | None = None,
         num_simulated: int | None = None, seed: int = 0, quick: bool = False, full: bool = False,
-        progress: bool = True, log=None) -> pd.DataFrame:
+        progress: bool = True) -> pd.DataFrame:
     """Run the demo; return the table (also written to ``output/summary.csv``).
 
     The table's ``attrs`` hold ``"warnings"`` (a list of ``(label, message)``: every estimator's
     ``warnings()``, BDMC's among them, which flags a gap above 1 nat; each message keeps its
     severity, :func:`pyrolik.exceptions.severity`) and ``"settings"``. ``progress`` shows one
-    progress display on stderr for the whole run; ``log`` is accepted for compatibility and unused.
+    progress display on stderr for the whole run.
     """
     import matplotlib
 
@@ -125,13 +117,15 @@ def run(output: str | Path = "pyrolik-demo-output", *, num_examples: int | None 
     if quick and full:
         raise ValueError("choose --quick or --full, not both")
     s = dict(SETTINGS["quick" if quick else "full" if full else "default"])
-    for key, value in (("num_examples", num_examples), ("num_steps", num_steps),
-                       ("num_chains", num_chains), ("num_simulated", num_simulated)):
-        if value is not None:
-            s[key] = value
+    given = dict(num_examples=num_examples, num_steps=num_steps, num_chains=num_chains,
+                 num_simulated=num_simulated)
+    s.update({key: value for key, value in given.items() if value is not None})
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    models = _models()
+    try:
+        import pyrolik_models as models
+    except ImportError:  # a source checkout run without installing
+        import models  # type: ignore[no-redef]
     train_digits = importlib.import_module(models.__name__ + ".train_digits")
     split = train_digits.digits_split(dtype=torch.float32)  # the split the checkpoints used
     x, valid = split.test[:s["num_examples"]], split.valid[:200]
@@ -217,13 +211,12 @@ def _plot_estimates(table: pd.DataFrame, plt):
     """Each model's estimates side by side, with 2-SE bars: KDE's place among them is the lesson."""
     fig, ax = plt.subplots(figsize=(7, 3.6))
     estimators = list(dict.fromkeys(table["estimator"]))
+    models = list(dict.fromkeys(table["model"]))
     width = 0.8 / len(estimators)
     for i, est in enumerate(estimators):
         sub = table[table["estimator"] == est]
-        pos = [list(dict.fromkeys(table["model"])).index(m) + (i - len(estimators) / 2) * width
-               for m in sub["model"]]
+        pos = [models.index(m) + (i - len(estimators) / 2) * width for m in sub["model"]]
         ax.bar(pos, sub["log p(x) [nats]"], width, yerr=2 * sub["stderr"], label=est, align="edge")
-    models = list(dict.fromkeys(table["model"]))
     ax.set_xticks(range(len(models)), models)
     ax.set_ylabel("mean log p(x) [nats / image]")
     ax.set_title("held-out digits: AIS vs IWAE vs likelihood weighting vs KDE")
@@ -244,12 +237,11 @@ _COLUMNS = [("model", "model", "{}"), ("estimator", "estimator", "{}"), ("bound"
 WHERE = "pyrolik summary --all {output}/*.nc"
 
 
-def format_table(table: pd.DataFrame, width: int = 80, *, where: str | None = None,
+def format_table(table: pd.DataFrame, width: int = 80, *,
+                 where: str = WHERE.format(output="pyrolik-demo-output"),
                  show_all: bool = False) -> str:
     """The demo's table in at most ``width`` columns, and under it its warnings
     (:func:`pyrolik.app.report.warning_lines`)."""
-    if where is None:
-        where = WHERE.format(output="pyrolik-demo-output")
 
     def cell(value: Any, key: str, fmt: str) -> str:
         if isinstance(value, float) and math.isnan(value):

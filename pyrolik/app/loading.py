@@ -107,8 +107,7 @@ def _modules(model: Any, module: ModuleType) -> list[nn.Module]:
 def prepare_modules(model: Any, module: ModuleType, device: torch.device) -> None:
     """Put the model's modules in eval mode on ``device``."""
     for m in _modules(model, module):
-        m.eval()
-        m.to(device)
+        m.eval().to(device)
 
 
 def parameter_dtype(model: Any, module: ModuleType) -> torch.dtype | None:

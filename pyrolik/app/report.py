@@ -15,9 +15,6 @@ from pyrolik.exceptions import REMARK, severity
 
 __all__ = ["Grouped", "group", "remarks_line", "warning_lines", "stderr_lines", "StageProgress"]
 
-_LEGS = ("forward", "reverse")
-
-
 class Grouped(NamedTuple):
     """Each distinct message once, in first-come order, with the labels of the estimates it concerns."""
 
@@ -32,7 +29,7 @@ def group(notes: Iterable[tuple[str, str]]) -> Grouped:
     for label, message in notes:
         kind = severity(message)  # read before the prefix is cut off (a slice is a plain str)
         text = str(message)
-        for leg in _LEGS:
+        for leg in ("forward", "reverse"):
             if text.startswith(f"{leg}: "):
                 label, text = f"{label} {leg}", text[len(leg) + 2:]
         (out.remarks if kind == REMARK else out.act).setdefault(text, []).append(label)
@@ -49,22 +46,17 @@ def warning_lines(notes: Iterable[tuple[str, str]], width: int = 80, *, where: s
                   show_all: bool = False) -> list[str]:
     """The demo's warnings to act on, one item each, then the remarks in one line pointing to
     ``where`` (each of them with ``show_all``), wrapped to ``width``."""
-    grouped = group(notes)
+    act, remarks = group(notes)
     lines: list[str] = []
-
-    def item(message: str, labels: list[str], mark: str = "- ") -> None:
-        lines.extend(_wrap(f"{', '.join(labels)}: {message}", width, mark))
-
-    if grouped.act:
-        lines.append(f"Warnings to act on ({len(grouped.act)}):")
-        for message, labels in grouped.act.items():
-            item(message, labels)
-    if grouped.remarks and show_all:
-        lines.append(f"Remarks ({len(grouped.remarks)}: Monte Carlo noise or standing caveats):")
-        for message, labels in grouped.remarks.items():
-            item(message, labels)
-    elif grouped.remarks:
-        lines += _wrap(remarks_line(len(grouped.remarks), where), width, "+ ")
+    for title, items in ((f"Warnings to act on ({len(act)}):", act),
+                         (f"Remarks ({len(remarks)}: Monte Carlo noise or standing caveats):",
+                          remarks if show_all else {})):
+        if items:
+            lines.append(title)
+        for message, labels in items.items():
+            lines += _wrap(f"{', '.join(labels)}: {message}", width, "- ")
+    if remarks and not show_all:
+        lines += _wrap(remarks_line(len(remarks), where), width, "+ ")
     return lines
 
 
@@ -100,11 +92,9 @@ class StageProgress:
                  name: str = "pyrolik", stream: TextIO | None = None, tick: float = 1.0):
         self.stages = list(stages)
         self.total = float(sum(w for _, w in self.stages)) or 1.0
-        self.enabled = enabled
-        self.name = name
+        self.enabled, self.name = enabled, name
         self.stream = sys.stderr if stream is None else stream
-        self.done = 0.0
-        self.index = 0
+        self.done, self.index = 0.0, 0
         self.start = time.perf_counter()
         self._bar = None
         self._stop = threading.Event()

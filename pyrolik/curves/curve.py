@@ -200,8 +200,7 @@ def train_valid_split(x, y, *, valid_size: float | int = 0.2, seed: int = 0
     tuple
         ``((x_train, y_train), (x_valid, y_valid))``.
     """
-    x = _as_tensor(x, "x")
-    y = _as_tensor(y, "y")
+    x, y = _as_tensor(x, "x"), _as_tensor(y, "y")
     if len(x) != len(y):
         raise ValueError(f"x has {len(x)} examples but y has {len(y)}; pass one label per example")
     num_valid = int(round(valid_size * len(x))) if 0 < valid_size < 1 else int(valid_size)

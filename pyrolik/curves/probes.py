@@ -108,8 +108,8 @@ def train_probes_loop(x: Tensor, y: Tensor, probe_set: ProbeSet, init: dict[str,
         window = torch.arange(min(batch_size, n), device=x.device)
         for step in range(num_steps):
             pos = full if n <= batch_size else (step * batch_size + window) % n
-            logits = F.linear(_hidden(prm, xp[pos]), prm["w"] if "w" in prm else prm["w2"],
-                              prm.get("b", prm.get("b2")))
+            h = F.relu(F.linear(xp[pos], prm["w1"], prm["b1"])) if "w1" in prm else xp[pos]
+            logits = F.linear(h, prm["w"] if "w" in prm else prm["w2"], prm.get("b", prm.get("b2")))
             loss = F.cross_entropy(logits, yp[pos])
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -117,11 +117,6 @@ def train_probes_loop(x: Tensor, y: Tensor, probe_set: ProbeSet, init: dict[str,
         for k, v in prm.items():
             out[k].append(v.detach())
     return {k: torch.stack(v) for k, v in out.items()}
-
-
-def _hidden(prm: dict[str, Tensor], x: Tensor) -> Tensor:
-    """The single probe's input to its output layer (``x`` itself for the linear probe)."""
-    return F.relu(F.linear(x, prm["w1"], prm["b1"])) if "w1" in prm else x
 
 
 def evaluate_probes(params: dict[str, Tensor], x: Tensor, y: Tensor, *, max_elements: int = 2**22
