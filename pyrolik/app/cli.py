@@ -355,8 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                 warnings.showwarning = _show_warning
             from pyrolik.app import commands
 
-            # evaluate, bdmc, summary, sigma-curve -> commands.sigma_curve, ...
-            return getattr(commands, args.command.replace("-", "_"))(args)
+            run = {"evaluate": commands.evaluate, "bdmc": commands.bdmc, "summary": commands.summary}
+            return run.get(args.command, commands.curve)(args)  # else one of the curves
     except KeyboardInterrupt:
         _end_progress_line()
         print("pyrolik: interrupted" + (" (rerun the same command to resume from the checkpoint)"

@@ -8,7 +8,7 @@ import json
 import math
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,6 @@ import pyrolik
 from pyrolik.annealing.kernel import HMC, SMC
 from pyrolik.app import report
 from pyrolik.app.loading import (
-    check_data_dtype,
     defines_load,
     load_callable,
     load_data,
@@ -34,8 +33,7 @@ from pyrolik.infer.tolerance import Tolerance
 from pyrolik.io.export import load, save
 from pyrolik.results import EstimateResult
 
-__all__ = ["evaluate", "bdmc", "summary", "sigma_curve", "rate_distortion", "distortion_bdmc",
-           "resolve_num_steps", "DEFAULT_STEPS"]
+__all__ = ["evaluate", "bdmc", "summary", "curve", "resolve_num_steps", "DEFAULT_STEPS"]
 
 
 @contextlib.contextmanager
@@ -85,8 +83,11 @@ def _read_data(args, model: Any, module: Any, device: torch.device) -> torch.Ten
     model_dtype = parameter_dtype(model, module)
     x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit, device=device,
                   integer_dtype=model_dtype or torch.float32)
-    if args.dtype == "auto":
-        check_data_dtype(x, model_dtype, args.data)
+    if args.dtype == "auto" and model_dtype not in (None, x.dtype) and x.is_floating_point():
+        have, want = str(x.dtype).split(".")[-1], str(model_dtype).split(".")[-1]
+        raise ValueError(f"{args.data} holds {have} data but the model's parameters are {want}: "
+                         f"pass --dtype {want} to convert the data (or --dtype {have} to keep them, "
+                         "if the model converts its inputs itself)")
     return x
 
 
@@ -293,9 +294,8 @@ def resolve_num_steps(args: argparse.Namespace) -> int | Tolerance:
     return Tolerance(tolerance, *(() if args.max_steps is None else (args.max_steps,)))
 
 
-def _run_curve(args, work: Callable[[Any, dict, Callable[[], Any]], Any],
-               report: Callable[[Any], None]) -> int:
-    """A curve command: ``work(model, ais_kwargs, read_x)`` makes the result, ``report`` prints."""
+def curve(args) -> int:
+    """``pyrolik sigma-curve``, ``rate-distortion`` and ``distortion-bdmc``: one run, the curve."""
     with _session(args) as (shard, device):
         if shard.world_size > 1:
             raise ValueError(f"pyrolik {args.command} runs in one process; start it without "
@@ -303,48 +303,26 @@ def _run_curve(args, work: Callable[[Any, dict, Callable[[], Any]], Any],
         model, module, kwargs = _load_model(args, device, shard)
         paths = _outputs(args.output, ["curve"], args.overwrite)
         common = _ais_kwargs(args, shard, args.batch_size, kwargs)
-        result = work(model, common, lambda: _read_data(args, model, module, device))
+        result: Any
+        if args.command == "sigma-curve":
+            x = _read_data(args, model, module, device)
+            result = pyrolik.sigma_curve(model, x, args.sigmas, **common)
+        elif args.command == "rate-distortion":
+            x = _read_data(args, model, module, device)
+            distortion = (None if args.distortion is None
+                          else load_callable(args.distortion, "distortion")[0])
+            result = pyrolik.rate_distortion(model, x, args.betas, distortion=distortion, **common)
+        else:
+            result = pyrolik.distortion_bdmc(model, args.num_examples, sigmas=args.sigmas,
+                                             check=args.check, data_shape=args.data_shape, **common)
         save(result, paths["curve"])
-        report(result)  # fixed-width tables; --quiet silences progress only
+        print(result.summary())  # fixed-width tables; --quiet silences progress only
+        if args.command == "sigma-curve":
+            best = result.best_sigma()
+            print(f"best fixed sigma on these data: {best.sigma:g} (choose it on validation data)")
+            table = result.optimal_sigma(args.fixed_sigma)
+            print(table.summary())
+            print(f"note: {table.warning}")
         _warn(result.warnings(), paths["curve"])
         print(f"wrote {paths['curve']}")
         return 0
-
-
-def sigma_curve(args) -> int:
-    """``pyrolik sigma-curve``."""
-
-    def work(model, common, read_x):
-        return pyrolik.sigma_curve(model, read_x(), args.sigmas, **common)
-
-    def report(curve):
-        print(curve.summary())
-        best = curve.best_sigma()
-        print(f"best fixed sigma on these data: {best.sigma:g} (choose it on validation data)")
-        table = curve.optimal_sigma(args.fixed_sigma)
-        print(table.summary())
-        print(f"note: {table.warning}")
-
-    return _run_curve(args, work, report)
-
-
-def rate_distortion(args) -> int:
-    """``pyrolik rate-distortion``."""
-
-    def work(model, common, read_x):
-        x = read_x()
-        distortion = (None if args.distortion is None
-                      else load_callable(args.distortion, "distortion")[0])
-        return pyrolik.rate_distortion(model, x, args.betas, distortion=distortion, **common)
-
-    return _run_curve(args, work, lambda curve: print(curve.summary()))
-
-
-def distortion_bdmc(args) -> int:
-    """``pyrolik distortion-bdmc``."""
-
-    def work(model, common, read_x):
-        return pyrolik.distortion_bdmc(model, args.num_examples, sigmas=args.sigmas,
-                                       check=args.check, data_shape=args.data_shape, **common)
-
-    return _run_curve(args, work, lambda res: print(res.summary()))

@@ -252,8 +252,7 @@ def plot_monitor(ds: xr.Dataset, ax=None, start_epoch: int | None = None):
                     label=f"{LABELS.get(method, method)}, {subset}")
             ax.fill_between(epochs, mean - 2 * se, mean + 2 * se, color=color, alpha=0.15,
                             linewidth=0)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("mean log p(x) [nats]")
+    ax.set(xlabel="epoch", ylabel="mean log p(x) [nats]")
     ax.set_title("log-likelihood during training (lower bounds)", fontsize=10)
     ax.legend(frameon=False, fontsize="small")
     return ax
