@@ -80,20 +80,15 @@ def _plan(s: dict) -> list[tuple[str, str, str, float]]:
     chain_steps = s["num_chains"] * s["num_steps"] * grad
     enc_steps = _encoder_steps(s["num_steps"])
     enc = s["num_examples"] * s["num_chains"] * (enc_steps + max(20, enc_steps // 5)) * grad
-    plan = []
-    for kind in KINDS:
-        name = kind.upper()
-        plan.append((kind, "bdmc", f"{name}: BDMC on {s['num_simulated']} simulated digits",
-                     3.5 * s["num_simulated"] * chain_steps))
-        plan.append((kind, "ais", f"{name}: AIS from the prior",
-                     1.2 * s["num_examples"] * chain_steps))
-        if kind == "vae":
-            plan.append((kind, "ais+encoder", f"{name}: AIS from the encoder", 1.5 * enc))
-            plan.append((kind, "iwae", f"{name}: IWAE",
-                         0.7 * s["num_examples"] * s["iwae_samples"]))
-        plan.append((kind, "lw", f"{name}: likelihood weighting",
-                     s["num_examples"] * s["lw_samples"]))
-        plan.append((kind, "kde", f"{name}: KDE", 10 * s["kde_samples"]))
+    stages = [("bdmc", f"BDMC on {s['num_simulated']} simulated digits",
+               3.5 * s["num_simulated"] * chain_steps),
+              ("ais", "AIS from the prior", 1.2 * s["num_examples"] * chain_steps),
+              ("ais+encoder", "AIS from the encoder", 1.5 * enc),  # the VAE's only
+              ("iwae", "IWAE", 0.7 * s["num_examples"] * s["iwae_samples"]),  # the VAE's only
+              ("lw", "likelihood weighting", s["num_examples"] * s["lw_samples"]),
+              ("kde", "KDE", 10 * s["kde_samples"])]
+    plan = [(kind, stage, f"{kind.upper()}: {label}", w) for kind in KINDS
+            for stage, label, w in stages if kind == "vae" or stage not in ("ais+encoder", "iwae")]
     fixed = 0.02 * sum(w for *_, w in plan) / len(plan)  # tracing, recording, bookkeeping
     return [(k, st, label, w + fixed) for k, st, label, w in plan]
 
@@ -132,6 +127,7 @@ def run(output: str | Path = "pyrolik-demo-output", *, num_examples: int | None 
     hmc = pyrolik.HMC()
     assert hmc.num_leapfrog == NUM_LEAPFROG
     common: dict[str, Any] = dict(seed=seed, progress=False)
+    annealing = dict(num_chains=s["num_chains"], kernel=hmc, **common)
     rows, figs, notes = [], {}, []
     plan = _plan(s)
     bar = StageProgress([(label, w) for *_, label, w in plan], enabled=progress,
@@ -151,18 +147,17 @@ def run(output: str | Path = "pyrolik-demo-output", *, num_examples: int | None 
                 if stage == "bdmc":
                     sandwich = main_result(pyrolik.bdmc(
                         model, s["num_simulated"], data_shape=(PIXELS,), num_steps=s["num_steps"],
-                        num_chains=s["num_chains"], kernel=hmc, **common), "bdmc")
+                        **annealing), "bdmc")
                     pyrolik.save(sandwich, out / f"{kind}_bdmc.nc")
                     notes += [(f"{name} BDMC", w) for w in sandwich.warnings()]
                     continue
                 if stage == "ais":
                     result = ais = main_result(pyrolik.ais(
-                        model, x, num_steps=s["num_steps"], num_chains=s["num_chains"], kernel=hmc,
-                        **common), "ais")
+                        model, x, num_steps=s["num_steps"], **annealing), "ais")
                 elif stage == "ais+encoder":
                     result = main_result(pyrolik.ais(
-                        model, x, num_steps=_encoder_steps(s["num_steps"]),
-                        num_chains=s["num_chains"], kernel=hmc, init=model.guide, **common), "ais")
+                        model, x, num_steps=_encoder_steps(s["num_steps"]), init=model.guide,
+                        **annealing), "ais")
                 elif stage == "iwae":
                     result = main_result(pyrolik.iwae(
                         model, x, model.guide, num_samples=s["iwae_samples"], **common), "iwae")
@@ -340,8 +335,7 @@ def main(argv: list[str] | None = None) -> int:
                 progress=not args.quiet)
     print(format_table(table, where=WHERE.format(output=args.output), show_all=args.show_all))
     print()
-    print(_footer(table, table.attrs["settings"], Path(args.output),
-                  time.perf_counter() - start))
+    print(_footer(table, table.attrs["settings"], Path(args.output), time.perf_counter() - start))
     return 0
 
 

@@ -15,6 +15,7 @@ from pyrolik.exceptions import REMARK, severity
 
 __all__ = ["Grouped", "group", "remarks_line", "warning_lines", "stderr_lines", "StageProgress"]
 
+
 class Grouped(NamedTuple):
     """Each distinct message once, in first-come order, with the labels of the estimates it concerns."""
 

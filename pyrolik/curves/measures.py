@@ -390,8 +390,8 @@ def plot_curves(curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve], e
     table = measures_table(curves, epsilon, ns, rule=rule)
     fig, grid = plt.subplots(2, 3, figsize=(10, 6.6), layout="constrained")
     axes, key = grid.flat[:5], grid.flat[5]
-    plot_loss_data(curves, epsilon=epsilon, ns=table.index.get_level_values("n").unique(),
-                   ax=axes[0])
+    ns_all = table.index.get_level_values("n").unique().to_numpy()
+    plot_loss_data(curves, epsilon=epsilon, ns=ns_all, ax=axes[0])
     axes[0].get_legend().remove()
     for ax, (col, title) in zip(axes[1:], _PANELS, strict=True):
         for i, name in enumerate(curves):
@@ -410,7 +410,6 @@ def plot_curves(curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve], e
         elif col == "sdl":
             ax.set_yscale("symlog", linthresh=1.0)  # SDL can be exactly 0
             ax.set_ylim(bottom=0.0)
-    ns_all = table.index.get_level_values("n").unique().to_numpy()
     axes[4].plot(ns_all, ns_all, ":", color="0.6", lw=1, label="not determined: > n")
     axes[3].set_title(f"SDL, epsilon = {epsilon:.3g} (nats)", fontsize="medium")
     axes[4].set_title(f"eps-SC, epsilon = {epsilon:.3g}", fontsize="medium")
