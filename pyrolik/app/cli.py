@@ -102,8 +102,7 @@ def _common(p: argparse.ArgumentParser, output_help: str) -> None:
 
 def _annealing_options(g: argparse._ArgumentGroup, steps: str, schedules: tuple[str, ...],
                        schedule: str) -> None:
-    """The annealing run's options in the group ``g``: the steps, chains and schedule (the first of
-    ``schedules`` is the default), then the kernel's."""
+    """The run's steps, chains and schedule (default: ``schedules[0]``), then the kernel's."""
     g.add_argument("--num-steps", type=_positive, default=None, metavar="N",
                    help=f"{steps} (default 3000; with --tolerance, chosen by its search)")
     g.add_argument("--num-chains", type=_positive, default=16, metavar="K",

@@ -249,8 +249,7 @@ def bdmc(args) -> int:
 
 
 def summary(args) -> int:
-    """``pyrolik summary``: print the summary and warnings of result files (netCDF/zarr only:
-    :func:`pyrolik.io.export.load` refuses any other file, and nothing is unpickled)."""
+    """``pyrolik summary``: result files' summaries and warnings (netCDF/zarr, never unpickled)."""
     results = [(path, load(path)) for path in args.results]  # refuse before printing anything
     for i, (path, result) in enumerate(results):
         if i:

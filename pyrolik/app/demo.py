@@ -74,8 +74,7 @@ def _row(model: str, result, seconds: float, gap: float | None = None) -> dict:
 
 
 def _plan(s: dict) -> list[tuple[str, str, str, float]]:
-    """``(kind, stage, label, weight)`` for every stage, for one progress display; weights count
-    rows x leapfrog evaluations, scaled by factors read off the stage times of a default run."""
+    """``(kind, stage, label, weight)`` per stage; weights: rows x gradients, fit to run times."""
     grad = NUM_LEAPFROG + 1
     chain_steps = s["num_chains"] * s["num_steps"] * grad
     enc_steps = _encoder_steps(s["num_steps"])
@@ -235,8 +234,7 @@ WHERE = "pyrolik summary --all {output}/*.nc"
 def format_table(table: pd.DataFrame, width: int = 80, *,
                  where: str = WHERE.format(output="pyrolik-demo-output"),
                  show_all: bool = False) -> str:
-    """The demo's table in at most ``width`` columns, and under it its warnings
-    (:func:`pyrolik.app.report.warning_lines`)."""
+    """The demo's table in at most ``width`` columns, its warnings under it (``warning_lines``)."""
 
     def cell(value: Any, key: str, fmt: str) -> str:
         if isinstance(value, float) and math.isnan(value):

@@ -176,8 +176,7 @@ def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "
 def load_per_example(specs: list[str] | None, data: str | os.PathLike | None, num_examples: int,
                      like: torch.Tensor | None, limit: int | None = None,
                      device: torch.device | str = "cpu") -> dict[str, Any]:
-    """``--per-example NAME=KEY`` (an array of the --data file) or ``NAME=PATH[:KEY]``: per-example
-    model keyword arguments; floating arrays take the dtype of ``like``, integer ones keep theirs."""
+    """``--per-example NAME=KEY`` or ``NAME=PATH[:KEY]`` as keywords; floats in ``like``'s dtype."""
     from pyrolik.model.arguments import per_example
 
     out: dict[str, Any] = {}

@@ -24,8 +24,7 @@ class Grouped(NamedTuple):
 
 
 def group(notes: Iterable[tuple[str, str]]) -> Grouped:
-    """Sort ``(label, message)`` pairs by severity; a BDMC leg's ``"forward: "`` prefix moves to
-    the label (``"VAE BDMC forward"``), so that the same words about both legs or runs group."""
+    """``(label, message)`` by severity; ``forward: `` moves to the label, so both legs group."""
     out = Grouped({}, {})
     for label, message in notes:
         kind = severity(message)  # read before the prefix is cut off (a slice is a plain str)
@@ -45,8 +44,7 @@ def remarks_line(count: int, where: str) -> str:
 
 def warning_lines(notes: Iterable[tuple[str, str]], width: int = 80, *, where: str,
                   show_all: bool = False) -> list[str]:
-    """The demo's warnings to act on, one item each, then the remarks in one line pointing to
-    ``where`` (each of them with ``show_all``), wrapped to ``width``."""
+    """The warnings to act on, then the remarks in one line (each with ``show_all``), wrapped."""
     act, remarks = group(notes)
     lines: list[str] = []
     for title, items in ((f"Warnings to act on ({len(act)}):", act),
@@ -68,8 +66,7 @@ def _wrap(text: str, width: int, mark: str) -> list[str]:
 
 
 def stderr_lines(messages: Iterable[str], *, where: str, show_all: bool = False) -> list[str]:
-    """One result's warnings as ``pyrolik: warning:`` lines, then one ``pyrolik: note:`` line for
-    the remarks (each as a ``pyrolik: remark:`` line with ``show_all``)."""
+    """``pyrolik: warning:`` lines, then one ``note:`` for the remarks (each with ``show_all``)."""
     grouped = group(("", m) for m in messages)
     lines = [f"pyrolik: warning: {_one_line(m, labels)}" for m, labels in grouped.act.items()]
     if show_all:
@@ -86,8 +83,7 @@ def _one_line(message: str, labels: list[str]) -> str:
 
 
 class StageProgress:
-    """Progress over ``stages`` ``(label, weight)``: ``with progress.stage():`` once per stage, in
-    order, then :meth:`close`."""
+    """Progress over ``(label, weight)`` stages: ``with progress.stage():`` each, then close."""
 
     def __init__(self, stages: Sequence[tuple[str, float]], *, enabled: bool = True,
                  name: str = "pyrolik", stream: TextIO | None = None, tick: float = 1.0):
