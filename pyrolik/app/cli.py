@@ -394,9 +394,7 @@ def _demo(argv: list[str]) -> int:
         status = demo.main(argv)
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    except Exception as err:  # noqa: BLE001 - one line unless --debug
-        if "--debug" in argv:
-            raise
+    except Exception as err:  # noqa: BLE001 - one line (the demo has no --debug)
         print(f"pyrolik: error: {_one_line(err)}", file=sys.stderr)
         return 1
     return int(status or 0)

@@ -255,8 +255,7 @@ def loss_data_curve(features, labels, valid_features, valid_labels, *, sizes=Non
                        "batch_size": batch_size}.items():
         if not isinstance(value, int | np.integer) or value < 1:
             raise ValueError(f"{key} must be a positive integer; got {value!r}")
-    if lr is None:
-        lr = default_lr(probe, x.shape[1])
+    lr = default_lr(probe, x.shape[1]) if lr is None else lr
     if not lr > 0 or not weight_decay >= 0:
         raise ValueError(f"need lr > 0 and weight_decay >= 0; got lr={lr}, weight_decay={weight_decay}")
     k = int(max(y.max(), yv.max())) + 1 if num_classes is None else int(num_classes)

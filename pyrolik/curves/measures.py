@@ -261,9 +261,7 @@ def measures_table(curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve]
     curves = _as_mapping(curves)
     epsilon = _check_epsilon(epsilon)
     shared = sorted(set.intersection(*(set(c.sizes.tolist()) for c in curves.values())))
-    if ns is None:
-        ns = shared
-    ns = [int(n) for n in ns]
+    ns = [int(n) for n in (shared if ns is None else ns)]
     missing = [n for n in ns if n not in shared]
     if missing or not ns:
         raise ValueError(f"ns {missing or ns} are not sizes of every curve; shared sizes: {shared}")
@@ -319,10 +317,6 @@ def best_representation(table: pd.DataFrame) -> pd.DataFrame:
     result = pd.DataFrame.from_dict(out, orient="index", dtype=object)
     result.index.name = "n"
     return result[["va_loss", "va_accuracy", "mdl", "sdl", "eps_sc"]]
-
-
-_PANELS = (("va_loss", "VA: validation loss (nats)"), ("mdl", "MDL (nats)"),
-           ("sdl", "SDL (nats)"), ("eps_sc", "eps sample complexity"))
 
 
 def plot_loss_data(curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve], *,
@@ -393,7 +387,10 @@ def plot_curves(curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve], e
     ns_all = table.index.get_level_values("n").unique().to_numpy()
     plot_loss_data(curves, epsilon=epsilon, ns=ns_all, ax=axes[0])
     axes[0].get_legend().remove()
-    for ax, (col, title) in zip(axes[1:], _PANELS, strict=True):
+    panels = (("va_loss", "VA: validation loss (nats)"), ("mdl", "MDL (nats)"),
+              ("sdl", f"SDL, epsilon = {epsilon:.3g} (nats)"),
+              ("eps_sc", f"eps-SC, epsilon = {epsilon:.3g}"))
+    for ax, (col, title) in zip(axes[1:], panels, strict=True):
         for i, name in enumerate(curves):
             rows = table.xs(name, level="representation")
             n, value = rows.index.to_numpy(), rows[col].to_numpy()
@@ -411,8 +408,6 @@ def plot_curves(curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve], e
             ax.set_yscale("symlog", linthresh=1.0)  # SDL can be exactly 0
             ax.set_ylim(bottom=0.0)
     axes[4].plot(ns_all, ns_all, ":", color="0.6", lw=1, label="not determined: > n")
-    axes[3].set_title(f"SDL, epsilon = {epsilon:.3g} (nats)", fontsize="medium")
-    axes[4].set_title(f"eps-SC, epsilon = {epsilon:.3g}", fontsize="medium")
     axes[3].set_xlabel("evaluation size n\n(hollow: not determined, lower bound)")
     handles, labels = axes[0].get_legend_handles_labels()
     more, more_labels = axes[4].get_legend_handles_labels()
