@@ -137,11 +137,10 @@ def _annealing_options(g: argparse._ArgumentGroup, steps: str, schedules: tuple[
 
 
 def _ais_options(p: argparse.ArgumentParser) -> None:
+    schedules = ("auto", "adaptive", "adaptive_per_example", "sigmoid", "linear", "geometric")
     _annealing_options(p.add_argument_group("annealed importance sampling"), "annealing steps",
-                       ("auto", "adaptive", "adaptive_per_example", "sigmoid", "linear",
-                        "geometric"),
-                       "annealing schedule (default auto: adaptive, built from the pilot's "
-                       "variances, when the step sizes come from a pilot; else sigmoid)")
+                       schedules, "annealing schedule (default auto: adaptive, built from the "
+                       "pilot's variances, when the step sizes come from a pilot; else sigmoid)")
     c = p.add_argument_group("checkpoint and resume (AIS and BDMC)")
     c.add_argument("--checkpoint", metavar="PATH", default=None,
                    help="save the run's state here every --checkpoint-every steps; if PATH exists, "
@@ -154,12 +153,11 @@ def _ais_options(p: argparse.ArgumentParser) -> None:
 
 
 def _curve_options(p: argparse.ArgumentParser) -> None:
-    _annealing_options(p.add_argument_group("annealed importance sampling (one run along the "
-                                            "distortion path)"),
-                       "steps of the base schedule; the grid points are merged in",
-                       ("geometric", "sigmoid", "linear"),
-                       "base schedule in beta / beta_max (default geometric: equal steps in log "
-                       "sigma; not auto/adaptive, which would move the grid points per batch)")
+    g = p.add_argument_group("annealed importance sampling (one run along the distortion path)")
+    _annealing_options(g, "steps of the base schedule; the grid points are merged in",
+                       ("geometric", "sigmoid", "linear"), "base schedule in beta / beta_max "
+                       "(default geometric: equal steps in log sigma; not auto/adaptive, which "
+                       "would move the grid points per batch)")
 
 
 def _data_options(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
