@@ -270,8 +270,7 @@ def _per_example(result) -> Any:
     df = pd.DataFrame({"lower": result.lower.log_likelihood.double().cpu().numpy(),
                        "upper": result.upper.log_likelihood.double().cpu().numpy(),
                        "gap": result.per_example_gap.double().cpu().numpy()})
-    df.index.name = "example"
-    return df
+    return df.rename_axis("example")
 
 
 DEFAULT_STEPS = 3000  # --num-steps when neither it nor --tolerance is given (3 leapfrog each)

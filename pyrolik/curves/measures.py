@@ -314,8 +314,7 @@ def best_representation(table: pd.DataFrame) -> pd.DataFrame:
             if (rows["sdl_partial"][~done] > best).all():
                 verdict["sdl"] = _best(rows["sdl"][done])
         out[n] = verdict
-    result = pd.DataFrame.from_dict(out, orient="index", dtype=object)
-    result.index.name = "n"
+    result = pd.DataFrame.from_dict(out, orient="index", dtype=object).rename_axis("n")
     return result[["va_loss", "va_accuracy", "mdl", "sdl", "eps_sc"]]
 
 
