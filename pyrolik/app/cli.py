@@ -1,4 +1,4 @@
-"""The ``pyrolik`` command line: ``evaluate``, ``bdmc``, ``summary`` and ``demo`` (``docs/scale.md``)."""
+"""The ``pyrolik`` command line: every subcommand's options, errors in one line (``docs/scale.md``)."""
 
 from __future__ import annotations
 
