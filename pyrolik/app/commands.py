@@ -1,5 +1,4 @@
-"""The work behind ``pyrolik evaluate``, ``pyrolik bdmc`` and ``pyrolik summary`` (see :mod:`pyrolik.app.cli`),
-and the options the estimator commands share."""
+"""The work behind the ``pyrolik`` subcommands but ``demo`` (their options: ``cli.py``)."""
 
 from __future__ import annotations
 
@@ -9,16 +8,16 @@ import json
 import math
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
+import pyrolik
 from pyrolik.annealing.kernel import HMC, SMC
 from pyrolik.app import report
 from pyrolik.app.loading import (
-    check_data_dtype,
     defines_load,
     load_callable,
     load_data,
@@ -28,14 +27,13 @@ from pyrolik.app.loading import (
     prepare_modules,
 )
 from pyrolik.exceptions import PyrolikWarning
-from pyrolik.execution.checkpoint import remove_checkpoint
+from pyrolik.execution.checkpoint import checkpoint_path, remove_checkpoint
 from pyrolik.execution.distributed import Shard, init_from_env, main_result, set_threads
 from pyrolik.infer.tolerance import Tolerance
 from pyrolik.io.export import load, save
 from pyrolik.results import EstimateResult
 
-__all__ = ["evaluate", "bdmc", "summary", "add_kernel_options", "add_data_options", "add_tolerance_options",
-           "positive_float", "resolve_num_steps", "DEFAULT_STEPS"]
+__all__ = ["evaluate", "bdmc", "summary", "curve", "resolve_num_steps", "DEFAULT_STEPS"]
 
 
 @contextlib.contextmanager
@@ -47,6 +45,7 @@ def _session(args) -> Iterator[tuple[Shard, torch.device]]:
     shard, device = init_from_env(args.device, args.backend)
     try:
         yield shard, device
+        _barrier(shard)  # every process done before any tears its process group down
     finally:
         if shard.world_size > 1 and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
@@ -80,13 +79,15 @@ def _load_model(args, device: torch.device, shard: Shard) -> tuple[Any, Any, dic
 
 
 def _read_data(args, model: Any, module: Any, device: torch.device) -> torch.Tensor:
-    """``--data`` with integers in the model's dtype; under ``--dtype auto``, floating data of
-    another dtype than the parameters refused."""
+    """``--data``, integers in the model's dtype; ``--dtype auto`` refuses another float dtype."""
     model_dtype = parameter_dtype(model, module)
     x = load_data(args.data, key=args.data_key, dtype=args.dtype, limit=args.limit, device=device,
                   integer_dtype=model_dtype or torch.float32)
-    if args.dtype == "auto":
-        check_data_dtype(x, model_dtype, args.data)
+    if args.dtype == "auto" and model_dtype not in (None, x.dtype) and x.is_floating_point():
+        have, want = str(x.dtype).split(".")[-1], str(model_dtype).split(".")[-1]
+        raise ValueError(f"{args.data} holds {have} data but the model's parameters are {want}: "
+                         f"pass --dtype {want} to convert the data (or --dtype {have} to keep them, "
+                         "if the model converts its inputs itself)")
     return x
 
 
@@ -111,14 +112,6 @@ def _outputs(path: str, names: list[str], overwrite: bool) -> dict[str, Path]:
     return paths
 
 
-def _kernel(args) -> SMC:
-    move = HMC(num_leapfrog=args.num_leapfrog, step_size=args.step_size,
-               target_accept=args.target_accept, adapt=None if args.adapt == "none" else args.adapt,
-               mass_matrix=args.mass_matrix, step_jitter=args.step_jitter,
-               momentum_persistence=args.momentum_persistence)
-    return SMC(move, resample=args.resample, islands=args.islands)
-
-
 def _batch_size(batch_size: int | None, n: int, shard: Shard) -> int | None:
     if batch_size is not None or shard.world_size == 1:
         return batch_size
@@ -131,15 +124,18 @@ def _batch_size(batch_size: int | None, n: int, shard: Shard) -> int | None:
 
 
 def _ais_kwargs(args, shard: Shard, batch_size: int | None, kwargs: dict) -> dict[str, Any]:
-    return dict(num_steps=resolve_num_steps(args), num_chains=args.num_chains,
-                schedule=args.schedule, kernel=_kernel(args), model_kwargs=kwargs, seed=args.seed,
-                batch_size=batch_size, progress=not args.quiet and shard.is_main)
+    num_steps = resolve_num_steps(args)  # its errors before the kernel's
+    move = HMC(num_leapfrog=args.num_leapfrog, step_size=args.step_size,
+               target_accept=args.target_accept, adapt=None if args.adapt == "none" else args.adapt,
+               mass_matrix=args.mass_matrix, step_jitter=args.step_jitter,
+               momentum_persistence=args.momentum_persistence)
+    return dict(num_steps=num_steps, num_chains=args.num_chains, schedule=args.schedule,
+                kernel=SMC(move, resample=args.resample, islands=args.islands), model_kwargs=kwargs,
+                seed=args.seed, batch_size=batch_size, progress=not args.quiet and shard.is_main)
 
 
 def _execution(args, shard: Shard, checkpoint: bool = True) -> contextlib.ExitStack:
     """The run's :func:`pyrolik.checkpoint` and (under torchrun) :func:`pyrolik.distributed`."""
-    import pyrolik
-
     stack = contextlib.ExitStack()
     if shard.world_size > 1:
         stack.enter_context(pyrolik.distributed())
@@ -153,14 +149,12 @@ def _finish_checkpoint(args, shard: Shard) -> None:
     if not args.checkpoint or args.keep_checkpoint:
         return
     _barrier(shard)
-    from pyrolik.execution.checkpoint import checkpoint_path
-
     remove_checkpoint(checkpoint_path(args.checkpoint, (shard.rank, shard.world_size)))
 
 
-def _warn(messages: list[str], path: str | Path | None = None, show_all: bool = False) -> None:
+def _warn(messages: list[str], path: str | Path, show_all: bool = False) -> None:
     """A result's warnings on stderr, also under --quiet (:func:`report.stderr_lines`)."""
-    where = f"pyrolik summary --all {path if path is not None else 'RESULT'}"
+    where = f"pyrolik summary --all {path}"
     sys.stdout.flush()
     for line in report.stderr_lines(messages, where=where, show_all=show_all):
         print(line, file=sys.stderr)
@@ -176,8 +170,6 @@ def _report(results: dict[str, Any], paths: dict[str, Path]) -> None:
 
 def evaluate(args) -> int:
     """``pyrolik evaluate``: run the chosen estimators on a data file, write one result each."""
-    import pyrolik
-
     with _session(args) as (shard, device):
         model, module, kwargs = _load_model(args, device, shard)
         guide = _guide(args.guide, device)
@@ -202,7 +194,7 @@ def evaluate(args) -> int:
         progress = not args.quiet and shard.is_main
         results: dict[str, Any] = {}
         for name in args.estimators:
-            result: EstimateResult | None
+            result: EstimateResult | None = None
             if name == "ais":
                 with _execution(args, shard):
                     result = pyrolik.ais(model, x, init=guide if args.ais_init == "guide" else None,
@@ -215,9 +207,12 @@ def evaluate(args) -> int:
                 with _execution(args, shard, checkpoint=False):
                     result = (pyrolik.iwae(model, x, guide, **common) if name == "iwae"
                               else pyrolik.likelihood_weighting(model, x, **common))
-            else:  # kde: cheap next to the others, run by the first process only
-                result = (_kde(args, model, kwargs, x, validation, device, progress)
-                          if shard.is_main else None)
+            elif shard.is_main:  # kde: cheap next to the others, run by the first process only
+                samples = pyrolik.simulate(model, args.kde_samples, data_shape=tuple(x.shape[1:]),
+                                           model_kwargs=kwargs, seed=args.seed, dtype=x.dtype,
+                                           device=device).x
+                result = pyrolik.kde(samples, x, bandwidth=args.bandwidth, validation=validation,
+                                     progress=progress)
             if shard.is_main:
                 result = main_result(result, name)
                 save(result, paths[name])
@@ -226,23 +221,11 @@ def evaluate(args) -> int:
                 _finish_checkpoint(args, shard)
         if shard.is_main:
             _report(results, paths)
-        _barrier(shard)  # every process done before any tears its process group down
         return 0
-
-
-def _kde(args, model, kwargs, x, validation, device, progress):
-    import pyrolik
-
-    samples = pyrolik.simulate(model, args.kde_samples, data_shape=tuple(x.shape[1:]),
-                               model_kwargs=kwargs, seed=args.seed, dtype=x.dtype, device=device).x
-    return pyrolik.kde(samples, x, bandwidth=args.bandwidth, validation=validation,
-                       progress=progress)
 
 
 def bdmc(args) -> int:
     """``pyrolik bdmc``: simulate from the model, then sandwich log p(x) with forward/reverse AIS."""
-    import pyrolik
-
     with _session(args) as (shard, device):
         model, module, kwargs = _load_model(args, device, shard)
         guide = _guide(args.guide, device)
@@ -262,13 +245,11 @@ def bdmc(args) -> int:
         _finish_checkpoint(args, shard)
         if shard.is_main:
             _report({"bdmc": result}, paths)
-        _barrier(shard)  # every process done before any tears its process group down
         return 0
 
 
 def summary(args) -> int:
-    """``pyrolik summary``: print the summary and warnings of result files (netCDF/zarr only:
-    :func:`pyrolik.io.export.load` refuses any other file, and nothing is unpickled)."""
+    """``pyrolik summary``: result files' summaries and warnings (netCDF/zarr, never unpickled)."""
     results = [(path, load(path)) for path in args.results]  # refuse before printing anything
     for i, (path, result) in enumerate(results):
         if i:
@@ -289,93 +270,10 @@ def _per_example(result) -> Any:
     df = pd.DataFrame({"lower": result.lower.log_likelihood.double().cpu().numpy(),
                        "upper": result.upper.log_likelihood.double().cpu().numpy(),
                        "gap": result.per_example_gap.double().cpu().numpy()})
-    df.index.name = "example"
-    return df
+    return df.rename_axis("example")
 
 
-# -- the options the estimator commands share ---------------------------------------------------
 DEFAULT_STEPS = 3000  # --num-steps when neither it nor --tolerance is given (3 leapfrog each)
-
-
-def _threshold(text: str) -> float | None:
-    """``--resample``'s value: a fraction, or ``none`` (plain AIS)."""
-    if text.lower() in ("none", "off"):
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1] or 'none', got {text!r}"
-                                         ) from None
-
-
-def add_kernel_options(g: argparse._ArgumentGroup, positive: Callable[[str], int]) -> None:
-    """The options of the kernel of every annealing subcommand (``--num-leapfrog``, ...)."""
-    g.add_argument("--num-leapfrog", type=positive, default=3, metavar="L",
-                   help="leapfrog steps per HMC move (default 3)")
-    g.add_argument("--momentum-persistence", type=float, default=0.5, metavar="ALPHA",
-                   help="part of the momentum kept between annealing steps, in [0, 1) (default "
-                        "0.5; 0: a fresh momentum at every step)")
-    g.add_argument("--step-size", type=float, default=0.1, metavar="EPS",
-                   help="HMC step size: the adaptation's start, or the fixed size with --adapt "
-                        "none (default 0.1)")
-    g.add_argument("--adapt", choices=("pilot", "online", "none"), default="pilot",
-                   help="step-size adaptation: a frozen pilot table (default, exact), online "
-                        "(slightly biased) or none")
-    g.add_argument("--target-accept", type=float, default=None, metavar="A",
-                   help="acceptance rate the step-size adaptation aims for (default 0.9 with the "
-                        "pilot, 0.65 online)")
-    g.add_argument("--step-jitter", type=float, default=0.5, metavar="J",
-                   help="each transition's step size is drawn from eps * U(1-J, 1+J) (default 0.5)")
-    g.add_argument("--mass-matrix", action="store_true",
-                   help="diagonal mass matrix per example and temperature from the pilot "
-                        "(default: identity)")
-    g.add_argument("--resample", type=_threshold, default=SMC.resample, metavar="T",
-                   help="resample an island of an example's chains when its ESS falls below T "
-                        f"times its chains, in (0, 1], or 'none' for plain AIS (default "
-                        f"{SMC.resample}: at every step; pyrolik.SMC)")
-    g.add_argument("--islands", type=int, default=None, metavar="B",
-                   help="islands per example, a divisor of --num-chains (default: 2 to 4 islands "
-                        "of at least 4 chains; plain AIS below 8 chains)")
-
-
-def add_data_options(p: argparse.ArgumentParser, positive: Callable[[str], int]
-                     ) -> argparse._ArgumentGroup:
-    """``--data``, ``--data-key``, ``--limit`` and ``--dtype`` in a group "data" (returned)."""
-    d = p.add_argument_group("data")
-    d.add_argument("--data", required=True, metavar="PATH",
-                   help="observations (N, *event_shape): .npy, .npz or .pt")
-    d.add_argument("--data-key", default=None, metavar="KEY",
-                   help="array to use in an .npz or a dict .pt (default: the only one, or 'x')")
-    d.add_argument("--limit", type=positive, default=None, metavar="N",
-                   help="evaluate the first N examples only (default: all)")
-    d.add_argument("--dtype", choices=("auto", "float32", "float64"), default="auto",
-                   help="convert the data to this dtype (default auto: keep floating data, make "
-                        "integers/booleans float32; auto refuses floating data whose dtype "
-                        "differs from the model's parameters and names the --dtype to pass)")
-    return d
-
-
-def positive_float(text: str) -> float:
-    """An argparse type: a finite positive number."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
-    return value
-
-
-def add_tolerance_options(p: argparse.ArgumentParser, positive: Callable[[str], int],
-                          final: str) -> None:
-    """``--tolerance NATS`` and ``--max-steps N`` (``final``: what runs with the chosen steps)."""
-    t = p.add_argument_group("a budget chosen for a tolerance")
-    t.add_argument("--tolerance", type=positive_float, default=None, metavar="NATS",
-                   help="choose --num-steps by BDMC on data simulated from the model, doubling "
-                        f"the steps until the gap's upper confidence bound is within NATS; then "
-                        f"{final} with them (one process; default: --num-steps)")
-    t.add_argument("--max-steps", type=positive, default=None, metavar="N",
-                   help="with --tolerance: the search's cap (default: the estimator's)")
 
 
 def resolve_num_steps(args: argparse.Namespace) -> int | Tolerance:
@@ -392,3 +290,37 @@ def resolve_num_steps(args: argparse.Namespace) -> int | Tolerance:
                          f"{args.num_steps} and --tolerance {tolerance}; to bound the search use "
                          "--max-steps")
     return Tolerance(tolerance, *(() if args.max_steps is None else (args.max_steps,)))
+
+
+def curve(args) -> int:
+    """``pyrolik sigma-curve``, ``rate-distortion`` and ``distortion-bdmc``: one run, the curve."""
+    with _session(args) as (shard, device):
+        if shard.world_size > 1:
+            raise ValueError(f"pyrolik {args.command} runs in one process; start it without "
+                             "torchrun")
+        model, module, kwargs = _load_model(args, device, shard)
+        paths = _outputs(args.output, ["curve"], args.overwrite)
+        common = _ais_kwargs(args, shard, args.batch_size, kwargs)
+        result: Any
+        if args.command == "sigma-curve":
+            x = _read_data(args, model, module, device)
+            result = pyrolik.sigma_curve(model, x, args.sigmas, **common)
+        elif args.command == "rate-distortion":
+            x = _read_data(args, model, module, device)
+            distortion = (None if args.distortion is None
+                          else load_callable(args.distortion, "distortion")[0])
+            result = pyrolik.rate_distortion(model, x, args.betas, distortion=distortion, **common)
+        else:
+            result = pyrolik.distortion_bdmc(model, args.num_examples, sigmas=args.sigmas,
+                                             check=args.check, data_shape=args.data_shape, **common)
+        save(result, paths["curve"])
+        print(result.summary())  # fixed-width tables; --quiet silences progress only
+        if args.command == "sigma-curve":
+            best = result.best_sigma()
+            print(f"best fixed sigma on these data: {best.sigma:g} (choose it on validation data)")
+            table = result.optimal_sigma(args.fixed_sigma)
+            print(table.summary())
+            print(f"note: {table.warning}")
+        _warn(result.warnings(), paths["curve"])
+        print(f"wrote {paths['curve']}")
+        return 0

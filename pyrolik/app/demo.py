@@ -53,14 +53,6 @@ SETTINGS = {
 NUM_LEAPFROG = 3  # the default kernel's (pyrolik.HMC())
 
 
-def _models():
-    try:
-        import pyrolik_models as models
-    except ImportError:  # a source checkout run without installing
-        import models
-    return models
-
-
 def _decode_z(model: Any) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
     """``latents -> model.decode(latents["z"])``: a decoder model's mean image at its latents."""
     return lambda latents: model.decode(latents["z"])
@@ -82,26 +74,20 @@ def _row(model: str, result, seconds: float, gap: float | None = None) -> dict:
 
 
 def _plan(s: dict) -> list[tuple[str, str, str, float]]:
-    """``(kind, stage, label, weight)`` for every stage, for one progress display; weights count
-    rows x leapfrog evaluations, scaled by factors read off the stage times of a default run."""
+    """``(kind, stage, label, weight)`` per stage; weights: rows x gradients, fit to run times."""
     grad = NUM_LEAPFROG + 1
     chain_steps = s["num_chains"] * s["num_steps"] * grad
     enc_steps = _encoder_steps(s["num_steps"])
     enc = s["num_examples"] * s["num_chains"] * (enc_steps + max(20, enc_steps // 5)) * grad
-    plan = []
-    for kind in KINDS:
-        name = kind.upper()
-        plan.append((kind, "bdmc", f"{name}: BDMC on {s['num_simulated']} simulated digits",
-                     3.5 * s["num_simulated"] * chain_steps))
-        plan.append((kind, "ais", f"{name}: AIS from the prior",
-                     1.2 * s["num_examples"] * chain_steps))
-        if kind == "vae":
-            plan.append((kind, "ais+encoder", f"{name}: AIS from the encoder", 1.5 * enc))
-            plan.append((kind, "iwae", f"{name}: IWAE",
-                         0.7 * s["num_examples"] * s["iwae_samples"]))
-        plan.append((kind, "lw", f"{name}: likelihood weighting",
-                     s["num_examples"] * s["lw_samples"]))
-        plan.append((kind, "kde", f"{name}: KDE", 10 * s["kde_samples"]))
+    stages = [("bdmc", f"BDMC on {s['num_simulated']} simulated digits",
+               3.5 * s["num_simulated"] * chain_steps),
+              ("ais", "AIS from the prior", 1.2 * s["num_examples"] * chain_steps),
+              ("ais+encoder", "AIS from the encoder", 1.5 * enc),  # the VAE's only
+              ("iwae", "IWAE", 0.7 * s["num_examples"] * s["iwae_samples"]),  # the VAE's only
+              ("lw", "likelihood weighting", s["num_examples"] * s["lw_samples"]),
+              ("kde", "KDE", 10 * s["kde_samples"])]
+    plan = [(kind, stage, f"{kind.upper()}: {label}", w) for kind in KINDS
+            for stage, label, w in stages if kind == "vae" or stage not in ("ais+encoder", "iwae")]
     fixed = 0.02 * sum(w for *_, w in plan) / len(plan)  # tracing, recording, bookkeeping
     return [(k, st, label, w + fixed) for k, st, label, w in plan]
 
@@ -109,13 +95,13 @@ def _plan(s: dict) -> list[tuple[str, str, str, float]]:
 def run(output: str | Path = "pyrolik-demo-output", *, num_examples: int | None = None,
         num_steps: int | None = None, num_chains: int | None = None,
         num_simulated: int | None = None, seed: int = 0, quick: bool = False, full: bool = False,
-        progress: bool = True, log=None) -> pd.DataFrame:
+        progress: bool = True) -> pd.DataFrame:
     """Run the demo; return the table (also written to ``output/summary.csv``).
 
     The table's ``attrs`` hold ``"warnings"`` (a list of ``(label, message)``: every estimator's
     ``warnings()``, BDMC's among them, which flags a gap above 1 nat; each message keeps its
     severity, :func:`pyrolik.exceptions.severity`) and ``"settings"``. ``progress`` shows one
-    progress display on stderr for the whole run; ``log`` is accepted for compatibility and unused.
+    progress display on stderr for the whole run.
     """
     import matplotlib
 
@@ -125,19 +111,22 @@ def run(output: str | Path = "pyrolik-demo-output", *, num_examples: int | None 
     if quick and full:
         raise ValueError("choose --quick or --full, not both")
     s = dict(SETTINGS["quick" if quick else "full" if full else "default"])
-    for key, value in (("num_examples", num_examples), ("num_steps", num_steps),
-                       ("num_chains", num_chains), ("num_simulated", num_simulated)):
-        if value is not None:
-            s[key] = value
+    given = dict(num_examples=num_examples, num_steps=num_steps, num_chains=num_chains,
+                 num_simulated=num_simulated)
+    s.update({key: value for key, value in given.items() if value is not None})
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    models = _models()
+    try:
+        import pyrolik_models as models
+    except ImportError:  # a source checkout run without installing
+        import models  # type: ignore[no-redef]
     train_digits = importlib.import_module(models.__name__ + ".train_digits")
     split = train_digits.digits_split(dtype=torch.float32)  # the split the checkpoints used
     x, valid = split.test[:s["num_examples"]], split.valid[:200]
     hmc = pyrolik.HMC()
     assert hmc.num_leapfrog == NUM_LEAPFROG
     common: dict[str, Any] = dict(seed=seed, progress=False)
+    annealing = dict(num_chains=s["num_chains"], kernel=hmc, **common)
     rows, figs, notes = [], {}, []
     plan = _plan(s)
     bar = StageProgress([(label, w) for *_, label, w in plan], enabled=progress,
@@ -157,18 +146,17 @@ def run(output: str | Path = "pyrolik-demo-output", *, num_examples: int | None 
                 if stage == "bdmc":
                     sandwich = main_result(pyrolik.bdmc(
                         model, s["num_simulated"], data_shape=(PIXELS,), num_steps=s["num_steps"],
-                        num_chains=s["num_chains"], kernel=hmc, **common), "bdmc")
+                        **annealing), "bdmc")
                     pyrolik.save(sandwich, out / f"{kind}_bdmc.nc")
                     notes += [(f"{name} BDMC", w) for w in sandwich.warnings()]
                     continue
                 if stage == "ais":
                     result = ais = main_result(pyrolik.ais(
-                        model, x, num_steps=s["num_steps"], num_chains=s["num_chains"], kernel=hmc,
-                        **common), "ais")
+                        model, x, num_steps=s["num_steps"], **annealing), "ais")
                 elif stage == "ais+encoder":
                     result = main_result(pyrolik.ais(
-                        model, x, num_steps=_encoder_steps(s["num_steps"]),
-                        num_chains=s["num_chains"], kernel=hmc, init=model.guide, **common), "ais")
+                        model, x, num_steps=_encoder_steps(s["num_steps"]), init=model.guide,
+                        **annealing), "ais")
                 elif stage == "iwae":
                     result = main_result(pyrolik.iwae(
                         model, x, model.guide, num_samples=s["iwae_samples"], **common), "iwae")
@@ -217,13 +205,12 @@ def _plot_estimates(table: pd.DataFrame, plt):
     """Each model's estimates side by side, with 2-SE bars: KDE's place among them is the lesson."""
     fig, ax = plt.subplots(figsize=(7, 3.6))
     estimators = list(dict.fromkeys(table["estimator"]))
+    models = list(dict.fromkeys(table["model"]))
     width = 0.8 / len(estimators)
     for i, est in enumerate(estimators):
         sub = table[table["estimator"] == est]
-        pos = [list(dict.fromkeys(table["model"])).index(m) + (i - len(estimators) / 2) * width
-               for m in sub["model"]]
+        pos = [models.index(m) + (i - len(estimators) / 2) * width for m in sub["model"]]
         ax.bar(pos, sub["log p(x) [nats]"], width, yerr=2 * sub["stderr"], label=est, align="edge")
-    models = list(dict.fromkeys(table["model"]))
     ax.set_xticks(range(len(models)), models)
     ax.set_ylabel("mean log p(x) [nats / image]")
     ax.set_title("held-out digits: AIS vs IWAE vs likelihood weighting vs KDE")
@@ -244,12 +231,10 @@ _COLUMNS = [("model", "model", "{}"), ("estimator", "estimator", "{}"), ("bound"
 WHERE = "pyrolik summary --all {output}/*.nc"
 
 
-def format_table(table: pd.DataFrame, width: int = 80, *, where: str | None = None,
+def format_table(table: pd.DataFrame, width: int = 80, *,
+                 where: str = WHERE.format(output="pyrolik-demo-output"),
                  show_all: bool = False) -> str:
-    """The demo's table in at most ``width`` columns, and under it its warnings
-    (:func:`pyrolik.app.report.warning_lines`)."""
-    if where is None:
-        where = WHERE.format(output="pyrolik-demo-output")
+    """The demo's table in at most ``width`` columns, its warnings under it (``warning_lines``)."""
 
     def cell(value: Any, key: str, fmt: str) -> str:
         if isinstance(value, float) and math.isnan(value):
@@ -348,8 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                 progress=not args.quiet)
     print(format_table(table, where=WHERE.format(output=args.output), show_all=args.show_all))
     print()
-    print(_footer(table, table.attrs["settings"], Path(args.output),
-                  time.perf_counter() - start))
+    print(_footer(table, table.attrs["settings"], Path(args.output), time.perf_counter() - start))
     return 0
 
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 __all__ = ["load_callable", "load_weights", "defines_load", "prepare_modules", "parameter_dtype",
-           "load_data", "load_per_example", "check_data_dtype", "DATA_SUFFIXES"]
+           "load_data", "load_per_example", "DATA_SUFFIXES"]
 
 DATA_SUFFIXES = (".npy", ".npz", ".pt", ".pth")
 
@@ -107,8 +107,7 @@ def _modules(model: Any, module: ModuleType) -> list[nn.Module]:
 def prepare_modules(model: Any, module: ModuleType, device: torch.device) -> None:
     """Put the model's modules in eval mode on ``device``."""
     for m in _modules(model, module):
-        m.eval()
-        m.to(device)
+        m.eval().to(device)
 
 
 def parameter_dtype(model: Any, module: ModuleType) -> torch.dtype | None:
@@ -116,16 +115,6 @@ def parameter_dtype(model: Any, module: ModuleType) -> torch.dtype | None:
     dtypes = {p.dtype for m in _modules(model, module) for p in m.parameters()
               if p.is_floating_point()}
     return dtypes.pop() if len(dtypes) == 1 else None
-
-
-def check_data_dtype(x: torch.Tensor, model_dtype: torch.dtype | None, path: Any) -> None:
-    """Refuse floating data whose dtype differs from the model's parameters, naming ``--dtype``."""
-    if model_dtype is None or not x.is_floating_point() or x.dtype == model_dtype:
-        return
-    have, want = str(x.dtype).split(".")[-1], str(model_dtype).split(".")[-1]
-    raise ValueError(f"{path} holds {have} data but the model's parameters are {want}: pass "
-                     f"--dtype {want} to convert the data (or --dtype {have} to keep them, if the "
-                     "model converts its inputs itself)")
 
 
 def _pick(arrays: dict[str, Any], key: str | None, path: Path) -> Any:
@@ -187,8 +176,7 @@ def load_data(path: str | os.PathLike, *, key: str | None = None, dtype: str = "
 def load_per_example(specs: list[str] | None, data: str | os.PathLike | None, num_examples: int,
                      like: torch.Tensor | None, limit: int | None = None,
                      device: torch.device | str = "cpu") -> dict[str, Any]:
-    """``--per-example NAME=KEY`` (an array of the --data file) or ``NAME=PATH[:KEY]``: per-example
-    model keyword arguments; floating arrays take the dtype of ``like``, integer ones keep theirs."""
+    """``--per-example NAME=KEY`` or ``NAME=PATH[:KEY]`` as keywords; floats in ``like``'s dtype."""
     from pyrolik.model.arguments import per_example
 
     out: dict[str, Any] = {}

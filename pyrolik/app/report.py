@@ -15,8 +15,6 @@ from pyrolik.exceptions import REMARK, severity
 
 __all__ = ["Grouped", "group", "remarks_line", "warning_lines", "stderr_lines", "StageProgress"]
 
-_LEGS = ("forward", "reverse")
-
 
 class Grouped(NamedTuple):
     """Each distinct message once, in first-come order, with the labels of the estimates it concerns."""
@@ -26,13 +24,12 @@ class Grouped(NamedTuple):
 
 
 def group(notes: Iterable[tuple[str, str]]) -> Grouped:
-    """Sort ``(label, message)`` pairs by severity; a BDMC leg's ``"forward: "`` prefix moves to
-    the label (``"VAE BDMC forward"``), so that the same words about both legs or runs group."""
+    """``(label, message)`` by severity; ``forward: `` moves to the label, so both legs group."""
     out = Grouped({}, {})
     for label, message in notes:
         kind = severity(message)  # read before the prefix is cut off (a slice is a plain str)
         text = str(message)
-        for leg in _LEGS:
+        for leg in ("forward", "reverse"):
             if text.startswith(f"{leg}: "):
                 label, text = f"{label} {leg}", text[len(leg) + 2:]
         (out.remarks if kind == REMARK else out.act).setdefault(text, []).append(label)
@@ -47,24 +44,18 @@ def remarks_line(count: int, where: str) -> str:
 
 def warning_lines(notes: Iterable[tuple[str, str]], width: int = 80, *, where: str,
                   show_all: bool = False) -> list[str]:
-    """The demo's warnings to act on, one item each, then the remarks in one line pointing to
-    ``where`` (each of them with ``show_all``), wrapped to ``width``."""
-    grouped = group(notes)
+    """The warnings to act on, then the remarks in one line (each with ``show_all``), wrapped."""
+    act, remarks = group(notes)
     lines: list[str] = []
-
-    def item(message: str, labels: list[str], mark: str = "- ") -> None:
-        lines.extend(_wrap(f"{', '.join(labels)}: {message}", width, mark))
-
-    if grouped.act:
-        lines.append(f"Warnings to act on ({len(grouped.act)}):")
-        for message, labels in grouped.act.items():
-            item(message, labels)
-    if grouped.remarks and show_all:
-        lines.append(f"Remarks ({len(grouped.remarks)}: Monte Carlo noise or standing caveats):")
-        for message, labels in grouped.remarks.items():
-            item(message, labels)
-    elif grouped.remarks:
-        lines += _wrap(remarks_line(len(grouped.remarks), where), width, "+ ")
+    for title, items in ((f"Warnings to act on ({len(act)}):", act),
+                         (f"Remarks ({len(remarks)}: Monte Carlo noise or standing caveats):",
+                          remarks if show_all else {})):
+        if items:
+            lines.append(title)
+        for message, labels in items.items():
+            lines += _wrap(f"{', '.join(labels)}: {message}", width, "- ")
+    if remarks and not show_all:
+        lines += _wrap(remarks_line(len(remarks), where), width, "+ ")
     return lines
 
 
@@ -75,8 +66,7 @@ def _wrap(text: str, width: int, mark: str) -> list[str]:
 
 
 def stderr_lines(messages: Iterable[str], *, where: str, show_all: bool = False) -> list[str]:
-    """One result's warnings as ``pyrolik: warning:`` lines, then one ``pyrolik: note:`` line for
-    the remarks (each as a ``pyrolik: remark:`` line with ``show_all``)."""
+    """``pyrolik: warning:`` lines, then one ``note:`` for the remarks (each with ``show_all``)."""
     grouped = group(("", m) for m in messages)
     lines = [f"pyrolik: warning: {_one_line(m, labels)}" for m, labels in grouped.act.items()]
     if show_all:
@@ -93,18 +83,15 @@ def _one_line(message: str, labels: list[str]) -> str:
 
 
 class StageProgress:
-    """Progress over ``stages`` ``(label, weight)``: ``with progress.stage():`` once per stage, in
-    order, then :meth:`close`."""
+    """Progress over ``(label, weight)`` stages: ``with progress.stage():`` each, then close."""
 
     def __init__(self, stages: Sequence[tuple[str, float]], *, enabled: bool = True,
                  name: str = "pyrolik", stream: TextIO | None = None, tick: float = 1.0):
         self.stages = list(stages)
         self.total = float(sum(w for _, w in self.stages)) or 1.0
-        self.enabled = enabled
-        self.name = name
+        self.enabled, self.name = enabled, name
         self.stream = sys.stderr if stream is None else stream
-        self.done = 0.0
-        self.index = 0
+        self.done, self.index = 0.0, 0
         self.start = time.perf_counter()
         self._bar = None
         self._stop = threading.Event()

@@ -28,11 +28,12 @@ from pyrolik.curves.measures import (
     mdl,
     measures_table,
     mi_proxy,
+    plot_curves,
+    plot_loss_data,
     sdl,
     validation_accuracy,
     validation_loss,
 )
-from pyrolik.curves.plots import plot_curves, plot_loss_data
 
 __all__ = ["LossDataCurve", "default_lr", "default_sizes", "evaluate_representations",
            "loss_data_curve", "train_valid_split", "best_representation", "epsilon_from_baseline",

@@ -200,8 +200,7 @@ def train_valid_split(x, y, *, valid_size: float | int = 0.2, seed: int = 0
     tuple
         ``((x_train, y_train), (x_valid, y_valid))``.
     """
-    x = _as_tensor(x, "x")
-    y = _as_tensor(y, "y")
+    x, y = _as_tensor(x, "x"), _as_tensor(y, "y")
     if len(x) != len(y):
         raise ValueError(f"x has {len(x)} examples but y has {len(y)}; pass one label per example")
     num_valid = int(round(valid_size * len(x))) if 0 < valid_size < 1 else int(valid_size)
@@ -256,8 +255,7 @@ def loss_data_curve(features, labels, valid_features, valid_labels, *, sizes=Non
                        "batch_size": batch_size}.items():
         if not isinstance(value, int | np.integer) or value < 1:
             raise ValueError(f"{key} must be a positive integer; got {value!r}")
-    if lr is None:
-        lr = default_lr(probe, x.shape[1])
+    lr = default_lr(probe, x.shape[1]) if lr is None else lr
     if not lr > 0 or not weight_decay >= 0:
         raise ValueError(f"need lr > 0 and weight_decay >= 0; got lr={lr}, weight_decay={weight_decay}")
     k = int(max(y.max(), yv.max())) + 1 if num_classes is None else int(num_classes)

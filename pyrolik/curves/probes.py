@@ -25,8 +25,7 @@ class ProbeSet(NamedTuple):
 
 def make_probe_set(num_pool: int, sizes: Tensor, num_seeds: int,
                    generator: torch.Generator | None = None) -> ProbeSet:
-    """One random permutation of the pool per seed; the subsets are nested across sizes (common random
-    numbers, as in Reprieve)."""
+    """A permutation of the pool per seed; subsets nested across sizes (common random numbers)."""
     perms = torch.argsort(torch.rand(num_seeds, num_pool, generator=generator), dim=1)
     sizes = torch.as_tensor(sizes, dtype=torch.long)
     size_of = sizes.repeat_interleave(num_seeds)
@@ -37,8 +36,7 @@ def make_probe_set(num_pool: int, sizes: Tensor, num_seeds: int,
 def init_probes(probe: str, seeds: Tensor, in_dim: int, num_classes: int, *, hidden: int = 64,
                 generator: torch.Generator | None = None, dtype: torch.dtype | None = None
                 ) -> dict[str, Tensor]:
-    """Stacked initial parameters (``torch.nn.Linear``'s layout and bounds), one set per distinct seed,
-    gathered per probe."""
+    """Stacked initial parameters (``nn.Linear``'s layout and bounds), one per seed, per probe."""
     dtype = dtype or torch.get_default_dtype()
     num_seeds = int(seeds.max()) + 1
     k = num_classes
@@ -108,8 +106,8 @@ def train_probes_loop(x: Tensor, y: Tensor, probe_set: ProbeSet, init: dict[str,
         window = torch.arange(min(batch_size, n), device=x.device)
         for step in range(num_steps):
             pos = full if n <= batch_size else (step * batch_size + window) % n
-            logits = F.linear(_hidden(prm, xp[pos]), prm["w"] if "w" in prm else prm["w2"],
-                              prm.get("b", prm.get("b2")))
+            h = F.relu(F.linear(xp[pos], prm["w1"], prm["b1"])) if "w1" in prm else xp[pos]
+            logits = F.linear(h, prm["w"] if "w" in prm else prm["w2"], prm.get("b", prm.get("b2")))
             loss = F.cross_entropy(logits, yp[pos])
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -119,15 +117,9 @@ def train_probes_loop(x: Tensor, y: Tensor, probe_set: ProbeSet, init: dict[str,
     return {k: torch.stack(v) for k, v in out.items()}
 
 
-def _hidden(prm: dict[str, Tensor], x: Tensor) -> Tensor:
-    """The single probe's input to its output layer (``x`` itself for the linear probe)."""
-    return F.relu(F.linear(x, prm["w1"], prm["b1"])) if "w1" in prm else x
-
-
 def evaluate_probes(params: dict[str, Tensor], x: Tensor, y: Tensor, *, max_elements: int = 2**22
                     ) -> tuple[Tensor, Tensor]:
-    """Mean validation cross-entropy (nats) and accuracy of every probe, each ``(P,)``, in chunks of at
-    most ``max_elements`` activations."""
+    """Each probe's validation cross-entropy (nats) and accuracy, ``max_elements`` at a time."""
     num_probes = next(iter(params.values())).shape[0]
     width = max(v.shape[-1] for v in params.values())
     chunk = max(1, max_elements // (num_probes * width))

@@ -13,7 +13,7 @@ import torch
 import xarray as xr
 from torch import Tensor
 
-from pyrolik._validate import check_count, validate_data
+from pyrolik._validate import check_count, check_model, validate_data
 from pyrolik.annealing.kernel import Kernel, as_smc
 from pyrolik.execution.distributed import main_result
 from pyrolik.infer.annealing import ais
@@ -21,7 +21,7 @@ from pyrolik.infer.importance import iwae
 from pyrolik.results import EstimateResult
 from pyrolik.results.convert import _versions
 
-__all__ = ["TrainingMonitor", "monitor_dataset", "plot_monitor"]
+__all__ = ["TrainingMonitor", "plot_monitor"]
 
 METHODS = ("ais", "iwae")
 SUBSETS = ("train", "test")
@@ -54,16 +54,13 @@ class TrainingMonitor:
                  num_samples: int = 100, kernel: Kernel | None = None, model_args: tuple = (),
                  model_kwargs: dict | None = None, module: torch.nn.Module | None = None,
                  seed: int = 0) -> None:
-        if not callable(model):
-            raise TypeError(f"model must be a callable Pyro model, got {type(model).__name__}")
+        check_model(model)
         self.subsets = {"train": validate_data(x_train), "test": validate_data(x_test)}
         if x_train.shape[1:] != x_test.shape[1:] or x_train.dtype != x_test.dtype:
             raise ValueError(f"x_train and x_test must have the same event shape and dtype, got "
                              f"{tuple(x_train.shape[1:])} {x_train.dtype} and "
                              f"{tuple(x_test.shape[1:])} {x_test.dtype}")
-        if isinstance(methods, str):
-            methods = (methods,)
-        methods = tuple(methods)
+        methods = (methods,) if isinstance(methods, str) else tuple(methods)
         unknown = [m for m in methods if m not in METHODS]
         if unknown or not methods:
             raise ValueError(f"methods must be a non-empty subset of {METHODS}, got {methods}")
@@ -179,11 +176,42 @@ class TrainingMonitor:
                 f"training epochs ({c['epoch_seconds']:.3g} s each); evaluating every {self.every} "
                 f"epochs adds {100 * c['overhead_per_epoch']:.3g}% to the training time")
 
-    def to_dataset(self):
+    def to_dataset(self) -> xr.Dataset:
         """An :class:`xarray.Dataset` over ``epoch``: per method ``<method>`` and ``<method>_mcse``
         ``(epoch, subset, example)`` and ``<method>_mean``, ``<method>_stderr`` ``(epoch, subset)``;
-        ``eval_seconds``, ``train_seconds_per_epoch`` and the recorded scalars ``(epoch,)``."""
-        return monitor_dataset(self)
+        ``eval_seconds``, ``train_seconds_per_epoch`` and the recorded scalars ``(epoch,)``; subsets
+        of different sizes padded with NaN."""
+        e = len(self.epochs)
+        width = max(len(x) for x in self.subsets.values())
+        coords = {"epoch": np.asarray(self.epochs, dtype=np.int64), "subset": list(SUBSETS),
+                  "example": np.arange(width)}
+        data: dict[str, Any] = {}
+        for method in self.methods:
+            ll = _table(self.estimates[method], e, width)
+            data[method] = (("epoch", "subset", "example"), ll)
+            data[f"{method}_mcse"] = (("epoch", "subset", "example"),
+                                      _table(self.mcse[method], e, width))
+            n = np.sum(np.isfinite(ll), axis=-1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                data[f"{method}_mean"] = (("epoch", "subset"), np.nanmean(ll, axis=-1)
+                                          if e else np.zeros((0, 2)))
+                data[f"{method}_stderr"] = (("epoch", "subset"), np.nanstd(ll, axis=-1, ddof=1)
+                                            / np.sqrt(n) if e else np.zeros((0, 2)))
+        series = {"eval_seconds": self.eval_seconds,
+                  "train_seconds_per_epoch": self.train_seconds_per_epoch, **self.scalars}
+        for name, values in series.items():
+            data[name] = (("epoch",), np.asarray(values, dtype=float))
+        attrs = {**_versions(), "pyrolik_result": "TrainingMonitor",
+                 "methods": json.dumps(list(self.methods)), "every": int(self.every),
+                 "settings": json.dumps({"num_steps": self.num_steps, "num_chains": self.num_chains,
+                                         "num_samples": self.num_samples,
+                                         "path": "guide" if self.guide is not None else "prior",
+                                         "seed": self.seed}),
+                 "cost": json.dumps({k: v if math.isfinite(v) else None
+                                     for k, v in self.cost.items()}),
+                 "cost_in_words": self.describe_cost(),
+                 "bound": "lower (every estimate is a stochastic lower bound on log p(x))"}
+        return xr.Dataset(data, coords=coords, attrs=attrs)
 
     def plot(self, ax=None, start_epoch: int | None = None):
         """Train (solid) and test (dashed) mean log-likelihood against epoch, with 2 standard errors
@@ -201,42 +229,6 @@ def _table(series: dict[str, list], epochs: int, width: int) -> np.ndarray:
         for i, values in enumerate(series[subset]):
             out[i, j, : len(values)] = values.numpy()
     return out
-
-
-def monitor_dataset(monitor: Any) -> xr.Dataset:
-    """See :meth:`pyrolik.training.TrainingMonitor.to_dataset` (subsets of different sizes padded with NaN)."""
-    e = len(monitor.epochs)
-    width = max(len(x) for x in monitor.subsets.values())
-    coords = {"epoch": np.asarray(monitor.epochs, dtype=np.int64), "subset": list(SUBSETS),
-              "example": np.arange(width)}
-    data: dict[str, Any] = {}
-    for method in monitor.methods:
-        ll = _table(monitor.estimates[method], e, width)
-        data[method] = (("epoch", "subset", "example"), ll)
-        data[f"{method}_mcse"] = (("epoch", "subset", "example"),
-                                  _table(monitor.mcse[method], e, width))
-        n = np.sum(np.isfinite(ll), axis=-1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            data[f"{method}_mean"] = (("epoch", "subset"), np.nanmean(ll, axis=-1)
-                                      if e else np.zeros((0, 2)))
-            data[f"{method}_stderr"] = (("epoch", "subset"), np.nanstd(ll, axis=-1, ddof=1)
-                                        / np.sqrt(n) if e else np.zeros((0, 2)))
-    data["eval_seconds"] = (("epoch",), np.asarray(monitor.eval_seconds, dtype=float))
-    data["train_seconds_per_epoch"] = (("epoch",),
-                                       np.asarray(monitor.train_seconds_per_epoch, dtype=float))
-    for name, values in monitor.scalars.items():
-        data[name] = (("epoch",), np.asarray(values, dtype=float))
-    cost = monitor.cost
-    attrs = {**_versions(), "pyrolik_result": "TrainingMonitor",
-             "methods": json.dumps(list(monitor.methods)), "every": int(monitor.every),
-             "settings": json.dumps({"num_steps": monitor.num_steps, "num_chains": monitor.num_chains,
-                                     "num_samples": monitor.num_samples,
-                                     "path": "guide" if monitor.guide is not None else "prior",
-                                     "seed": monitor.seed}),
-             "cost": json.dumps({k: (None if not math.isfinite(v) else v) for k, v in cost.items()}),
-             "cost_in_words": monitor.describe_cost(),
-             "bound": "lower (every estimate is a stochastic lower bound on log p(x))"}
-    return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
 def plot_monitor(ds: xr.Dataset, ax=None, start_epoch: int | None = None):
@@ -260,8 +252,7 @@ def plot_monitor(ds: xr.Dataset, ax=None, start_epoch: int | None = None):
                     label=f"{LABELS.get(method, method)}, {subset}")
             ax.fill_between(epochs, mean - 2 * se, mean + 2 * se, color=color, alpha=0.15,
                             linewidth=0)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("mean log p(x) [nats]")
+    ax.set(xlabel="epoch", ylabel="mean log p(x) [nats]")
     ax.set_title("log-likelihood during training (lower bounds)", fontsize=10)
     ax.legend(frameon=False, fontsize="small")
     return ax

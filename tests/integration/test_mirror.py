@@ -17,7 +17,6 @@ TESTED_ELSEWHERE = {
     "exceptions.py": "integration/test_public_api.py",
     "app/commands.py": "app/test_cli.py",
     "app/loading.py": "app/test_cli.py",
-    "curves/plots.py": "curves/test_curve.py",
     "distortion/anneal.py": "distortion/test_curve.py",
     "distortion/bounds.py": "distortion/test_curve.py",
     "distortion/plots.py": "distortion/test_curve.py",
