@@ -102,9 +102,9 @@ def adaptive(num_steps: int, betas: Tensor, log_ratio_var: Tensor, floor: float 
                          f"(the grid), got {tuple(var.shape)}")
     sd = torch.nan_to_num(var, nan=0.0, posinf=0.0).clamp_min(0.0).sqrt()
     cols = sd.reshape(len(grid), -1)
-    seg = 0.5 * (cols[1:] + cols[:-1]) * (grid[1:] - grid[:-1]).unsqueeze(-1)  # (P-1, M)
-    length = seg.sum(0, keepdim=True)
     width = (grid[1:] - grid[:-1]).unsqueeze(-1)
+    seg = 0.5 * (cols[1:] + cols[:-1]) * width  # (P-1, M)
+    length = seg.sum(0, keepdim=True)
     # density: (1 - floor) * sd / Lambda + floor (uniform); where Lambda = 0 only the floor counts
     # (float64 throughout, whatever the default dtype: results must not depend on it)
     spread = torch.where(length > 0, torch.full_like(length, floor), torch.ones_like(length))
