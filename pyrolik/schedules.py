@@ -65,8 +65,7 @@ def sigmoid(num_steps: int, delta: float = 4.0) -> Tensor:
     _check(num_steps)
     if not delta > 0:
         raise ValueError(f"delta must be positive, got {delta}")
-    t = torch.linspace(-delta, delta, num_steps + 1, dtype=torch.float64)
-    s = torch.sigmoid(t)
+    s = torch.sigmoid(torch.linspace(-delta, delta, num_steps + 1, dtype=torch.float64))
     out = (s - s[0]) / (s[-1] - s[0])
     out[0], out[-1] = 0.0, 1.0
     if not (out[1:] > out[:-1]).all():

@@ -64,13 +64,12 @@ def open_checkpoint(method: str, problem: Problem, execution: Execution,
         return None
     settings = {**problem.settings(execution.batch_size), "kernel": problem.kernel,
                 "path": problem.path_name, **recording.settings()}
-    shard = (execution.shard.rank, execution.shard.world_size)
     fp = fingerprint(method, model=problem.model, x=problem.x, seed=execution.seed,
                      settings=settings, guide=problem.guide, model_args=problem.model_args,
                      model_kwargs=problem.model_kwargs, extra=problem.fingerprint_extra(),
-                     shard=shard)
-    return Checkpoint(checkpoint_path(execution.checkpoint, shard), execution.checkpoint_every, fp,
-                      problem.x.device)
+                     shard=execution.shard)
+    return Checkpoint(checkpoint_path(execution.checkpoint, execution.shard),
+                      execution.checkpoint_every, fp, problem.x.device)
 
 
 def _columns(legs: tuple[Leg, ...], betas: Tensor) -> Tensor:
@@ -344,14 +343,13 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
         method=leg.method, log_likelihood=ll.to(x.dtype if x.is_floating_point() else ll.dtype),
         bound="lower" if forward else "upper", log_weights=lw, ess=ess, mcse=mcse, khat=khat, x=x,
         ancestor=ancestor, num_resampled=torch.cat(resampled) if ancestor is not None else None,
-        settings={**settings, "evaluation": evaluation}, seed=seed,
+        settings={**settings, "evaluation": evaluation}, seed=seed, example_dim=parts[0].plate,
         wall_time=time.perf_counter() - start, direction=leg.direction, path=problem.path_name,
         schedule=schedule if forward else schedule.flip(0), step_sizes=table,
         final_state=torch.cat([p.final_state for p in parts], dim=1),
         acceptance_rate=torch.cat([p.acceptance_rate for p in parts], dim=1),
         num_divergent=torch.cat([p.num_divergent for p in parts], dim=1),
         trace=trace, trace_steps=parts[0].trace_steps, kernel=problem.kernel,
-        example_dim=parts[0].plate,
         num_observed=torch.cat(observed) if len(observed) == len(parts) else None,
         latents={name: torch.cat([p.latents[name] for p in parts], dim=1)
                  for name in parts[0].latents})

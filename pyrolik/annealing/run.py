@@ -283,10 +283,9 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
         raise TypeError("step_sizes must be a StepSizes table (result.step_sizes of pyrolik.ais, or "
                         "result.lower.step_sizes of an earlier bdmc, on the same x), got "
                         f"{type(step_sizes).__name__}")
-    if stops is not None:
-        if resolved.adaptive or stops.shape != (x.shape[0],) or not bool(
-                torch.isin(stops.to(resolved.betas), resolved.betas).all()):
-            raise ValueError("stops must be one beta of the (fixed) schedule per example")
+    if stops is not None and (resolved.adaptive or stops.shape != (x.shape[0],) or not bool(
+            torch.isin(stops.to(resolved.betas), resolved.betas).all())):
+        raise ValueError("stops must be one beta of the (fixed) schedule per example")
     legs = tuple(Leg(d, num_chains, expanded if d == "reverse" else None) for d in directions)
     return Problem(model, x, kernel, resolved, legs, init, model_args, model_kwargs, step_sizes,
                    check, stops)

@@ -107,21 +107,16 @@ def fingerprint(method: str, *, model: Any, x: torch.Tensor, seed: int, settings
     probe = x[:1]
     params = _param_sites(model, probe, probe_args, probe_kwargs)
     params += [(f"guide.{k}", v) for k, v in _param_sites(guide, probe, probe_args, probe_kwargs)]
-    return {
-        "method": method,
-        "data": hash_tensors([("x", x), ("device", x.device.type)]),
-        "schedule/latents": hash_tensors(sorted((extra or {}).items())),
-        "model": qualified_name(model),
-        "model parameters": hash_tensors(params + _held_state(model)),
-        "model_args/model_kwargs": hash_tensors([("args", a) for a in model_args]
-                                                + sorted(kwargs.items())),
-        "guide": qualified_name(guide),
-        "guide parameters": hash_tensors(_held_state(guide)),
-        "settings": {k: repr(v) for k, v in settings.items()},
-        "seed": seed,
-        "processes": f"rank {shard[0]} of {shard[1]}",
-        "versions": {"torch": str(torch.__version__), "pyro": str(pyro.__version__)},
-    }
+    return {"method": method, "data": hash_tensors([("x", x), ("device", x.device.type)]),
+            "schedule/latents": hash_tensors(sorted((extra or {}).items())),
+            "model": qualified_name(model),
+            "model parameters": hash_tensors(params + _held_state(model)),
+            "model_args/model_kwargs": hash_tensors([("args", a) for a in model_args]
+                                                    + sorted(kwargs.items())),
+            "guide": qualified_name(guide), "guide parameters": hash_tensors(_held_state(guide)),
+            "settings": {k: repr(v) for k, v in settings.items()}, "seed": seed,
+            "processes": f"rank {shard[0]} of {shard[1]}",
+            "versions": {"torch": str(torch.__version__), "pyro": str(pyro.__version__)}}
 
 
 # -- files ---------------------------------------------------------------------------------------

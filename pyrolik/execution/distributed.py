@@ -62,8 +62,7 @@ def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     return obj
 
 
-def gather_batches(parts: dict[int, Any], shard: Shard, device: torch.device
-                   ) -> list[Any] | None:
+def gather_batches(parts: dict[int, Any], shard: Shard, device: torch.device) -> list[Any] | None:
     """Per-batch outputs ``{first example: payload}`` of all ranks in order on rank 0, else None."""
     if shard.world_size == 1:
         return [parts[k] for k in sorted(parts)]

@@ -118,9 +118,8 @@ def mcse_log_mean_exp(log_weights: Tensor, dim: int = 0, method: str = "jackknif
     .. [2] B. Efron. The Jackknife, the Bootstrap and Other Resampling Plans. SIAM, 1982.
     """
     if method == "delta":
-        k = log_weights.shape[dim]
         ess = effective_sample_size(log_weights, dim)
-        return torch.sqrt(torch.clamp(1.0 / ess - 1.0 / k, min=0.0))
+        return torch.sqrt(torch.clamp(1.0 / ess - 1.0 / log_weights.shape[dim], min=0.0))
     if method != "jackknife":
         raise ValueError(f"method must be 'jackknife' or 'delta', got {method!r}")
     lw = log_weights.movedim(dim, 0)
