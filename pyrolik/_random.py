@@ -36,6 +36,5 @@ def fork_rng_from(generator: torch.Generator | None, device: torch.device | None
     devices = [device] if device is not None and device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
         if generator is not None:
-            seed = int(torch.randint(0, 2**62, (1,), generator=generator))
-            torch.manual_seed(seed)
+            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
         yield

@@ -19,15 +19,12 @@ BEST_SPLIT_CHAINS = 4  # the frontier's best split of a budget: 4 chains, the re
 WASTED_SPLIT = 2.0  # a split predicted to leave more than this times the best split's bias warns
 
 
-def _adaptation(kernel: Any) -> str | None:
-    adapt = getattr(getattr(kernel, "move", kernel), "adapt", None)
-    return getattr(adapt, "name", adapt)  # a strategy object or its name
-
-
 def acceptance_fix(kernel: Any) -> str:
     """What to change when HMC acceptance collapsed, given the adaptation the run actually used
     (``kernel``: the run's :class:`~pyrolik.HMC`, or ``None`` when unknown, e.g. a loaded file)."""
-    adapt = _adaptation(kernel)
+    move = getattr(kernel, "move", kernel)
+    adapt = getattr(move, "adapt", None)
+    adapt = getattr(adapt, "name", adapt)  # a strategy object or its name
     if adapt == "pilot":
         return ("the pilot's step sizes were too large at some temperatures: raise target_accept "
                 "(e.g. HMC(target_accept=0.95)), give the pilot more steps (pilot_fraction) or "
@@ -37,7 +34,7 @@ def acceptance_fix(kernel: Any) -> str:
                 "smaller starting step_size")
     if kernel is None:
         return "lower the step size or use adapt='pilot'"
-    return (f"the fixed step size ({getattr(getattr(kernel, 'move', kernel), 'step_size', '?')}) is too large: lower it, "
+    return (f"the fixed step size ({getattr(move, 'step_size', '?')}) is too large: lower it, "
             "or use adapt='pilot' (the default) to tune it per temperature")
 
 

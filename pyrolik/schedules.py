@@ -65,8 +65,7 @@ def sigmoid(num_steps: int, delta: float = 4.0) -> Tensor:
     _check(num_steps)
     if not delta > 0:
         raise ValueError(f"delta must be positive, got {delta}")
-    t = torch.linspace(-delta, delta, num_steps + 1, dtype=torch.float64)
-    s = torch.sigmoid(t)
+    s = torch.sigmoid(torch.linspace(-delta, delta, num_steps + 1, dtype=torch.float64))
     out = (s - s[0]) / (s[-1] - s[0])
     out[0], out[-1] = 0.0, 1.0
     if not (out[1:] > out[:-1]).all():
@@ -102,9 +101,9 @@ def adaptive(num_steps: int, betas: Tensor, log_ratio_var: Tensor, floor: float 
                          f"(the grid), got {tuple(var.shape)}")
     sd = torch.nan_to_num(var, nan=0.0, posinf=0.0).clamp_min(0.0).sqrt()
     cols = sd.reshape(len(grid), -1)
-    seg = 0.5 * (cols[1:] + cols[:-1]) * (grid[1:] - grid[:-1]).unsqueeze(-1)  # (P-1, M)
-    length = seg.sum(0, keepdim=True)
     width = (grid[1:] - grid[:-1]).unsqueeze(-1)
+    seg = 0.5 * (cols[1:] + cols[:-1]) * width  # (P-1, M)
+    length = seg.sum(0, keepdim=True)
     # density: (1 - floor) * sd / Lambda + floor (uniform); where Lambda = 0 only the floor counts
     # (float64 throughout, whatever the default dtype: results must not depend on it)
     spread = torch.where(length > 0, torch.full_like(length, floor), torch.ones_like(length))

@@ -22,7 +22,7 @@ from pyrolik.model.target import AnnealingPath, Inputs, Target, make_target, pre
 from pyrolik.ops.stats import chain_statistics, log_mean_exp
 from pyrolik.results import AISResult
 
-__all__ = ["drive", "run", "anneal", "open_checkpoint", "Phase", "run_phase", "pilot_phase",
+__all__ = ["drive", "run", "open_checkpoint", "Phase", "run_phase", "pilot_phase",
            "run_pilot", "LegOutput", "finish"]
 
 
@@ -43,13 +43,18 @@ def drive(method: str, problem: Problem, execution: Execution,
     """
     start = time.perf_counter()
     recording = Recording() if recording is None else recording
-    parts = anneal(problem, execution, recording,
-                   open_checkpoint(method, problem, execution, recording))
+    checkpoint = open_checkpoint(method, problem, execution, recording)
+    inputs = prepare_inputs(problem.model, problem.x, problem.model_args, problem.model_kwargs,
+                            problem.guide)
+    parts = run_batches(problem.x.shape[0], execution.batch_size, execution.seed, problem.x.device,
+                        functools.partial(_batch, problem, execution, recording, inputs),
+                        shard=execution.shard, rows_per_example=problem.rows_per_example,
+                        checkpoint=checkpoint)
     if parts is None:
         return None
     settings = problem.settings(execution.batch_size)
-    return [finish(leg, problem, p, seed=execution.seed, settings=settings, start=start)
-            for leg, p in zip(problem.legs, parts, strict=True)]
+    return [finish(leg, problem, [LegOutput(**p[i]) for p in parts], seed=execution.seed,
+                   settings=settings, start=start) for i, leg in enumerate(problem.legs)]
 
 
 def open_checkpoint(method: str, problem: Problem, execution: Execution,
@@ -59,32 +64,16 @@ def open_checkpoint(method: str, problem: Problem, execution: Execution,
         return None
     settings = {**problem.settings(execution.batch_size), "kernel": problem.kernel,
                 "path": problem.path_name, **recording.settings()}
-    shard = (execution.shard.rank, execution.shard.world_size)
     fp = fingerprint(method, model=problem.model, x=problem.x, seed=execution.seed,
                      settings=settings, guide=problem.guide, model_args=problem.model_args,
                      model_kwargs=problem.model_kwargs, extra=problem.fingerprint_extra(),
-                     shard=shard)
-    return Checkpoint(checkpoint_path(execution.checkpoint, shard), execution.checkpoint_every, fp,
-                      problem.x.device)
-
-
-def anneal(problem: Problem, execution: Execution, recording: Recording,
-           checkpoint: Checkpoint | None) -> list[list[LegOutput]] | None:
-    """Run every batch; per leg, the outputs of all batches in order (``None`` off rank 0)."""
-    inputs = prepare_inputs(problem.model, problem.x, problem.model_args, problem.model_kwargs,
-                            problem.guide)
-    parts = run_batches(problem.x.shape[0], execution.batch_size, execution.seed, problem.x.device,
-                        functools.partial(_batch, problem, execution, recording, inputs),
-                        shard=execution.shard, rows_per_example=problem.rows_per_example,
-                        checkpoint=checkpoint)
-    if parts is None:
-        return None
-    return [[LegOutput(**p[i]) for p in parts] for i in range(len(problem.legs))]
+                     shard=execution.shard)
+    return Checkpoint(checkpoint_path(execution.checkpoint, execution.shard),
+                      execution.checkpoint_every, fp, problem.x.device)
 
 
 def _columns(legs: tuple[Leg, ...], betas: Tensor) -> Tensor:
-    """``(T + 1, C)``: one column for a single leg, else one per chain of every leg; with betas per
-    example ``(T + 1, n)``, one per row (chain-major)."""
+    """``(T + 1, C)``: a column for a single leg, else one per chain of every leg (or per row)."""
     columns = [betas if leg.direction == "forward" else betas.flip(0) for leg in legs]
     if betas.dim() == 2:
         return torch.cat([c.repeat(1, leg.num_chains) for c, leg in zip(columns, legs,
@@ -96,8 +85,7 @@ def _columns(legs: tuple[Leg, ...], betas: Tensor) -> Tensor:
 
 
 def _starts(legs: tuple[Leg, ...], path: AnnealingPath, batch: Batch) -> list[Tensor]:
-    """Each leg's starting rows: reverse legs their latents; forward legs exact draws of f_0
-    (drawn for the whole pass, of which each keeps its own rows)."""
+    """Each leg's starting rows: reverse legs' latents, forward legs' rows of f_0's draws."""
     n, starts, offset = batch.stop - batch.start, [], 0
     for leg in legs:
         rows = slice(offset * n, (offset + leg.num_chains) * n)
@@ -114,9 +102,7 @@ def _starts(legs: tuple[Leg, ...], path: AnnealingPath, batch: Batch) -> list[Te
 
 def _tune(problem: Problem, execution: Execution, path: AnnealingPath, batch: Batch,
           saved: dict | None, save: Callable[[dict], None] | None) -> StepSizes | None:
-    """The batch's step-size table: a given one, or the pilot's (run, or resumed from ``saved``,
-    as an engine run checkpointed under the name ``"pilot"``), or ``None`` (no pilot)."""
-    n = batch.stop - batch.start
+    """The batch's step-size table: a given one, the pilot's (run or resumed), or ``None``."""
     pilot = pilot_phase(problem.kernel.move.adaptation, path, problem.schedule.betas,
                         problem.stops_of(batch.start, batch.stop),
                         None if problem.islands is None else problem.kernel.resample)
@@ -124,13 +110,22 @@ def _tune(problem: Problem, execution: Execution, path: AnnealingPath, batch: Ba
         return None
     if problem.step_sizes is not None:  # a table from an earlier pilot: no pilot runs
         return problem.step_sizes.rows(batch.start, batch.stop)
-    phase, chains = pilot
-    start = None if saved is not None else path.sample_initial(batch.generator)[: chains * n]
-    bar = progress_bar(phase.schedule.shape[0] - 1,
-                       f"{execution.desc} pilot [{batch.start}:{batch.stop}]", execution.progress)
-    state = run_phase(phase, start, kernel=problem.kernel.move.transition,
-                      generator=batch.generator, num_examples=n, hooks={}, saved=saved, save=save,
-                      tag={"phase": "pilot"}, every=execution.checkpoint_every, bar=bar)
+    return _pilot_table(pilot, path, problem.kernel.move.transition, batch.generator,
+                        f"{execution.desc} pilot [{batch.start}:{batch.stop}]", execution.progress,
+                        saved, save, execution.checkpoint_every)
+
+
+def _pilot_table(pilot: tuple[Phase, int], path: AnnealingPath, kernel: HMCTransition,
+                 generator: torch.Generator | None, desc: str, progress: bool,
+                 saved: dict | None = None, save: Callable[[dict], None] | None = None,
+                 every: int = 1) -> StepSizes:
+    """The table of the pilot ``(phase, chains)`` on ``path``, run from ``saved`` or afresh."""
+    # the starts are drawn for all chains, so the random stream does not depend on the pilot's
+    (phase, chains), n = pilot, path.target.layout.num_examples
+    start = None if saved is not None else path.sample_initial(generator)[: chains * n]
+    bar = progress_bar(phase.schedule.shape[0] - 1, desc, progress)
+    state = run_phase(phase, start, kernel=kernel, generator=generator, num_examples=n, hooks={},
+                      saved=saved, save=save, tag={"phase": "pilot"}, every=every, bar=bar)
     assert isinstance(state.tuning, PilotTuning)
     return state.tuning.table()
 
@@ -175,19 +170,16 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
     if problem.check is not None and starts:  # a fresh estimating run: its starts are known
         problem.check(path.first_chains(problem.legs[0].num_chains).target, starts,
                       [o.final_state.reshape(-1, o.final_state.shape[-1]) for o in outputs])
-    return [o.as_dict() for o in outputs]
+    return [asdict(o) for o in outputs]  # plain dicts and tensors, as checkpoints and gathers carry
 
 
 def _cut(legs: tuple[Leg, ...], state: engine.AISState, totals: engine.Totals,
          recorder: engine.Recorder, path: AnnealingPath, target: Target, betas: Tensor,
          table: tuple | None, islands: int | None) -> list[LegOutput]:
-    """The rows of the estimating run cut back into one :class:`LegOutput` per leg (chain-major
-    rows: each leg's ``K_leg * n`` rows follow the previous leg's); when resampled in ``islands``,
-    each chain's ancestor and the resamplings of each example (mean over its islands)."""
+    """The estimating run's rows (chain-major, leg after leg) as one :class:`LegOutput` per leg."""
     resampled = islands is not None
-    n = target.layout.num_examples
+    n, num_steps = target.layout.num_examples, len(betas) - 1
     trace, steps = recorder.trace()
-    num_steps = len(betas) - 1
     outputs, offset = [], 0
     for leg in legs:
         lo, hi, k = offset * n, (offset + leg.num_chains) * n, leg.num_chains
@@ -221,8 +213,7 @@ class Phase(NamedTuple):
 
 def _resampler(threshold: float | None, groups: tuple[tuple[int, int | None], ...], n: int
                ) -> engine.Resampler | None:
-    """Resampling at ESS below ``threshold`` within the ``(chains, islands)`` of each leg, or
-    ``None`` for plain AIS (no threshold, or no islands)."""
+    """Resampling within the ``(chains, islands)`` of each leg, or ``None`` for plain AIS."""
     bound = tuple((k, b) for k, b in groups if b is not None)
     if threshold is None or len(bound) < len(groups):
         return None
@@ -271,9 +262,8 @@ def _row_stops(stops: Tensor | None, z: Tensor) -> Tensor | None:
 def pilot_phase(strategy: Adaptation, path: AnnealingPath, schedule: Tensor,
                 stops: Tensor | None = None, resample: float | None = None
                 ) -> tuple[Phase, int] | None:
-    """The pilot of ``strategy`` before a run along ``schedule`` on ``path``'s first
-    ``pilot_chains`` chains, and that number (``None`` when it runs none); its chains stop at
-    ``stops`` and are resampled at ESS below ``resample`` as one island."""
+    """The pilot of ``strategy`` before a run along ``schedule`` on ``path``'s first chains, and
+    their number (``None``: no pilot); they stop at ``stops``, resampled as one island."""
     k_all, n = path.target.layout.num_chains, path.target.layout.num_examples
     plan = strategy.pilot(k_all, schedule)
     if plan is None:
@@ -287,18 +277,9 @@ def pilot_phase(strategy: Adaptation, path: AnnealingPath, schedule: Tensor,
 def run_pilot(strategy: Adaptation, path: AnnealingPath, kernel: HMCTransition, schedule: Tensor,
               generator: torch.Generator | None) -> StepSizes | None:
     """Run ``strategy``'s pilot on ``path`` before a run along ``schedule``; return its table
-    (``None`` when the strategy runs no pilot). No checkpoint, no progress bar. Its starts are drawn
-    for all chains, so the random stream does not depend on the pilot's chains."""
+    (``None`` when the strategy runs no pilot). No checkpoint, no progress bar."""
     pilot = pilot_phase(strategy, path, schedule)
-    if pilot is None:
-        return None
-    phase, chains = pilot
-    start = path.sample_initial(generator)[: chains * path.target.layout.num_examples]
-    state = run_phase(phase, start, kernel=kernel, generator=generator,
-                      num_examples=path.target.layout.num_examples, hooks={}, saved=None, save=None,
-                      tag={}, every=1, bar=progress_bar(phase.schedule.shape[0] - 1, "pilot", False))
-    assert isinstance(state.tuning, PilotTuning)
-    return state.tuning.table()
+    return None if pilot is None else _pilot_table(pilot, path, kernel, generator, "pilot", False)
 
 
 @dataclass
@@ -321,19 +302,9 @@ class LegOutput:
     num_resampled: Tensor | None = None  # (n,) resamplings of each example, mean over its islands
     islands: int | None = None  # islands per example of a resampled run
 
-    def as_dict(self) -> dict[str, Any]:
-        """Plain nested dicts and tensors: what a checkpoint file and ``gather_object`` carry."""
-        return asdict(self)
-
-
-def _evaluation(parts: Sequence[LegOutput]) -> str:
-    """``"replay"`` if every batch replayed its recorded evaluation, else the first other status."""
-    return next((p.evaluation for p in parts if p.evaluation != "replay"), "replay")
-
 
 def _visited(base: Tensor, parts: Sequence[LegOutput]) -> tuple[Tensor, Tensor]:
-    """The forward schedule and the recorded betas: ``(T + 1,)`` and ``(R, K)`` when every batch used the
-    same betas, else per example ``(T + 1, N)`` and ``(R, K, N)``."""
+    """The forward schedule and recorded betas, per example when the batches' betas differ."""
     scheds = [base if p.schedule is None else p.schedule for p in parts]
     if all(s.dim() == 1 for s in scheds) and all(torch.equal(s, scheds[0]) for s in scheds[1:]):
         return scheds[0], parts[0].trace["beta"]
@@ -345,15 +316,8 @@ def _visited(base: Tensor, parts: Sequence[LegOutput]) -> tuple[Tensor, Tensor]:
 
 
 def _per_example(values: Tensor, n: int, dims: int) -> Tensor:
-    """A batch's values with ``dims`` dimensions, the last over its ``n`` examples: as they are
-    when they have one, else the same for every example (a trailing dimension of ``n``)."""
+    """``values`` with a last dimension over the batch's ``n`` examples (``dims`` in all)."""
     return values if values.dim() == dims else values.unsqueeze(-1).expand(*values.shape, n)
-
-
-def _observed(parts: Sequence[LegOutput]) -> Tensor | None:
-    """The entries observed per example over all batches, or None if some batch did not count."""
-    counts = [p.num_observed for p in parts if p.num_observed is not None]
-    return torch.cat(counts) if len(counts) == len(parts) else None
 
 
 def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
@@ -364,28 +328,29 @@ def finish(leg: Leg, problem: Problem, parts: Sequence[LegOutput], *, seed: int,
     ll = log_mean_exp(lw) if forward else -log_mean_exp(lw)
     ancestors = [p.ancestor for p in parts if p.ancestor is not None]
     resampled = [p.num_resampled for p in parts if p.num_resampled is not None]
+    observed = [p.num_observed for p in parts if p.num_observed is not None]  # None: some uncounted
     ancestor = torch.cat(ancestors, dim=1) if len(ancestors) == len(parts) else None
     ess, mcse, khat = chain_statistics(lw, ancestor, parts[0].islands)
     trace = {name: torch.cat([p.trace[name] for p in parts], dim=2)
              for name in parts[0].trace if name != "beta"}
     schedule, trace["beta"] = _visited(problem.schedule.betas, parts)
-    table = None
-    if parts[0].table is not None:
-        table = StepSizes.concat([StepSizes(*p.table) for p in parts if p.table is not None])
+    table = (None if parts[0].table is None
+             else StepSizes.concat([StepSizes(*p.table) for p in parts if p.table is not None]))
+    # "replay" if every batch replayed its recorded evaluation, else the first other status
+    evaluation = next((p.evaluation for p in parts if p.evaluation != "replay"), "replay")
     x = problem.x
     return AISResult(
         method=leg.method, log_likelihood=ll.to(x.dtype if x.is_floating_point() else ll.dtype),
-        bound="lower" if forward else "upper", log_weights=lw,
-        ess=ess, mcse=mcse, khat=khat, x=x, ancestor=ancestor,
-        num_resampled=torch.cat(resampled) if ancestor is not None else None,
-        settings={**settings, "evaluation": _evaluation(parts)}, seed=seed,
+        bound="lower" if forward else "upper", log_weights=lw, ess=ess, mcse=mcse, khat=khat, x=x,
+        ancestor=ancestor, num_resampled=torch.cat(resampled) if ancestor is not None else None,
+        settings={**settings, "evaluation": evaluation}, seed=seed, example_dim=parts[0].plate,
         wall_time=time.perf_counter() - start, direction=leg.direction, path=problem.path_name,
         schedule=schedule if forward else schedule.flip(0), step_sizes=table,
         final_state=torch.cat([p.final_state for p in parts], dim=1),
         acceptance_rate=torch.cat([p.acceptance_rate for p in parts], dim=1),
         num_divergent=torch.cat([p.num_divergent for p in parts], dim=1),
         trace=trace, trace_steps=parts[0].trace_steps, kernel=problem.kernel,
-        example_dim=parts[0].plate, num_observed=_observed(parts),
+        num_observed=torch.cat(observed) if len(observed) == len(parts) else None,
         latents={name: torch.cat([p.latents[name] for p in parts], dim=1)
                  for name in parts[0].latents})
 

@@ -13,6 +13,7 @@ from torch import Tensor
 from pyrolik.annealing.step_sizes import rows_of
 from pyrolik.annealing.transition import HMCState, HMCTransition, ValueAndGradFn
 from pyrolik.annealing.tuning import Tuning
+from pyrolik.execution.distributed import map_tensors
 from pyrolik.ops.resampling import systematic
 from pyrolik.ops.stats import effective_sample_size
 
@@ -124,16 +125,12 @@ def step(state: AISState, beta_next: Tensor, *, kernel: HMCTransition,
     position, ancestor, resampled = state.position, state.ancestor, None
     if resample is not None:
         source, log_weight, resampled = resample(log_weight, generator)
-        p = position
-        position = HMCState(p.z[source], p.log_init[source], p.log_ratio[source],
-                            p.grad_init[source], p.grad_ratio[source],
-                            None if p.momentum is None else p.momentum[source])
+        position = map_tensors(position, lambda t: t[source])
         ancestor = ancestor[source]
     position, moved_info = kernel.step(position, density, beta_next, params.step_size, generator,
                                        params.inv_mass)
     moved = AISState(position, log_weight, beta_next, ancestor, state.tuning)
-    info = AISInfo(moved_info.acceptance_rate, moved_info.is_accepted, moved_info.is_divergent,
-                   moved_info.energy_error, params.step_size, resampled)
+    info = AISInfo(*moved_info, params.step_size, resampled)  # the transition's, and the step's
     return moved._replace(tuning=state.tuning.update(info, moved)), info
 
 
@@ -227,30 +224,25 @@ class Recorder:
     def __init__(self, schedule: Tensor, num_chains: int, *, stride: int | None = None,
                  steps: Sequence[int] | None = None, keep_states: bool = False,
                  record_log_ratio: bool = False):
-        num_steps = schedule.shape[0] - 1
-        self.schedule, self.num_chains, self.num_steps = schedule, num_chains, num_steps
-        self.stride = stride or max(1, num_steps // 100)
+        self.schedule, self.num_chains, self.num_steps = schedule, num_chains, schedule.shape[0] - 1
+        self.stride = stride or max(1, self.num_steps // 100)
         self.steps = None if steps is None else frozenset(int(s) for s in steps)
         names = self.NAMES + ("z",) * keep_states + ("log_ratio",) * record_log_ratio
         self.records: dict[str, list[Tensor]] = {name: [] for name in names}
         self.record_steps: list[int] = []
 
-    def wants(self, t: int) -> bool:
-        if self.steps is not None:
-            return t in self.steps
-        return t % self.stride == 0 or t == self.num_steps
-
     def __call__(self, t, state, info) -> None:
-        if not self.wants(t):
+        every = t % self.stride == 0 or t == self.num_steps
+        if not (every if self.steps is None else t in self.steps):
             return
         self.record_steps.append(t)
         beta = self.schedule[t]  # per chain (C = 1 or K), or per row: then (K, N)
         beta = (beta.expand(self.num_chains) if beta.shape[0] in (1, self.num_chains)
                 else beta.reshape(self.num_chains, -1))
         values = {"acceptance_rate": info.acceptance_rate, "step_size": info.step_size,
-                  "log_weight": state.log_weight, "beta": beta,
-                  "diverging": info.is_divergent, "energy_error": info.energy_error,
-                  "z": state.position.z, "log_ratio": state.position.log_ratio}
+                  "log_weight": state.log_weight, "beta": beta, "diverging": info.is_divergent,
+                  "energy_error": info.energy_error, "z": state.position.z,
+                  "log_ratio": state.position.log_ratio}
         for name, record in self.records.items():
             record.append(values[name])
 
@@ -282,15 +274,10 @@ class Checkpointer:
         if t % self.every or t >= self.num_steps:
             return
         self.save({**self.tag, "loop": {
-            "step": t, "state": snapshot(state), "tuning": state.tuning.state(),
+            "step": t, "state": (tuple(state.position), state.log_weight, state.beta,
+                                 state.ancestor), "tuning": state.tuning.state(),
             "hooks": {name: hook.state() for name, hook in self.hooks.items()},
             "generator": None if self.generator is None else self.generator.get_state()}})
-
-
-def snapshot(state: AISState) -> tuple:
-    """An :class:`AISState` but its tuning as nested tuples of tensors (what a checkpoint file may
-    hold; the tuning is saved by its own ``state()``)."""
-    return (tuple(state.position), state.log_weight, state.beta, state.ancestor)
 
 
 def restore(saved: dict, tuning: Tuning) -> AISState:
@@ -304,8 +291,7 @@ class Progress:
     """Advance a tqdm bar about 200 times over the run."""
 
     def __init__(self, bar, num_steps: int):
-        self.bar, self.num_steps = bar, num_steps
-        self.every = max(1, num_steps // 200)
+        self.bar, self.num_steps, self.every = bar, num_steps, max(1, num_steps // 200)
 
     def __call__(self, t, state, info) -> None:
         if t % self.every == 0 or t == self.num_steps:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 import torch
 from torch import Tensor
 
+from pyrolik._validate import check_count
 from pyrolik.annealing.transition import HMCInfo, HMCState, HMCTransition, ValueAndGradFn, leapfrog
 from pyrolik.annealing.tuning import Adaptation, from_settings
 from pyrolik.ops.stats import num_blocks
@@ -68,8 +69,7 @@ class HMC:
 
     def __post_init__(self):
         n, j, a = self.num_leapfrog, self.step_jitter, self.momentum_persistence
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"num_leapfrog must be a positive integer, got {n!r}")
+        check_count("num_leapfrog", n)
         if isinstance(j, bool) or not isinstance(j, int | float) or not 0 <= j < 1:
             raise ValueError(f"step_jitter must be a number in [0, 1) (0: no jitter), got {j!r}")
         if isinstance(a, bool) or not isinstance(a, int | float) or not 0 <= a < 1:
@@ -88,8 +88,7 @@ class HMC:
                 object.__setattr__(self, k, v)
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
-        return f"HMC({args})"
+        return "HMC(" + ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items()) + ")"
 
     def to_dict(self) -> dict:
         """The constructor arguments that rebuild this kernel (what results and files record)."""
@@ -186,8 +185,7 @@ Kernel = HMC | SMC
 
 
 def as_smc(kernel: Kernel | None) -> SMC:
-    """The :class:`SMC` an estimator runs: ``None`` -> ``SMC()``, an :class:`HMC` -> ``SMC(it)`` with
-    the default resampling; a kernel of another type is refused."""
+    """The :class:`SMC` an estimator runs: ``SMC()``, ``SMC(hmc)``, an SMC; others refused."""
     if kernel is None:
         return SMC()
     if isinstance(kernel, HMC):

@@ -11,7 +11,6 @@ from torch import Tensor
 
 from pyrolik._validate import (
     check_count,
-    check_guide,
     check_model,
     check_optional_count,
     shared_params,
@@ -63,8 +62,7 @@ class Schedule:
 
 
 def adaptive_of(schedule: str | Tensor, kernel: HMC, num_chains: int) -> bool:
-    """Whether the run's ``schedule=`` is built from its pilot: ``"adaptive"``,
-    ``"adaptive_per_example"``, or ``"auto"`` with a pilot of at least 2 chains per example."""
+    """Whether ``schedule=`` is built from the pilot (``"auto"``: with 2 or more pilot chains)."""
     if not isinstance(schedule, str) or schedule not in PILOT_NAMES:
         return False
     chains = kernel.adaptation.pilot_chains(num_chains)
@@ -161,15 +159,12 @@ class Problem:
                 "gradient_evals_per_example": chains, "pilot_gradient_evals_per_example": pilot}
 
     def fingerprint_extra(self) -> dict[str, Tensor]:
-        """The tensors besides the settings that a checkpoint of this run must match: the base
-        schedule, the reverse legs' latents and a given pilot table."""
+        """The tensors besides the settings that a checkpoint of this run must match."""
         extra = {"schedule": self.schedule.betas}
-        for leg in self.legs:
-            if leg.latents is not None:
-                extra.update({f"latents.{n}": v for n, v in leg.latents.items()})
-        if self.step_sizes is not None:
-            extra.update({f"step_sizes.{i}": v for i, v in enumerate(self.step_sizes)
-                          if v is not None})
+        extra.update({f"latents.{name}": v for leg in self.legs
+                      for name, v in (leg.latents or {}).items()})
+        extra.update({f"step_sizes.{i}": v for i, v in enumerate(self.step_sizes or ())
+                      if v is not None})
         if self.stops is not None:
             extra["stops"] = self.stops
         return extra
@@ -273,7 +268,8 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
     kernel = as_smc(kernel)
     kernel.islands_for(num_chains)  # refuses islands that do not split the chains
     resolved = resolve_schedule(schedule, num_steps, kernel.move, num_chains)
-    check_guide(init, "init", optional=True)
+    if init is not None and not callable(init):
+        raise TypeError(f"init must be a callable Pyro guide or None, got {type(init).__name__}")
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
     expanded = None
     if "reverse" in directions:
@@ -287,10 +283,9 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
         raise TypeError("step_sizes must be a StepSizes table (result.step_sizes of pyrolik.ais, or "
                         "result.lower.step_sizes of an earlier bdmc, on the same x), got "
                         f"{type(step_sizes).__name__}")
-    if stops is not None:
-        if resolved.adaptive or stops.shape != (x.shape[0],) or not bool(
-                torch.isin(stops.to(resolved.betas), resolved.betas).all()):
-            raise ValueError("stops must be one beta of the (fixed) schedule per example")
+    if stops is not None and (resolved.adaptive or stops.shape != (x.shape[0],) or not bool(
+            torch.isin(stops.to(resolved.betas), resolved.betas).all())):
+        raise ValueError("stops must be one beta of the (fixed) schedule per example")
     legs = tuple(Leg(d, num_chains, expanded if d == "reverse" else None) for d in directions)
     return Problem(model, x, kernel, resolved, legs, init, model_args, model_kwargs, step_sizes,
                    check, stops)
@@ -298,8 +293,7 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
 
 def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_examples: int
                    ) -> dict[str, Tensor]:
-    """Exact posterior draws ``(N, *site)`` or ``(K, N, *site)`` (a tensor for single-site models) as a
-    checked dict of ``(K, N, *site)`` tensors; ``target`` supplies the site layout."""
+    """Latents ``(N, *site)`` or ``(K, N, *site)`` (a tensor: one site) as ``(K, N, *site)``."""
     k, n = target.layout.num_chains, num_examples
     if isinstance(latents, Tensor):
         if len(target.layout.sites) != 1:

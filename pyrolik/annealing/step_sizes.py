@@ -11,8 +11,7 @@ __all__ = ["HMCParams", "StepSizes", "rows_of"]
 
 
 def rows_of(per_chain: Tensor, num_chains: int, num_examples: int) -> Tensor:
-    """Per-chain values ``(C,)`` (C = 1 or K) -> per-row ``(K * N,)``, rows chain-major; values
-    already per row (C = K * N) are returned as they are."""
+    """Per-chain values ``(C,)`` (C = 1 or K) -> per-row ``(K * N,)``; per-row ones as they are."""
     if per_chain.shape[0] == num_chains * num_examples:
         return per_chain
     return per_chain.expand(num_chains).repeat_interleave(num_examples)
@@ -34,17 +33,14 @@ class StepSizes(NamedTuple):
     inv_mass: Tensor | None = None  # (P, N, d)
     log_ratio_var: Tensor | None = None  # (P, N)
 
-    def _weights(self, beta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _lerp(self, values: Tensor, beta: Tensor) -> Tensor:
+        """The grid's ``values`` ``(P, N, ...)`` interpolated at betas ``(C, N)`` or ``(C,)``."""
+        if beta.dim() == 1:
+            beta = beta.unsqueeze(-1).expand(-1, self.log_step_size.shape[1])
         b = beta.to(self.betas).contiguous()
         hi = torch.searchsorted(self.betas, b).clamp(1, len(self.betas) - 1)
         lo = hi - 1
         w = ((b - self.betas[lo]) / (self.betas[hi] - self.betas[lo])).clamp(0.0, 1.0)
-        return lo, hi, w
-
-    def _lerp(self, values: Tensor, beta: Tensor) -> Tensor:
-        """``values`` ``(P, N, ...)`` of the grid, linearly interpolated in beta at the betas
-        ``(C, N)`` of each chain and example: ``(C, N, ...)``."""
-        lo, hi, w = self._weights(beta)
         trailing = (1,) * (values.dim() - 2)
 
         def rows(i: Tensor) -> Tensor:
@@ -53,15 +49,9 @@ class StepSizes(NamedTuple):
         w = w.reshape(*w.shape, *trailing)
         return (1 - w) * values.gather(0, rows(lo)) + w * values.gather(0, rows(hi))
 
-    def _per_example(self, beta: Tensor) -> Tensor:
-        """Betas ``(C,)`` of C chains as ``(C, N)`` (every example at its chain's beta)."""
-        return beta.unsqueeze(-1).expand(-1, self.log_step_size.shape[1]) if beta.dim() == 1 \
-            else beta
-
     def at(self, beta: Tensor) -> tuple[Tensor, Tensor | None]:
         """Step sizes ``(C, N)`` and inverse masses ``(C, N, d)`` at betas ``(C,)`` or ``(C, N)``,
         interpolated linearly in beta on the log scale."""
-        beta = self._per_example(beta)
         eps = self._lerp(self.log_step_size, beta).exp()
         return eps, None if self.inv_mass is None else self._lerp(self.inv_mass.log(), beta).exp()
 
@@ -73,7 +63,7 @@ class StepSizes(NamedTuple):
         eps, inv_mass = self.at(at)
         var = self.log_ratio_var
         if var is not None:
-            var = torch.cat([var[below], self._lerp(var, self._per_example(at)).to(var)])
+            var = torch.cat([var[below], self._lerp(var, at).to(var)])
         return StepSizes(torch.cat([self.betas[below], at]),
                          torch.cat([self.log_step_size[below], eps.log()]),
                          None if self.inv_mass is None or inv_mass is None

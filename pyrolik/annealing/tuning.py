@@ -16,8 +16,7 @@ __all__ = ["Tuning", "TableTuning", "RowTuning", "Adaptation", "Pilot", "Online"
 
 # -- what the engine reads ---------------------------------------------------------------------------
 class TransitionInfo(Protocol):
-    """What a tuning reads of a transition's diagnostics (an :class:`HMCInfo`, or the engine's
-    per-step info that extends it)."""
+    """What a tuning reads of a transition's diagnostics (``HMCInfo``, the engine's ``AISInfo``)."""
 
     @property
     def acceptance_rate(self) -> Tensor:
@@ -25,27 +24,32 @@ class TransitionInfo(Protocol):
 
 
 class Tuning(Protocol):
-    """The engine's view of an adaptation: parameters for the next transition, updated after it."""
+    """The engine's view of an adaptation: parameters for the next transition, updated after it
+    (the defaults, of a subclass: never, nothing to checkpoint)."""
 
     def params(self, beta: Tensor) -> HMCParams:
         """Parameters of the transition to the betas ``(rows,)`` of the rows (chain-major)."""
 
     def start(self, z0: Tensor) -> Tuning:
         """The tuning at the chains' first states ``z0`` ``(rows, d)``."""
+        return self
 
     def update(self, info: TransitionInfo, state: Any) -> Tuning:
         """The tuning after a transition with diagnostics ``info`` that left the chains in
         ``state`` (the engine's state; a new object, never in place)."""
+        return self
 
     def state(self) -> tuple:
         """Tensors to checkpoint; :meth:`restore` takes them back."""
+        return ()
 
     def restore(self, state: tuple) -> Tuning:
         """The tuning with a checkpointed :meth:`state`."""
+        return self
 
 
 @dataclass(frozen=True)
-class TableTuning:
+class TableTuning(Tuning):
     """Step sizes (and masses) read from a frozen :class:`StepSizes` table: never updated."""
 
     table: StepSizes
@@ -56,21 +60,12 @@ class TableTuning:
         rows = eps.numel()
         return HMCParams(eps.reshape(rows), None if inv_mass is None else inv_mass.reshape(rows, -1))
 
-    def start(self, z0: Tensor) -> TableTuning:
-        return self
-
     def update(self, info: TransitionInfo, state: Any = None) -> TableTuning:
-        return self
-
-    def state(self) -> tuple:
-        return ()
-
-    def restore(self, state: tuple) -> TableTuning:
         return self
 
 
 @dataclass(frozen=True)
-class RowTuning:
+class RowTuning(Tuning):
     r"""One log step size per row; with ``gain > 0``, :math:`\log\epsilon \mathrel{+}= g\,(a - a^*)`
     after every transition, from that row's own acceptance ``a``."""
 
@@ -80,9 +75,6 @@ class RowTuning:
 
     def params(self, beta: Tensor) -> HMCParams:
         return HMCParams(self.log_step_size.exp())
-
-    def start(self, z0: Tensor) -> RowTuning:
-        return self
 
     def update(self, info: TransitionInfo, state: Any = None) -> RowTuning:
         if not self.gain:
@@ -161,8 +153,7 @@ class PilotTuning:
     masses: tuple[Tensor, ...] = ()
 
     def start(self, z0: Tensor) -> PilotTuning:
-        """The tuning at the chains' first states ``z0`` ``(k * n, d)`` (their variance: the first
-        inverse mass)."""
+        """The tuning at the first states ``z0`` (their variance: the first inverse mass)."""
         if not self.mass_matrix:
             return self
         return replace(self, inv_mass=_variance(z0, self.num_chains, self.log_step_size.shape[0]))
@@ -257,10 +248,6 @@ class Adaptation:
         raise NotImplementedError
 
 
-def _row_tuning(step_size: float, gain: float, target: float, k: int, n: int, like: Tensor):
-    return RowTuning(like.new_full((k * n,), math.log(step_size)), gain, target)
-
-
 @dataclass(frozen=True)
 class Fixed(Adaptation):
     """``step_size`` at every transition (``HMC(adapt=None)``)."""
@@ -269,7 +256,7 @@ class Fixed(Adaptation):
     name: ClassVar[str | None] = None
 
     def tuning(self, table, num_chains, num_examples, like):
-        return _row_tuning(self.step_size, 0.0, 0.65, num_chains, num_examples, like)
+        return RowTuning(like.new_full((num_chains * num_examples,), math.log(self.step_size)))
 
     def settings(self) -> dict:
         return {"step_size": self.step_size, "adapt": None}
@@ -285,8 +272,8 @@ class Online(Adaptation):
     name: ClassVar[str | None] = "online"
 
     def tuning(self, table, num_chains, num_examples, like):
-        return _row_tuning(self.step_size, self.gain, self.target_accept, num_chains,
-                           num_examples, like)
+        return RowTuning(like.new_full((num_chains * num_examples,), math.log(self.step_size)),
+                         self.gain, self.target_accept)
 
     def settings(self) -> dict:
         return {"step_size": self.step_size, "target_accept": self.target_accept,
@@ -349,8 +336,7 @@ def from_settings(adapt: str | Adaptation | None = "pilot", *, step_size: float 
                   target_accept: float | None = None, pilot_fraction: float = 0.2,
                   min_pilot_steps: int = 20, pilot_chains: int | None = 4,
                   mass_matrix: bool = False, adapt_gain: float = 1.0) -> Adaptation:
-    """The strategy named by :class:`pyrolik.HMC`'s arguments (checked here; ``target_accept=None``: its
-    own default)."""
+    """The checked strategy of :class:`pyrolik.HMC`'s arguments (``target_accept=None``: own)."""
     if isinstance(adapt, Adaptation):
         return adapt
     if not step_size > 0:

@@ -22,7 +22,7 @@ from pyrolik.exceptions import FailedExamplesWarning
 from pyrolik.execution.checkpoint import Checkpoint
 from pyrolik.execution.distributed import Shard, broadcast_seed, current_shard, gather_batches
 
-__all__ = ["Batch", "batches", "progress_bar", "Execution", "run_batches", "Work", "checkpoint",
+__all__ = ["Batch", "progress_bar", "Execution", "run_batches", "Work", "checkpoint",
            "distributed", "local", "scope", "refuse_scope", "Scope", "warn_failed", "oom_advice", "is_out_of_memory"]
 
 
@@ -30,15 +30,6 @@ class Batch(NamedTuple):
     start: int
     stop: int
     generator: torch.Generator
-
-
-def batches(num_examples: int, batch_size: int | None, seed: int,
-            device: torch.device | str = "cpu") -> Iterator[Batch]:
-    """Consecutive batches of at most ``batch_size`` examples (all at once when ``None``)."""
-    size = num_examples if batch_size is None else check_count("batch_size", batch_size)
-    for start in range(0, num_examples, size):
-        stop = min(start + size, num_examples)
-        yield Batch(start, stop, generator_for(seed, start, device))
 
 
 def progress_bar(total: int, desc: str, enabled: bool) -> tqdm:
@@ -175,21 +166,23 @@ Work = Callable[[Batch, Any, Callable[[Any], None] | None], Any]
 def run_batches(num_examples: int, batch_size: int | None, seed: int, device: torch.device,
                 work: Work, *, shard: Shard, rows_per_example: int,
                 checkpoint: Checkpoint | None = None) -> list[Any] | None:
-    """Run this process's batches; return every batch's payload in order (``None`` off rank 0)."""
+    """Run this process's batches of ``batch_size`` examples; all payloads on rank 0, else None."""
     parts: dict[int, Any] = {}
-    for i, batch in enumerate(batches(num_examples, batch_size, seed, device)):
+    size = num_examples if batch_size is None else check_count("batch_size", batch_size)
+    for i, start in enumerate(range(0, num_examples, size)):
         if not shard.owns(i):
             continue
-        stored = checkpoint.completed(batch.start) if checkpoint is not None else None
+        batch = Batch(start, min(start + size, num_examples), generator_for(seed, start, device))
+        stored = None if checkpoint is None else checkpoint.completed(start)
         if stored is None:  # not completed before
-            resume = checkpoint.resume_state(batch.start) if checkpoint is not None else None
-            save = None if checkpoint is None else functools.partial(checkpoint.save_progress,
-                                                                     batch.start)
-            with oom_advice(batch.start, batch.stop, rows_per_example, batch_size):
+            resume = None if checkpoint is None else checkpoint.resume_state(start)
+            save = (None if checkpoint is None
+                    else functools.partial(checkpoint.save_progress, start))
+            with oom_advice(start, batch.stop, rows_per_example, batch_size):
                 stored = work(batch, resume, save)
             if checkpoint is not None:
-                checkpoint.complete(batch.start, stored)
-        parts[batch.start] = stored
+                checkpoint.complete(start, stored)
+        parts[start] = stored
     return gather_batches(parts, shard, device)
 
 
@@ -216,9 +209,7 @@ def warn_failed(result, what: str | None = None, stacklevel: int = 3) -> None:
 
 def is_out_of_memory(err: BaseException) -> bool:
     """Whether ``err`` is torch's (CUDA, MPS or CPU allocator) out-of-memory error."""
-    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
-                                  getattr(torch.cuda, "OutOfMemoryError", None)) if t is not None)
-    if oom_types and isinstance(err, oom_types):
+    if isinstance(err, torch.cuda.OutOfMemoryError):  # torch.OutOfMemoryError too (torch >= 2.5)
         return True
     msg = str(err).lower()
     return isinstance(err, RuntimeError) and any(
@@ -236,11 +227,9 @@ def oom_advice(start: int, stop: int, rows_per_example: int, batch_size: int | N
                 or str(err).startswith("out of memory on examples"):
             raise
         n = stop - start
-        suggest = max(1, n // 4)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise MemoryError(
-            f"out of memory on examples [{start}:{stop}] ({n} examples x {rows_per_example} "
-            f"chains/samples = {n * rows_per_example} model rows per pass, batch_size="
-            f"{batch_size}): pass a smaller batch_size (e.g. batch_size={suggest}); results depend "
-            f"on it only through Monte Carlo noise. ({first})"
-        ) from err
+        raise MemoryError(f"out of memory on examples [{start}:{stop}] ({n} examples x "
+                          f"{rows_per_example} chains/samples = {n * rows_per_example} model rows "
+                          f"per pass, batch_size={batch_size}): pass a smaller batch_size (e.g. "
+                          f"batch_size={max(1, n // 4)}); results depend on it only through Monte "
+                          f"Carlo noise. ({first})") from err

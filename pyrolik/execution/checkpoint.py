@@ -71,8 +71,7 @@ def _held_state(fn: Any) -> list[tuple[str, Any]]:
         return (out + [(f"self.{k}", v) for k, v in _held_state(fn.__self__)]
                 + _held_state(fn.__func__))
     if hasattr(fn, "__code__"):  # a function
-        cells = zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False)
-        for name, cell in cells:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
             try:
                 out.append((f"closure.{name}", cell.cell_contents))
             except ValueError:  # an empty cell
@@ -108,21 +107,16 @@ def fingerprint(method: str, *, model: Any, x: torch.Tensor, seed: int, settings
     probe = x[:1]
     params = _param_sites(model, probe, probe_args, probe_kwargs)
     params += [(f"guide.{k}", v) for k, v in _param_sites(guide, probe, probe_args, probe_kwargs)]
-    return {
-        "method": method,
-        "data": hash_tensors([("x", x), ("device", x.device.type)]),
-        "schedule/latents": hash_tensors(sorted((extra or {}).items())),
-        "model": qualified_name(model),
-        "model parameters": hash_tensors(params + _held_state(model)),
-        "model_args/model_kwargs": hash_tensors([("args", a) for a in model_args]
-                                                + sorted(kwargs.items())),
-        "guide": qualified_name(guide),
-        "guide parameters": hash_tensors(_held_state(guide)),
-        "settings": {k: repr(v) for k, v in settings.items()},
-        "seed": seed,
-        "processes": f"rank {shard[0]} of {shard[1]}",
-        "versions": {"torch": str(torch.__version__), "pyro": str(pyro.__version__)},
-    }
+    return {"method": method, "data": hash_tensors([("x", x), ("device", x.device.type)]),
+            "schedule/latents": hash_tensors(sorted((extra or {}).items())),
+            "model": qualified_name(model),
+            "model parameters": hash_tensors(params + _held_state(model)),
+            "model_args/model_kwargs": hash_tensors([("args", a) for a in model_args]
+                                                    + sorted(kwargs.items())),
+            "guide": qualified_name(guide), "guide parameters": hash_tensors(_held_state(guide)),
+            "settings": {k: repr(v) for k, v in settings.items()}, "seed": seed,
+            "processes": f"rank {shard[0]} of {shard[1]}",
+            "versions": {"torch": str(torch.__version__), "pyro": str(pyro.__version__)}}
 
 
 # -- files ---------------------------------------------------------------------------------------
@@ -136,8 +130,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
 
 
 def _dump(obj: Any) -> bytes:
@@ -178,8 +171,7 @@ def remove_checkpoint(path: str | os.PathLike) -> None:
         for f in folder.iterdir():
             f.unlink()
         folder.rmdir()
-    if path.exists():
-        path.unlink()
+    path.unlink(missing_ok=True)
 
 
 def _describe(saved: dict, current: dict) -> list[str]:
@@ -204,26 +196,19 @@ class Checkpoint:
 
     def __init__(self, path: str | os.PathLike, every: int, fingerprint: dict[str, Any],
                  device: torch.device | str = "cpu"):
-        self.path = Path(path)
+        self.path, self.fingerprint, self.device = Path(path), fingerprint, torch.device(device)
         self.every = check_count("checkpoint_every", every)
-        self.fingerprint = fingerprint
-        self.device = torch.device(device)
         self.done: dict[str, str] = {}  # str(first example) -> sha256 of the batch file
         self.partial: dict[str, Any] | None = None
         if not self.path.parent.is_dir():
             raise ValueError(f"the folder of checkpoint {self.path} does not exist; create it first")
-        self._remove_stale_temporaries()
-        if self.path.exists():
-            self._load()
-
-    def _remove_stale_temporaries(self) -> None:
-        """Temporary files of a run killed while writing (one run per checkpoint path)."""
+        # temporary files of a run killed while writing (one run per checkpoint path)
         folder = _batch_dir(self.path)
         stale = list(self.path.parent.glob(f".{self.path.name}.*.tmp"))
-        if folder.is_dir():
-            stale += list(folder.glob(".*.tmp"))
-        for f in stale:
+        for f in stale + (list(folder.glob(".*.tmp")) if folder.is_dir() else []):
             f.unlink(missing_ok=True)
+        if self.path.exists():
+            self._load()
 
     def _load(self) -> None:
         state = _read(self.path, self.device)
@@ -231,18 +216,16 @@ class Checkpoint:
             raise ValueError(f"{self.path} is not a pyrolik checkpoint; delete it or pass another path")
         diffs = _describe(state["fingerprint"], self.fingerprint)
         if diffs:
-            raise ValueError(
-                f"checkpoint {self.path} was written by a different run (what differs: "
-                f"{'; '.join(diffs)}): resume with the same model, parameters, data, settings and "
-                "seed, or delete the checkpoint (or pass another path) to start over"
-            )
+            raise ValueError(f"checkpoint {self.path} was written by a different run (what "
+                             f"differs: {'; '.join(diffs)}): resume with the same model, "
+                             "parameters, data, settings and seed, or delete the checkpoint (or "
+                             "pass another path) to start over")
         if state["fingerprint"].get("versions") != self.fingerprint["versions"]:
             warnings.warn(f"checkpoint {self.path} was written with {state['fingerprint']['versions']}"
                           f", this run uses {self.fingerprint['versions']}: the resumed result is "
                           "valid but may not be bit-identical to an uninterrupted run",
                           PyrolikWarning, stacklevel=4)
-        self.done = dict(state["done"])
-        self.partial = state["partial"]
+        self.done, self.partial = dict(state["done"]), state["partial"]
 
     def _write(self) -> None:
         atomic_write_bytes(self.path, _dump({"fingerprint": self.fingerprint, "done": self.done,
@@ -251,15 +234,13 @@ class Checkpoint:
     def completed(self, start: int) -> Any | None:
         """The stored output of the batch starting at ``start``, or ``None`` if not completed."""
         sha = self.done.get(str(start))
-        if sha is None:
-            return None
-        return _read(_batch_dir(self.path) / f"{start}.pt", self.device, expected_sha=sha)
+        return None if sha is None else _read(_batch_dir(self.path) / f"{start}.pt", self.device,
+                                               expected_sha=sha)
 
     def resume_state(self, start: int) -> Any | None:
         """The saved state of the batch starting at ``start`` if it was in progress."""
-        if self.partial is not None and self.partial["start"] == start:
-            return self.partial["state"]
-        return None
+        partial = self.partial
+        return partial["state"] if partial is not None and partial["start"] == start else None
 
     def save_progress(self, start: int, state: Any) -> None:
         """Record the state of the batch in progress (atomically replaces the checkpoint file)."""
@@ -278,8 +259,7 @@ class Checkpoint:
 
 
 def checkpoint_path(path: str | os.PathLike, shard: tuple[int, int] = (0, 1)) -> Path:
-    """Each process of a multi-process run keeps its own checkpoint, ``ckpt.rank1-of-4.pt``
-    (``shard = (rank, world_size)``)."""
+    """Each process's own checkpoint, ``ckpt.rank1-of-4.pt`` for ``shard = (rank, world_size)``."""
     path, (rank, world_size) = Path(path), shard
     return path if world_size == 1 else path.with_name(
         f"{path.stem}.rank{rank}-of-{world_size}{path.suffix}")

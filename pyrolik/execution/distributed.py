@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import torch
 
-__all__ = ["Shard", "current_shard", "broadcast_seed", "gather_batches", "init_from_env", "is_torchrun", "map_tensors", "main_result", "set_threads", "default_threads", "ENV"]
+__all__ = ["Shard", "current_shard", "broadcast_seed", "gather_batches", "init_from_env", "map_tensors", "main_result", "set_threads", "ENV"]
 
 _R = TypeVar("_R")
 
@@ -33,11 +33,10 @@ def current_shard(distributed: bool) -> Shard:
         return Shard()
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()):
-        raise ValueError(
-            "pyrolik.distributed() needs an initialised torch.distributed process group: launch "
-            "with torchrun and call torch.distributed.init_process_group() first (the pyrolik "
-            "command line does both), or call the estimator outside the block"
-        )
+        raise ValueError("pyrolik.distributed() needs an initialised torch.distributed process "
+                         "group: launch with torchrun and call "
+                         "torch.distributed.init_process_group() first (the pyrolik command line "
+                         "does both), or call the estimator outside the block")
     return Shard(dist.get_rank(), dist.get_world_size())
 
 
@@ -63,10 +62,8 @@ def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     return obj
 
 
-def gather_batches(parts: dict[int, Any], shard: Shard, device: torch.device
-                   ) -> list[Any] | None:
-    """Per-batch outputs ``{first example: payload}`` of all ranks, in batch order, on rank 0 (through
-    CPU memory); ``None`` on the other ranks."""
+def gather_batches(parts: dict[int, Any], shard: Shard, device: torch.device) -> list[Any] | None:
+    """Per-batch outputs ``{first example: payload}`` of all ranks in order on rank 0, else None."""
     if shard.world_size == 1:
         return [parts[k] for k in sorted(parts)]
     cpu = {k: map_tensors(v, lambda t: t.detach().cpu()) for k, v in parts.items()}
@@ -78,20 +75,13 @@ def gather_batches(parts: dict[int, Any], shard: Shard, device: torch.device
     return [map_tensors(merged[k], lambda t: t.to(device)) for k in sorted(merged)]
 
 
-def is_torchrun() -> bool:
-    """Whether this process was started by torchrun (its environment variables are set)."""
-    return all(v in os.environ for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
-
-
 def init_from_env(device: str | torch.device, backend: str = "auto") -> tuple[Shard, torch.device]:
-    """Start the default process group from torchrun's environment; return the shard and device.
-
-    ``backend="auto"``: NCCL for CUDA (each rank on GPU ``LOCAL_RANK``), else gloo. Without torchrun's
-    variables: ``Shard(0, 1)``.
-    """
+    """Start the default process group from torchrun's environment (``backend="auto"``: NCCL for
+    CUDA, each rank on GPU ``LOCAL_RANK``, else gloo); the shard (``Shard(0, 1)`` without torchrun)
+    and device."""
     device = torch.device(device)
-    if not is_torchrun():
-        return Shard(), device
+    if not all(v in os.environ for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+        return Shard(), device  # not started by torchrun
     dist = torch.distributed
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
@@ -106,33 +96,16 @@ def init_from_env(device: str | torch.device, backend: str = "auto") -> tuple[Sh
 
 
 def main_result(result: _R | None, estimator: str) -> _R:
-    """The result of an estimator run in one process (or on rank 0); a ``None`` raises instead of
-    travelling on."""
+    """The result of an estimator run in one process (or on rank 0); a ``None`` raises."""
     if result is None:
-        raise RuntimeError(
-            f"{estimator} returned None, which only the non-zero ranks of a pyrolik.distributed() "
-            "block do: run it outside the block, or use the result on rank 0"
-        )
+        raise RuntimeError(f"{estimator} returned None, which only the non-zero ranks of a "
+                           "pyrolik.distributed() block do: run it outside the block, or use the "
+                           "result on rank 0")
     return result
 
 
 #: Environment variable naming the thread count that :func:`set_threads` uses by default.
 ENV = "PYROLIK_NUM_THREADS"
-
-
-def default_threads() -> int:
-    """``$PYROLIK_NUM_THREADS`` when set, else 1."""
-    text = os.environ.get(ENV, "").strip()
-    if not text:
-        return 1
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"{ENV}={text!r} is not a positive integer: set it to a thread count such "
-                         f"as 1 or 4, or unset it (the default is 1)")
-    return value
 
 
 def set_threads(num_threads: int | None = None) -> int:
@@ -149,8 +122,15 @@ def set_threads(num_threads: int | None = None) -> int:
     int
         The previous count, to restore it with ``set_threads(previous)``.
     """
-    if num_threads is None:
-        num_threads = default_threads()
+    if num_threads is None:  # $PYROLIK_NUM_THREADS when set, else 1
+        text = os.environ.get(ENV, "").strip()
+        try:
+            num_threads = int(text) if text else 1
+        except ValueError:
+            num_threads = 0
+        if num_threads < 1:
+            raise ValueError(f"{ENV}={text!r} is not a positive integer: set it to a thread count "
+                             "such as 1 or 4, or unset it (the default is 1)")
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive integer or None, got {num_threads!r}")
     old = torch.get_num_threads()

@@ -29,6 +29,5 @@ def systematic(log_weights: Tensor, num: int | None = None, *,
     u = torch.rand(lw.shape[0], 1, generator=generator, dtype=lw.dtype, device=lw.device)
     points = (u + torch.arange(num, dtype=lw.dtype, device=lw.device)) / num  # each < 1
     pick = torch.searchsorted(cdf, points, right=True).clamp_max(k - 1)
-    order = torch.arange(num, device=lw.device) % k
-    pick = torch.where(ok, pick, order)
+    pick = torch.where(ok, pick, torch.arange(num, device=lw.device) % k)  # no weight: in order
     return pick.T.reshape(num, *log_weights.shape[1:])

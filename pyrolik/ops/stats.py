@@ -10,9 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pyrolik.advice import MIN_WEIGHTS
-
-__all__ = ["log_mean_exp", "effective_sample_size", "ancestor_log_weights", "chain_statistics", "lognormal_bias", "mcse_log_mean_exp", "khat_threshold", "MIN_WEIGHTS_FOR_KHAT", "pareto_khat", "pareto_tail_size", "pareto_khat_from_tail", "RunningLogWeights", "num_blocks", "check_blocks", "DEFAULT_BLOCKS"]
+__all__ = ["log_mean_exp", "effective_sample_size", "ancestor_log_weights", "chain_statistics", "lognormal_bias", "mcse_log_mean_exp", "khat_threshold", "pareto_khat", "pareto_tail_size", "RunningLogWeights", "num_blocks", "check_blocks", "DEFAULT_BLOCKS"]
 
 
 def log_mean_exp(log_weights: Tensor, dim: int = 0) -> Tensor:
@@ -72,16 +70,9 @@ def _log1mexp(x: Tensor) -> Tensor:
     return torch.where(x > -math.log(2.0), torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
 
 
-def _jackknife_se(sum_a: Tensor, sum_a2: Tensor, k: int) -> Tensor:
-    r"""Jackknife standard error :math:`\sqrt{\tfrac{K-1}{K} \sum_i (a_i - \bar a)^2}` from the sums
-    of the K leave-one-out values :math:`a_i` (shifted by any constant) and of their squares."""
-    return torch.sqrt((k - 1) / k * torch.clamp(sum_a2 - sum_a**2 / k, min=0.0))
-
-
 def _mcse_from_top(top: Tensor, lse: Tensor, log_power_sums: dict[int, Tensor], count: int
                    ) -> Tensor:
-    r"""Jackknife MCSE from the ``top`` ``(T, N)`` log-weights (exact) and the power sums of the rest
-    (the series of :math:`\log(1 - r_i)` to fourth order); exact when ``count == T``."""
+    """Jackknife MCSE from the ``top`` log-weights and the power sums of the rest (a series)."""
     dt = top.dtype
     top, lse = top.double(), lse.double()
     r_log = top - lse  # log r_i of the largest weights
@@ -100,7 +91,8 @@ def _mcse_from_top(top: Tensor, lse: Tensor, log_power_sums: dict[int, Tensor], 
                                min=0.0)
         sum_a = sum_a - (p[1] + p[2] / 2 + p[3] / 3 + p[4] / 4)
         sum_a2 = sum_a2 + p[2] + p[3] + 11.0 / 12.0 * p[4]
-    se = _jackknife_se(sum_a, sum_a2, count)
+    # the jackknife's sqrt((K - 1) / K * sum_i (a_i - mean a)^2) from the sums of a_i and a_i^2
+    se = torch.sqrt((count - 1) / count * torch.clamp(sum_a2 - sum_a**2 / count, min=0.0))
     # one weight holds all the mass (a leave-one-out sum is zero): the spread is unbounded
     se = torch.where(torch.isneginf(a_first), torch.full_like(se, math.inf), se)
     if count < 2:
@@ -126,17 +118,13 @@ def mcse_log_mean_exp(log_weights: Tensor, dim: int = 0, method: str = "jackknif
     .. [2] B. Efron. The Jackknife, the Bootstrap and Other Resampling Plans. SIAM, 1982.
     """
     if method == "delta":
-        k = log_weights.shape[dim]
         ess = effective_sample_size(log_weights, dim)
-        return torch.sqrt(torch.clamp(1.0 / ess - 1.0 / k, min=0.0))
+        return torch.sqrt(torch.clamp(1.0 / ess - 1.0 / log_weights.shape[dim], min=0.0))
     if method != "jackknife":
         raise ValueError(f"method must be 'jackknife' or 'delta', got {method!r}")
     lw = log_weights.movedim(dim, 0)
     top = torch.sort(lw, dim=0, descending=True).values
     return _mcse_from_top(top, torch.logsumexp(lw, 0), {}, lw.shape[0])
-
-
-MIN_WEIGHTS_FOR_KHAT = MIN_WEIGHTS  # PSIS fits a tail of at least 5 of the largest weights
 
 
 def khat_threshold(num_samples: int) -> float:
@@ -158,31 +146,14 @@ def pareto_khat(log_weights: Tensor, dim: int = 0) -> Tensor:
     lw = log_weights.movedim(dim, -1).detach().cpu().double().numpy()
     flat = lw.reshape(-1, lw.shape[-1])
     out = np.full(flat.shape[0], np.nan)
-    if pareto_tail_size(flat.shape[-1]) >= 5:
-        finite = np.isfinite(flat).sum(-1) >= 5
-        if finite.any():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # ArviZ warns when k-hat is large: we report it
-                _, khat = az.psislw(np.where(np.isfinite(flat[finite]), flat[finite], -1e300),
-                                    reff=1.0)
-            khat = np.asarray(khat, dtype=float)
-            out[finite] = np.where(np.isfinite(khat), khat, np.nan)
+    finite = np.isfinite(flat).sum(-1) >= 5
+    if pareto_tail_size(flat.shape[-1]) >= 5 and finite.any():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # ArviZ warns when k-hat is large: we report it
+            _, khat = az.psislw(np.where(np.isfinite(flat[finite]), flat[finite], -1e300), reff=1.0)
+        khat = np.asarray(khat, dtype=float)
+        out[finite] = np.where(np.isfinite(khat), khat, np.nan)
     return torch.as_tensor(out.reshape(lw.shape[:-1]), dtype=log_weights.dtype)
-
-
-def pareto_khat_from_tail(tail: Tensor, num_samples: int) -> Tensor:
-    """k-hat from the ``pareto_tail_size(num_samples) + 1`` largest log-weights ``(M + 1, N)``: padded
-    with the threshold up to ``num_samples``, ArviZ fits the same tail as on the full set."""
-    m = pareto_tail_size(num_samples)
-    if tail.shape[0] != m + 1:
-        raise ValueError(f"tail must hold {m + 1} values per example, got {tail.shape[0]}")
-    threshold = tail.min(dim=0).values
-    out = []
-    for start in range(0, tail.shape[1], 64):  # bounded memory: 64 examples x num_samples at once
-        sl = slice(start, start + 64)
-        pad = threshold[sl].expand(num_samples - m - 1, -1)
-        out.append(pareto_khat(torch.cat([tail[:, sl], pad], dim=0)))
-    return torch.cat(out)
 
 
 class RunningLogWeights:
@@ -191,11 +162,9 @@ class RunningLogWeights:
     EXACT_TOP = 64  # the jackknife is exact up to this many weights, a 4-term series beyond
 
     def __init__(self, num_samples: int, keep: bool):
-        self.num_samples = num_samples
-        self.keep = keep
+        self.keep, self.count = keep, 0
         self.tail_size = pareto_tail_size(num_samples) + 1
         self.top_size = max(self.tail_size, self.EXACT_TOP)
-        self.count = 0
         self.lse: Tensor | None = None
         self.lse_pow: dict[int, Tensor] = {}
         self.tail: Tensor | None = None  # the largest log-weights, largest first
@@ -245,7 +214,12 @@ class RunningLogWeights:
             return pareto_khat(torch.cat(self.kept, dim=0))
         if tail.shape[0] < self.tail_size:
             return torch.full_like(lse, float("nan"))
-        return pareto_khat_from_tail(tail[: self.tail_size], self.count)
+        # the tail_size largest, padded with the smallest of them up to count: ArviZ fits the same
+        # tail as on the full set; 64 examples x count at once bound the memory
+        tail = tail[: self.tail_size]
+        pad = tail.min(dim=0).values.expand(self.count - self.tail_size, -1)
+        return torch.cat([pareto_khat(torch.cat([tail[:, i : i + 64], pad[:, i : i + 64]]))
+                          for i in range(0, tail.shape[1], 64)])
 
 
 #: Blocks (ArviZ chains) of the export by default, as ``chains=4`` elsewhere in ArviZ.
@@ -265,8 +239,7 @@ def check_blocks(requested: Any) -> None:
 
 
 def num_blocks(num_chains: int, requested: int = DEFAULT_BLOCKS, islands: int | None = None) -> int:
-    """The number of blocks ``K`` chains are split into; chains resampled in ``islands`` (SMC) only
-    into whole islands, so that blocks stay independent."""
+    """The blocks ``num_chains`` are split into: whole ``islands`` (SMC), to stay independent."""
     check_blocks(requested)
     return max(c for c in range(1, max(1, min(requested, num_chains // MIN_DRAWS)) + 1)
                if num_chains % c == 0 and (islands is None or islands % c == 0))

@@ -232,8 +232,7 @@ def test_saved_result_summarises_without_rerunning(results, name, tmp_path, monk
         raise AssertionError("loading must not rerun the estimator")
 
     for mod, fn in (("infer.annealing", "run"), ("infer.sandwich", "run"),
-                    ("annealing.driver", "drive"), ("annealing.driver", "anneal"),
-                    ("annealing.driver", "run_phase")):
+                    ("annealing.driver", "drive"), ("annealing.driver", "run_phase")):
         monkeypatch.setattr(f"pyrolik.{mod}.{fn}", no_rerun)
     back = pyrolik.load(path)
     pd.testing.assert_frame_equal(back.summary(), r.summary())
