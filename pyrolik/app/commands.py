@@ -263,14 +263,27 @@ def summary(args) -> int:
 
 
 def _per_example(result) -> Any:
+    """One row per example (per grid point and example for a curve or its BDMC)."""
     if hasattr(result, "per_example"):
         return result.per_example()
     import pandas as pd
 
-    df = pd.DataFrame({"lower": result.lower.log_likelihood.double().cpu().numpy(),
-                       "upper": result.upper.log_likelihood.double().cpu().numpy(),
-                       "gap": result.per_example_gap.double().cpu().numpy()})
-    return df.rename_axis("example")
+    if hasattr(result, "per_example_gap"):  # a BDMCResult
+        columns = {"lower": result.lower.log_likelihood, "upper": result.upper.log_likelihood,
+                   "gap": result.per_example_gap}
+        return pd.DataFrame({k: v.double().cpu().numpy() for k, v in columns.items()}
+                            ).rename_axis("example")
+    if hasattr(result, "log_weights"):  # a DistortionCurve: log p_sigma(x) in the Gaussian mode
+        ll = result.log_likelihood
+        columns = {"log_z" if ll is None else "log_likelihood": result.log_z if ll is None else ll,
+                   "distortion": result.distortion, "rate": result.rate}
+    else:  # a DistortionBDMC
+        columns = {"lower": result.lower, "upper": result.upper, "distortion": result.distortion}
+    key, points = ("beta", result.betas) if result.sigmas is None else ("sigma", result.sigmas)
+    n = next(iter(columns.values())).shape[-1]
+    index = pd.MultiIndex.from_product([points.tolist(), range(n)], names=[key, "example"])
+    return pd.DataFrame({k: v.double().cpu().reshape(-1).numpy() for k, v in columns.items()},
+                        index=index)
 
 
 DEFAULT_STEPS = 3000  # --num-steps when neither it nor --tolerance is given (3 leapfrog each)

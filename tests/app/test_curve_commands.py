@@ -46,6 +46,11 @@ def test_sigma_curve_command(tmp_path, data, capsys, seed):
     torch.testing.assert_close(got.log_likelihood, api.log_likelihood)
     status, text, _ = run(["summary", out], capsys)
     assert status == 0 and "log p_sigma(x) [nats]" in text
+    # --per-example: one row per (sigma, example), the file's numbers
+    status, text, _ = run(["summary", out, "--per-example"], capsys)
+    rows = [line.split() for line in text.splitlines()[-4 * 3:]]
+    assert status == 0 and "log_likelihood  distortion" in text and len(rows) == 12
+    assert float(rows[-1][-3]) == pytest.approx(float(got.log_likelihood[-1, -1]), abs=1e-5)
     # printed: the curve, the best fixed sigma and Table 3 with its warning
     status, text, _ = run(["sigma-curve", MODEL, "--data", data, "--sigmas", "0.2,0.5,1",
                            "--fixed-sigma", "0.5", "-o", out, "--overwrite",
@@ -110,6 +115,10 @@ def test_distortion_bdmc_command(tmp_path, capsys, seed):
     torch.testing.assert_close(got.upper, api.upper)
     status, text, _ = run(["summary", out], capsys)
     assert status == 0 and "gap [nats]" in text
+    status, text, _ = run(["summary", out, "--per-example"], capsys)
+    last = text.splitlines()[-1].split()
+    assert status == 0 and "lower     upper  distortion" in text
+    assert float(last[-3]) == pytest.approx(float(got.lower[-1, -1]), abs=1e-5)
 
 
 def test_errors_are_one_line(tmp_path, data, capsys):
