@@ -100,7 +100,7 @@ PARAMETERS: dict[str, str] = {
     "keep_samples": """keep_samples : bool, optional
     Keep every draw, ``samples`` by site ``(num_samples, N, *site)`` (default: when the weights are
     kept and the draws are at most 1e7 numbers). The result keeps ``draws`` either way: a bounded
-    number per example resampled by weight as they stream by (:mod:`pyrolik.infer.streaming`).""",
+    number per example resampled by weight as they stream by (:mod:`pyrolik.ops.resampling`).""",
     "dtype": """dtype : torch.dtype, optional
     Of the simulated data (default: torch's default dtype).""",
     "device": """device : torch.device or str, optional

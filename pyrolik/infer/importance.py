@@ -11,8 +11,8 @@ from torch import Tensor
 
 from pyrolik._validate import check_count, shared_params, validate_data
 from pyrolik.execution.batches import Batch, Execution, progress_bar, run_batches, warn_failed
-from pyrolik.infer.streaming import RESAMPLING_STREAM, StreamingResampler
 from pyrolik.model.target import Target, make_target, prepare_inputs
+from pyrolik.ops.resampling import RESAMPLING_STREAM, StreamingResampler
 from pyrolik.ops.stats import RunningLogWeights
 from pyrolik.results import EstimateResult
 

@@ -16,7 +16,7 @@ import torch
 import xarray as xr
 
 from pyrolik._version import __version__
-from pyrolik.ops.resampling import systematic
+from pyrolik.ops.resampling import RESAMPLING_STREAM, systematic
 from pyrolik.ops.stats import DEFAULT_BLOCKS, check_blocks
 from pyrolik.ops.stats import num_blocks as num_blocks_of
 from pyrolik.results.layout import (
@@ -43,7 +43,6 @@ from pyrolik.results.layout import (
 
 __all__ = ["EstimateConverter", "AISConverter", "to_datatree", "to_inference_data", "flatten"]
 
-RESAMPLING_STREAM = 20240  # mixed with the result's seed: the export's own random stream
 SITE_GROUPS = {"forward": ("posterior", "unconstrained_posterior", "sample_stats"),
                "reverse": ("prior", "unconstrained_prior", "sample_stats_prior")}
 ORDER = ["posterior", "prior", "unconstrained_posterior", "unconstrained_prior", "sample_stats",

@@ -1,4 +1,4 @@
-"""Sampling-importance-resampling as samples stream in (:mod:`pyrolik.infer.streaming`)."""
+"""Sampling-importance-resampling as samples stream in (:mod:`pyrolik.ops.resampling`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 def test_streaming_resampling_picks_each_sample_with_its_weight():
     """Every slot holds sample j of its block with probability w_j / sum w (chi-square on a
     fixed seed, 5 chunks of unequal size)."""
-    from pyrolik.infer.streaming import StreamingResampler
+    from pyrolik.ops.resampling import StreamingResampler
 
     g = torch.Generator().manual_seed(0)
     k, n = 40, 2000
