@@ -26,12 +26,13 @@ from pyrolik.app.loading import (
     parameter_dtype,
     prepare_modules,
 )
+from pyrolik.distortion.curve import DistortionCurve
 from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.checkpoint import checkpoint_path, remove_checkpoint
 from pyrolik.execution.distributed import Shard, init_from_env, main_result, set_threads
 from pyrolik.infer.tolerance import Tolerance
 from pyrolik.io.export import load, save
-from pyrolik.results import EstimateResult
+from pyrolik.results import BDMCResult, EstimateResult
 
 __all__ = ["evaluate", "bdmc", "summary", "curve", "resolve_num_steps", "DEFAULT_STEPS"]
 
@@ -264,16 +265,16 @@ def summary(args) -> int:
 
 def _per_example(result) -> Any:
     """One row per example (per grid point and example for a curve or its BDMC)."""
-    if hasattr(result, "per_example"):
-        return result.per_example()
     import pandas as pd
 
-    if hasattr(result, "per_example_gap"):  # a BDMCResult
+    if isinstance(result, EstimateResult):
+        return result.per_example()
+    if isinstance(result, BDMCResult):
         columns = {"lower": result.lower.log_likelihood, "upper": result.upper.log_likelihood,
                    "gap": result.per_example_gap}
         return pd.DataFrame({k: v.double().cpu().numpy() for k, v in columns.items()}
                             ).rename_axis("example")
-    if hasattr(result, "log_weights"):  # a DistortionCurve: log p_sigma(x) in the Gaussian mode
+    if isinstance(result, DistortionCurve):  # log p_sigma(x) in the Gaussian mode
         ll = result.log_likelihood
         columns = {"log_z" if ll is None else "log_likelihood": result.log_z if ll is None else ll,
                    "distortion": result.distortion, "rate": result.rate}

@@ -204,9 +204,9 @@ def distortion_bdmc(model: Callable[..., Any], data: int | Mapping[float, tuple[
     simulated = isinstance(data, int) and not isinstance(data, bool)
     if mode == "user" and simulated:
         raise ValueError("a user distortion is not a noise model, so there is nothing to simulate "
-                         "exact draws of q_beta from: pass {beta: (x, latents)} with exact "
+                         "exact draws of q_beta from: pass data={beta: (x, latents)} with exact "
                          "draws for every checked beta")
-    if not simulated and not isinstance(data, Mapping) or simulated and data_shape is None:
+    if (not simulated and not isinstance(data, Mapping)) or (simulated and data_shape is None):
         raise ValueError("pass data= a number of examples to simulate (with data_shape=), or "
                          "{point: (x, latents)} with exact draws at every checked point")
     given = {_find(key, k, "data"): v for k, v in data.items()} if isinstance(data, Mapping) else {}
@@ -216,9 +216,9 @@ def distortion_bdmc(model: Callable[..., Any], data: int | Mapping[float, tuple[
     models = {j: (distortion_model(model, sigma=(0.5 / float(grid[j])) ** 0.5) if mode == "gaussian"
                   else distortion_model(model, distortion=distortion, beta_max=float(grid[j])))
               for j in chosen}
-    data_of = {j: given[j] if not simulated else simulate(
-        models[j], data, data_shape=data_shape, model_args=model_args,  # type: ignore[arg-type]
-        model_kwargs=kwargs, seed=seed) for j in chosen}
+    data_of = {j: simulate(models[j], data, data_shape=data_shape,  # type: ignore[arg-type]
+                           model_args=model_args, model_kwargs=kwargs, seed=seed)
+               if simulated else given[j] for j in chosen}
     sizes = {int(data_of[j][0].shape[0]) for j in chosen}
     if len(sizes) > 1:
         raise ValueError(f"data must give the same number of examples at every point, got {sizes}")
