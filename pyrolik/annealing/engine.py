@@ -13,7 +13,6 @@ from torch import Tensor
 from pyrolik.annealing.step_sizes import rows_of
 from pyrolik.annealing.transition import HMCState, HMCTransition, ValueAndGradFn
 from pyrolik.annealing.tuning import Tuning
-from pyrolik.execution.distributed import map_tensors
 from pyrolik.ops.resampling import systematic
 from pyrolik.ops.stats import effective_sample_size
 
@@ -125,12 +124,16 @@ def step(state: AISState, beta_next: Tensor, *, kernel: HMCTransition,
     position, ancestor, resampled = state.position, state.ancestor, None
     if resample is not None:
         source, log_weight, resampled = resample(log_weight, generator)
-        position = map_tensors(position, lambda t: t[source])
+        p = position
+        position = HMCState(p.z[source], p.log_init[source], p.log_ratio[source],
+                            p.grad_init[source], p.grad_ratio[source],
+                            None if p.momentum is None else p.momentum[source])
         ancestor = ancestor[source]
     position, moved_info = kernel.step(position, density, beta_next, params.step_size, generator,
                                        params.inv_mass)
     moved = AISState(position, log_weight, beta_next, ancestor, state.tuning)
-    info = AISInfo(*moved_info, params.step_size, resampled)  # the transition's, and the step's
+    info = AISInfo(moved_info.acceptance_rate, moved_info.is_accepted, moved_info.is_divergent,
+                   moved_info.energy_error, params.step_size, resampled)
     return moved._replace(tuning=state.tuning.update(info, moved)), info
 
 
