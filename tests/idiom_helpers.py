@@ -29,7 +29,7 @@ def same_density(model, reference, x, k=3, **kw):
     """``model`` and ``reference`` give the same per-row log p(u) and log p(x | u)."""
     t, r = make_target(model, x, k, **kw), make_target(reference, x, k)
     u = torch.randn(t.layout.rows, t.layout.latent_dim, generator=torch.Generator().manual_seed(5))
-    for a, b in zip(t.log_prior_and_obs(u), r.log_prior_and_obs(u), strict=True):
+    for a, b in zip(t.program.log_prior_and_obs(u), r.program.log_prior_and_obs(u), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
     return t
 

@@ -183,7 +183,7 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, totals: engine.Totals,
     outputs, offset = [], 0
     for leg in legs:
         lo, hi, k = offset * n, (offset + leg.num_chains) * n, leg.num_chains
-        z = state.position.z[lo:hi]
+        z, leg_layout = state.position.z[lo:hi], path.first_chains(k).target.layout
         leg_trace = {name: v[:, offset : offset + k] if name == "beta"
                      else v[:, lo:hi].reshape(v.shape[0], k, n, *v.shape[2:])
                      for name, v in trace.items()}
@@ -191,7 +191,7 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, totals: engine.Totals,
             log_weight=state.log_weight[lo:hi].reshape(k, n), final_state=z.reshape(k, n, -1),
             acceptance_rate=(totals.acceptance_sum[lo:hi] / num_steps).reshape(k, n),
             num_divergent=totals.num_divergent[lo:hi].reshape(k, n), trace=leg_trace,
-            trace_steps=steps, latents=path.first_chains(k).target.unravel(z),
+            trace_steps=steps, latents=leg_layout.by_chain(leg_layout.constrain(z)),
             table=table, schedule=betas, evaluation=path.evaluation, plate=target.layout.plate_name,
             num_observed=target.layout.num_observed,
             ancestor=((state.ancestor[lo:hi] - lo) // n).reshape(k, n) if resampled else None,

@@ -306,8 +306,8 @@ def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_exam
     missing = [s.name for s in target.layout.sites if s.name not in latents]
     if missing:
         raise ValueError(f"latents miss the site(s) {missing}; pass one value per latent site")
-    probe = target.constrain(torch.zeros(target.layout.rows, target.layout.latent_dim,
-                                         dtype=target.program.x.dtype))
+    probe = target.layout.constrain(torch.zeros(target.layout.rows, target.layout.latent_dim,
+                                                dtype=target.program.x.dtype))
     out = {}
     for s in target.layout.sites:
         per_example = tuple(probe[s.name].movedim(s.plate_index, 0).shape[1:])
@@ -329,4 +329,4 @@ def latents_to_flat(target: Target, latents: dict[str, Tensor]) -> Tensor:
     k, n = target.layout.num_chains, target.layout.num_examples
     values = {s.name: latents[s.name].reshape(k * n, *latents[s.name].shape[2:])
               .movedim(0, s.plate_index) for s in target.layout.sites}
-    return target.ravel(values)
+    return target.layout.unconstrain(values)

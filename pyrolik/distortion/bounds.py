@@ -243,7 +243,7 @@ def distortion_bdmc(model: Callable[..., Any], data: int | Mapping[float, tuple[
         target = make_target(dm, x, 1, model_args=model_args, model_kwargs=kwargs)
         exact = latents_to_flat(target, expand_latents(target, res.latents, x.shape[0]))
         with torch.no_grad():
-            ratio = target.log_obs(exact).double()
+            ratio = target.program.log_prior_and_obs(exact)[1].double()
         lower.append(res.lower.log_likelihood.double() - constant)
         upper.append(res.upper.log_likelihood.double() - constant)
         dist.append((constant - ratio) / dm.beta_max)

@@ -62,7 +62,7 @@ def model_log_obs(model: Callable, model_args: tuple = (), model_kwargs: dict[st
             site.name: _to_rows(latents[site.name], s, n, per_example).movedim(0, site.plate_index)
             for site in target.layout.sites
         }
-        _, log_p_obs = target.log_joint_constrained(values)
+        _, log_p_obs = target.program.log_joint_constrained(values)
         return log_p_obs.reshape(s, n)
 
     return log_obs
@@ -257,7 +257,9 @@ def prior_samples(model: Callable, x: Tensor, num_samples: int, *, model_args: t
                          f"argument(s) {per_example}: the prior may depend on them; estimate with "
                          "pyrolik.likelihood_weighting (prior draws per example) instead")
     target = make_target(model, x[:1], num_samples, model_args=marked[0], model_kwargs=marked[1])
-    return {k: v.squeeze(1) for k, v in target.unravel(target.sample_prior(gen).u).items()}
+    layout = target.layout
+    draws = layout.by_chain(layout.constrain(target.program.sample_prior(gen).u))
+    return {k: v.squeeze(1) for k, v in draws.items()}
 
 
 def _resolve(fn: Any, is_dict: bool, model_args: tuple, model_kwargs: dict | None,

@@ -52,7 +52,7 @@ def likelihood_weighting(model: Callable[..., Any], x: Tensor, *, num_samples: i
     """
 
     def log_weights(target: Target, generator: torch.Generator) -> tuple[Tensor, dict]:
-        draw = target.sample_prior(generator)
+        draw = target.program.sample_prior(generator)
         return draw.log_density, draw.values
 
     return _run_importance("likelihood_weighting", model, None, x, log_weights, num_samples,
@@ -98,8 +98,8 @@ def iwae(model: Callable[..., Any], x: Tensor, guide: Callable[..., Any], *, num
         raise TypeError(f"guide must be a callable Pyro guide, got {type(guide).__name__}")
 
     def log_weights(target: Target, generator: torch.Generator) -> tuple[Tensor, dict]:
-        draw = target.sample_guide(generator)
-        log_prior, log_obs = target.log_joint_constrained(draw.values)
+        draw = target.program.sample_guide(generator)
+        log_prior, log_obs = target.program.log_joint_constrained(draw.values)
         return log_prior + log_obs - draw.log_density, draw.values
 
     return _run_importance("iwae", model, guide, x, log_weights, num_samples, model_args,

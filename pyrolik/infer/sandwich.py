@@ -72,7 +72,8 @@ def simulate(model: Callable[..., Any], num_examples: int, *,
 def _check_posterior_start(target: Target, starts: list[Tensor], finals: list[Tensor]) -> None:
     """Warn when user latents explain x far worse than forward AIS's final states do."""
     k, d = target.layout.num_chains, target.layout.latent_dim
-    lo_start, lo_final = target.log_obs(starts[1]), target.log_obs(finals[0])
+    log_obs = target.program.log_prior_and_obs
+    lo_start, lo_final = log_obs(starts[1])[1], log_obs(finals[0])[1]
     start = lo_start.reshape(k, -1).mean(0)
     fwd = lo_final.reshape(k, -1)
     slack = 5 * fwd.std(0) + d + 5.0 if k > 1 else torch.full_like(start, d + 5.0)

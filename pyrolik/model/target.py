@@ -56,44 +56,6 @@ class Target:
                                     self.replay)
         return self._first[k]
 
-    # -- layout: flat unconstrained u <-> per-site values (pyrolik.model.supports) ----------------
-    def constrain(self, u: Tensor) -> dict[str, Tensor]:
-        """Flat unconstrained ``u`` -> constrained site values in the model's own layout."""
-        return self.layout.constrain(u)
-
-    def ravel(self, values: dict[str, Tensor]) -> Tensor:
-        """Constrained site values (model layout) -> flat unconstrained ``u`` (``Layout.unconstrain``)."""
-        return self.layout.unconstrain(values)
-
-    def unravel(self, u: Tensor) -> dict[str, Tensor]:
-        """Flat unconstrained ``u`` -> constrained site values, each of shape ``(K, N, *site)``."""
-        return self.layout.by_chain(self.layout.constrain(u))
-
-    # -- densities and draws (pyrolik.model.evaluation) -----------------------------------------
-    def log_prior_and_obs(self, u: Tensor) -> tuple[Tensor, Tensor]:
-        """``(log p(u) incl. log|det J|, log p(x | u))``, each ``(rows,)``, in one model pass."""
-        return self.program.log_prior_and_obs(u)
-
-    def log_obs(self, u: Tensor) -> Tensor:
-        """Per-row ``log p(x | z(u))``, summed over the observed sites."""
-        return self.log_prior_and_obs(u)[1]
-
-    def log_guide(self, u: Tensor) -> Tensor:
-        """Per-row log density of ``u`` under the guide, including the log-det-Jacobian."""
-        return self.program.log_guide(u)
-
-    def log_joint_constrained(self, values: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """``(log p(z), log p(x | z))`` of constrained site values (no Jacobian), ``(rows,)`` each."""
-        return self.program.log_joint_constrained(values)
-
-    def sample_prior(self, generator: torch.Generator | None = None) -> Draw:
-        """Draw ``z ~ p(z)``; ``log_density`` is ``log p(x | z)``, all from one model pass."""
-        return self.program.sample_prior(generator)
-
-    def sample_guide(self, generator: torch.Generator | None = None) -> Draw:
-        """Draw ``z ~ q(z | x)``; ``log_density`` is ``log q(z | x)`` of the constrained ``z``."""
-        return self.program.sample_guide(generator)
-
     # -- annealing paths ------------------------------------------------------------------------
     def path(self, name: str = "prior") -> AnnealingPath:
         r"""The annealing path from ``"prior"`` (:math:`f_0 = p(z)`) or ``"guide"`` (:math:`f_0 = q(z
@@ -154,8 +116,9 @@ class AnnealingPath:
 
     def sample_initial(self, generator: torch.Generator | None) -> Tensor:
         """Exact draws of :math:`f_0`, flat unconstrained ``(rows, d)``."""
-        t = self.target
-        return (t.sample_guide(generator) if self.name == "guide" else t.sample_prior(generator)).u
+        program = self.target.program
+        return (program.sample_guide(generator) if self.name == "guide"
+                else program.sample_prior(generator)).u
 
     def first_chains(self, k: int) -> AnnealingPath:
         """The same path on the target's first ``k`` chains."""

@@ -31,7 +31,7 @@ def test_gaussian_mode_is_the_scaled_squared_error(lg):
     assert dm.num_values(x) == 5
     t = make_target(dm, x, 2)
     u = torch.randn(6, 2, generator=torch.Generator().manual_seed(2))
-    log_prior, log_obs = t.log_prior_and_obs(u)
+    log_prior, log_obs = t.program.log_prior_and_obs(u)
     d = _sq(lg, x.repeat(2, 1), u)
     expected = -dm.beta_max * d + 5 * dm.offset
     torch.testing.assert_close(log_obs, expected, rtol=1e-12, atol=1e-10)
@@ -50,7 +50,7 @@ def test_user_distortion_mode(lg):
     for fn in (squared_error, lambda a, b: ((a - b) ** 2).sum(-1)):  # per element or per example
         dm = distortion_model(lg, distortion=fn, beta_max=7.0)
         assert dm.offset == 0.0 and dm.beta_max == 7.0
-        torch.testing.assert_close(make_target(dm, x, 1).log_obs(u), -7.0 * d)
+        torch.testing.assert_close(make_target(dm, x, 1).program.log_prior_and_obs(u)[1], -7.0 * d)
     bad = distortion_model(lg, distortion=lambda a, b: (a - b).sum(), beta_max=1.0)
     with pytest.raises(ValueError, match="returned shape"):
         make_target(bad, x, 1)
@@ -65,7 +65,7 @@ def test_user_distortion_on_a_bernoulli_decoder():
     u = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         probs = model.decode(u)
-    torch.testing.assert_close(t.log_obs(u), -2.0 * ((x - probs) ** 2).sum(-1))
+    torch.testing.assert_close(t.program.log_prior_and_obs(u)[1], -2.0 * ((x - probs) ** 2).sum(-1))
 
 
 def test_refusals_name_the_site_and_the_fix(lg):

@@ -101,8 +101,8 @@ def test_csl_with_per_example_prior_draws_is_likelihood_weighting(seed):
     lw = likelihood_weighting(lg, x, num_samples=200, seed=seed, progress=False,
                               keep_weights=True)
     target = make_target(lg, x, 200)
-    draw = target.sample_prior(generator_for(seed, 0))
-    z = target.unravel(draw.u)  # {site: (K, N, d)}
+    draw = target.program.sample_prior(generator_for(seed, 0))
+    z = target.layout.by_chain(target.layout.constrain(draw.u))  # {site: (K, N, d)}
     res = csl(lg, x, z, per_example=True, keep_weights=True)
     torch.testing.assert_close(res.log_weights, lw.log_weights, rtol=0, atol=1e-10)
     torch.testing.assert_close(res.log_likelihood, lw.log_likelihood, rtol=0, atol=1e-10)

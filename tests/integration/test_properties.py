@@ -158,13 +158,13 @@ def test_weight_increments_are_beta_steps_times_the_log_likelihood(schedule, k, 
     log_w = r.trace["log_weight"]  # (T, K, N)
     assert torch.equal(log_w[-1], r.log_weights)
     if reverse:  # the first increment uses the given start: beta goes from 1 to beta_1
-        lo = target.log_obs(start.reshape(k * 2, 2)).reshape(k, 2)
+        lo = target.program.log_prior_and_obs(start.reshape(k * 2, 2))[1].reshape(k, 2)
         torch.testing.assert_close(log_w[0], ((betas[1] - betas[0]) * lo), rtol=1e-12, atol=1e-10)
         torch.testing.assert_close(-log_mean_exp(r.log_weights), r.log_likelihood)
         return
     z = r.trace["z"]  # (T, K, N, d): the state after each step
     for t in range(1, len(betas) - 1):
-        lo = target.log_obs(z[t - 1].reshape(k * 2, 2)).reshape(k, 2)
+        lo = target.program.log_prior_and_obs(z[t - 1].reshape(k * 2, 2))[1].reshape(k, 2)
         torch.testing.assert_close(log_w[t] - log_w[t - 1], (betas[t + 1] - betas[t]) * lo,
                                    rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(log_mean_exp(r.log_weights), r.log_likelihood)

@@ -24,7 +24,7 @@ def test_sites_outside_the_plate_and_in_nested_plates():
     t = make_target(model, x, num_chains=2)
     assert t.layout.latent_dim == 3 and t.layout.sites[0].plate_index == 0
     u = torch.randn(8, 3)
-    lp, lo = t.log_prior_and_obs(u)
+    lp, lo = t.program.log_prior_and_obs(u)
     torch.testing.assert_close(lo, dist.Normal(u, 1.0).log_prob(x.repeat(2, 1)).sum(-1))
 
 

@@ -35,8 +35,8 @@ class CountingGuide:
 def _reference(t, u):
     """The guide-path value and gradients by plain autograd, the guide rerun (the contract)."""
     u = u.detach().requires_grad_(True)
-    lp, lo = t.log_prior_and_obs(u)
-    lq = t.log_guide(u)
+    lp, lo = t.program.log_prior_and_obs(u)
+    lq = t.program.log_guide(u)
     ratio = lp + lo - lq
     (g_init,) = torch.autograd.grad(lq.sum(), u, retain_graph=True)
     (g_ratio,) = torch.autograd.grad(ratio.sum(), u)

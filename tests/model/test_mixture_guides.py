@@ -83,14 +83,14 @@ def test_the_exact_posterior_as_an_m2_guide_gives_exact_weights(m2, x, seed):
 
 def test_an_m2_guide_is_evaluated_as_the_mixture_of_its_labels(m2, x):
     t = make_target(m2.model, x, 2, guide=lambda x: m2.guide(x, exact=False))
-    draw = t.sample_guide(torch.Generator().manual_seed(0))
+    draw = t.program.sample_guide(torch.Generator().manual_seed(0))
     # the guide's density of z alone: sum over y of q(y | x) q(z | x, y), by hand
     _, mean, sd = m2._per_class(x.repeat(2, 1))
     z = draw.values["z"]
     by_hand = (torch.distributions.Normal(mean + 0.3, 2.0 * sd).log_prob(z.unsqueeze(-1))
                + torch.full((3,), 1 / 3).log()).logsumexp(-1)
     torch.testing.assert_close(draw.log_density, by_hand)
-    torch.testing.assert_close(t.log_guide(draw.u), by_hand)
+    torch.testing.assert_close(t.program.log_guide(draw.u), by_hand)
 
 
 @pytest.mark.statistical

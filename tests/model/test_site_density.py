@@ -102,11 +102,11 @@ def test_no_closed_form_score_when_the_parameters_need_gradients():
 def _autograd_value_and_grad(t, u, path):
     """The adapter's contract computed the slow way: two autograd gradients of the log-densities."""
     u = u.detach().requires_grad_(True)
-    lp, lo = t.log_prior_and_obs(u)
+    lp, lo = t.program.log_prior_and_obs(u)
     if path == "prior":
         init, ratio = lp, lo
     else:
-        init = t.log_guide(u)
+        init = t.program.log_guide(u)
         ratio = lp + lo - init
     g_init, = torch.autograd.grad(init.sum(), u, retain_graph=True)
     g_ratio, = torch.autograd.grad(ratio.sum(), u)

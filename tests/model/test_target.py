@@ -33,12 +33,12 @@ def test_paths_are_objects_over_one_evaluation(lg):
         a, b = path.value_and_grad(u), t.value_and_grad(u, path.name)
         for p, q in zip(a, b, strict=True):
             assert torch.equal(p, q)
-    lp, lo = t.log_prior_and_obs(u)
+    lp, lo = t.program.log_prior_and_obs(u)
     vg = prior.value_and_grad(u)
     assert torch.equal(vg.log_init, lp) and torch.equal(vg.log_ratio, lo)
     vg = guide.value_and_grad(u)
-    torch.testing.assert_close(vg.log_init, t.log_guide(u), rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(vg.log_ratio, lp + lo - t.log_guide(u), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(vg.log_init, t.program.log_guide(u), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(vg.log_ratio, lp + lo - t.program.log_guide(u), rtol=1e-12, atol=1e-12)
     assert t.kept_guide.cached is not False  # the mean-field guide is kept, not rerun
     draw = guide.sample_initial(torch.Generator().manual_seed(3))
     assert draw.shape == (t.layout.rows, t.layout.latent_dim)
