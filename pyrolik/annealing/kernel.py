@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-import torch
-from torch import Tensor
-
 from pyrolik._validate import check_count
-from pyrolik.annealing.transition import HMCInfo, HMCState, HMCTransition, ValueAndGradFn, leapfrog
+from pyrolik.annealing.transition import HMCInfo, HMCState, HMCTransition, leapfrog
 from pyrolik.annealing.tuning import Adaptation, from_settings
 from pyrolik.ops.stats import num_blocks
 
@@ -96,16 +93,6 @@ class HMC:
         return {"num_leapfrog": t.num_leapfrog, **self.adaptation.settings(),
                 "max_energy_error": t.max_energy_error, "step_jitter": t.step_jitter,
                 "momentum_persistence": t.momentum_persistence}
-
-    def init(self, z: Tensor, fn: ValueAndGradFn) -> HMCState:
-        """The state at ``z`` (:meth:`HMCTransition.init`)."""
-        return self.transition.init(z, fn)
-
-    def step(self, state: HMCState, fn: ValueAndGradFn, beta: Tensor, step_size: Tensor,
-             generator: torch.Generator | None, inv_mass: Tensor | None = None
-             ) -> tuple[HMCState, HMCInfo]:
-        """One transition with the given step sizes (:meth:`HMCTransition.step`)."""
-        return self.transition.step(state, fn, beta, step_size, generator, inv_mass)
 
 
 @dataclass(frozen=True)

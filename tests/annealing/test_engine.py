@@ -24,11 +24,12 @@ def test_the_weight_increment_is_the_formula(lg, seed):
     path = make_target(lg, x, 4).path("prior")
     g = torch.Generator().manual_seed(seed)
     z = path.sample_initial(g)
-    state = engine.init(z, path.value_and_grad, HMC(num_leapfrog=3), torch.full((12,), 0.25),
+    kernel = HMC(num_leapfrog=3).transition
+    state = engine.init(z, path.value_and_grad, kernel, torch.full((12,), 0.25),
                         Fixed(0.1).tuning(None, 4, 3, z))
     state = state._replace(log_weight=torch.randn(12, dtype=torch.float64, generator=g))
     beta_next = torch.linspace(0.3, 0.9, 12)
-    new, info = engine.step(state, beta_next, kernel=HMC(num_leapfrog=3),
+    new, info = engine.step(state, beta_next, kernel=kernel,
                             density=path.value_and_grad, generator=g)
     expected = state.log_weight + ((beta_next - 0.25) * lg_log_obs(lg, x, z)).double()
     torch.testing.assert_close(new.log_weight, expected, rtol=0, atol=1e-12)
@@ -55,10 +56,9 @@ def test_one_step_leaves_the_tempered_posterior_invariant(lg, beta, seed):
     post = lg.tempered_posterior(x, beta)
     z0 = post.loc + torch.randn(k, 2, generator=g) @ post.scale_tril[0].T
     b = torch.full((k,), beta)
-    state = engine.init(z0, path.value_and_grad, HMC(num_leapfrog=5), b,
-                        Fixed(0.3).tuning(None, k, 1, z0))
-    new, info = engine.step(state, b, kernel=HMC(num_leapfrog=5), density=path.value_and_grad,
-                            generator=g)
+    kernel = HMC(num_leapfrog=5).transition
+    state = engine.init(z0, path.value_and_grad, kernel, b, Fixed(0.3).tuning(None, k, 1, z0))
+    new, info = engine.step(state, b, kernel=kernel, density=path.value_and_grad, generator=g)
     assert torch.equal(new.log_weight, state.log_weight)  # no change of temperature, no weight
     assert 0.2 < info.is_accepted.double().mean() < 1.0
     cov = post.covariance_matrix[0]
@@ -75,12 +75,12 @@ def test_run_records_at_the_chosen_steps_and_counts(lg, seed):
     g = torch.Generator().manual_seed(seed)
     schedule = torch.linspace(0, 1, 11).unsqueeze(-1)
     tuning = Fixed(0.2).tuning(None, k, n, schedule)
-    state = engine.init(path.sample_initial(g), path.value_and_grad, HMC(num_leapfrog=2),
+    state = engine.init(path.sample_initial(g), path.value_and_grad, HMC(num_leapfrog=2).transition,
                         rows_of(schedule[0], k, n), tuning)
     totals = engine.Totals(k * n, schedule)
     recorder = engine.Recorder(schedule, k, steps=[2, 5, 10], keep_states=True)
     seen = []
-    state = engine.run(state, schedule, kernel=HMC(num_leapfrog=2),
+    state = engine.run(state, schedule, kernel=HMC(num_leapfrog=2).transition,
                           density=path.value_and_grad, generator=g, num_examples=n,
                           hooks=[totals, recorder, lambda t, *_: seen.append(t)])
     trace, steps = recorder.trace()
@@ -105,19 +105,19 @@ def test_a_checkpointed_loop_continues_bit_for_bit(lg, seed):
     def fresh():
         g = torch.Generator().manual_seed(seed)
         tuning = kernel.adaptation.tuning(None, k, n, schedule)
-        state = engine.init(path.sample_initial(g), path.value_and_grad, kernel,
+        state = engine.init(path.sample_initial(g), path.value_and_grad, kernel.transition,
                             rows_of(schedule[0], k, n), tuning)
         return g, tuning, state, engine.Totals(k * n, schedule), engine.Recorder(schedule, k)
 
     g, tuning, state, whole_totals, whole_rec = fresh()
-    whole = engine.run(state, schedule, kernel=kernel, density=path.value_and_grad,
+    whole = engine.run(state, schedule, kernel=kernel.transition, density=path.value_and_grad,
                        generator=g, num_examples=n, hooks=[whole_totals, whole_rec])
 
     g, tuning, state, totals, rec = fresh()
     saved = []
     ckpt = engine.Checkpointer(4, 8, saved.append, {"totals": totals, "recorder": rec}, g,
                                {"tag": 1})
-    engine.run(state, schedule[:5], kernel=kernel, density=path.value_and_grad,
+    engine.run(state, schedule[:5], kernel=kernel.transition, density=path.value_and_grad,
                generator=g, num_examples=n, hooks=[totals, rec, ckpt])
     assert saved[-1]["tag"] == 1
     snap = saved[-1]["loop"]
@@ -128,7 +128,7 @@ def test_a_checkpointed_loop_continues_bit_for_bit(lg, seed):
     totals2.restore(snap["hooks"]["totals"])
     rec2.restore(snap["hooks"]["recorder"])
     state2 = engine.restore(snap, kernel.adaptation.tuning(None, k, n, schedule))
-    resumed = engine.run(state2, schedule, kernel=kernel, density=path.value_and_grad,
+    resumed = engine.run(state2, schedule, kernel=kernel.transition, density=path.value_and_grad,
                          generator=g2, num_examples=n, first_step=5, hooks=[totals2, rec2])
     assert torch.equal(resumed.log_weight, whole.log_weight)
     assert torch.equal(resumed.position.z, whole.position.z)
@@ -151,10 +151,10 @@ def test_stops_cap_each_row_and_equal_a_capped_schedule(lg, seed):
 
     def anneal(sched, stops):
         g = torch.Generator().manual_seed(seed)
-        state = engine.init(path.sample_initial(g), path.value_and_grad, kernel,
+        state = engine.init(path.sample_initial(g), path.value_and_grad, kernel.transition,
                             engine.capped(rows_of(sched[0], k, n), stops), TableTuning(table, k))
         rec = engine.Recorder(sched, k, stride=1)
-        out = engine.run(state, sched, kernel=kernel,
+        out = engine.run(state, sched, kernel=kernel.transition,
                             density=path.value_and_grad, generator=g, num_examples=n,
                             hooks=[rec], stops=stops)
         return out, rec.trace()[0]

@@ -23,16 +23,17 @@ def test_recorder_keeps_the_states_log_ratio(lg, seed):
     path = make_target(lg, x, k).path("prior")
     g = torch.Generator().manual_seed(seed)
     schedule = torch.linspace(0, 1, 7).unsqueeze(-1)
-    state = engine.init(path.sample_initial(g), path.value_and_grad, HMC(num_leapfrog=2),
+    state = engine.init(path.sample_initial(g), path.value_and_grad, HMC(num_leapfrog=2).transition,
                         rows_of(schedule[0], k, n), Fixed(0.2).tuning(None, k, n, schedule))
     recorder = engine.Recorder(schedule, k, steps=[3, 6], keep_states=True,
                                record_log_ratio=True)
-    engine.run(state, schedule, kernel=HMC(num_leapfrog=2), density=path.value_and_grad,
+    engine.run(state, schedule, kernel=HMC(num_leapfrog=2).transition, density=path.value_and_grad,
                generator=g, num_examples=n, hooks=[recorder])
     trace, steps = recorder.trace()
     assert steps.tolist() == [3, 6] and trace["log_ratio"].shape == (2, k * n)
     for r in range(2):  # the cached ratio is log p(x | z) of the recorded state (prior path)
-        torch.testing.assert_close(trace["log_ratio"][r], path.target.program.log_prior_and_obs(trace["z"][r])[1])
+        log_obs = path.target.program.log_prior_and_obs(trace["z"][r])[1]
+        torch.testing.assert_close(trace["log_ratio"][r], log_obs)
     assert "log_ratio" not in engine.Recorder(schedule, k).records  # opt-in
 
 

@@ -62,9 +62,9 @@ def test_one_transition_leaves_the_tempered_posterior_invariant(beta, jitter, se
         return target.value_and_grad(z)
 
     kernel = HMC(num_leapfrog=5, step_jitter=jitter)
-    state = kernel.init(z0, fn)
+    state = kernel.transition.init(z0, fn)
     b = torch.full((k,), beta)
-    state, info = kernel.step(state, fn, b, torch.full((k,), 0.3), g)
+    state, info = kernel.transition.step(state, fn, b, torch.full((k,), 0.3), g)
     assert 0.2 < info.is_accepted.double().mean() < 1.0  # the chain actually moved
     z1 = state.z
     cov = post.covariance_matrix[0]
@@ -86,13 +86,13 @@ def test_no_stale_cache_across_temperatures():
 
     for kernel in (HMC(num_leapfrog=4, momentum_persistence=0.0), HMC(num_leapfrog=4)):
         z0 = torch.randn(150, 2, generator=torch.Generator().manual_seed(0))
-        carried, _ = kernel.step(kernel.init(z0, fn), fn, torch.full((150,), 0.2),
+        carried, _ = kernel.transition.step(kernel.transition.init(z0, fn), fn, torch.full((150,), 0.2),
                                  torch.full((150,), 0.2), torch.Generator().manual_seed(1))
         # rebuilt from the position alone (and the kept momentum, which is not a cache)
-        fresh = kernel.init(carried.z, fn)._replace(momentum=carried.momentum)
+        fresh = kernel.transition.init(carried.z, fn)._replace(momentum=carried.momentum)
         eps, beta = torch.full((150,), 0.2), torch.full((150,), 0.9)
-        a, ia = kernel.step(carried, fn, beta, eps, torch.Generator().manual_seed(2))
-        b, ib = kernel.step(fresh, fn, beta, eps, torch.Generator().manual_seed(2))
+        a, ia = kernel.transition.step(carried, fn, beta, eps, torch.Generator().manual_seed(2))
+        b, ib = kernel.transition.step(fresh, fn, beta, eps, torch.Generator().manual_seed(2))
         torch.testing.assert_close(a.z, b.z)
         torch.testing.assert_close(ia.acceptance_rate, ib.acceptance_rate)
 
@@ -112,8 +112,8 @@ def test_divergences_are_rejections_never_nan():
         return target.value_and_grad(z)
 
     kernel = HMC(num_leapfrog=5)
-    state = kernel.init(torch.zeros(20, 1), fn)
-    new, info = kernel.step(state, fn, torch.ones(20), torch.full((20,), 50.0),
+    state = kernel.transition.init(torch.zeros(20, 1), fn)
+    new, info = kernel.transition.step(state, fn, torch.ones(20), torch.full((20,), 50.0),
                             torch.Generator().manual_seed(0))
     assert info.is_divergent.all() and not info.is_accepted.any()
     assert torch.equal(new.z, state.z) and torch.isfinite(new.log_ratio).all()
@@ -131,11 +131,11 @@ def test_step_jitter_scales_each_rows_step_size_by_a_fresh_uniform():
 
     z0 = torch.randn(12, 2, generator=torch.Generator().manual_seed(1))
     beta, eps = torch.full((12,), 0.7), torch.linspace(0.05, 0.4, 12)
-    jittered = HMC(num_leapfrog=3, step_jitter=0.4)
+    jittered = HMC(num_leapfrog=3, step_jitter=0.4).transition
     a, info_a = jittered.step(jittered.init(z0, fn), fn, beta, eps, torch.Generator().manual_seed(5))
     g = torch.Generator().manual_seed(5)
     u = torch.rand(12, generator=g)
-    plain = HMC(num_leapfrog=3, step_jitter=0.0)
+    plain = HMC(num_leapfrog=3, step_jitter=0.0).transition
     b, info_b = plain.step(plain.init(z0, fn), fn, beta, eps * (0.6 + 0.8 * u), g)
     torch.testing.assert_close(a.z, b.z)
     torch.testing.assert_close(info_a.energy_error, info_b.energy_error)

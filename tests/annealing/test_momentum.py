@@ -40,7 +40,7 @@ def test_zero_persistence_is_the_full_refresh_draw_for_draw(lg, x):
     beta, eps = torch.full((k * n,), 0.6), torch.linspace(0.1, 0.8, k * n)
     inv_mass = torch.rand(k * n, 2, generator=torch.Generator().manual_seed(2)) + 0.5
     for im in (None, inv_mass):
-        kernel = HMC(num_leapfrog=3, step_jitter=0.3, momentum_persistence=0.0)
+        kernel = HMC(num_leapfrog=3, step_jitter=0.3, momentum_persistence=0.0).transition
         new, info = kernel.step(kernel.init(z0, fn), fn, beta, eps, torch.Generator().manual_seed(3),
                                 im)
         assert new.momentum is None
@@ -76,8 +76,8 @@ def test_partial_refresh_then_leapfrog_then_flip_on_rejection(lg, x, with_mass):
     kernel = HMC(num_leapfrog=3, step_jitter=0.0, momentum_persistence=a)
     plain = HMC(num_leapfrog=3, step_jitter=0.0, momentum_persistence=0.0)
     for start in (None, u0):
-        state = kernel.init(z0, fn)._replace(momentum=start)
-        new, info = kernel.step(state, fn, beta, eps, torch.Generator().manual_seed(3), im)
+        state = kernel.transition.init(z0, fn)._replace(momentum=start)
+        new, info = kernel.transition.step(state, fn, beta, eps, torch.Generator().manual_seed(3), im)
         g = torch.Generator().manual_seed(3)
         xi = torch.randn(rows, 2, generator=g)
         u = xi if start is None else a * start + math.sqrt(1 - a * a) * xi
@@ -90,7 +90,7 @@ def test_partial_refresh_then_leapfrog_then_flip_on_rejection(lg, x, with_mass):
         expected = torch.where(accepted.unsqueeze(-1), u1, -u)
         torch.testing.assert_close(new.momentum, expected, rtol=0, atol=1e-12)
         if start is None:  # the first transition is today's
-            same, _ = plain.step(plain.init(z0, fn), fn, beta, eps,
+            same, _ = plain.transition.step(plain.transition.init(z0, fn), fn, beta, eps,
                                  torch.Generator().manual_seed(3), im)
             assert torch.equal(same.z, new.z)
 
@@ -108,12 +108,12 @@ def test_the_extended_target_stays_invariant(beta, seed):
     post = lg.tempered_posterior(x, beta)
     z0 = post.loc + torch.randn(k, 2, generator=g) @ post.scale_tril[0].T
     kernel = HMC(num_leapfrog=2, momentum_persistence=0.9)
-    state = kernel.init(z0, fn)._replace(momentum=torch.randn(k, 2, generator=g))
+    state = kernel.transition.init(z0, fn)._replace(momentum=torch.randn(k, 2, generator=g))
     b, eps = torch.full((k,), beta), torch.full((k,), 1.3 if beta == 0 else 0.35)
     inv_mass = torch.tensor([[1.5, 0.7]]).expand(k, 2)
     rejected = 0.0
     for _ in range(5):
-        state, info = kernel.step(state, fn, b, eps, g, inv_mass)
+        state, info = kernel.transition.step(state, fn, b, eps, g, inv_mass)
         rejected += (1 - float(info.is_accepted.double().mean())) / 5
     assert 0.15 < rejected < 0.7, rejected
     cov = post.covariance_matrix[0]
@@ -160,7 +160,7 @@ def test_persistence_is_validated_and_recorded():
     assert kernel.to_dict()["momentum_persistence"] == 0.75
     assert HMC(**kernel.to_dict()) == kernel
     assert HMC().momentum_persistence == 0.5 and HMC().num_leapfrog == 3  # the defaults
-    assert isinstance(kernel.init(torch.zeros(2, 1), lambda z: _quadratic(z)), HMCState)
+    assert isinstance(kernel.transition.init(torch.zeros(2, 1), lambda z: _quadratic(z)), HMCState)
 
 
 def _quadratic(z):

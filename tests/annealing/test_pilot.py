@@ -49,10 +49,10 @@ def test_the_tuned_step_size_reaches_the_target_acceptance_at_the_posterior():
     g = torch.Generator().manual_seed(2)
 
     def acceptance(step):
-        state = kernel.init(z, big.value_and_grad)
+        state = kernel.transition.init(z, big.value_and_grad)
         accs = []
         for _ in range(10):
-            state, info = kernel.step(state, big.value_and_grad, torch.ones(k * n), step, g)
+            state, info = kernel.transition.step(state, big.value_and_grad, torch.ones(k * n), step, g)
             accs.append(info.acceptance_rate)
         return torch.stack(accs).mean()
 

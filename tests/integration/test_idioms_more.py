@@ -62,8 +62,8 @@ def test_observations_split_sliced_or_without_to_event_under_a_dim_minus_2_plate
         t = make_target(model, x, 3)
         u = torch.randn(t.layout.rows, 2, generator=torch.Generator().manual_seed(0))
         ref = make_target(lg, x, 3)
-        for a, b in zip(t.program.log_prior_and_obs(u.reshape(t.layout.rows, 2)), ref.program.log_prior_and_obs(u),
-                        strict=True):
+        for a, b in zip(t.program.log_prior_and_obs(u.reshape(t.layout.rows, 2)),
+                        ref.program.log_prior_and_obs(u), strict=True):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
