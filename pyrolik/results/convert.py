@@ -41,7 +41,7 @@ from pyrolik.results.layout import (
     kish_ess,
 )
 
-__all__ = ["EstimateConverter", "AISConverter", "to_datatree", "to_inference_data", "flatten"]
+__all__ = ["EstimateConverter", "AISConverter", "to_datatree", "to_inference_data", "flatten", "versions"]
 
 SITE_GROUPS = {"forward": ("posterior", "unconstrained_posterior", "sample_stats"),
                "reverse": ("prior", "unconstrained_prior", "sample_stats_prior")}
@@ -50,7 +50,8 @@ ORDER = ["posterior", "prior", "unconstrained_posterior", "unconstrained_prior",
          "trajectory", "observed_data", "constant_data", "simulated", "calibration"]
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
+    """The root attributes every written file carries: pyrolik's and its libraries' versions."""
     import arviz
     import pyro
 
@@ -90,7 +91,7 @@ class Converter:
         return _laid_out(name, v, template, self.ex, self.c)
 
     def attrs(self) -> dict[str, Any]:
-        attrs: dict[str, Any] = {**_versions(), "pyrolik_result": type(self.result).__name__,
+        attrs: dict[str, Any] = {**versions(), "pyrolik_result": type(self.result).__name__,
                                  "created_at": datetime.now(timezone.utc).isoformat()}
         for field, spec in declared(self.result).items():
             value = getattr(self.result, field)

@@ -19,7 +19,7 @@ from pyrolik.execution.distributed import main_result
 from pyrolik.infer.annealing import ais
 from pyrolik.infer.importance import iwae
 from pyrolik.results import EstimateResult
-from pyrolik.results.convert import _versions
+from pyrolik.results.convert import versions
 
 __all__ = ["TrainingMonitor", "plot_monitor"]
 
@@ -201,7 +201,7 @@ class TrainingMonitor:
                   "train_seconds_per_epoch": self.train_seconds_per_epoch, **self.scalars}
         for name, values in series.items():
             data[name] = (("epoch",), np.asarray(values, dtype=float))
-        attrs = {**_versions(), "pyrolik_result": "TrainingMonitor",
+        attrs = {**versions(), "pyrolik_result": "TrainingMonitor",
                  "methods": json.dumps(list(self.methods)), "every": int(self.every),
                  "settings": json.dumps({"num_steps": self.num_steps, "num_chains": self.num_chains,
                                          "num_samples": self.num_samples,
