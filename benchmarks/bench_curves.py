@@ -1,7 +1,7 @@
 """Benchmark: all (n, seed) probes of a loss-data curve trained as one batched model vs one by one.
 
 Both runs use the same data order, initialisation, Adam settings and number of steps
-(`pyrolik.curves.probes.train_probes` vs `train_probes_loop`); the script checks that they end at
+(`pyrolik.curves.probes.train_probes` vs `tests/curves/reference.py`'s `train_probes_loop`); the script checks that they end at
 the same parameters, then prints the wall-clock times and their ratio, measured side by side in
 one run (interleaved, best of ``--repeats``).
 
@@ -28,9 +28,9 @@ from pyrolik.curves.probes import (
     init_probes,
     make_probe_set,
     train_probes,
-    train_probes_loop,
 )
 from pyrolik.io.datasets import find_data_dir, load_digits, load_mnist_test
+from tests.curves.reference import train_probes_loop
 
 
 def load(dataset: str, data_dir: str | None):

@@ -17,8 +17,8 @@ from pyrolik.curves.probes import (
     make_probe_set,
     probe_logits,
     train_probes,
-    train_probes_loop,
 )
+from tests.curves.reference import train_probes_loop
 
 
 def toy_task(seed, n=80, d=5, k=3):
