@@ -276,7 +276,7 @@ class CachedGuide:
         total: Tensor | None = None
         scores: dict[str, Tensor] = {}
         for name, fn, plate_dim in self.sites:
-            found = normal_log_prob_and_score(fn, values[name], 1.0, None, plate_dim, rows, name)
+            found = normal_log_prob_and_score(fn, values[name], plate_dim, rows, name)
             assert found is not None  # cache_guide keeps only detached, unscaled Normal sites
             lp, scores[name] = found
             total = lp if total is None else total + lp

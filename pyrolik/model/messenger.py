@@ -22,7 +22,7 @@ from torch.nn.functional import binary_cross_entropy_with_logits
 from pyrolik.model.supports import is_real, mappable_support, pushed_forward
 
 __all__ = ["HALF_LOG_2PI", "SiteDensities", "SiteRecord", "base_and_event_ndim", "is_normal",
-           "is_subsample", "is_unscaled", "is_zero_density", "normal_log_prob_and_score",
+           "is_subsample", "is_zero_density", "normal_log_prob_and_score",
            "per_row_log_prob", "plate_frame", "plate_indices", "sample_nodes", "sum_to_rows",
            "unmasked"]
 
@@ -81,24 +81,22 @@ def unmasked(fn):
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-def per_row_log_prob(fn, value: Tensor, scale, mask, plate_dim: int, rows: int, site: str) -> Tensor:
-    """``scale_and_mask(fn.log_prob(value), scale, mask)`` summed over every dim but ``plate_dim``
-    (the data plate's, negative, in the site's batch shape): ``(rows,)``."""
-    if is_unscaled(scale, mask):
+def per_row_log_prob(fn, value: Tensor, mask, plate_dim: int, rows: int, site: str) -> Tensor:
+    """``fn.log_prob(value)`` under Pyro's ``mask`` (sites are unscaled) summed over every dim but
+    ``plate_dim`` (the data plate's, negative, in the site's batch shape): ``(rows,)``."""
+    if mask is None:
         base, event_ndim = base_and_event_ndim(fn)
         neg = _neg_log_prob_sum(base, value, event_ndim)
         if neg is not None:
             return -sum_to_rows(neg, plate_dim, rows, site)
-    lp = scale_and_mask(fn.log_prob(value), scale, mask)
+    lp = scale_and_mask(fn.log_prob(value), 1.0, mask)
     return sum_to_rows(lp, plate_dim, rows, site)
 
 
-def normal_log_prob_and_score(fn, value: Tensor, scale, mask, plate_dim: int, rows: int, site: str
+def normal_log_prob_and_score(fn, value: Tensor, plate_dim: int, rows: int, site: str
                               ) -> tuple[Tensor, Tensor] | None:
-    r"""``(log_prob (rows,), score)`` of a Normal latent site whose ``loc`` and ``sigma`` need no
-    gradient, the score :math:`-(v - \mu) / \sigma^2` without autograd; None otherwise."""
-    if not is_unscaled(scale, mask):
-        return None
+    r"""``(log_prob (rows,), score)`` of an unmasked Normal latent site whose ``loc`` and ``sigma``
+    need no gradient, the score :math:`-(v - \mu) / \sigma^2` without autograd; None otherwise."""
     base, event_ndim = base_and_event_ndim(fn)
     if not is_normal(base) or base.loc.requires_grad or base.scale.requires_grad:
         return None
@@ -124,11 +122,6 @@ def base_and_event_ndim(fn):
     if isinstance(fn, Independent) and type(fn).log_prob is Independent.log_prob:
         return fn.base_dist, fn.reinterpreted_batch_ndims
     return fn, 0
-
-
-def is_unscaled(scale, mask) -> bool:
-    """Whether a site's Pyro ``scale``/``mask`` leave its log-density as it is (the fast paths' premise)."""
-    return mask is None and isinstance(scale, (int, float)) and scale == 1.0
 
 
 def is_normal(d) -> bool:
@@ -283,13 +276,12 @@ class SiteDensities(Messenger):
             self._add_enumerated(msg, fn, mask, frame.dim, self.enum_dims)
             return
         if self.want_scores and not observed and name not in self._ladj:
-            found = normal_log_prob_and_score(fn, msg["value"], 1.0, mask, frame.dim, self.rows,
-                                              name)
+            found = normal_log_prob_and_score(fn, msg["value"], frame.dim, self.rows, name)
             if found is not None:
                 self.log_latent = _plus(self.log_latent, found[0])
                 self.scores[name] = found[1]
                 return
-        lp = per_row_log_prob(fn, msg["value"], 1.0, mask, frame.dim, self.rows, name)
+        lp = per_row_log_prob(fn, msg["value"], mask, frame.dim, self.rows, name)
         if observed:
             self.log_obs = _plus(self.log_obs, lp)
             return

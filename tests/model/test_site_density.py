@@ -13,11 +13,10 @@ from pyrolik.model.target import make_target
 ROWS = 6
 
 
-def _reference(fn, value, scale=1.0, mask=None):
+def _reference(fn, value, mask=None):
     lp = fn.log_prob(value)
     if mask is not None:
         lp = lp.masked_fill(~mask, 0.0)
-    lp = lp * scale
     return lp.reshape(ROWS, -1).sum(-1)
 
 
@@ -57,23 +56,23 @@ def test_the_case_list_is_complete():
 @pytest.mark.parametrize("name", NAMES)
 def test_fast_paths_equal_pyro_log_prob(name):
     _, fn, value = _case(name)
-    got = per_row_log_prob(fn, value, 1.0, None, -len(fn.batch_shape), ROWS, "s")
+    got = per_row_log_prob(fn, value, None, -len(fn.batch_shape), ROWS, "s")
     torch.testing.assert_close(got, _reference(fn, value), rtol=1e-12, atol=1e-12)
 
 
-def test_scale_and_mask_take_the_generic_path():
+def test_a_mask_takes_the_generic_path():
     fn = dist.Bernoulli(logits=torch.randn(ROWS, 3)).to_event(1)
     value = (torch.rand(ROWS, 3) < 0.5).double()
     mask = torch.tensor([True, False, True, True, False, True])
-    torch.testing.assert_close(per_row_log_prob(fn, value, 0.5, mask, -1, ROWS, "s"),
-                               _reference(fn, value, 0.5, mask))
+    torch.testing.assert_close(per_row_log_prob(fn, value, mask, -1, ROWS, "s"),
+                               _reference(fn, value, mask))
 
 
 def test_bernoulli_fast_path_is_bitwise_torchs_sum_in_float32():
     logits = torch.randn(ROWS, 784, dtype=torch.float32) * 5
     value = (torch.rand(ROWS, 784) < 0.2).float()
     fn = dist.Bernoulli(logits=logits).to_event(1)
-    assert torch.equal(per_row_log_prob(fn, value, 1.0, None, -1, ROWS, "x"),
+    assert torch.equal(per_row_log_prob(fn, value, None, -1, ROWS, "x"),
                        dist.Bernoulli(logits=logits).log_prob(value).sum(-1))
 
 
@@ -81,7 +80,7 @@ def test_bernoulli_fast_path_is_bitwise_torchs_sum_in_float32():
 def test_normal_score_is_the_autograd_gradient(name):
     _, fn, value = _case(name)
     value = value.clone().requires_grad_(True)
-    lp, score = normal_log_prob_and_score(fn, value, 1.0, None, -len(fn.batch_shape), ROWS, "z")
+    lp, score = normal_log_prob_and_score(fn, value, -len(fn.batch_shape), ROWS, "z")
     ref = _reference(fn, value)
     (g,) = torch.autograd.grad(ref.sum(), value)
     torch.testing.assert_close(lp, ref.detach(), rtol=1e-12, atol=1e-12)
@@ -91,12 +90,10 @@ def test_normal_score_is_the_autograd_gradient(name):
 
 def test_no_closed_form_score_when_the_parameters_need_gradients():
     loc = torch.zeros(ROWS, 2, requires_grad=True)
-    assert normal_log_prob_and_score(dist.Normal(loc, 1.0), torch.randn(ROWS, 2), 1.0, None, -1,
+    assert normal_log_prob_and_score(dist.Normal(loc, 1.0), torch.randn(ROWS, 2), -1, ROWS,
+                                     "z") is None
+    assert normal_log_prob_and_score(dist.Laplace(torch.zeros(ROWS), 1.0), torch.randn(ROWS), -1,
                                      ROWS, "z") is None
-    fn = dist.Normal(torch.zeros(ROWS), 1.0)
-    assert normal_log_prob_and_score(fn, torch.randn(ROWS), 2.0, None, -1, ROWS, "z") is None
-    assert normal_log_prob_and_score(dist.Laplace(torch.zeros(ROWS), 1.0), torch.randn(ROWS),
-                                     1.0, None, -1, ROWS, "z") is None
 
 
 def _autograd_value_and_grad(t, u, path):
