@@ -8,7 +8,8 @@ from typing import Any, NamedTuple, TypeVar
 
 import torch
 
-__all__ = ["Shard", "current_shard", "broadcast_seed", "gather_batches", "init_from_env", "map_tensors", "main_result", "set_threads", "ENV"]
+__all__ = ["Shard", "current_shard", "broadcast_seed", "gather_batches", "init_from_env",
+           "map_tensors", "main_result", "set_threads", "ENV"]
 
 _R = TypeVar("_R")
 

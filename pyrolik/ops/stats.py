@@ -10,7 +10,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["log_mean_exp", "effective_sample_size", "ancestor_log_weights", "chain_statistics", "lognormal_bias", "mcse_log_mean_exp", "khat_threshold", "pareto_khat", "pareto_tail_size", "RunningLogWeights", "num_blocks", "check_blocks", "DEFAULT_BLOCKS"]
+__all__ = ["log_mean_exp", "effective_sample_size", "ancestor_log_weights", "chain_statistics",
+           "lognormal_bias", "mcse_log_mean_exp", "khat_threshold", "pareto_khat",
+           "pareto_tail_size", "RunningLogWeights", "num_blocks", "check_blocks", "DEFAULT_BLOCKS"]
 
 
 def log_mean_exp(log_weights: Tensor, dim: int = 0) -> Tensor:
