@@ -380,14 +380,7 @@ def _end_progress_line() -> None:
 
 
 def _demo(argv: list[str]) -> int:
-    try:
-        demo = importlib.import_module("pyrolik.app.demo")
-    except ModuleNotFoundError as err:
-        if err.name != "pyrolik.app.demo":
-            raise
-        print("pyrolik: error: the demo is not available in this version of pyrolik "
-              "(pyrolik.app.demo is missing)", file=sys.stderr)
-        return 1
+    demo = importlib.import_module("pyrolik.app.demo")  # at use: its imports are the heaviest
     try:
         status = demo.main(argv)
     except SystemExit as stop:

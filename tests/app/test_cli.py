@@ -231,16 +231,11 @@ def test_help_is_complete(capsys):
                 assert opt in text
 
 
-def test_demo_is_called_lazily_or_reported_missing(monkeypatch, capsys):
+def test_demo_is_called_lazily(monkeypatch):
     calls = []
     monkeypatch.setitem(sys.modules, "pyrolik.app.demo",
                         types.SimpleNamespace(main=lambda argv: calls.append(argv) or 0))
     assert cli.main(["demo", "--fast", "x"]) == 0 and calls == [["--fast", "x"]]
-    monkeypatch.setitem(sys.modules, "pyrolik.app.demo", None)
-    assert cli.main(["demo"]) == 1
-    err = capsys.readouterr().err
-    assert err.strip() == ("pyrolik: error: the demo is not available in this version of pyrolik "
-                           "(pyrolik.app.demo is missing)")
 
 
 def test_bdmc_command_matches_the_api(tmp_path, capsys, seed):
