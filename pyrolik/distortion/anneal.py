@@ -28,6 +28,7 @@ from pyrolik.infer.tolerance import (
     Budget,
     Sandwich,
     Tolerance,
+    bdmc_evals,
     check_tolerance,
     gradient_evals,
     search_steps,
@@ -237,12 +238,9 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,
                             schedule=schedule, kernel=kernel, model_args=sim_args[0],
                             model_kwargs=sim_args[1], seed=seed, batch_size=batch_size,
                             progress=progress, step_sizes=given)
-        evals = sum(gradient_evals(res.lower, legs=2) for res in b.results)
-        if given is not None:  # no pilot ran
-            evals -= sum(res.lower.num_examples * res.lower.settings[
-                "pilot_gradient_evals_per_example"] for res in b.results)
         lower = b.log_likelihood_bounds()[0] if name == "sigma" else b.lower
-        return Sandwich(b.gap, b.gap_stderr, lower.mean(-1), evals, b.step_sizes)
+        return Sandwich(b.gap, b.gap_stderr, lower.mean(-1), bdmc_evals(b.results, given is None),
+                        b.step_sizes)
 
     def estimate_at(steps: int, x_sub: Tensor, args: tuple, kwargs: dict, *,
                     seed: int) -> tuple[Tensor, float]:
