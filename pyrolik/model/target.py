@@ -92,11 +92,6 @@ class Target:
         if name == "guide":
             self.program.guide_or_raise()
 
-    @property
-    def replay_status(self) -> dict[str, str]:
-        """How each evaluation path runs: ``"replay"``, ``"eager"`` or why it stays eager."""
-        return {name: ev.status for name, ev in self._evaluations.items() if ev.status is not None}
-
     def evaluation(self, path: str) -> str:
         """One line for a result's settings: ``"replay"``, ``"eager"`` or ``"eager (why)"``."""
         found = self._evaluations.get(path)

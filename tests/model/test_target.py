@@ -61,7 +61,7 @@ def test_first_chains_is_the_same_target_on_fewer_rows(lg):
     u = torch.randn(t.layout.rows, t.layout.latent_dim, generator=torch.Generator().manual_seed(2))
     for _ in range(3):
         t.value_and_grad(u)
-    assert t.replay_status == {"prior": "replay"} and t.evaluation("prior") == "replay"
+    assert t.evaluation("prior") == "replay"
     two = t.path("prior").first_chains(2)
     layout = two.target.layout
     assert (layout.rows, layout.num_chains, layout.num_examples) == (6, 2, 3)
