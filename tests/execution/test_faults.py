@@ -13,6 +13,7 @@ import torch
 import pyrolik
 from pyrolik.annealing import Recording
 from pyrolik.execution.batches import FailedExamplesWarning, is_out_of_memory
+from pyrolik.model.evaluation import Program
 from pyrolik.model.target import Target
 from tests import scale_models as sm
 
@@ -128,14 +129,14 @@ def test_out_of_memory_suggests_batch_size(monkeypatch):
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't "
                            "allocate memory: you tried to allocate 1000000000000 bytes")
 
-    monkeypatch.setattr(Target, "sample_prior", cpu_oom)
+    monkeypatch.setattr(Program, "sample_prior", cpu_oom)
     with pytest.raises(MemoryError, match=r"examples \[0:8\].*batch_size=2"):
         pyrolik.likelihood_weighting(sm.model, x, num_samples=5, progress=False)
 
     def other(self, *args, **kwargs):
         raise RuntimeError("some other failure")
 
-    monkeypatch.setattr(Target, "sample_prior", other)
+    monkeypatch.setattr(Program, "sample_prior", other)
     with pytest.raises(RuntimeError, match="^some other failure$"):
         pyrolik.likelihood_weighting(sm.model, x, num_samples=5, progress=False)
     assert not is_out_of_memory(ValueError("out of memory"))
