@@ -151,9 +151,10 @@ def _batch(problem: Problem, execution: Execution, recording: Recording, inputs:
     saved = resume["loop"] if resume is not None and not in_pilot else None
     starts = [] if saved is not None else _starts(problem.legs, path, batch)
     totals = engine.Totals(k_all * n, schedule)
+    islands = problem.islands  # resampled runs record each chain's starting ancestor too
     recorder = engine.Recorder(schedule, k_all, stride=recording.every, steps=recording.steps,
-                               keep_states=recording.states, record_log_ratio=recording.log_ratio)
-    islands = problem.islands
+                               keep_states=recording.states, record_log_ratio=recording.log_ratio,
+                               record_ancestor=islands is not None)
     phase = Phase(schedule, path.value_and_grad,
                   problem.kernel.move.adaptation.tuning(table, k_all, n, schedule),
                   problem.stops_of(batch.start, batch.stop),
@@ -187,6 +188,9 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, totals: engine.Totals,
         leg_trace = {name: v[:, offset : offset + k] if name == "beta"
                      else v[:, lo:hi].reshape(v.shape[0], k, n, *v.shape[2:])
                      for name, v in trace.items()}
+        if "ancestor" in leg_trace:  # rows -> the leg's chain each descends from
+            leg_trace["ancestor"] = (trace["ancestor"][:, lo:hi] - lo).div(
+                n, rounding_mode="floor").reshape(-1, k, n)
         outputs.append(LegOutput(
             log_weight=state.log_weight[lo:hi].reshape(k, n), final_state=z.reshape(k, n, -1),
             acceptance_rate=(totals.acceptance_sum[lo:hi] / num_steps).reshape(k, n),

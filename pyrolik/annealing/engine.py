@@ -226,11 +226,12 @@ class Recorder:
 
     def __init__(self, schedule: Tensor, num_chains: int, *, stride: int | None = None,
                  steps: Sequence[int] | None = None, keep_states: bool = False,
-                 record_log_ratio: bool = False):
+                 record_log_ratio: bool = False, record_ancestor: bool = False):
         self.schedule, self.num_chains, self.num_steps = schedule, num_chains, schedule.shape[0] - 1
         self.stride = stride or max(1, self.num_steps // 100)
         self.steps = None if steps is None else frozenset(int(s) for s in steps)
-        names = self.NAMES + ("z",) * keep_states + ("log_ratio",) * record_log_ratio
+        names = (self.NAMES + ("z",) * keep_states + ("log_ratio",) * record_log_ratio
+                 + ("ancestor",) * record_ancestor)
         self.records: dict[str, list[Tensor]] = {name: [] for name in names}
         self.record_steps: list[int] = []
 
@@ -245,7 +246,7 @@ class Recorder:
         values = {"acceptance_rate": info.acceptance_rate, "step_size": info.step_size,
                   "log_weight": state.log_weight, "beta": beta, "diverging": info.is_divergent,
                   "energy_error": info.energy_error, "z": state.position.z,
-                  "log_ratio": state.position.log_ratio}
+                  "log_ratio": state.position.log_ratio, "ancestor": state.ancestor}
         for name, record in self.records.items():
             record.append(values[name])
 

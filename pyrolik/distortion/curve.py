@@ -27,7 +27,12 @@ from pyrolik.distortion.path import (
     merge_grid,
     sigma_of,
 )
-from pyrolik.ops.stats import effective_sample_size, log_mean_exp, mcse_log_mean_exp
+from pyrolik.ops.stats import (
+    chain_statistics,
+    effective_sample_size,
+    log_mean_exp,
+    mcse_log_mean_exp,
+)
 from pyrolik.results.convert import CurveConverter
 from pyrolik.results.estimates import Exported
 from pyrolik.results.layout import BLOCK, EX, stored
@@ -134,13 +139,36 @@ class DistortionCurve(Exported):
 
     @cached_property
     def mcse(self) -> Tensor:
-        """``(m, N)`` delta-method Monte Carlo standard error of :attr:`log_z` (and log p_sigma)."""
-        return mcse_log_mean_exp(self.log_weights, dim=1)
+        """``(m, N)`` Monte Carlo standard error of :attr:`log_z` (and log p_sigma), as
+        :func:`pyrolik.ais` reports it: over the islands, or the chains' starting ancestors, of a
+        resampled run (:func:`~pyrolik.ops.stats.chain_statistics`)."""
+        return self._chain_statistics[1]
 
     @cached_property
     def ess(self) -> Tensor:
-        """``(m, N)`` effective number of chains at each beta."""
-        return effective_sample_size(self.log_weights, dim=1)
+        """``(m, N)`` effective number of chains at each beta (of their starting ancestors when the
+        run resampled)."""
+        return self._chain_statistics[0]
+
+    @cached_property
+    def _lineage(self) -> tuple[Tensor | None, int | None]:
+        """``(ancestors (m, K, N), islands)`` at the grid points of a resampled run, else ``(None,
+        None)``: the run's recorded starting ancestor of every chain."""
+        trace = (self.ais.trace if self.ais is not None else None) or {}
+        if "ancestor" not in trace:
+            return None, None
+        return trace["ancestor"].to(self.log_weights.device), self.ais.settings.get("islands")
+
+    @cached_property
+    def _chain_statistics(self) -> tuple[Tensor, Tensor]:
+        ancestors, islands = self._lineage
+        if ancestors is None:  # independent chains
+            return (effective_sample_size(self.log_weights, dim=1),
+                    mcse_log_mean_exp(self.log_weights, dim=1))
+        m, k, n = self.log_weights.shape
+        ess, mcse, _ = chain_statistics(self.log_weights.movedim(0, 1).reshape(k, m * n),
+                                        ancestors.movedim(0, 1).reshape(k, m * n), islands)
+        return ess.reshape(m, n), mcse.reshape(m, n)
 
     @cached_property
     def _self_normalised(self) -> Tensor:
@@ -154,9 +182,19 @@ class DistortionCurve(Exported):
     @cached_property
     def distortion_mcse(self) -> Tensor:
         r"""``(m, N)`` delta-method standard error of :attr:`distortion`:
-        :math:`\sqrt{\sum_k \bar w_k^2 (d_k - \hat D)^2}`."""
+        :math:`\sqrt{\sum_g (\sum_{k \in g} \bar w_k (d_k - \hat D))^2}` over independent groups
+        :math:`g`: the chains, or the starting ancestors of a resampled run, or its :math:`G` islands
+        (times :math:`G / (G - 1)` under the root, the jackknife's factor for few groups)."""
         resid = self.distortions - self.distortion.unsqueeze(1)
-        return torch.sqrt((self._self_normalised**2 * resid**2).sum(1))
+        ancestors, islands = self._lineage
+        if ancestors is None:
+            return torch.sqrt((self._self_normalised**2 * resid**2).sum(1))
+        k, g = self.num_chains, islands or 1
+        group = (ancestors if g < 2
+                 else (torch.arange(k, device=ancestors.device) // (k // g)).view(1, k, 1)
+                 .expand_as(ancestors))
+        terms = torch.zeros_like(resid).scatter_add_(1, group, self._self_normalised * resid)
+        return torch.sqrt((terms**2).sum(1) * (g / (g - 1) if g > 1 else 1.0))
 
     @cached_property
     def rate(self) -> Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 
 import matplotlib
 import numpy as np
@@ -378,3 +379,39 @@ def test_arviz_tables_a_curve_and_its_bdmc_and_both_read_back(lg, curve, seed, t
     again = pyrolik.load(pyrolik.save(b, tmp_path / "b.nc"))
     assert_same_result(again, dataclasses.replace(b, step_sizes=None))  # the table is not saved
     assert again.seed == seed and [x.shape for x in again.x] == [(3, 5), (3, 5)]
+
+
+def test_a_resampled_curve_has_the_error_bars_of_its_run(lg, x, seed, tmp_path):
+    """Under the default SMC (8 chains: 2 islands) the last grid point is the AIS run itself, so its
+    MCSE and ESS are the run's (over the islands and the chains' starting ancestors), not those of
+    independent chains; plain AIS keeps the independent chains' formulas."""
+    c = sigma_curve(lg, x, [1.0, 0.3], num_steps=40, num_chains=8, seed=seed, progress=False)
+    assert c.ais.settings["islands"] == 2 and c.ais.trace["ancestor"].shape == (2, 8, 3)
+    torch.testing.assert_close(c.mcse[-1], c.ais.mcse.double())
+    torch.testing.assert_close(c.ess[-1], c.ais.ess.double())
+    again = pyrolik.load(pyrolik.save(c, tmp_path / "curve.nc"))
+    assert torch.equal(again.mcse, c.mcse) and torch.equal(again.distortion_mcse, c.distortion_mcse)
+    p = sigma_curve(lg, x, [1.0, 0.3], num_steps=40, num_chains=8, seed=seed, progress=False,
+                    kernel=plain())
+    assert "ancestor" not in p.ais.trace
+    torch.testing.assert_close(p.mcse, pyrolik.ops.stats.mcse_log_mean_exp(p.log_weights, dim=1))
+
+
+def test_the_distortion_error_bar_of_islands_by_hand():
+    """Two islands of two chains: the delta method over the islands' weighted means, with the
+    jackknife's factor G / (G - 1) for G = 2 islands."""
+    lw = torch.log(torch.tensor([1.0, 3.0, 2.0, 2.0], dtype=torch.float64)).view(1, 4, 1)
+    d = torch.tensor([1.0, 2.0, 4.0, 6.0], dtype=torch.float64).view(1, 4, 1)
+    run = types.SimpleNamespace(trace={"ancestor": torch.tensor([0, 0, 2, 3]).view(1, 4, 1)},
+                                settings={"islands": 2})
+    c = DistortionCurve(mode="user", betas=torch.tensor([1.0], dtype=torch.float64),
+                        log_weights=lw, distortions=d, num_values=1, x=torch.zeros(1, 1),
+                        schedule=torch.tensor([0.0, 1.0]), record_steps=torch.tensor([1]),
+                        beta_max=1.0, ais=run)
+    w = torch.tensor([1.0, 3.0, 2.0, 2.0]) / 8
+    total = float((w * d.flatten()).sum())  # 0.125 + 0.75 + 1 + 1.5
+    islands = [(float(w[:2].sum()), float((w[:2] * d.flatten()[:2]).sum() / w[:2].sum())),
+               (float(w[2:].sum()), float((w[2:] * d.flatten()[2:]).sum() / w[2:].sum()))]
+    want = math.sqrt(2 * sum((wi * (di - total)) ** 2 for wi, di in islands))
+    assert float(c.distortion[0, 0]) == pytest.approx(total)
+    assert float(c.distortion_mcse[0, 0]) == pytest.approx(want)
