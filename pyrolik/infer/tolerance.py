@@ -215,7 +215,7 @@ def budget(model: Callable[..., Any], x: Tensor, tolerance: float | Tolerance | 
         The largest BDMC gap to accept (nats), or a :class:`Tolerance` with its search's cap.
     gradients : float, optional
         Instead of a tolerance: gradient evaluations per example to spend, the pilot's included
-        (no search runs).
+        (no search runs, so the options of a run are refused with it).
     num_chains : int, optional
         Chains per example (default: the frontier's best split,
         :data:`~pyrolik.advice.BEST_SPLIT_CHAINS`).
@@ -244,6 +244,12 @@ def budget(model: Callable[..., Any], x: Tensor, tolerance: float | Tolerance | 
                          "(gradient evaluations per example to spend), one of them")
     chains = BEST_SPLIT_CHAINS if num_chains is None else num_chains
     if tolerance is None:
+        given = {"init": init, "model_args": model_args or None, "model_kwargs": model_kwargs,
+                 "seed": seed, "batch_size": batch_size}
+        if unused := [f"{name}=" for name, value in given.items() if value is not None]:
+            raise ValueError(f"budget(gradients=) splits the gradients between chains and steps by "
+                             f"arithmetic and runs nothing, so {', '.join(unused)} would have no "
+                             "effect: pass them to the estimator you run with the budget")
         return split(gradients, chains, as_smc(kernel), schedule)
     return search(model, x, tolerance, num_chains=chains, schedule=schedule, kernel=kernel,
                   init=init, model_args=model_args, model_kwargs=model_kwargs, seed=seed,

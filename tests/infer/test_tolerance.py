@@ -298,6 +298,11 @@ def test_a_gradient_budget_is_split_into_the_frontiers_chains_and_the_most_steps
         pyrolik.budget(LG, x, gradients=0)
     with pytest.raises(ValueError, match="do not pay one step"):
         pyrolik.budget(LG, x, gradients=20)
+    # nothing runs: the options of a run are refused, not ignored
+    with pytest.raises(ValueError, match=r"runs nothing, so seed=, batch_size= would have no effect"):
+        pyrolik.budget(LG, x, gradients=5000, seed=3, batch_size=2)
+    with pytest.raises(ValueError, match=r"so init=, model_kwargs= would"):
+        pyrolik.budget(LG, x, gradients=5000, init=LG.exact_guide, model_kwargs={"a": 1})
 
 
 def test_the_search_defaults_to_the_frontiers_chains(seed):
