@@ -14,6 +14,7 @@ import pandas as pd
 from scipy import stats
 
 from pyrolik.diagnostics.scoring import SCORES
+from pyrolik.exceptions import DiagnosticWarning
 
 __all__ = ["Comparison", "compare", "holm"]
 
@@ -64,6 +65,7 @@ class _Entry:
     bound: str | None
     method: str | None
     gap: float | None
+    x: Any = None  # the data a result was computed on, when it carries them
 
 
 @dataclass
@@ -184,7 +186,9 @@ def _entries(models: tuple, names: Sequence[str] | None, y: Any, rules: Sequence
         if gap is not None:
             gap = float(np.mean(gap.detach().cpu().numpy() if hasattr(gap, "detach") else gap))
         bound = getattr(obj, "bound", None)
-        out.append(_Entry(name, scores, bound, getattr(obj, "method", None), gap))
+        x = getattr(obj, "x", None)
+        out.append(_Entry(name, scores, bound, getattr(obj, "method", None), gap,
+                          x if hasattr(x, "shape") else None))
     lengths = {e.name: len(next(iter(e.scores.values()))) for e in out}
     if len(set(lengths.values())) != 1:
         raise ValueError(f"models were scored on different numbers of examples {lengths}: "
@@ -220,6 +224,23 @@ def _pair_stats(a: np.ndarray, b: np.ndarray, level: float) -> dict[str, float]:
     return {"mean_diff": mean, "se": se, "ci_low": mean - half, "ci_high": mean + half,
             "t_statistic": t_stat, "t_pvalue": t_p, "wilcoxon_statistic": w_stat,
             "wilcoxon_pvalue": w_p}
+
+
+def _data_notes(entries: list[_Entry]) -> list[str]:
+    """A note, and a warning, when results were computed on different data (their ``x`` differ)."""
+    known = [(e.name, np.asarray(e.x.detach().cpu() if hasattr(e.x, "detach") else e.x,
+                                 dtype=np.float64)) for e in entries if e.x is not None]
+    if len(known) < 2:
+        return []
+    (first, ref), others = known[0], known[1:]
+    differ = [n for n, x in others if x.shape != ref.shape or not np.array_equal(x, ref)]
+    if not differ:
+        return []
+    note = (f"{', '.join(differ)} {'was' if len(differ) == 1 else 'were'} computed on other data "
+            f"than {first} (their x differ): the paired tests assume that example i is the same "
+            "example in every model; on different examples they are meaningless")
+    warnings.warn(note, DiagnosticWarning, stacklevel=3)
+    return [note]
 
 
 def _bound_notes(entries: list[_Entry], pairs: pd.DataFrame) -> list[str]:
@@ -404,6 +425,6 @@ def compare(*models: Any, names: Sequence[str] | None = None, y: Any = None,
     if all(e.gap is None for e in entries):
         pairs = pairs.drop(columns=["gap_a", "gap_b"])
     table = pd.DataFrame(table_rows).set_index(["score", "model"])
-    notes = _bound_notes(entries, pairs)
+    notes = _data_notes(entries) + _bound_notes(entries, pairs)
     per_example = {rule: pd.DataFrame({e.name: e.scores[rule] for e in entries}) for rule in rules}
     return Comparison(pairs, table, notes, float(level), test, correction, per_example)

@@ -212,3 +212,22 @@ def test_compare_real_estimator_results(seed):
     assert any("different estimators" in n for n in c.notes)
     assert c.table.loc[("log", "iwae"), "mean"] == pytest.approx(
         float(lg.exact_log_marginal(x).mean()))
+
+
+def test_results_on_different_data_are_noted_and_warned(seed):
+    """Every result carries the data it was computed on: a comparison of results on other data says
+    so (a note and a DiagnosticWarning); the same data, or plain arrays, say nothing."""
+    from pyrolik_models.oracles.linear_gaussian import LinearGaussian
+
+    from pyrolik import DiagnosticWarning, iwae, likelihood_weighting
+
+    lg = LinearGaussian.random(data_dim=4, latent_dim=2, seed=seed)
+    xa, xb = (lg.sample(6, torch.Generator().manual_seed(seed + i)) for i in range(2))
+    a = iwae(lg, xa, lg.exact_guide, num_samples=4, seed=seed, progress=False)
+    b = iwae(lg, xb, lg.exact_guide, num_samples=4, seed=seed, progress=False)
+    with pytest.warns(DiagnosticWarning, match="b was computed on other data than a"):
+        c = compare(a, b, names=["a", "b"])
+    assert any("computed on other data" in n for n in c.notes)
+    same = likelihood_weighting(lg, xa, num_samples=20, seed=seed, progress=False)
+    assert not any("other data" in n for n in compare(a, same).notes)
+    assert compare(a, b.log_likelihood.numpy()).notes == []  # an array carries no data
