@@ -102,6 +102,9 @@ def running_log_normalizer(result: AISResult) -> torch.Tensor:
     torch.Tensor, shape (R, N)
         One row per recorded step, one column per example.
     """
+    if not isinstance(result, AISResult):
+        raise TypeError(f"running_log_normalizer needs an AIS result (ais, reverse_ais, or a BDMC "
+                        f"result's .lower / .upper), got {type(result).__name__}")
     if not result.trace:
         raise ValueError("this result holds no trace (an AIS run records one by default): rerun "
                          "pyrolik.ais, record= sets its stride")

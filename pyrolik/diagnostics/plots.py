@@ -314,6 +314,8 @@ def plot_bandwidth(result: EstimateResult, *, ax=None):
     -------
     matplotlib.axes.Axes
     """
+    if not isinstance(result, EstimateResult):
+        raise TypeError(f"plot_bandwidth needs the result of pyrolik.kde, got {type(result).__name__}")
     grid = result.settings.get("bandwidth_grid")
     scores = result.settings.get("validation_log_likelihood")
     if result.method != "kde" or scores is None:

@@ -7,9 +7,21 @@ from typing import Any
 import torch
 
 from pyrolik.diagnostics.plots import plain_log_axis
+from pyrolik.distortion.bounds import DistortionBDMC
 from pyrolik.distortion.curve import DistortionCurve
 
 __all__ = ["plot_sigma_curve", "plot_optimal_sigma", "plot_rate_distortion"]
+
+
+def _curve(curve: Any, what: str) -> DistortionCurve:
+    """``curve`` if it is a one-run curve, else a TypeError naming what ``what`` draws."""
+    if not isinstance(curve, DistortionCurve):
+        hint = (" (a distortion_bdmc result is drawn beside its curve: "
+                "plot_rate_distortion(curve, bdmc=result))" if isinstance(curve, DistortionBDMC)
+                else "")
+        raise TypeError(f"{what} draws the result of pyrolik.sigma_curve or pyrolik.rate_distortion, "
+                        f"got {type(curve).__name__}{hint}")
+    return curve
 
 
 def _axes(ax, size=(5, 3.5)):
@@ -40,8 +52,8 @@ def plot_sigma_curve(curve: DistortionCurve, ax=None, *, label: str = "one AIS r
     -------
     matplotlib.axes.Axes
     """
+    sigmas = _curve(curve, "plot_sigma_curve").sigmas
     ax = _axes(ax)
-    sigmas = curve.sigmas
     if sigmas is None:
         raise ValueError("a sigma curve needs the Gaussian mode (pyrolik.sigma_curve)")
     ax.errorbar(sigmas.numpy(), curve.mean_log_likelihood.numpy(), 2 * curve.stderr.numpy(),
@@ -76,8 +88,8 @@ def plot_optimal_sigma(curve: DistortionCurve, fixed_sigma: float | None = None,
     -------
     matplotlib.axes.Axes
     """
+    opt = _curve(curve, "plot_optimal_sigma").optimal_sigma(fixed_sigma)  # Gaussian mode only
     ax = _axes(ax)
-    opt = curve.optimal_sigma(fixed_sigma)  # raises unless the curve is in the Gaussian mode
     sigmas, ll = curve.sigmas, curve.log_likelihood
     if sigmas is None or ll is None:
         raise ValueError("optimal sigmas need the Gaussian mode (pyrolik.sigma_curve)")
@@ -117,6 +129,9 @@ def plot_rate_distortion(curve: DistortionCurve, ax=None, *, bdmc: Any = None,
     -------
     matplotlib.axes.Axes
     """
+    _curve(curve, "plot_rate_distortion")
+    if bdmc is not None and not isinstance(bdmc, DistortionBDMC):
+        raise TypeError(f"bdmc= takes the result of pyrolik.distortion_bdmc, got {type(bdmc).__name__}")
     ax = _axes(ax)
     d, r = curve.distortion.mean(-1).numpy(), curve.rate.mean(-1).numpy()
     ax.plot(d, r, "o-", ms=3, label=label)

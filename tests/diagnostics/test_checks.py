@@ -167,6 +167,9 @@ def test_bad_input_raises(results):
         diagnostics.check(np.zeros(3))
     with pytest.raises(TypeError, match="AIS result"):
         diagnostics.temperature_trace(results["iwae"])
+    for other in ("iwae", "bdmc"):
+        with pytest.raises(TypeError, match="running_log_normalizer needs an AIS result"):
+            diagnostics.running_log_normalizer(results[other])
     with pytest.raises(TypeError, match="BDMCResult"):
         diagnostics.bdmc_gap(results["ais"])
     with pytest.raises(ValueError, match="holds no trace"):

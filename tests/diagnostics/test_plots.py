@@ -154,6 +154,8 @@ def test_plots_refuse_what_they_cannot_draw(results):
         plots.plot_bdmc(results["ais"])
     with pytest.raises(ValueError, match="kde result"):
         plots.plot_bandwidth(results["ais"])
+    with pytest.raises(TypeError, match="the result of pyrolik.kde, got BDMCResult"):
+        plots.plot_bandwidth(results["bdmc"])
     with pytest.raises(ValueError, match="must index"):
         plots.plot_log_weights(results["ais"], examples=[7])
     no_grid = dataclasses.replace(results["kde"], settings={"bandwidth": 1.0})

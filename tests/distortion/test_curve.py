@@ -415,3 +415,18 @@ def test_the_distortion_error_bar_of_islands_by_hand():
     want = math.sqrt(2 * sum((wi * (di - total)) ** 2 for wi, di in islands))
     assert float(c.distortion[0, 0]) == pytest.approx(total)
     assert float(c.distortion_mcse[0, 0]) == pytest.approx(want)
+
+
+def test_the_curve_plots_refuse_other_results(curve):
+    from pyrolik.distortion import plots
+    from pyrolik.distortion.bounds import DistortionBDMC
+
+    sandwich = DistortionBDMC.__new__(DistortionBDMC)  # its type is what the plots look at
+    for draw in (plots.plot_sigma_curve, plots.plot_optimal_sigma, plots.plot_rate_distortion):
+        with pytest.raises(TypeError, match=r"got DistortionBDMC \(a distortion_bdmc result is "
+                                            r"drawn beside its curve"):
+            draw(sandwich)
+        with pytest.raises(TypeError, match="got AISResult"):
+            draw(curve.ais)
+    with pytest.raises(TypeError, match="bdmc= takes the result of pyrolik.distortion_bdmc"):
+        plots.plot_rate_distortion(curve, bdmc=curve)
