@@ -399,7 +399,10 @@ class AISResult(EstimateResult):
         resampled = int((self.num_resampled > 0).sum())
         if resampled:
             how = (f"within {islands} independent islands per example: the MCSE is the spread of "
-                   "the islands' estimates, and each exported block of chains holds whole islands"
+                   f"the islands' estimates, right on average over examples but from {islands} "
+                   "values each, so one example's can be several times too small (for per-example "
+                   "error bars use more islands, pyrolik.SMC(islands=), or repeat with other "
+                   "seeds); each exported block of chains holds whole islands"
                    if isinstance(islands, int) and islands > 1 else
                    "in one island: chains that share an ancestor are not independent, so ArviZ's "
                    "diagnostics across the exported blocks of chains overstate their independence")
