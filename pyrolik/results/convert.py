@@ -17,7 +17,7 @@ import xarray as xr
 
 from pyrolik._version import __version__
 from pyrolik.ops.resampling import RESAMPLING_STREAM, systematic
-from pyrolik.ops.stats import DEFAULT_BLOCKS, check_blocks
+from pyrolik.ops.stats import DEFAULT_BLOCKS, ancestor_log_weights, check_blocks
 from pyrolik.ops.stats import num_blocks as num_blocks_of
 from pyrolik.results.layout import (
     BLOCK,
@@ -249,6 +249,21 @@ class EstimateConverter(Converter):
         return _tree({g: groups.get(g) for g in ORDER}, self.attrs())
 
 
+def _block_ess(lw: np.ndarray, variables: Variables) -> np.ndarray:
+    """``(step, block, example)`` ESS of the blocked log-weights ``lw`` ``(step, block, particle,
+    example)``; of a resampled run's, over the chains' starting ancestors, as the run's own ESS
+    (each block holds whole islands, so every chain descends from one of its block)."""
+    if "ancestor" not in variables:
+        return kish_ess(lw, axis=2)
+    m = lw.shape[2]
+    local = variables["ancestor"][1] - (np.arange(lw.shape[1]) * m)[None, :, None, None]
+    if local.min() < 0 or local.max() >= m:  # cannot happen while blocks hold whole islands
+        raise ValueError("a resampled run's blocks of chains must hold whole islands")
+    families = ancestor_log_weights(torch.from_numpy(np.moveaxis(lw, 2, 0).copy()),
+                                    torch.from_numpy(np.moveaxis(local, 2, 0).copy()))
+    return kish_ess(families.numpy(), axis=0)
+
+
 class AISConverter(EstimateConverter):
     """Forward and reverse AIS: the estimate's groups, and what the run recorded along its path."""
 
@@ -268,7 +283,7 @@ class AISConverter(EstimateConverter):
             if self.direction == "reverse":  # shifted to 0 at beta = 0
                 lml = lml - _log_mean_exp(blocked(self.lw, self.c), axis=1)
             variables["log_marginal_likelihood"] = (["step", "chain", self.ex], lml)
-            variables["ess"] = (["step", "chain", self.ex], kish_ess(lw, axis=2))
+            variables["ess"] = (["step", "chain", self.ex], _block_ess(lw, variables))
         return _dataset(variables, self._path_coords(), [])
 
     def trajectory_to_xarray(self) -> xr.Dataset | None:

@@ -101,6 +101,27 @@ def test_the_annealing_group_has_the_per_block_running_evidence(lg_runs):
                                rtol=1e-12)
 
 
+def test_the_annealing_ess_of_a_resampled_run_is_that_of_its_ancestors(seed):
+    """Resampled within islands, a block's chains have equal weights after every step; the exported
+    per-step ESS is that of their starting ancestors' summed weights, as the run's own ESS (with one
+    island, one block: the run's ESS itself)."""
+    from pyrolik.ops.stats import ancestor_log_weights, effective_sample_size
+
+    x = LG.sample(3, torch.Generator().manual_seed(seed))
+    r = pyrolik.ais(LG, x, num_steps=20, num_chains=8, seed=seed, progress=False)
+    ess = r.to_datatree()["annealing"]["ess"]
+    assert r.settings["islands"] == 2 and ess.sizes["chain"] == 2
+    for b in range(2):
+        chains = slice(4 * b, 4 * b + 4)
+        families = ancestor_log_weights(r.log_weights[chains], r.ancestor[chains] - 4 * b)
+        np.testing.assert_allclose(ess.isel(step=-1, chain=b).values,
+                                   effective_sample_size(families).numpy(), rtol=1e-12)
+    one = pyrolik.ais(LG, x, num_steps=20, num_chains=8, seed=seed, progress=False,
+                      kernel=pyrolik.SMC(islands=1))
+    np.testing.assert_allclose(one.to_datatree()["annealing"]["ess"].isel(step=-1, chain=0).values,
+                               one.ess.numpy(), rtol=1e-12)
+
+
 def test_the_export_is_reproducible_and_num_blocks_is_honoured(lg_runs):
     _, runs = lg_runs
     r = runs[100]
