@@ -27,6 +27,7 @@ def test_concat_joins_chains_and_recomputes_the_evidence(lg_runs):
     assert a.settings["islands"] == 4 and both.settings["islands"] == 8
     torch.testing.assert_close(both.mcse, mcse_log_mean_exp(torch.logsumexp(lw.reshape(8, 4, -1), 1)))
     assert torch.equal(both.ancestor, torch.cat([a.ancestor, b.ancestor + 16]))
+    assert torch.equal(both.trace["ancestor"][-1], both.ancestor)  # the recorded ones follow too
     assert both.settings["num_chains"] == 32 and both.seed is None
     tree = both.to_datatree()
     assert tree["posterior"].sizes["chain"] == 4 and tree["posterior"].sizes["draw"] == 8
