@@ -393,8 +393,9 @@ def concat(a: Any, b: Any) -> Any:
         steps_match = a.trace_steps is not None and b.trace_steps is not None and torch.equal(
             a.trace_steps, b.trace_steps)
         same_trace = steps_match and a.trace and b.trace and a.trace.keys() == b.trace.keys()
-        b_trace = b.trace if not same_trace or "ancestor" not in b.trace else {
-            **b.trace, "ancestor": b.trace["ancestor"] + lw_a.shape[0]}  # b's chains follow a's
+        b_trace = dict(b.trace or {})
+        if "ancestor" in b_trace:  # b's chains follow a's
+            b_trace["ancestor"] = b_trace["ancestor"] + lw_a.shape[0]
         fields.update(ancestor=ancestor, num_resampled=resamplings,
                       trace=_cat(a.trace, b_trace, 1) if same_trace else None,
                       **{n: _cat(getattr(a, n), getattr(b, n))
