@@ -189,8 +189,7 @@ def _cut(legs: tuple[Leg, ...], state: engine.AISState, totals: engine.Totals,
                      else v[:, lo:hi].reshape(v.shape[0], k, n, *v.shape[2:])
                      for name, v in trace.items()}
         if "ancestor" in leg_trace:  # rows -> the leg's chain each descends from
-            leg_trace["ancestor"] = (trace["ancestor"][:, lo:hi] - lo).div(
-                n, rounding_mode="floor").reshape(-1, k, n)
+            leg_trace["ancestor"] = (leg_trace["ancestor"] - lo) // n
         outputs.append(LegOutput(
             log_weight=state.log_weight[lo:hi].reshape(k, n), final_state=z.reshape(k, n, -1),
             acceptance_rate=(totals.acceptance_sum[lo:hi] / num_steps).reshape(k, n),

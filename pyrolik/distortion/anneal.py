@@ -28,7 +28,6 @@ from pyrolik.infer.tolerance import (
     Budget,
     Sandwich,
     Tolerance,
-    bdmc_evals,
     check_tolerance,
     gradient_evals,
     search_steps,
@@ -239,8 +238,8 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,
                             model_kwargs=sim_args[1], seed=seed, batch_size=batch_size,
                             progress=progress, step_sizes=given)
         lower = b.log_likelihood_bounds()[0] if name == "sigma" else b.lower
-        return Sandwich(b.gap, b.gap_stderr, lower.mean(-1), bdmc_evals(b.results, given is None),
-                        b.step_sizes)
+        evals = sum(gradient_evals(res.lower, legs=2, pilot=given is None) for res in b.results)
+        return Sandwich(b.gap, b.gap_stderr, lower.mean(-1), evals, b.step_sizes)
 
     def estimate_at(steps: int, x_sub: Tensor, args: tuple, kwargs: dict, *,
                     seed: int) -> tuple[Tensor, float]:

@@ -29,7 +29,7 @@ from pyrolik.results import AISResult
 from pyrolik.results.bdmc import CONFIDENCE_Z, MAX_STEPS, Budget, Check, Round
 
 __all__ = ["budget", "search", "with_budget", "search_steps", "Sandwich", "Budget", "Round", "Check",
-           "Tolerance", "bdmc_evals", "choose_budget", "check_tolerance", "CONFIDENCE_Z", "MIN_STEPS", "MAX_STEPS"]
+           "Tolerance", "choose_budget", "check_tolerance", "CONFIDENCE_Z", "MIN_STEPS", "MAX_STEPS"]
 
 MIN_STEPS = 25  # the search's first number of steps: 25, 50, 100, 200, ...
 
@@ -169,19 +169,12 @@ def simulation_arguments(model_args: tuple, model_kwargs: dict | None, num_examp
     return marked, True, len(rows), take_rows(*marked, 1, rows)
 
 
-def gradient_evals(result: AISResult, legs: int = 1) -> float:
-    """Gradient evaluations of a run: its chains' (``legs`` directions) and its pilot's."""
+def gradient_evals(result: AISResult, legs: int = 1, pilot: bool = True) -> float:
+    """Gradient evaluations of a run: its chains' (``legs`` directions) and, with ``pilot``, its
+    pilot's (none ran when an earlier pass's step-size table was given)."""
     s = result.settings
     return float(result.num_examples * (legs * s["gradient_evals_per_example"]
-                                        + s["pilot_gradient_evals_per_example"]))
-
-
-def bdmc_evals(results: Sequence[Any], pilot: bool) -> float:
-    """Gradient evaluations of BDMC runs (both legs), their pilots' with ``pilot`` (none ran when an
-    earlier pass's step-size table was given)."""
-    settings = [(r.lower.num_examples, r.lower.settings) for r in results]
-    return float(sum(n * (2 * s["gradient_evals_per_example"]
-                          + pilot * s["pilot_gradient_evals_per_example"]) for n, s in settings))
+                                        + pilot * s["pilot_gradient_evals_per_example"]))
 
 
 def with_budget(result: Any, chosen: Budget | None, run: AISResult | None = None) -> Any:
@@ -395,7 +388,7 @@ def search(model: Callable[..., Any], x: Tensor, tolerance: float | Tolerance, *
                      seed=seed, step_sizes=given, **common)
         assert r is not None  # one process: bdmc returns None only off rank 0
         return Sandwich(_f64(r.gap), _f64(r.gap_stderr), _f64(r.lower.mean),
-                        bdmc_evals([r], pilot=given is None), r.lower.step_sizes)
+                        gradient_evals(r.lower, legs=2, pilot=given is None), r.lower.step_sizes)
 
     def estimate_at(steps: int, x_sub: Tensor, args: tuple, kwargs: dict, *,
                     seed: int) -> tuple[Tensor, float]:

@@ -17,7 +17,12 @@ import xarray as xr
 
 from pyrolik._version import __version__
 from pyrolik.ops.resampling import RESAMPLING_STREAM, systematic
-from pyrolik.ops.stats import DEFAULT_BLOCKS, ancestor_log_weights, check_blocks
+from pyrolik.ops.stats import (
+    DEFAULT_BLOCKS,
+    ancestor_log_weights,
+    check_blocks,
+    effective_sample_size,
+)
 from pyrolik.ops.stats import num_blocks as num_blocks_of
 from pyrolik.results.layout import (
     BLOCK,
@@ -41,7 +46,8 @@ from pyrolik.results.layout import (
     kish_ess,
 )
 
-__all__ = ["EstimateConverter", "AISConverter", "to_datatree", "to_inference_data", "flatten", "versions"]
+__all__ = ["EstimateConverter", "AISConverter", "to_datatree", "to_inference_data", "flatten",
+           "versions"]
 
 SITE_GROUPS = {"forward": ("posterior", "unconstrained_posterior", "sample_stats"),
                "reverse": ("prior", "unconstrained_prior", "sample_stats_prior")}
@@ -261,7 +267,7 @@ def _block_ess(lw: np.ndarray, variables: Variables) -> np.ndarray:
         raise ValueError("a resampled run's blocks of chains must hold whole islands")
     families = ancestor_log_weights(torch.from_numpy(np.moveaxis(lw, 2, 0).copy()),
                                     torch.from_numpy(np.moveaxis(local, 2, 0).copy()))
-    return kish_ess(families.numpy(), axis=0)
+    return effective_sample_size(families).numpy()
 
 
 class AISConverter(EstimateConverter):
