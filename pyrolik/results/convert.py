@@ -318,8 +318,9 @@ class CurveConverter(Converter):
     def __init__(self, result: Any, num_blocks: int = DEFAULT_BLOCKS):
         self.result = result
         self.ex = example_dim(result)
-        self.c = num_blocks_of(result.num_chains, num_blocks)
         self.run = None if result.ais is None else to_datatree(result.ais, num_blocks=num_blocks)
+        islands = None if result.ais is None else result.ais.settings.get("islands")
+        self.c = num_blocks_of(result.num_chains, num_blocks, islands)  # the run's own blocks
 
     def coords(self, **more: Any) -> dict[str, Any]:
         return {"beta": _np(self.result.betas), self.ex: np.arange(self.result.num_examples),

@@ -397,6 +397,15 @@ def test_a_resampled_curve_has_the_error_bars_of_its_run(lg, x, seed, tmp_path):
     torch.testing.assert_close(p.mcse, pyrolik.ops.stats.mcse_log_mean_exp(p.log_weights, dim=1))
 
 
+def test_the_curves_blocks_of_chains_are_its_runs(lg, x, seed):
+    """The particles group splits the chains as the run's export does: whole islands per block
+    (16 chains in 2 islands: 2 blocks, not the 4 of independent chains)."""
+    c = sigma_curve(lg, x, [1.0, 0.3], num_steps=10, num_chains=16, seed=seed, progress=False,
+                    kernel=pyrolik.SMC(pyrolik.HMC(), islands=2))
+    tree = c.to_datatree()
+    assert tree["particles"].sizes["chain"] == tree["ais"]["particles"].sizes["chain"] == 2
+
+
 def test_the_distortion_error_bar_of_islands_by_hand():
     """Two islands of two chains: the delta method over the islands' weighted means, with the
     jackknife's factor G / (G - 1) for G = 2 islands."""
