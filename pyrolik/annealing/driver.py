@@ -371,9 +371,7 @@ def run(method: str, model: Callable[..., Any], x: Tensor, *, directions: tuple[
     caller's ``execution``, warn of failed examples; the problem described and the results per leg
     (``None`` off rank 0)."""
     require_steps(num_steps, problem.get("schedule"))
-    recording = Recording() if recording is None else recording
-    described = describe(model, x, directions=directions, num_steps=num_steps,
-                         record_every=recording.every, **problem)
+    described = describe(model, x, directions=directions, num_steps=num_steps, **problem)
     if execution is None:
         execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,
                                      desc=desc or _DESC.get(method, method), method=method,

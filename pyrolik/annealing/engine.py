@@ -124,16 +124,12 @@ def step(state: AISState, beta_next: Tensor, *, kernel: HMCTransition,
     position, ancestor, resampled = state.position, state.ancestor, None
     if resample is not None:
         source, log_weight, resampled = resample(log_weight, generator)
-        p = position
-        position = HMCState(p.z[source], p.log_init[source], p.log_ratio[source],
-                            p.grad_init[source], p.grad_ratio[source],
-                            None if p.momentum is None else p.momentum[source])
+        position = HMCState._make(None if v is None else v[source] for v in position)
         ancestor = ancestor[source]
     position, moved_info = kernel.step(position, density, beta_next, params.step_size, generator,
                                        params.inv_mass)
     moved = AISState(position, log_weight, beta_next, ancestor, state.tuning)
-    info = AISInfo(moved_info.acceptance_rate, moved_info.is_accepted, moved_info.is_divergent,
-                   moved_info.energy_error, params.step_size, resampled)
+    info = AISInfo(*moved_info, params.step_size, resampled)
     return moved._replace(tuning=state.tuning.update(info, moved)), info
 
 

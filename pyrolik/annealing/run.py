@@ -236,7 +236,7 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
              init: Callable[..., Any] | None = None, latents: Tensor | dict[str, Tensor] | None = None,
              model_args: tuple = (), model_kwargs: dict | None = None,
              step_sizes: StepSizes | None = None, check: Check | None = None,
-             record_every: int | None = None, stops: Tensor | None = None) -> Problem:
+             stops: Tensor | None = None) -> Problem:
     """Check the arguments every annealing front end takes; the run, one leg per direction.
 
     Parameters
@@ -255,8 +255,6 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
         A pilot table of an earlier run on the same data instead of a new pilot.
     check : callable, optional
         Called after each fresh batch with the first leg's target, the starts and the final states.
-    record_every : int, optional
-        Stride of the recorded diagnostics.
     stops : torch.Tensor, shape ``(N,)``, optional
         Each example's largest beta, a beta of the (fixed) schedule: it anneals only up to there.
     """
@@ -264,7 +262,6 @@ def describe(model: Callable[..., Any], x: Tensor, *, directions: Sequence[str],
     x = validate_data(x)
     check_count("num_chains", num_chains)
     check_optional_count("num_steps", num_steps)
-    check_optional_count("record_every", record_every)
     kernel = as_smc(kernel)
     kernel.islands_for(num_chains)  # refuses islands that do not split the chains
     resolved = resolve_schedule(schedule, num_steps, kernel.move, num_chains)

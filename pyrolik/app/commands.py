@@ -26,6 +26,7 @@ from pyrolik.app.loading import (
     parameter_dtype,
     prepare_modules,
 )
+from pyrolik.diagnostics.checks import bdmc_gap
 from pyrolik.distortion.curve import DistortionCurve
 from pyrolik.exceptions import PyrolikWarning
 from pyrolik.execution.checkpoint import checkpoint_path, remove_checkpoint
@@ -269,11 +270,8 @@ def _per_example(result) -> Any:
 
     if isinstance(result, EstimateResult):
         return result.per_example()
-    if isinstance(result, BDMCResult):
-        columns = {"lower": result.lower.log_likelihood, "upper": result.upper.log_likelihood,
-                   "gap": result.per_example_gap}
-        return pd.DataFrame({k: v.double().cpu().numpy() for k, v in columns.items()}
-                            ).rename_axis("example")
+    if isinstance(result, BDMCResult):  # lower, upper, gap and each bound's statistics
+        return bdmc_gap(result)
     if isinstance(result, DistortionCurve):  # log p_sigma(x) in the Gaussian mode
         ll = result.log_likelihood
         columns = {"log_z" if ll is None else "log_likelihood": result.log_z if ll is None else ll,

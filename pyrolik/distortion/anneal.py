@@ -37,7 +37,7 @@ from pyrolik.infer.tolerance import (
 )
 from pyrolik.model.target import make_target
 
-__all__ = ["sigma_curve", "rate_distortion", "curve_search", "point_size"]
+__all__ = ["sigma_curve", "rate_distortion", "curve_search"]
 
 
 @shared_params
@@ -205,8 +205,9 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,
         name = "beta"
     labels = [f"{name} {float(k):g}" for k in keys]
     n, m = x.shape[0], len(grid)
-    marked, per_example, num_pt, sim_args = simulation_arguments(model_args, model_kwargs, n,
-                                                                 point_size(n, m))
+    # simulated_size shared among the points, at least 16 each (a gap's standard error needs them)
+    marked, per_example, num_pt, sim_args = simulation_arguments(
+        model_args, model_kwargs, n, max(16, simulated_size(n) // m))
     # one run of the model on x first: a non-Gaussian observed site (or x that does not fit the
     # model) is named as it is without a Tolerance, not as a failed simulation
     make_target(distortion_model(model, sigma=(0.5 / float(grid[-1])) ** 0.5), x, 1,
@@ -254,9 +255,3 @@ def curve_search(model: Callable[..., Any], x: Tensor, tolerance: Tolerance, *,
                         estimate_at=estimate_at, pilot_length=pilot_length, labels=labels,
                         progress=progress, what=what, stacklevel=stacklevel,
                         cap_fix="raise max_steps or use more chains")
-
-
-def point_size(num_examples: int, num_points: int) -> int:
-    """Simulated examples per grid point: :func:`~pyrolik.infer.tolerance.simulated_size` shared
-    among the points, at least 16 each (a gap's standard error needs examples)."""
-    return max(16, simulated_size(num_examples) // num_points)

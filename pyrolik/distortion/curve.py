@@ -338,12 +338,21 @@ def run_curve(dm: DistortionModel, x: Tensor, betas: Tensor, mode: str, *, num_s
     path, steps = merge_grid(grid_b, schedule, num_steps)
     model_kwargs = dict(model_kwargs or {})
     num_values = dm.num_values(x, *model_args, **model_kwargs)
-    result, log_w, ratio = _recorded(dm, x, path, steps, num_chains, kernel, seed, batch_size,
-                                     progress, model_args, model_kwargs)
+    # the driver behind pyrolik.ais, recording the log-weights and log f1 - log f0 at the grid
+    recording = Recording(steps=tuple(int(t) for t in steps), log_ratio=True)
+    _, results = run("sigma_curve", dm, x, directions=("forward",), num_steps=None,
+                     num_chains=num_chains, schedule=path, kernel=kernel, model_args=model_args,
+                     model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
+                     progress=progress, recording=recording, desc="AIS (distortion path)",
+                     scoped=False)
+    assert results is not None  # one process
+    result = results[0]
+    assert result.trace is not None and result.trace_steps is not None
+    assert torch.equal(result.trace_steps, steps.cpu())
     b = path[steps].unsqueeze(-1).unsqueeze(-1)
     constant = num_values * dm.offset  # the wrapped observation term is -beta_max d + constant
-    log_w = log_w - b * constant
-    distortions = (constant - ratio) / dm.beta_max
+    log_w = result.trace["log_weight"].double() - b * constant  # (m, K, N)
+    distortions = (constant - result.trace["log_ratio"].double()) / dm.beta_max
     settings = {"num_steps": len(path) - 1, "num_chains": num_chains,
                 "schedule": schedule if isinstance(schedule, str) else "custom",
                 "base_num_steps": num_steps, "mode": mode, "beta_max": dm.beta_max,
@@ -355,22 +364,6 @@ def run_curve(dm: DistortionModel, x: Tensor, betas: Tensor, mode: str, *, num_s
                            distortions=distortions, num_values=num_values, x=x, schedule=path,
                            record_steps=steps, beta_max=dm.beta_max, ais=result, seed=seed,
                            settings=settings, wall_time=time.perf_counter() - start)
-
-
-def _recorded(dm, x, path, steps, num_chains, kernel, seed, batch_size, progress, model_args,
-              model_kwargs):
-    """The run (the driver behind :func:`pyrolik.ais`, recording only at ``steps``) and there the
-    log-weights and the states' cached log f1 - log f0, each ``(m, K, N)`` float64."""
-    recording = Recording(steps=tuple(int(t) for t in steps), log_ratio=True)
-    _, results = run("sigma_curve", dm, x, directions=("forward",), num_steps=None,
-                     num_chains=num_chains, schedule=path, kernel=kernel, model_args=model_args,
-                     model_kwargs=model_kwargs, seed=seed, batch_size=batch_size,
-                     progress=progress, recording=recording, desc="AIS (distortion path)",
-                     scoped=False)
-    assert results is not None  # one process
-    result = results[0]
-    assert torch.equal(result.trace_steps, steps.cpu())
-    return result, result.trace["log_weight"].double(), result.trace["log_ratio"].double()
 
 
 def gaussian_curve(model: Callable[..., Any], x: Tensor, *, sigmas: Sequence[float] | Tensor | None

@@ -19,6 +19,7 @@ from torch import Tensor
 from torch.distributions import Independent, Normal
 
 from pyrolik._random import fork_rng_from
+from pyrolik._validate import check_model
 from pyrolik.model.hints import Refusal
 from pyrolik.model.messenger import is_subsample
 from pyrolik.schedules import PILOT_NAMES, geometric, resolve
@@ -40,15 +41,6 @@ def squared_error(x: Tensor, x_hat: Tensor) -> Tensor:
         The observed site's mean, broadcastable to ``x``.
     """
     return (x - x_hat) ** 2
-
-
-def _unwrap(fn) -> tuple[Any, int]:
-    """``(base distribution, reinterpreted dims)`` through plain ``Independent`` wrappers."""
-    ndims = 0
-    while isinstance(fn, Independent):
-        ndims += fn.reinterpreted_batch_ndims
-        fn = fn.base_dist
-    return fn, ndims
 
 
 class _NegativeDistortion(TorchDistribution):
@@ -105,8 +97,7 @@ class DistortionModel:
 
     def __init__(self, model: Callable[..., Any], *, sigma: float | None = None,
                  distortion: DistortionFn | None = None, beta_max: float | None = None):
-        if not callable(model):
-            raise TypeError(f"model must be a callable Pyro model, got {type(model).__name__}")
+        check_model(model)
         if (sigma is None) == (distortion is None):
             raise ValueError("pass exactly one of sigma= (Gaussian observation sites, squared "
                              "error) or distortion= (a callable d(x, x_hat)) with beta_max=")
@@ -148,7 +139,9 @@ class DistortionModel:
                 f"observed site {name!r} is masked or scaled (poutine.mask / poutine.scale / "
                 ".mask()): the distortion path needs every observed value counted once; remove the "
                 "mask or scale from the observation site")
-        base, ndims = _unwrap(fn)
+        base, ndims = fn, 0  # through plain Independent wrappers
+        while isinstance(base, Independent):
+            base, ndims = base.base_dist, ndims + base.reinterpreted_batch_ndims
         if type(base).__name__ == "MaskedDistribution":
             raise Refusal(f"observed site {name!r} is masked (.mask()); the distortion path "
                           "needs every observed value counted once: remove the mask")

@@ -140,17 +140,13 @@ def choose_budget(tolerance: Tolerance, *, bdmc_at: Callable[[int], Round],
 
 
 CHECK_SEED = 1_000_003  # the real-data check's seed offset from the final run's
+CHECK_EXAMPLES = 50  # examples of x the real-data check runs on (all up to this many)
 
 
 def simulated_size(num_examples: int) -> int:
     """Simulated examples for the search: a twelfth of ``x`` (search cost about a third of the final
     run), at least 16 (a gap's standard error needs examples), at most 100."""
     return min(100, max(16, num_examples // 12))
-
-
-def check_size(num_examples: int) -> int:
-    """Examples of ``x`` the real-data check runs on: all up to 50."""
-    return min(num_examples, 50)
 
 
 def evenly_spaced(num_examples: int, count: int) -> Tensor:
@@ -320,9 +316,9 @@ def search_steps(tolerance: Tolerance, x: Tensor, *, marked: tuple[tuple, dict],
 
     def check_at(steps: int) -> Check | None:
         half, n = steps // 2, x.shape[0]
-        if half < 1 or check_size(n) < 2:  # one example has no standard error to test
+        if half < 1 or n < 2:  # one example has no standard error to test
             return None
-        idx = evenly_spaced(n, check_size(n))  # data may be sorted, e.g. by class
+        idx = evenly_spaced(n, min(n, CHECK_EXAMPLES))  # data may be sorted, e.g. by class
         args, kwargs = take_rows(*marked, 1, idx) if per_example else marked
         runs = []
         with targets:  # both runs on the same subset: one target, one recording

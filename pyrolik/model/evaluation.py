@@ -214,11 +214,8 @@ def _grad(out: Tensor, u: Tensor, retain: bool) -> Tensor | None:
 
 def _add(*terms: Tensor | None) -> Tensor | None:
     """Sum of the terms that are not None; None if all are."""
-    total = None
-    for t in terms:
-        if t is not None:
-            total = t if total is None else total + t
-    return total
+    present = [t for t in terms if t is not None]
+    return sum(present[1:], present[0]) if present else None
 
 
 class KeptGuide:

@@ -37,10 +37,7 @@ class SiteRecord(NamedTuple):
 
 def plate_frame(msg: dict, plate_name: str):
     """The frame of the plate ``plate_name`` around a site, or None."""
-    for frame in msg["cond_indep_stack"]:
-        if frame.name == plate_name:
-            return frame
-    return None
+    return next((f for f in msg["cond_indep_stack"] if f.name == plate_name), None)
 
 
 def plate_indices(fn: Any, shift: int = 0) -> Tensor:
