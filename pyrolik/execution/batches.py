@@ -156,6 +156,9 @@ class Execution:
         check_optional_count("batch_size", batch_size)
         options = refuse_scope(method or desc, supports)
         shard = current_shard(options.distributed)
+        if options.checkpoint is not None and seed is None:
+            raise ValueError(f"{method or desc} in a pyrolik.checkpoint() block needs seed= an int: "
+                             "a resumed run must draw what the interrupted one drew")
         return cls(broadcast_seed(resolve_seed(seed), shard), shard, batch_size, progress, desc,
                    options.checkpoint, options.checkpoint_every)
 

@@ -33,17 +33,18 @@ def _update(h, t: torch.Tensor) -> None:
     h.update(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
 
 
-def hash_tensors(items: Iterable[tuple[str, Any]]) -> str:
-    """SHA-256 of named tensors and plain values (order as given)."""
-    h = hashlib.sha256()
+def hash_tensors(items: Iterable[tuple[Any, Any]], h: Any = None) -> str:
+    """SHA-256 of named tensors and plain values (order as given; lists, tuples and dicts of them
+    entry by entry)."""
+    h = hashlib.sha256() if h is None else h
     for name, value in items:
         h.update(f"<{name}>".encode())
         if isinstance(value, torch.Tensor):
             _update(h, value)
         elif isinstance(value, nn.Module):
-            for k, v in value.state_dict().items():
-                h.update(k.encode())
-                _update(h, v)
+            hash_tensors(value.state_dict().items(), h)
+        elif isinstance(value, (list, tuple, dict)):
+            hash_tensors(value.items() if isinstance(value, dict) else enumerate(value), h)
         else:
             h.update(repr(value).encode())
     return h.hexdigest()
@@ -76,8 +77,8 @@ def _held_state(fn: Any) -> list[tuple[str, Any]]:
                 out.append((f"closure.{name}", cell.cell_contents))
             except ValueError:  # an empty cell
                 continue
-        out += [(f"global.{name}", value) for name in fn.__code__.co_names
-                if isinstance(value := fn.__globals__.get(name), (torch.Tensor, nn.Module))]
+        out += [(f"global.{name}", value) for name in fn.__code__.co_names if isinstance(
+            value := fn.__globals__.get(name), (torch.Tensor, nn.Module, int, float, str))]
         out += [(f"default.{i}", value) for i, value in enumerate(fn.__defaults__ or ())]
         return [(k, v) for k, v in out if isinstance(v, (torch.Tensor, nn.Module, int, float, str,
                                                          bool, type(None)))]
@@ -86,12 +87,22 @@ def _held_state(fn: Any) -> list[tuple[str, Any]]:
                   if isinstance(value, (torch.Tensor, nn.Module, int, float, str, bool, tuple))]
 
 
-def _param_sites(fn: Any, x: torch.Tensor, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+def _probe(fn: Any, x: torch.Tensor, args: tuple, kwargs: dict
+           ) -> tuple[list[tuple[str, Any]], list[float]]:
+    """A seeded trace of ``fn`` on ``x``: its ``param`` sites, and each sample site's log-density
+    (what the model computes, through whatever functions and globals it reads)."""
     if fn is None:
-        return []
-    with fork_rng_from(None), torch.no_grad(), pyro.validation_enabled(False):
+        return [], []
+    with fork_rng_from(torch.Generator().manual_seed(0), x.device), torch.no_grad(), \
+            pyro.validation_enabled(False):
         tr = pyro.poutine.trace(fn).get_trace(x, *args, **kwargs)
-    return sorted((n["name"], n["value"]) for n in tr.nodes.values() if n["type"] == "param")
+        try:
+            tr.compute_log_prob()
+        except Exception:  # noqa: BLE001 - a site without a density: the hashes stand alone
+            pass
+    nodes = tr.nodes.values()
+    return (sorted((n["name"], n["value"]) for n in nodes if n["type"] == "param"),
+            [float(n["log_prob_sum"]) for n in nodes if "log_prob_sum" in n])
 
 
 def fingerprint(method: str, *, model: Any, x: torch.Tensor, seed: int, settings: dict,
@@ -105,12 +116,14 @@ def fingerprint(method: str, *, model: Any, x: torch.Tensor, seed: int, settings
     probe_args, probe_kwargs = unwrap(*slice_arguments(*marked, 0, 1))
     model_args, kwargs = unwrap(*marked)
     probe = x[:1]
-    params = _param_sites(model, probe, probe_args, probe_kwargs)
-    params += [(f"guide.{k}", v) for k, v in _param_sites(guide, probe, probe_args, probe_kwargs)]
+    params, density = _probe(model, probe, probe_args, probe_kwargs)
+    guide_params, guide_density = _probe(guide, probe, probe_args, probe_kwargs)
+    params += [(f"guide.{k}", v) for k, v in guide_params]
     return {"method": method, "data": hash_tensors([("x", x), ("device", x.device.type)]),
             "schedule/latents": hash_tensors(sorted((extra or {}).items())),
             "model": qualified_name(model),
             "model parameters": hash_tensors(params + _held_state(model)),
+            "model density": density + guide_density,
             "model_args/model_kwargs": hash_tensors([("args", a) for a in model_args]
                                                     + sorted(kwargs.items())),
             "guide": qualified_name(guide), "guide parameters": hash_tensors(_held_state(guide)),
@@ -183,6 +196,10 @@ def _describe(saved: dict, current: dict) -> list[str]:
         if key == "settings" and isinstance(old, dict):
             diffs += [f"setting {k!r} ({old.get(k)} then, {v} now)"
                       for k, v in value.items() if old.get(k) != v]
+        elif key == "model density" and old is not None and len(old) == len(value):
+            if not torch.allclose(torch.tensor(old), torch.tensor(value), rtol=1e-6, atol=1e-9,
+                                  equal_nan=True):  # what a trace computes, to its last bits
+                diffs.append("the model's log-density at a seeded draw")
         elif old != value:
             detail = f" ({old} then, {value} now)" if key in ("method", "seed", "model", "guide",
                                                                "processes") else ""

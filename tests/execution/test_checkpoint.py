@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pyro
+import pyro.distributions as dist
 import pytest
 import torch
 
@@ -202,6 +204,57 @@ def test_mismatched_checkpoints_are_refused_naming_what_differs(tmp_path, seed):
     # another method on the same file
     with pytest.raises(ValueError, match="method"), pyrolik.checkpoint(tmp_path / "c.ckpt", every=2):
         pyrolik.reverse_ais(sm.model, x, torch.zeros(4, 2), **kw)
+
+
+SIGMA = 0.3
+
+
+def _decode(z):
+    return z @ sm.W.T
+
+
+def test_what_the_model_reads_beyond_its_parameters_is_checked(tmp_path, seed):
+    """A scalar global, a tensor read through a helper function and a tensor inside a list among
+    model_kwargs: each change is refused (the probe found each resumed with the old numbers)."""
+    def model(x, params):
+        with pyro.plate("data", x.shape[0]):
+            z = pyro.sample("z", dist.Normal(x.new_zeros(2), 1.0).to_event(1))
+            pyro.sample("x", dist.Normal(_decode(z) + params[0][0], SIGMA).to_event(1), obs=x)
+
+    x, path = sm.sample(4, seed), tmp_path / "c.ckpt"
+    kw = dict(num_steps=4, num_chains=2, seed=seed, progress=False)
+    big = torch.zeros(40, 1, dtype=x.dtype)  # a repr shows only the ends of a large tensor
+    with pyrolik.checkpoint(path, every=2):
+        first = pyrolik.ais(model, x, model_kwargs={"params": [big[:1]]}, **kw)
+    with pyrolik.checkpoint(path, every=2):  # the same run reads the file back
+        assert torch.equal(pyrolik.ais(model, x, model_kwargs={"params": [big[:1]]},
+                                       **kw).log_weights, first.log_weights)
+    global SIGMA
+    old_w = sm.W.clone()
+    try:
+        SIGMA = 0.5
+        with pytest.raises(ValueError, match="model parameters"), pyrolik.checkpoint(path):
+            pyrolik.ais(model, x, model_kwargs={"params": [big[:1]]}, **kw)
+        SIGMA = 0.3
+        sm.W.add_(1e-3)  # read through _decode: seen in the density at a seeded draw
+        with pytest.raises(ValueError, match="log-density at a seeded draw"), \
+                pyrolik.checkpoint(path):
+            pyrolik.ais(model, x, model_kwargs={"params": [big[:1]]}, **kw)
+    finally:
+        SIGMA = 0.3
+        sm.W.copy_(old_w)
+    changed = big.clone()
+    changed[20] = 1.0
+    with pyrolik.checkpoint(tmp_path / "big.ckpt"):
+        pyrolik.ais(model, x, model_kwargs={"params": [big]}, **kw)
+    with pytest.raises(ValueError, match="model_args/model_kwargs"), \
+            pyrolik.checkpoint(tmp_path / "big.ckpt"):
+        pyrolik.ais(model, x, model_kwargs={"params": [changed]}, **kw)
+
+
+def test_a_checkpointed_run_needs_a_seed(tmp_path):
+    with pytest.raises(ValueError, match="needs seed= an int"), pyrolik.checkpoint(tmp_path / "c"):
+        pyrolik.ais(sm.model, sm.sample(4, 0), num_steps=4, num_chains=2, progress=False)
 
 
 def test_corrupt_checkpoints_are_refused(tmp_path, seed):
