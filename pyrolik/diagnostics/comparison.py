@@ -196,8 +196,12 @@ def _entries(models: tuple, names: Sequence[str] | None, y: Any, rules: Sequence
     for e in out:
         for rule, s in e.scores.items():
             if not np.isfinite(s).all():
-                hint = " (a zero probability on an observed class: try the quadratic or " \
-                       "spherical score)" if rule == "log" else ""
+                hint = "" if rule != "log" else " (a zero probability on an observed class: try " \
+                    "the quadratic or spherical score)" if y is not None else (
+                    f" in examples {np.flatnonzero(~np.isfinite(s))[:10].tolist()}: they failed "
+                    "(result.failed); compare the examples every model evaluated, e.g. ok = "
+                    "~(a.failed | b.failed); compare(a.log_likelihood[ok], b.log_likelihood[ok], "
+                    "names=[...])")
                 raise ValueError(f"{e.name}: non-finite {rule} scores{hint}")
     return out
 

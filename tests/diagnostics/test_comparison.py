@@ -189,6 +189,11 @@ def test_bad_input_raises():
         compare(a, a, scores=["quadratic"])
     with pytest.raises(ValueError, match="non-finite"):
         compare(a, np.full(5, np.nan))
+    failed = a.copy()
+    failed[2] = np.nan  # a failed example's estimate: named, with the fix that works
+    with pytest.raises(ValueError, match=r"in examples \[2\]: they failed .*ok = ~\(a.failed"):
+        compare(a, failed)
+    assert len(compare(a[[0, 1, 3, 4]], failed[[0, 1, 3, 4]]).table) == 2
     with pytest.raises(ValueError, match="both"):
         compare({"a": a, "b": a}, names=["x", "y"])
     # identical scores: no winner, no warnings from scipy
