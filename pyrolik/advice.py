@@ -72,7 +72,9 @@ def inverted_gap_advice(mean: dict[str, Any] | None, gaps: Any, mcse: Any,
                           f"MCSE, limit {NEGATIVE_GAP_SE:g}): expected when the gap is small next "
                           "to the noise"))
     if int(beyond.sum()):
-        out.append(f"for {int(beyond.sum())} examples the upper bound is below the lower bound by "
-                   f"more than {NEGATIVE_GAP_SE:g} standard errors: reverse AIS did not start from "
-                   "exact posterior samples of the data it evaluates (use pyrolik.bdmc/simulate)")
+        out.append(f"for {int(beyond.sum())} of {num_examples} examples the upper bound is below the "
+                   f"lower one by more than {NEGATIVE_GAP_SE:g} MCSE: the reverse chains did not "
+                   "start from exact posterior draws of x (pass data simulated by pyrolik.simulate),"
+                   " or their MCSE is underestimated (few chains; a resampled run's per-example "
+                   "MCSE comes from its 2 to 4 islands and is noisy)")
     return out

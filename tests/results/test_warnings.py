@@ -53,7 +53,8 @@ def test_an_inverted_gap_is_read_in_units_of_its_mcse():
     r = _sandwich([0.0, 1.0, 2.0], [-0.03, 0.99, 2.01], [3e-4] * 3, [4e-4] * 3)
     text = " ".join(r.warnings())
     assert "beyond Monte Carlo noise" in text and "did not start from exact posterior" in text
-    assert "for 2 examples the upper bound is below the lower bound by more than 4" in text
+    assert "for 2 of 3 examples the upper bound is below the lower one by more than 4 MCSE" in text
+    assert "or their MCSE is underestimated" in text
     assert r.summary().loc["BDMC gap (upper - lower)", "inverted gap"].endswith("NOT noise")
     assert pyrolik.diagnostics.check(r) == r.warnings()  # said once
     # a gap that is not inverted says nothing of it
