@@ -113,6 +113,9 @@ class TrainingMonitor:
 
     def evaluate(self, epoch: int, **scalars: float) -> dict[str, Any]:
         """Evaluate now and record the result under ``epoch``."""
+        if self.epochs and epoch <= self.epochs[-1]:
+            raise ValueError(f"epochs must increase (epoch {epoch} after {self.epochs[-1]}): number "
+                             "a later training phase's epochs on from the earlier one's")
         start = time.perf_counter()
         was_training = self.module.training if self.module is not None else False
         if self.module is not None:

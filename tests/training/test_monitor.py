@@ -116,6 +116,8 @@ def test_schedule_of_evaluations_force_and_cost():
     assert monitor(6, force=True) is None  # already evaluated at this epoch
     assert monitor(7, force=True) is not None
     assert monitor.epochs == [0, 3, 6, 7]
+    with pytest.raises(ValueError, match="epochs must increase"):  # a counter that restarts
+        monitor(0)
     assert set(rows[0]) == {"ais/train", "ais/test"}
     cost = monitor.cost
     assert cost["eval_seconds"] > 0 and cost["epoch_seconds"] > 0
