@@ -13,16 +13,19 @@ __all__ = ["validate_data", "check_count", "check_optional_count", "check_model"
            "PARAMETERS", "shared_params"]
 
 
-def validate_data(x: Any) -> Tensor:
-    """Check the observations at the public boundary; return them unchanged."""
+def validate_data(x: Any, name: str = "x") -> Tensor:
+    """Check the observations (or other rows, called ``name``) at the public boundary; return them
+    unchanged."""
     if not isinstance(x, Tensor):
-        raise TypeError(f"x must be a torch.Tensor of shape (N, *event_shape), got "
-                        f"{type(x).__name__}; convert with torch.as_tensor(x, dtype=torch.float32)")
+        raise TypeError(f"{name} must be a torch.Tensor of shape (N, *event_shape), got "
+                        f"{type(x).__name__}; convert with torch.as_tensor({name}, "
+                        "dtype=torch.float32)")
     if x.dim() < 1 or x.shape[0] < 1:
-        raise ValueError(f"x must have at least one example along dim 0, got shape {tuple(x.shape)}")
+        raise ValueError(f"{name} must have at least one example along dim 0, got shape "
+                         f"{tuple(x.shape)}")
     if x.is_floating_point() and not torch.isfinite(x).all():
         bad = (~torch.isfinite(x)).reshape(x.shape[0], -1).any(-1).nonzero().flatten().tolist()
-        raise ValueError(f"x contains NaN or inf in examples {bad[:10]}"
+        raise ValueError(f"{name} contains NaN or inf in examples {bad[:10]}"
                          f"{'...' if len(bad) > 10 else ''}; remove or impute them before "
                          "estimating log-likelihoods")
     return x

@@ -263,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--all", action="store_true", dest="show_all",
                     help="print every warning, each remark at the level of Monte Carlo noise too "
                          "(default: the warnings to act on, and the remarks counted in one line)")
+    sm.add_argument("-q", "--quiet", action="store_true", help="ignored: no progress bars")
     sm.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 
     sc = sub.add_parser(

@@ -189,7 +189,8 @@ def evaluate(args) -> int:
                              "per-example arguments: drop kde or --per-example")
         validation = None
         if "kde" in args.estimators and args.validation:  # read before hours of other work
-            validation = load_data(args.validation, key=args.data_key,
+            one_array = str(args.validation).lower().endswith(".npy")  # --data-key names nothing
+            validation = load_data(args.validation, key=None if one_array else args.data_key,
                                    dtype=str(x.dtype).split(".")[-1], device=device)
         paths = _outputs(args.output, args.estimators, args.overwrite)
         batch_size = _batch_size(args.batch_size, x.shape[0], shard)

@@ -31,6 +31,7 @@ import torch
 
 import pyrolik
 from pyrolik.app import report
+from pyrolik.app.cli import _positive
 from pyrolik.app.report import StageProgress
 from pyrolik.execution.distributed import main_result, set_threads
 
@@ -123,6 +124,7 @@ def run(output: str | Path = "pyrolik-demo-output", *, num_examples: int | None 
     train_digits = importlib.import_module(models.__name__ + ".train_digits")
     split = train_digits.digits_split(dtype=torch.float32)  # the split the checkpoints used
     x, valid = split.test[:s["num_examples"]], split.valid[:200]
+    s["num_examples"] = x.shape[0]  # what runs: the test split has 250
     hmc = pyrolik.HMC()
     assert hmc.num_leapfrog == NUM_LEAPFROG
     common: dict[str, Any] = dict(seed=seed, progress=False)
@@ -287,8 +289,9 @@ def _encoder_note(table: pd.DataFrame, num_steps: int, enc: int) -> list[str]:
         rows = table[table["model"] == model].set_index("estimator")["log p(x) [nats]"]
         if "ais+encoder" in rows and "ais" in rows:
             diff = rows["ais+encoder"] - rows["ais"]
+            fewer = f", {num_steps / enc:.0f} times fewer," if num_steps >= 2 * enc else ""
             out.append(f"The {model} has an encoder: AIS from it (init=model.guide) with {enc} "
-                       f"steps, {num_steps // enc} times fewer, gave a lower bound {abs(diff):.2f} "
+                       f"steps{fewer} gave a lower bound {abs(diff):.2f} "
                        f"nats {'above' if diff >= 0 else 'below'} AIS from the prior with "
                        f"{num_steps}; for a VAE, start from the encoder "
                        "(pyrolik.ais(model, x, init=model.guide, ...); docs/kernel.md).")
@@ -307,11 +310,12 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--full", action="store_true",
                       help="longer settings (250 digits, 3000 steps x 16 chains, 50 simulated): "
                            "about 20-30 minutes on a busy 2-core machine")
-    p.add_argument("--examples", type=int, default=None,
-                   help=f"held-out test digits to evaluate (default {d['num_examples']})")
-    p.add_argument("--steps", type=int, default=None,
+    p.add_argument("--examples", type=_positive, default=None,
+                   help=f"held-out test digits to evaluate (default {d['num_examples']}; at "
+                        "most 250, the test split)")
+    p.add_argument("--steps", type=_positive, default=None,
                    help=f"annealing steps of AIS and BDMC (default {d['num_steps']})")
-    p.add_argument("--chains", type=int, default=None,
+    p.add_argument("--chains", type=_positive, default=None,
                    help=f"AIS chains per example (default {d['num_chains']})")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--threads", type=int, default=None,

@@ -138,13 +138,17 @@ def _read(path: Path, key: str | None) -> torch.Tensor:
         data: Any = np.load(path, allow_pickle=False)
     elif suffix == ".npz":
         with np.load(path, allow_pickle=False) as z:
-            data = _pick({k: z[k] for k in z.files}, key, path)
+            data = {k: z[k] for k in z.files}
     elif suffix in (".pt", ".pth"):
         data = torch.load(path, map_location="cpu", weights_only=True)
-        if isinstance(data, dict):
-            data = _pick(data, key, path)
     else:
         raise ValueError(f"unsupported data file {path}: use one of {', '.join(DATA_SUFFIXES)}")
+    if isinstance(data, dict):
+        data = _pick(data, key, path)
+    elif key is not None:
+        raise ValueError(f"{path} holds one unnamed array, so the key {key!r} names nothing in it: "
+                         "give it without a key (--data without --data-key; --per-example "
+                         "NAME=PATH.npy, a file of its own) or save named arrays in an .npz")
     if isinstance(data, np.ndarray):
         if data.dtype == object:
             raise ValueError(f"{path} holds an object array; save a numeric array")

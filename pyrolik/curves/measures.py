@@ -248,7 +248,8 @@ def measures_table(curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve]
     epsilon : float
         The loss threshold (nats), e.g. :func:`epsilon_from_baseline`.
     ns : sequence of int, optional
-        Evaluation sizes, shared by every curve's grid (default: all shared sizes).
+        Evaluation sizes, on the grid the curves share (default: all of it); the grids must agree
+        up to the smallest largest size.
     rule : {"right", "left"}
         The rule of MDL and SDL (:func:`mdl`).
 
@@ -260,7 +261,12 @@ def measures_table(curves: Mapping[str, LossDataCurve] | Sequence[LossDataCurve]
 
     curves = _as_mapping(curves)
     epsilon = _check_epsilon(epsilon)
-    shared = sorted(set.intersection(*(set(c.sizes.tolist()) for c in curves.values())))
+    top = min(c.sizes[-1] for c in curves.values())
+    grids = {name: c.sizes[c.sizes <= top].tolist() for name, c in curves.items()}
+    shared = next(iter(grids.values()))
+    if any(g != shared for g in grids.values()):
+        raise ValueError(f"the curves' size grids differ up to n={top}: {grids}; measures compare "
+                         "curves at the same sizes: pass the same sizes= to loss_data_curve")
     ns = [int(n) for n in (shared if ns is None else ns)]
     missing = [n for n in ns if n not in shared]
     if missing or not ns:

@@ -18,10 +18,9 @@ __all__ = ["LN2", "nats_to_bits", "bits_to_nats", "nats_to_bits_per_dim", "bits_
 LN2 = math.log(2.0)
 
 
-def _positive_int(name: str, value: Any) -> int:
+def _positive_int(name: str, value: Any, what: str = "the number of data dimensions") -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int (the number of data dimensions); "
-                         f"got {value!r}")
+        raise ValueError(f"{name} must be a positive int ({what}); got {value!r}")
     return int(value)
 
 
@@ -210,7 +209,7 @@ def discrete_log_prob_bound(log_p_dequantized: Any, num_dims: int, levels: int =
         it is).
     """
     d = _dims("num_dims", num_dims)
-    levels = _positive_int("levels", levels)
+    levels = _positive_int("levels", levels, "the integer data's number of levels, 256 for 8-bit")
     return log_p_dequantized - d * math.log(levels) if rescaled else log_p_dequantized
 
 

@@ -14,6 +14,7 @@ import pyro.poutine as poutine
 import torch
 from pyro.poutine.util import site_is_subsample
 from torch import Tensor
+from torch.distributions import biject_to
 
 from pyrolik._random import fork_rng_from, resolve_seed
 from pyrolik._validate import check_count, shared_params, validate_data
@@ -58,6 +59,13 @@ def model_log_obs(model: Callable, model_args: tuple = (), model_kwargs: dict[st
             raise ValueError(
                 f"latents must hold exactly the model's latent sites {names}; missing {missing}, "
                 f"unknown {extra} (draw them with pyrolik.infer.prior_samples or encoder_decoder)")
+        for site in target.layout.sites:
+            shape = biject_to(target.layout.supports[site.name]).forward_shape(site.shape)
+            if latents[site.name].shape != ((s, n) if per_example else (s,)) + shape:
+                raise ValueError(
+                    f"latents[{site.name!r}] has shape {tuple(latents[site.name].shape)}; expected "
+                    f"(S, *site shape) = {(s, *shape)} for draws shared by every example, or "
+                    f"(S, N, *site shape) = {(s, n, *shape)} with per_example=True")
         values = {
             site.name: _to_rows(latents[site.name], s, n, per_example).movedim(0, site.plate_index)
             for site in target.layout.sites

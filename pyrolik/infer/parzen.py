@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -13,6 +14,15 @@ from pyrolik.execution.batches import progress_bar
 from pyrolik.results import EstimateResult
 
 __all__ = ["kde", "kde_log_density"]
+
+
+def _like_x(name: str, t: Any, x: Tensor) -> Tensor:
+    """:func:`validate_data` naming ``name``; its examples must have x's event shape."""
+    t = validate_data(t, name)
+    if t.shape[1:] != x.shape[1:]:
+        raise ValueError(f"{name} has event shape {tuple(t.shape[1:])} but x has "
+                         f"{tuple(x.shape[1:])}; pass {name} shaped like x, (rows, *x.shape[1:])")
+    return t
 
 
 def kde_log_density(samples: Tensor, x: Tensor, bandwidths: Tensor, *, chunk_size: int = 1024,
@@ -75,11 +85,8 @@ def kde(samples: Tensor, x: Tensor, *, bandwidth: float | Tensor | list[float],
     True
     """
     x = validate_data(x)
-    samples = validate_data(samples)
+    samples = _like_x("samples", samples, x)
     check_count("chunk_size", chunk_size)
-    if samples.shape[1:] != x.shape[1:]:
-        raise ValueError(f"samples have event shape {tuple(samples.shape[1:])} but x has "
-                         f"{tuple(x.shape[1:])}; draw samples of the same shape as the data")
     grid = torch.as_tensor(bandwidth, dtype=x.dtype).reshape(-1)
     if not (grid > 0).all() or not torch.isfinite(grid).all():
         raise ValueError(f"bandwidths must be positive and finite, got {grid.tolist()}")
@@ -89,7 +96,7 @@ def kde(samples: Tensor, x: Tensor, *, bandwidth: float | Tensor | list[float],
         if validation is None:
             raise ValueError("a bandwidth grid needs validation= data to choose from; choosing it on "
                              "the evaluated data inflates the estimate")
-        validation = validate_data(validation)
+        validation = _like_x("validation", validation, x)
         if validation is x or (validation.shape == x.shape and torch.equal(validation, x)):
             raise ValueError("validation= must be held-out data, not the evaluated x: choosing the "
                              "bandwidth on the evaluated data inflates the estimate")

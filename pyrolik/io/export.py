@@ -316,7 +316,10 @@ def _check(a: EstimateResult, b: EstimateResult) -> tuple[torch.Tensor, torch.Te
     if a.x is None or b.x is None or a.x.shape != b.x.shape or not torch.equal(a.x, b.x):
         raise ValueError(f"the results were computed on different data x; {_FIX}")
     if a.log_weights is None or b.log_weights is None:
-        raise ValueError("concat needs every weight: rerun with keep_weights=True")
+        raise ValueError("concat needs every weight: " + (
+            "a kde result keeps none; run pyrolik.kde once on both runs' samples, torch.cat([samples_a, "
+            "samples_b])" if a.method == "kde" else
+            f"rerun {a.method} with keep_weights=True"))
     if isinstance(a, AISResult) and isinstance(b, AISResult):  # same type, checked above
         same_schedule = (a.schedule is None and b.schedule is None) or (
             a.schedule is not None and b.schedule is not None

@@ -53,7 +53,7 @@ def test_evaluate_writes_the_results_of_the_api(tmp_path, data, capsys, seed):
     assert status == 1 and "exists: pass --overwrite" in err
 
     status, text, _ = run(["summary", tmp_path / "res.ais.nc", tmp_path / "res.lw.nc",
-                           "--per-example"], capsys)
+                           "--per-example", "-q"], capsys)  # -q as every command takes it
     assert status == 0
     assert "log p(x) [nats]" in text and "likelihood_weighting" in text
     assert f"{api.mean:.3f}" in text and len(text.splitlines()) > 10
@@ -314,6 +314,33 @@ def test_data_files(tmp_path):
         load_data(tmp_path / "d.csv")
     with pytest.raises(ValueError, match="has no array 'y'"):
         load_data(tmp_path / "d.npz", key="y")
+
+
+def test_key_for_one_unnamed_array_is_refused(tmp_path):
+    from pyrolik.app.loading import load_data, load_per_example
+
+    x, lab = np.ones((4, 3), np.float32), np.arange(4.0)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "lab.npy", lab)
+    torch.save(torch.ones(4, 3), tmp_path / "x.pt")
+    for path in ("x.npy", "x.pt"):  # the key was ignored: the one array came back
+        with pytest.raises(ValueError, match="one unnamed array, so the key 'k'.*--data-key"):
+            load_data(tmp_path / path, key="k")
+    for spec in ("lab=k", f"lab={tmp_path / 'lab.npy'}:k"):  # lab=k passed x itself as lab
+        with pytest.raises(ValueError, match="names nothing.*NAME=PATH.npy"):
+            load_per_example([spec], tmp_path / "x.npy", 4, None)
+    got = load_per_example([f"lab={tmp_path / 'lab.npy'}"], tmp_path / "x.npy", 4, None)  # the fix
+    assert np.array_equal(got["lab"].value.numpy(), lab)
+
+
+def test_kde_validation_in_an_npy_beside_keyed_data(tmp_path, capsys):
+    """--data-key names the array of an .npz; an .npy of validation data beside it has one array."""
+    np.savez(tmp_path / "d.npz", x=sm.sample(4).numpy())
+    np.save(tmp_path / "v.npy", sm.sample(4, seed=1).numpy())
+    status, _, err = run(["evaluate", MODEL, "--data", tmp_path / "d.npz", "--data-key", "x", "-e",
+                          "kde", "--bandwidth", "0.3,1", "--validation", tmp_path / "v.npy",
+                          "--kde-samples", 50, "-o", tmp_path / "r.nc", "-q"], capsys)
+    assert status == 0, err
 
 
 def test_result_files_are_atomic_and_checked(tmp_path, monkeypatch, capsys):

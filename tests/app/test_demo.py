@@ -65,6 +65,32 @@ def test_quiet_demo_has_no_progress(tmp_path, capsys, monkeypatch):
     assert stream.getvalue() == ""
 
 
+def test_demo_prints_the_settings_it_ran_and_refuses_non_positive_sizes(tmp_path, capsys,
+                                                                        monkeypatch):
+    import importlib
+
+    try:
+        import pyrolik_models as models
+    except ImportError:
+        import models  # type: ignore[no-redef]
+    digits = importlib.import_module(models.__name__ + ".train_digits")
+    split = digits.digits_split
+    monkeypatch.setattr(digits, "digits_split",
+                        lambda **kw: (s := split(**kw))._replace(test=s.test[:3]))
+    assert main(["--quick", "--quiet", "--examples", "5000", "--steps", "5", "--chains", "2",
+                 "--output", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.replace("\n", " ")
+    assert "Settings: 3 test digits;" in out  # said 5000: the split had 3
+    assert "with 3 steps gave a lower bound" in out  # was "3 steps, 1 times fewer,"
+    table = pd.DataFrame({"model": "VAE", "estimator": ["ais", "ais+encoder"],
+                          "log p(x) [nats]": 0.0})
+    assert "with 20 steps, 30 times fewer, gave" in demo._encoder_note(table, 600, 20)[0]
+    for flag in ("--examples", "--steps", "--chains"):
+        with pytest.raises(SystemExit):
+            main([flag, "0"])
+        assert f"argument {flag}: expected a positive integer, got 0" in capsys.readouterr().err
+
+
 def _table(gaps):
     rows = [{"model": m, "estimator": "ais", "bound": "lower", "log p(x) [nats]": -20.0,
              "stderr": 1.0, "MCSE": 0.1, "bits/dim": 1.0, "bits/dim (k)": 3.0,

@@ -171,6 +171,16 @@ def test_exact_ties_are_reported_as_ties():
     assert best.loc[1000, "va_accuracy"] == "b" and best.loc[10, "va_loss"] == "a"
 
 
+def test_measures_table_refuses_curves_on_different_grids():
+    a = LossDataCurve([10, 20, 40, 80], [2.0, 1.0, 0.5, 0.3], name="a")
+    b = LossDataCurve([10, 30, 60, 90], [2.0, 0.6, 0.4, 0.2], name="b")
+    with pytest.raises(ValueError, match=r"grids differ up to n=80: \{'a': \[10, 20, 40, 80\], "
+                       r"'b': \[10, 30, 60\]\}.*same sizes= to loss_data_curve"):
+        measures_table([a, b], 0.45)
+    table = measures_table({"a": a, "c": a.truncate(40)}, 0.45)  # one grid up to c's end
+    assert table.index.tolist() == [(n, r) for n in (10, 20, 40) for r in "ac"]
+
+
 def test_measures_table_layout():
     _, curves = two_representations()
     table = measures_table(curves, 0.31, ns=[16, 1024])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -139,3 +141,12 @@ def test_bad_input_raises():
         units.affine_log_density(1.0, torch.zeros(2, 3))
     with pytest.raises(ValueError, match="levels"):
         units.discrete_log_prob_bound(1.0, 3, levels=0)
+    with pytest.raises(ValueError, match=r"levels must be a positive int \(the integer data's number of"):
+        units.nll_bits_per_dim(1.0, 3, levels=2.0)  # named "the number of data dimensions"
+    assert units.nll_bits_per_dim(0.0, 3, levels=2) == pytest.approx(1.0)  # the fix it suggests
+
+
+def test_units_doc_shows_the_real_defaults():
+    doc = (Path(__file__).parents[2] / "docs" / "units.md").read_text()
+    levels = inspect.signature(units.nll_bits_per_dim).parameters["levels"].default
+    assert f"`nll_bits_per_dim(log_p, D, *, levels={levels}, scale=None)`" in doc  # showed 256

@@ -251,6 +251,16 @@ def test_bad_input_raises_with_a_fix():
         prior_samples(lg, torch.zeros(2, 5), 0)
 
 
+def test_csl_refuses_latents_shaped_unlike_the_site():
+    lg = LinearGaussian.random(data_dim=5, latent_dim=2, seed=0)
+    x = lg.sample(4, torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match=r"latents\['z'\] has shape \(20, 4, 2\); expected .* = "
+                       r"\(20, 2\) for draws shared .* = \(20, 4, 2\) with per_example=True"):
+        csl(lg, x, {"z": torch.randn(20, 4, 2)})  # per-example draws without per_example=True
+    with pytest.raises(ValueError, match=r"latents\['z'\] has shape \(20, 3\); expected"):
+        csl(lg, x, {"z": torch.randn(20, 3)})
+
+
 def test_chain_keeps_the_documented_steps():
     # a counting chain: h_t = x_{t-1} + 1, x_t = h_t, so h_t = t from x_0 = 0
     counter = AlternatingChain(lambda x, g: x + 1, lambda h, x, g: h)

@@ -56,3 +56,15 @@ def test_bandwidth_grid_is_chosen_on_validation_data():
         pyrolik.kde(s, x, bandwidth=-1.0)
     with pytest.raises(ValueError, match="event shape"):
         pyrolik.kde(s, torch.randn(3, 5), bandwidth=1.0)
+
+
+def test_kde_errors_name_the_argument_at_fault():
+    s, x, v = torch.randn(30, 3), torch.randn(5, 3), torch.randn(20, 3)
+    with pytest.raises(ValueError, match=r"validation has event shape \(2,\) but x has \(3,\)"):
+        pyrolik.kde(s, x, bandwidth=[0.5, 1.0], validation=v[:, :2], progress=False)
+    with pytest.raises(ValueError, match=r"samples contains NaN or inf in examples \[30\]"):
+        pyrolik.kde(torch.cat([s, torch.full((1, 3), float("nan"))]), x, bandwidth=0.5)
+    with pytest.raises(TypeError, match=r"samples must be a torch.Tensor.*as_tensor\(samples"):
+        pyrolik.kde(s.numpy(), x, bandwidth=0.5)
+    with pytest.raises(ValueError, match="validation contains NaN"):
+        pyrolik.kde(s, x, bandwidth=[0.5, 1.0], validation=torch.full_like(v, float("nan")))

@@ -55,3 +55,12 @@ def test_concat_of_bdmc_and_importance_results(results):
     two = pyrolik.concat(iw, iw)
     assert two.draws["draw_index"].shape[0] == 2 * iw.draws["draw_index"].shape[0]
     summary_where_defined(two.to_inference_data())
+
+
+def test_concat_without_weights_names_a_fix_that_exists(results):
+    with pytest.raises(ValueError, match=r"a kde result keeps none; run pyrolik.kde once on both"):
+        pyrolik.concat(results["kde"], results["kde"])
+    x = results["kde"].x
+    csl = pyrolik.csl(LG, x, pyrolik.infer.prior_samples(LG, x, 8, seed=0))
+    with pytest.raises(ValueError, match="rerun csl with keep_weights=True"):
+        pyrolik.concat(csl, csl)
