@@ -18,7 +18,7 @@ from torch.distributions import biject_to
 
 from pyrolik._random import fork_rng_from, resolve_seed
 from pyrolik._validate import check_count, shared_params, validate_data
-from pyrolik.execution.batches import progress_bar
+from pyrolik.execution.batches import progress_bar, refuse_scope
 from pyrolik.model.arguments import fit_rows, has_per_example, mark_arguments
 from pyrolik.model.modules import eval_mode
 from pyrolik.model.target import Target, make_target
@@ -351,6 +351,7 @@ def csl(log_obs_fn_or_model: Any, x: Tensor, latents: Latents | Iterable[Latents
     >>> bool((result.log_likelihood - lg.exact_log_marginal(x)).abs().max() < 1.0)
     True
     """
+    refuse_scope("csl")
     x = validate_data(x)
     check_count("chunk_size", chunk_size)
     start_time = time.perf_counter()
@@ -422,6 +423,7 @@ def biased_csl(log_obs_fn_or_model: Any, x: Tensor, chain: Any, *, num_chains: i
     num_chains, num_steps : int
         Chains started at each example; steps per chain, each state kept.
     """
+    refuse_scope("biased_csl")
     x = validate_data(x)
     check_count("num_chains", num_chains)
     check_count("num_steps", num_steps)

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from pyrolik._validate import check_count, validate_data
-from pyrolik.execution.batches import progress_bar
+from pyrolik.execution.batches import progress_bar, refuse_scope
 from pyrolik.results import EstimateResult
 
 __all__ = ["kde", "kde_log_density"]
@@ -84,6 +84,7 @@ def kde(samples: Tensor, x: Tensor, *, bandwidth: float | Tensor | list[float],
     >>> result.settings["bandwidth"] in (0.1, 0.3, 1.0)
     True
     """
+    refuse_scope("kde")
     x = validate_data(x)
     samples = _like_x("samples", samples, x)
     check_count("chunk_size", chunk_size)

@@ -139,12 +139,12 @@ def test_check_explains_khat_with_few_chains(results):
 
 def test_check_flags_an_inverted_sandwich(results):
     b = results["bdmc"]
-    assert not any("below the lower bound" in m for m in diagnostics.check(b))
+    assert not any("below the lower one by" in m for m in diagnostics.check(b))
     se = (b.lower.mcse**2 + b.upper.mcse**2).sqrt().max()  # beyond 4 standard errors everywhere
     upper = dataclasses.replace(b.upper, log_likelihood=b.lower.log_likelihood - 4 * se - 1.0)
     bad = dataclasses.replace(b, upper=upper)
-    msg = [m for m in diagnostics.check(bad) if "below the lower bound" in m]
-    assert len(msg) == 1 and msg[0].startswith("for 3 examples")
+    msg = [m for m in diagnostics.check(bad) if "below the lower one by" in m]
+    assert len(msg) == 1 and msg[0].startswith("for 3 of 3 examples")
 
 
 @pytest.mark.parametrize("grid,edge", [((0.05, 0.1, 0.2), "largest"), ((1.0, 2.0, 4.0), "smallest"),

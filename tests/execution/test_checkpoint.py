@@ -343,11 +343,8 @@ def test_the_block_sets_the_path_and_stride_and_ends_with_it(tmp_path, seed):
 
 
 def test_estimators_that_do_not_checkpoint_refuse_the_block(tmp_path, seed):
-    """iwae and likelihood weighting (and the curves, tests/distortion): a checkpoint block around
-    them is refused, naming it, before anything runs; after the block they run."""
-    import pyro
-    import pyro.distributions as dist
-
+    """iwae, likelihood weighting, kde and csl (and the curves, tests/distortion): a checkpoint block
+    around them is refused, naming it, before anything runs; after the block they run."""
     x = sm.sample(3, seed)
 
     def guide(x):
@@ -358,6 +355,8 @@ def test_estimators_that_do_not_checkpoint_refuse_the_block(tmp_path, seed):
         "iwae": lambda: pyrolik.iwae(sm.model, x, guide, num_samples=4, progress=False),
         "likelihood_weighting": lambda: pyrolik.likelihood_weighting(sm.model, x, num_samples=4,
                                                                      progress=False),
+        "kde": lambda: pyrolik.kde(sm.sample(5, seed + 1), x, bandwidth=0.5, progress=False),
+        "csl": lambda: pyrolik.csl(sm.model, x, {"z": torch.zeros(4, 2, dtype=x.dtype)}),
     }
     for name, call in calls.items():
         with pyrolik.checkpoint(tmp_path / "c.ckpt"), pytest.raises(

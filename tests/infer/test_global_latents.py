@@ -99,7 +99,8 @@ def test_an_evidence_result_round_trips_through_a_file(glg, data, seed, tmp_path
     assert torch.equal(first.log_weights, again.log_weights)
     assert torch.equal(first.log_weights, r.log_weights)  # the same run as without the block
     noisier = GlobalLinearGaussian(W=glg.W, s=0.7)
-    with pytest.raises(ValueError, match=r"different run \(what differs: model parameters\)"), \
+    with pytest.raises(ValueError, match=r"different run \(what differs: model parameters; the "
+                                         r"model's log-density at a seeded draw\)"), \
             pyrolik.checkpoint(tmp_path / "run.ckpt", every=5):
         pyrolik.evidence(noisier, data, **kw)
 
