@@ -77,8 +77,8 @@ def _held_state(fn: Any) -> list[tuple[str, Any]]:
                 out.append((f"closure.{name}", cell.cell_contents))
             except ValueError:  # an empty cell
                 continue
-        out += [(f"global.{name}", value) for name in fn.__code__.co_names if isinstance(
-            value := fn.__globals__.get(name), (torch.Tensor, nn.Module, int, float, str))]
+        out += [(f"global.{name}", value) for name in fn.__code__.co_names
+                if isinstance(value := fn.__globals__.get(name), (torch.Tensor, nn.Module))]
         out += [(f"default.{i}", value) for i, value in enumerate(fn.__defaults__ or ())]
         return [(k, v) for k, v in out if isinstance(v, (torch.Tensor, nn.Module, int, float, str,
                                                          bool, type(None)))]

@@ -232,8 +232,9 @@ def test_what_the_model_reads_beyond_its_parameters_is_checked(tmp_path, seed):
     global SIGMA
     old_w = sm.W.clone()
     try:
-        SIGMA = 0.5
-        with pytest.raises(ValueError, match="model parameters"), pyrolik.checkpoint(path):
+        SIGMA = 0.5  # a number among the globals: seen in the density at a seeded draw
+        with pytest.raises(ValueError, match="log-density at a seeded draw"), \
+                pyrolik.checkpoint(path):
             pyrolik.ais(model, x, model_kwargs={"params": [big[:1]]}, **kw)
         SIGMA = 0.3
         sm.W.add_(1e-3)  # read through _decode: seen in the density at a seeded draw
