@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.distributions import biject_to
 
 from pyrolik._validate import (
     check_count,
@@ -300,9 +301,12 @@ def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_exam
     if not isinstance(latents, dict):
         raise TypeError(f"latents must be a dict {{site: tensor}} or a tensor, got "
                         f"{type(latents).__name__}")
-    missing = [s.name for s in target.layout.sites if s.name not in latents]
-    if missing:
-        raise ValueError(f"latents miss the site(s) {missing}; pass one value per latent site")
+    names = [s.name for s in target.layout.sites]
+    missing, unknown = [n for n in names if n not in latents], sorted(set(latents) - set(names))
+    if missing or unknown:
+        what = [f"miss the site(s) {missing}"] * bool(missing) + [
+            f"name no latent site of the model: {unknown}"] * bool(unknown)
+        raise ValueError(f"latents {' and '.join(what)}; pass one value per latent site {names}")
     probe = target.layout.constrain(torch.zeros(target.layout.rows, target.layout.latent_dim,
                                                 dtype=target.program.x.dtype))
     out = {}
@@ -314,9 +318,13 @@ def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_exam
         if tuple(v.shape) != (k, n) + per_example:
             raise ValueError(f"latents[{s.name!r}] has shape {tuple(v.shape)}; expected "
                              f"{(n,) + per_example} or {(k, n) + per_example}")
-        if not bool(target.layout.supports[s.name].check(v).all()):
-            raise ValueError(f"latents[{s.name!r}] lie outside the site's support "
-                             f"{target.layout.supports[s.name]}")
+        support = target.layout.supports[s.name]
+        if not bool(support.check(v).all()):
+            raise ValueError(f"latents[{s.name!r}] lie outside the site's support {support}")
+        if not bool(torch.isfinite(biject_to(support).inv(v)).all()):
+            raise ValueError(f"latents[{s.name!r}] lie on the edge of the site's support {support}"
+                             " (e.g. exactly 0 for a positive site), where its map to the real "
+                             "line is infinite: pass values inside the support")
         out[s.name] = v
     return out
 

@@ -75,8 +75,12 @@ def _titles(ax, xlabel: str, ylabel: str, title: str, legend: bool = True) -> No
     ax.set_title(title, fontsize="medium")
 
 
-def _parts(result: EstimateResult | BDMCResult) -> list:
-    """A BDMC result's two runs, or the result itself."""
+def _parts(result: EstimateResult | BDMCResult, what: str = "this plot") -> list:
+    """A BDMC result's two runs, or the result itself (refusing what is neither)."""
+    if not isinstance(result, EstimateResult | BDMCResult):
+        raise TypeError(f"{what} needs an estimator's result or a BDMC result, got "
+                        f"{type(result).__name__} (a curve: pyrolik.distortion.plot_sigma_curve, "
+                        "plot_rate_distortion; its run: plot_diagnostics(curve.ais))")
     return [result.lower, result.upper] if isinstance(result, BDMCResult) else [result]
 
 
@@ -121,7 +125,7 @@ def plot_log_weights(result: EstimateResult | BDMCResult, *, examples=None, max_
         for part, part_ax in zip(_parts(result), axes, strict=True):
             plot_log_weights(part, examples=examples, max_examples=max_examples, ax=part_ax)
         return axes
-    lw = _weights_of(result)
+    lw = _weights_of(_parts(result, "plot_log_weights")[0])
     idx = _examples(lw.shape[1], examples, max_examples)
     centred = (lw - log_mean_exp(lw)).numpy()[:, idx]
     ax = _axes(ax)
@@ -162,7 +166,7 @@ def plot_ess(result: EstimateResult | BDMCResult, *, ax=None):
     matplotlib.axes.Axes
     """
     ax = _axes(ax)
-    for part, color in zip(_parts(result), (FORWARD, REVERSE), strict=False):
+    for part, color in zip(_parts(result, "plot_ess"), (FORWARD, REVERSE), strict=False):
         if part.ess is None:
             raise ValueError(f"the {part.method} result has no ESS (KDE has no weights)")
         k = _weights_of(part).shape[0] if part.log_weights is not None else part.settings.get(
@@ -190,7 +194,7 @@ def plot_khat(result: EstimateResult | BDMCResult, *, ax=None):
     matplotlib.axes.Axes
     """
     ax = _axes(ax)
-    parts = _parts(result)
+    parts = _parts(result, "plot_khat")
     khats = []
     for part in parts:
         if part.khat is None:
@@ -355,7 +359,12 @@ def plot_diagnostics(result: EstimateResult | BDMCResult):
     if not isinstance(result, EstimateResult | BDMCResult):
         raise TypeError(f"expected a pyrolik result, got {type(result).__name__}")
     if isinstance(result, EstimateResult) and result.ess is None:  # KDE: no weights
-        return plot_bandwidth(result).figure
+        if result.settings.get("validation_log_likelihood") is not None:
+            return plot_bandwidth(result).figure
+        fig = plt.figure(figsize=(MAX_WIDTH / 2, 2))
+        fig.text(0.5, 0.5, f"{result.method}: no weights to diagnose (one bandwidth, no grid)",
+                 ha="center", va="center")
+        return fig
     is_ais = isinstance(result, BDMCResult) or (isinstance(result, AISResult) and bool(result.trace))
     rows = 3 if is_ais else 2
     fig = plt.figure(figsize=(MAX_WIDTH, 3.4 * rows), layout="constrained")

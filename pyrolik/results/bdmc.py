@@ -346,7 +346,7 @@ class Budget:
     def table(self):
         """One row per round: steps, gap, its standard error and upper bound, cost (a DataFrame)."""
         rows = [{**r._asdict(), "gap_upper": r.gap_upper} for r in self.rounds]
-        return pd.DataFrame(rows).set_index("num_steps")
+        return pd.DataFrame(rows, columns=[*Round._fields, "gap_upper"]).set_index("num_steps")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (what the export stores as JSON), derived costs included."""

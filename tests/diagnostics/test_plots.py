@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 import warnings
 
 import matplotlib
@@ -160,4 +161,11 @@ def test_plots_refuse_what_they_cannot_draw(results):
         plots.plot_log_weights(results["ais"], examples=[7])
     no_grid = dataclasses.replace(results["kde"], settings={"bandwidth": 1.0})
     with pytest.raises(ValueError, match="bandwidth grid"):
-        plots.plot_diagnostics(no_grid)
+        plots.plot_bandwidth(no_grid)
+    # the overview of any estimator's result: one bandwidth has nothing to diagnose, and says so
+    assert "no weights to diagnose" in plots.plot_diagnostics(no_grid).texts[0].get_text()
+    curve = types.SimpleNamespace()  # a curve or any other object: named, with the plots to use
+    for plot in (plots.plot_log_weights, plots.plot_ess, plots.plot_khat):
+        with pytest.raises(TypeError, match=rf"{plot.__name__} needs an estimator's result.*"
+                                            "plot_sigma_curve"):
+            plot(curve)

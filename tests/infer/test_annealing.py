@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pyro
+import pyro.distributions as dist
 import pytest
 import torch
 
@@ -168,6 +170,17 @@ def test_bad_input(lg):
         pyrolik.reverse_ais(lg, x, torch.zeros(5, 2), num_steps=3, num_chains=2)
     with pytest.raises(ValueError, match="miss the site"):
         pyrolik.reverse_ais(lg, x, {"w": torch.zeros(3, 2)}, num_steps=3, num_chains=2)
+    with pytest.raises(ValueError, match=r"name no latent site of the model: \['zz'\]"):  # a typo
+        pyrolik.reverse_ais(lg, x, {"z": torch.zeros(3, 2), "zz": torch.zeros(3, 2)}, num_steps=3,
+                            num_chains=2)
+
+    def positive(x):
+        with pyro.plate("data", x.shape[0]):
+            g = pyro.sample("g", dist.Gamma(2.0, 1.0).expand([x.shape[1]]).to_event(1))
+            pyro.sample("x", dist.Normal(g, 1.0).to_event(1), obs=x)
+
+    with pytest.raises(ValueError, match="on the edge of the site's support"):  # log(0) = -inf
+        pyrolik.reverse_ais(positive, x, torch.zeros_like(x), num_steps=3, num_chains=2)
 
 
 @pytest.mark.statistical

@@ -290,6 +290,7 @@ def test_a_gradient_budget_is_split_into_the_frontiers_chains_and_the_most_steps
     eight = pyrolik.budget(LG, x, gradients=5000, num_chains=8)
     assert eight.num_chains == 8 and eight.num_steps < b.num_steps
     assert b.summary_fields()["chains chosen"] == 4
+    assert b.table().empty and b.table().index.name == "num_steps"  # no rounds: an empty table
     with pytest.raises(ValueError, match="one of them"):
         pyrolik.budget(LG, x)
     with pytest.raises(ValueError, match="one of them"):
