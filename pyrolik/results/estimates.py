@@ -186,6 +186,10 @@ class EstimateResult(Exported):
             out.append(f"{num_failed} of {self.num_examples} examples failed (NaN or inf estimate: "
                        "the model's density was not finite for them); they are left out of the mean "
                        "(see result.failed)")
+        blind = 0 if self.num_observed is None else int((self.num_observed == 0).sum())
+        if blind:
+            out.append(f"{blind} of {self.num_examples} examples observe nothing (every entry "
+                       "masked): their log p(x) is exactly 0 and counts in the mean; drop them from x")
         if self.khat is not None:
             bad = int((self.khat > KHAT_WARN).sum())
             if bad:

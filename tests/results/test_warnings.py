@@ -68,3 +68,15 @@ def test_the_midpoint_is_named():
     torch.testing.assert_close(r.midpoint, torch.tensor([0.1, 1.3], dtype=torch.float64))
     assert r.mean == pytest.approx(0.7)
     assert not hasattr(r, "log_likelihood")  # the midpoint is not an estimate: no such name
+
+
+def test_examples_that_observe_nothing_are_named():
+    """A fully masked example's log p(x) is exactly 0 and would lift the mean unnoticed."""
+    from pyrolik.results import EstimateResult
+
+    r = EstimateResult(method="iwae", log_likelihood=torch.tensor([-5.0, 0.0, -6.0]),
+                       num_observed=torch.tensor([4.0, 0.0, 4.0]))
+    assert any(w.startswith("1 of 3 examples observe nothing") for w in r.warnings())
+    r = EstimateResult(method="iwae", log_likelihood=torch.tensor([-5.0]),
+                       num_observed=torch.tensor([4.0]))
+    assert not any("observe nothing" in w for w in r.warnings())
