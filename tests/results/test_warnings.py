@@ -74,9 +74,9 @@ def test_examples_that_observe_nothing_are_named():
     """A fully masked example's log p(x) is exactly 0 and would lift the mean unnoticed."""
     from pyrolik.results import EstimateResult
 
-    r = EstimateResult(method="iwae", log_likelihood=torch.tensor([-5.0, 0.0, -6.0]),
+    r = EstimateResult(method="iwae", bound="lower", log_likelihood=torch.tensor([-5.0, 0.0, -6.0]),
                        num_observed=torch.tensor([4.0, 0.0, 4.0]))
     assert any(w.startswith("1 of 3 examples observe nothing") for w in r.warnings())
-    r = EstimateResult(method="iwae", log_likelihood=torch.tensor([-5.0]),
+    r = EstimateResult(method="iwae", bound="lower", log_likelihood=torch.tensor([-5.0]),
                        num_observed=torch.tensor([4.0]))
     assert not any("observe nothing" in w for w in r.warnings())
