@@ -180,6 +180,9 @@ def test_bdmc_on_simulated_data_follows_the_curves_betas(lg, seed):
     torch.testing.assert_close(up - lo, b.upper - b.lower)
     torch.testing.assert_close(lo[1] - b.lower[1], torch.full_like(lo[1], 2.5 * math.log(0.5 / math.pi)))
     assert "gap [nats]" in b.summary().columns
+    rate_se = b.summary()["rate stderr"].to_numpy()  # the rate sandwich's error bar over examples
+    np.testing.assert_allclose(rate_se, (b.rate_lower.std(-1) / math.sqrt(b.rate_lower.shape[-1])
+                                         ).double().numpy())
     gap = b.to_datatree()["bdmc"]["gap"]  # one draw of the estimator, 2 points
     assert gap.dims == ("chain", "draw", "beta") and gap.shape == (1, 1, 2)
 
