@@ -303,10 +303,12 @@ def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_exam
                         f"{type(latents).__name__}")
     names = [s.name for s in target.layout.sites]
     missing, unknown = [n for n in names if n not in latents], sorted(set(latents) - set(names))
-    if missing or unknown:
-        what = [f"miss the site(s) {missing}"] * bool(missing) + [
-            f"name no latent site of the model: {unknown}"] * bool(unknown)
-        raise ValueError(f"latents {' and '.join(what)}; pass one value per latent site {names}")
+    if missing:
+        raise ValueError(f"latents miss the site(s) {missing}; pass one value per latent site "
+                         f"{names}")
+    if unknown:
+        raise ValueError(f"latents name no latent site of the model: {unknown}; pass one value per "
+                         f"latent site {names}")
     probe = target.layout.constrain(torch.zeros(target.layout.rows, target.layout.latent_dim,
                                                 dtype=target.program.x.dtype))
     out = {}

@@ -195,14 +195,18 @@ def _entries(models: tuple, names: Sequence[str] | None, y: Any, rules: Sequence
                          "paired comparison needs the same examples in the same order")
     for e in out:
         for rule, s in e.scores.items():
-            if not np.isfinite(s).all():
-                hint = "" if rule != "log" else " (a zero probability on an observed class: try " \
-                    "the quadratic or spherical score)" if y is not None else (
-                    f" in examples {np.flatnonzero(~np.isfinite(s))[:10].tolist()}: they failed "
-                    "(result.failed); compare the examples every model evaluated, e.g. ok = "
-                    "~(a.failed | b.failed); compare(a.log_likelihood[ok], b.log_likelihood[ok], "
-                    "names=[...])")
-                raise ValueError(f"{e.name}: non-finite {rule} scores{hint}")
+            if np.isfinite(s).all():
+                continue
+            hint = ""
+            if rule == "log" and y is not None:
+                hint = (" (a zero probability on an observed class: try the quadratic or spherical "
+                        "score)")
+            elif rule == "log":  # log-likelihoods: the examples that failed
+                hint = (f" in examples {np.flatnonzero(~np.isfinite(s))[:10].tolist()}: they failed "
+                        "(result.failed); compare the examples every model evaluated, e.g. ok = "
+                        "~(a.failed | b.failed); compare(a.log_likelihood[ok], "
+                        "b.log_likelihood[ok], names=[...])")
+            raise ValueError(f"{e.name}: non-finite {rule} scores{hint}")
     return out
 
 

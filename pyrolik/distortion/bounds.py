@@ -113,7 +113,7 @@ class DistortionBDMC(Exported):
                      "gap [nats]": self.gap, "gap stderr": self.gap_stderr,
                      "distortion (exact draws)": self.distortion.mean(-1),
                      "rate lower": self.rate_lower.mean(-1), "rate upper": self.rate_upper.mean(-1),
-                     # the bounds hold in expectation: their noise, the one-draw distortion's most
+                     # the rate bounds hold in expectation over one-draw distortions: their noise
                      "rate stderr": se_over_examples(self.rate_lower)})
         df = Summary({k: v.detach().cpu().double().numpy() for k, v in cols.items()})
         df.index.name = "checked beta"
