@@ -9,6 +9,7 @@ import warnings
 from typing import Any
 
 from pyrolik.annealing.kernel import SMC
+from pyrolik.app.report import SHOWN
 
 __all__ = ["main", "build_parser"]
 
@@ -329,6 +330,7 @@ def _one_line(err: BaseException) -> str:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
+    SHOWN.add(" ".join(str(message).split()))
     print(f"pyrolik: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
@@ -343,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     debug = getattr(args, "debug", False)
+    SHOWN.clear()
     try:
         with warnings.catch_warnings():
             # the command line's own policy: our warnings once each, in one line; no library noise

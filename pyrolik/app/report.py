@@ -13,7 +13,11 @@ from typing import NamedTuple, TextIO
 
 from pyrolik.exceptions import REMARK, severity
 
-__all__ = ["Grouped", "group", "remarks_line", "warning_lines", "stderr_lines", "StageProgress"]
+__all__ = ["Grouped", "group", "remarks_line", "warning_lines", "stderr_lines", "StageProgress",
+           "SHOWN"]
+
+#: The warnings the command line printed while it ran (on one line each): not printed again after it.
+SHOWN: set[str] = set()
 
 
 class Grouped(NamedTuple):
@@ -67,7 +71,8 @@ def _wrap(text: str, width: int, mark: str) -> list[str]:
 
 def stderr_lines(messages: Iterable[str], *, where: str, show_all: bool = False) -> list[str]:
     """``pyrolik: warning:`` lines, then one ``note:`` for the remarks (each with ``show_all``)."""
-    grouped = group(("", m) for m in messages)
+    grouped = group(("", m) for m in messages
+                    if not any(s.endswith(" ".join(str(m).split())) for s in SHOWN))
     lines = [f"pyrolik: warning: {_one_line(m, labels)}" for m, labels in grouped.act.items()]
     if show_all:
         lines += [f"pyrolik: remark: {_one_line(m, labels)}" for m, labels in grouped.remarks.items()]

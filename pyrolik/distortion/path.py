@@ -219,7 +219,10 @@ def distortion_model(model: Callable[..., Any], *, sigma: float | None = None,
 # -- the path's grids of sigmas (or betas) -------------------------------------------------------
 
 def _as_grid(values: Sequence[float] | Tensor, name: str) -> Tensor:
-    t = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
+    t = torch.as_tensor(values, dtype=torch.float64)
+    if t.ndim > 1:
+        raise ValueError(f"{name} must be a 1-D list of numbers, got shape {tuple(t.shape)}")
+    t = t.reshape(-1)
     if t.numel() == 0 or not torch.isfinite(t).all() or (t <= 0).any():
         raise ValueError(f"{name} must be a non-empty list of positive finite numbers, got "
                          f"{values!r}")

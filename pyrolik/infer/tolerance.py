@@ -96,13 +96,13 @@ def choose_budget(tolerance: Tolerance, *, bdmc_at: Callable[[int], Round],
                   min_steps: int = MIN_STEPS, progress: bool = True, what: str = "ais",
                   stacklevel: int = 3, cap_fix: str | None = None) -> Budget:
     """Double the steps from ``min_steps`` until ``bdmc_at(num_steps) -> Round`` is within the
-    tolerance, or the cap; then ``check_at(num_steps)`` on the real data. Warns
+    tolerance, or the cap (the last round runs at the cap); then ``check_at(num_steps)`` on the real data. Warns
     (:class:`BudgetWarning`) when the cap came first (``cap_fix``: what to do) or the check disagrees.
     """
     cap_fix = cap_fix or "raise max_steps, use more chains, or start from an encoder (init=guide)"
     max_steps, nats = tolerance.max_steps, tolerance.nats
     rounds: list[Round] = []
-    total = int(math.floor(math.log2(max_steps / min_steps))) + 1
+    total = int(math.ceil(math.log2(max_steps / min_steps))) + 1
     bar = progress_bar(total, f"choosing num_steps (tolerance {nats:g} nats)", progress)
     steps = min_steps
     with bar:
@@ -112,9 +112,9 @@ def choose_budget(tolerance: Tolerance, *, bdmc_at: Callable[[int], Round],
             bar.update(1)
             bar.set_postfix_str(f"T={steps}: gap {last.gap:.3f} +- {last.gap_se:.3f}")
             converged = last.gap_upper <= nats
-            if converged or 2 * steps > max_steps:
+            if converged or steps >= max_steps:
                 break
-            steps *= 2
+            steps = min(2 * steps, max_steps)
     notes = []
     if not converged:
         notes.append(f"the budget search reached max_steps={max_steps} before the tolerance: the "

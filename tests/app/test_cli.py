@@ -98,6 +98,15 @@ def test_evaluate_with_a_tolerance_is_the_api_with_one(tmp_path, data, capsys, s
     assert got.settings["num_steps"] == api.budget.num_steps
 
 
+def test_a_warning_shown_while_running_is_not_repeated_after_the_table(tmp_path, data, capsys, seed):
+    status, _, err = run(["evaluate", MODEL, "--data", data, "-o", tmp_path / "cap.nc", "--tolerance",
+                          "0.0001", "--max-steps", "25", "--num-chains", "2", "--seed", seed, "-q"],
+                         capsys)
+    assert status == 0 and err.count("reached max_steps=25") == 1, err
+    status, _, err = run(["summary", tmp_path / "cap.nc"], capsys)  # the file still says it
+    assert status == 0 and err.count("reached max_steps=25") == 1, err
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--tolerance", "1", "--num-steps", "6"], "either --num-steps (a budget you choose) or --tolerance"),
     (["--max-steps", "50", "--num-steps", "6"], "--max-steps caps the search of --tolerance"),

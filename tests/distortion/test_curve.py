@@ -302,6 +302,8 @@ def test_refusals(lg, x):
         sigma_curve(lg, x, [0.1, -1.0], num_steps=2, num_chains=1, progress=False)
     with pytest.raises(ValueError, match="must not repeat"):
         sigma_curve(lg, x, [0.1, 0.1], num_steps=2, num_chains=1, progress=False)
+    with pytest.raises(ValueError, match=r"1-D list of numbers, got shape \(2, 1\)"):
+        sigma_curve(lg, x, [[0.1], [0.2]], num_steps=2, num_chains=1, progress=False)
     with pytest.raises(ValueError, match="not a noise model"):
         distortion_bdmc(lg, 3, betas=[1.0, 2.0], distortion=squared_error, data_shape=(5,),
                         num_steps=2, num_chains=1, progress=False)

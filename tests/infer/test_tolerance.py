@@ -238,7 +238,7 @@ def _fake_round(gaps):
 
 
 def test_search_doubles_until_the_upper_bound_is_within_tolerance():
-    gaps = {25: 2.0, 50: 0.9, 100: 0.45, 200: 0.2, 400: 0.1}
+    gaps = {25: 2.0, 50: 0.9, 100: 0.45, 200: 0.2, 399: 0.1}
     # 0.45 + 2 * 0.05 = 0.55 > 0.5: the upper bound, not the gap, decides
     b = choose_budget(pyrolik.Tolerance(0.5), bdmc_at=_fake_round(gaps), num_simulated=1,
                       progress=False)
@@ -247,7 +247,12 @@ def test_search_doubles_until_the_upper_bound_is_within_tolerance():
     with pytest.warns(pyrolik.BudgetWarning, match="reached max_steps=399"):
         b = choose_budget(pyrolik.Tolerance(0.01, max_steps=399), bdmc_at=_fake_round(gaps),
                           num_simulated=1, progress=False)
-    assert (b.num_steps, b.converged, len(b.rounds)) == (200, False, 4)
+    # the last round runs at the cap itself, not at the last doubling below it
+    assert (b.num_steps, b.converged) == (399, False)
+    assert [r.num_steps for r in b.rounds] == [25, 50, 100, 200, 399]
+    b = choose_budget(pyrolik.Tolerance(0.5, max_steps=150), bdmc_at=_fake_round({**gaps, 150: 0.3}),
+                      num_simulated=1, progress=False)
+    assert (b.num_steps, b.converged, len(b.rounds)) == (150, True, 4)
 
 
 def test_choose_budget_costs_are_the_callers():
