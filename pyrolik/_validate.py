@@ -62,9 +62,8 @@ PARAMETERS: dict[str, str] = {
     their latents (exact posterior draws), e.g. the output of :func:`pyrolik.simulate`.""",
     "data_shape": """data_shape : tuple of int
     The shape of one simulated example, ``x.shape[1:]``.""",
-    "num_steps": """num_steps : int or Tolerance
-    Annealing steps T (transitions); a :class:`~pyrolik.Tolerance` chooses them by BDMC on data
-    simulated from the model (``result.budget`` says how); ``None`` when ``schedule`` is a tensor.""",
+    "num_steps": """num_steps : int
+    Annealing steps T (transitions); ``None`` when ``schedule`` is a tensor.""",
     "num_chains": """num_chains : int
     Independent AIS chains per example (K).""",
     "schedule": """schedule : {"auto", "adaptive", "adaptive_per_example", "sigmoid", "linear", "geometric"} or torch.Tensor

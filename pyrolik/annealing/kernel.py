@@ -112,7 +112,8 @@ class SMC:
         step); ``None``: plain AIS.
     islands : int or None
         Islands per example, a divisor of ``num_chains`` with at least 2 chains each; ``None``:
-        :func:`default_islands` (islands of 4 or more chains; plain AIS below 8 chains).
+        :func:`default_islands` (2 to 4 islands of 4 or more chains; plain AIS where no such split
+        exists: below 8 chains, and 9, 11, 13, ...).
     """
 
     move: HMC = field(default_factory=HMC)

@@ -215,11 +215,16 @@ class Recording:
 
 def require_steps(num_steps: int | None, schedule: str | Tensor | None,
                   steps: str = "annealing steps, e.g. 200") -> None:
-    """Refuse a named schedule without ``num_steps`` (a tensor fixes them)."""
+    """Refuse a named schedule without ``num_steps`` (a tensor fixes them), and a ``Tolerance`` that
+    reached an estimator which does not search (one that does has replaced it by then)."""
     if num_steps is None and isinstance(schedule, str):
         raise ValueError(f"num_steps is required with a named schedule: pass num_steps= ({steps}), "
-                         "num_steps=pyrolik.Tolerance(nats) to choose them by BDMC on simulated "
-                         "data, or a schedule tensor")
+                         "or a schedule tensor")
+    if type(num_steps).__name__ == "Tolerance":
+        raise ValueError(f"num_steps must be a number of annealing steps here, got {num_steps!r}: "
+                         "only ais, evidence, sigma_curve and rate_distortion choose the steps for "
+                         "a Tolerance; pass num_steps=pyrolik.budget(model, x, tolerance).num_steps "
+                         "(or the result.budget.num_steps of one of them)")
 
 
 def as_recording(record: int | Recording | None) -> Recording:

@@ -105,7 +105,7 @@ def _annealing_options(g: argparse._ArgumentGroup, steps: str, schedules: tuple[
                        schedule: str) -> None:
     """The run's steps, chains and schedule (default: ``schedules[0]``), then the kernel's."""
     g.add_argument("--num-steps", type=_positive, default=None, metavar="N",
-                   help=f"{steps} (default 3000; with --tolerance, chosen by its search)")
+                   help=f"{steps} (default 3000)")
     g.add_argument("--num-chains", type=_positive, default=16, metavar="K",
                    help="chains per example (default 16)")
     g.add_argument("--schedule", choices=schedules, default=schedules[0], help=schedule)
@@ -134,7 +134,7 @@ def _annealing_options(g: argparse._ArgumentGroup, steps: str, schedules: tuple[
                         f"{SMC.resample}: at every step; pyrolik.SMC)")
     g.add_argument("--islands", type=int, default=None, metavar="B",
                    help="islands per example, a divisor of --num-chains (default: 2 to 4 islands "
-                        "of at least 4 chains; plain AIS below 8 chains)")
+                        "of at least 4 chains; plain AIS where there is no such split, as below 8 chains)")
 
 
 def _ais_options(p: argparse.ArgumentParser) -> None:
@@ -172,7 +172,7 @@ def _data_options(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
                    help="evaluate the first N examples only (default: all)")
     d.add_argument("--dtype", choices=("auto", "float32", "float64"), default="auto",
                    help="convert the data to this dtype (default auto: keep floating data, make "
-                        "integers/booleans float32; auto refuses floating data whose dtype "
+                        "integers/booleans the dtype of the model's parameters, float32 if it has none; auto refuses floating data whose dtype "
                         "differs from the model's parameters and names the --dtype to pass)")
     return d
 
@@ -186,6 +186,8 @@ def _tolerance_options(p: argparse.ArgumentParser, final: str) -> None:
                         f"{final} with them (one process; default: --num-steps)")
     t.add_argument("--max-steps", type=_positive, default=None, metavar="N",
                    help="with --tolerance: the search's cap (default: the estimator's)")
+    steps = next(a for a in p._actions if a.dest == "num_steps")
+    steps.help = f"{str(steps.help)[:-1]}; with --tolerance, chosen by its search)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -220,8 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--num-samples", type=_positive, default=1000, metavar="K",
                    help="samples per example for iwae and lw (default 1000)")
     e.add_argument("--chunk-size", type=_positive, default=None, metavar="K",
-                   help="samples per example per model pass for iwae and lw (default: all "
-                        "--num-samples at once)")
+                   help="samples per example per model pass for iwae and lw (default: about "
+                        "16384 (sample, example) rows per pass)")
     e.add_argument("--bandwidth", type=_floats, default=None, metavar="H[,H...]",
                    help="kde bandwidth, or a grid chosen on --validation data (required by kde)")
     e.add_argument("--validation", metavar="PATH", default=None,

@@ -172,6 +172,8 @@ def _entries(models: tuple, names: Sequence[str] | None, y: Any, rules: Sequence
     if names is None:
         names = keys or [getattr(o, "name", None) or getattr(o, "method", None) or f"model_{i}"
                          for i, o in enumerate(objs)]
+        if len(set(names)) != len(names):  # e.g. two models scored by one estimator
+            names = [f"{n}_{i}" for i, n in enumerate(names)]
     names = [str(n) for n in names]
     if len(objs) < 2:
         raise ValueError("compare needs at least two models")
@@ -345,7 +347,8 @@ def compare(*models: Any, names: Sequence[str] | None = None, y: Any = None,
         Objects with per-example ``.log_likelihood``, 1-D per-example log scores, or, with ``y``,
         ``(N, K)`` predicted class probabilities.
     names : sequence of str, optional
-        Names for positional models (defaults: ``.name``, ``.method``, ``model_i``).
+        Names for positional models (default: each one's ``.name``, ``.method`` or ``model_i``;
+        alike ones suffixed with their position ``_i``).
     y : array of int, optional
         Observed classes, scored by ``scores``.
     scores : sequence of str, optional

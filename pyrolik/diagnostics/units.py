@@ -91,7 +91,7 @@ def bits_to_nats(bits: Any) -> Any:
     return bits * LN2
 
 
-def nats_to_bits_per_dim(nats: Any, num_dims: int) -> Any:
+def nats_to_bits_per_dim(nats: Any, num_dims: Any) -> Any:
     r"""A quantity in nats for a whole ``num_dims``-dimensional example, in bits per dimension,
     :math:`n / (D \ln 2)` (for images see :func:`nll_bits_per_dim`).
 
@@ -116,7 +116,7 @@ def nats_to_bits_per_dim(nats: Any, num_dims: int) -> Any:
     return nats / (_dims("num_dims", num_dims) * LN2)
 
 
-def bits_per_dim_to_nats(bits_per_dim: Any, num_dims: int) -> Any:
+def bits_per_dim_to_nats(bits_per_dim: Any, num_dims: Any) -> Any:
     r"""Bits per dimension back to nats per example: :math:`n = \text{bits/dim} \cdot D \ln 2`.
 
     Parameters
@@ -132,7 +132,7 @@ def bits_per_dim_to_nats(bits_per_dim: Any, num_dims: int) -> Any:
     return bits_per_dim * _dims("num_dims", num_dims) * LN2
 
 
-def rescale_log_density(log_p_scaled: Any, scale: Any, num_dims: int | None = None) -> Any:
+def rescale_log_density(log_p_scaled: Any, scale: Any, num_dims: Any = None) -> Any:
     r"""Log-density of the original data from that of data scaled by ``1 / scale``,
     :math:`\log \tilde p(x / \sigma) - k \log \sigma` (``docs/units.md``).
 
@@ -142,8 +142,8 @@ def rescale_log_density(log_p_scaled: Any, scale: Any, num_dims: int | None = No
         :math:`\log \tilde p(\tilde x)` in nats, per example.
     scale : float or 1-D array/tensor
         :math:`\sigma`, one for all dimensions or one per dimension (:math:`\sum_i \log \sigma_i`).
-    num_dims : int, optional
-        :math:`k`; required when ``scale`` is a single number.
+    num_dims : int or array of int, optional
+        :math:`k` (per example when an array); required when ``scale`` is a single number.
     """
     scale_t = torch.as_tensor(scale, dtype=torch.float64)
     if not bool((scale_t > 0).all()):
@@ -151,7 +151,7 @@ def rescale_log_density(log_p_scaled: Any, scale: Any, num_dims: int | None = No
     if scale_t.dim() == 0:
         if num_dims is None:
             raise ValueError("give num_dims (k) with a scalar scale: the correction is k log scale")
-        correction = _positive_int("num_dims", num_dims) * math.log(float(scale_t))
+        correction = _dims("num_dims", num_dims) * math.log(float(scale_t))
     elif scale_t.dim() == 1:
         if num_dims is not None and num_dims != scale_t.numel():
             raise ValueError(f"num_dims={num_dims} but scale has {scale_t.numel()} entries")
@@ -191,7 +191,7 @@ def affine_log_density(log_p_transformed: Any, A: Any, num_dims: int | None = No
     return log_p_transformed + logdet
 
 
-def discrete_log_prob_bound(log_p_dequantized: Any, num_dims: int, levels: int = 256,
+def discrete_log_prob_bound(log_p_dequantized: Any, num_dims: Any, levels: int = 256,
                             rescaled: bool = True) -> Any:
     r"""Lower bound on the log-probability of integer data from a density on dequantized data,
     :math:`\log P(k) \ge \mathbb E_u[\log p((k + u)/L)] - D \log L` (``docs/units.md``).
@@ -200,8 +200,8 @@ def discrete_log_prob_bound(log_p_dequantized: Any, num_dims: int, levels: int =
     ----------
     log_p_dequantized : float, array or tensor
         :math:`\log p(x)` on :math:`[0, 1]` (``rescaled=True``) or :math:`\log \tilde p(k+u)` (nats).
-    num_dims : int
-        :math:`D`.
+    num_dims : int or array of int
+        :math:`D` (per example when an array).
     levels : int
         :math:`L`, 256 for 8-bit images.
     rescaled : bool
@@ -213,7 +213,7 @@ def discrete_log_prob_bound(log_p_dequantized: Any, num_dims: int, levels: int =
     return log_p_dequantized - d * math.log(levels) if rescaled else log_p_dequantized
 
 
-def nll_bits_per_dim(log_likelihood: Any, num_dims: int, *, levels: int | None = None,
+def nll_bits_per_dim(log_likelihood: Any, num_dims: Any, *, levels: int | None = None,
                      scale: Any = None) -> Any:
     r"""The figure papers report: NLL in bits per dimension of the original data; with ``levels``,
     an upper bound on the discrete bits/dim, :math:`-\log p(x) / (D \ln 2) + \log_2 L`.

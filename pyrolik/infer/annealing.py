@@ -35,6 +35,13 @@ def ais(model: Callable[..., Any], x: Tensor, *, num_steps: int | Tolerance | No
     + \beta \log p(x, z)`, started from exact guide draws. :math:`\mathbb E[w] = p(x)`, so the
     log-mean-exp of the chains' weights is a stochastic lower bound on :math:`\log p(x)` [1]_, [2]_.
 
+    Parameters
+    ----------
+    num_steps : int or Tolerance
+        Annealing steps T (transitions); a :class:`~pyrolik.Tolerance` chooses them by BDMC on data
+        simulated from the model (``result.budget`` says how); ``None`` when ``schedule`` is a
+        tensor.
+
     Returns
     -------
     AISResult

@@ -373,8 +373,8 @@ def search(model: Callable[..., Any], x: Tensor, tolerance: float | Tolerance, *
     except ValueError as err:
         raise ValueError(f"a Tolerance chooses num_steps by BDMC on data simulated from the model, "
                          f"and this model cannot be simulated ({err}). Pass num_steps= instead, and "
-                         "check it with pyrolik.bdmc(model, pyrolik.simulate(...), num_steps=...) "
-                         "on data you simulate yourself") from err
+                         "check it with pyrolik.bdmc(model, (x, latents), num_steps=...) on pairs you "
+                         "draw yourself from the model's joint") from err
     pilot_steps = getattr(kernel.move.adaptation, "pilot_steps", None)
     common: dict[str, Any] = dict(num_chains=num_chains, schedule=schedule, kernel=kernel, init=init,
                                   batch_size=batch_size, progress=progress)

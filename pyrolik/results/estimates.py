@@ -205,7 +205,7 @@ class EstimateResult(Exported):
                 side = "smallest" if best == 0 else "largest"
                 out.append(f"the KDE bandwidth chosen on the validation data is the {side} of the "
                            f"grid ({self.settings['bandwidth']:.4g}): the best one may lie outside "
-                           "it; widen the grid (bandwidths=)")
+                           "it; widen the grid (bandwidth=, --bandwidth on the command line)")
         return out
 
     def _mcse_warnings(self) -> list[str]:

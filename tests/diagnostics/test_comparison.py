@@ -217,6 +217,10 @@ def test_compare_real_estimator_results(seed):
     assert any("different estimators" in n for n in c.notes)
     assert c.table.loc[("log", "iwae"), "mean"] == pytest.approx(
         float(lg.exact_log_marginal(x).mean()))
+    # two models scored by one estimator, passed without names: each named by its position
+    lw2 = likelihood_weighting(lg, x, num_samples=50, seed=seed + 1, progress=False)
+    assert set(compare(lw, lw2).table.loc["log"].index) == {"likelihood_weighting_0",
+                                                            "likelihood_weighting_1"}
 
 
 def test_results_on_different_data_are_noted_and_warned(seed):

@@ -124,6 +124,12 @@ def test_nll_bits_per_dim_composes_scale_and_levels():
     ll_scaled = -5.0
     expected = -(ll_scaled - d * math.log(sigma) - d * math.log(256)) / (d * math.log(2))
     assert units.nll_bits_per_dim(ll_scaled, d, scale=sigma, levels=256) == pytest.approx(expected)
+    # per-example dimension counts (masked data): each example's own k in every term
+    dims = torch.tensor([10, 4])
+    got = units.nll_bits_per_dim(torch.tensor([ll_scaled, ll_scaled]), dims, scale=sigma, levels=256)
+    assert got[0].item() == pytest.approx(expected)
+    assert got[1].item() == pytest.approx(-(ll_scaled - 4 * math.log(sigma) - 4 * math.log(256))
+                                          / (4 * math.log(2)))
 
 
 def test_bad_input_raises():

@@ -172,11 +172,17 @@ def test_model_that_cannot_be_simulated():
             pyro.sample("a", dist.Normal(z.unsqueeze(-1).expand(-1, 2), 1.0).to_event(1),
                         obs=(x - 1) / 2)
 
-    with pytest.raises(ValueError, match="cannot be simulated.*Pass num_steps= instead"):
+    with pytest.raises(ValueError, match=r"cannot be simulated.*Pass num_steps= instead.*"
+                                         r"pyrolik\.bdmc\(model, \(x, latents\)"):
         pyrolik.ais(rescaled, torch.zeros(4, 2), num_steps=pyrolik.Tolerance(0.3), num_chains=2, progress=False)
-    # the fix the message names works
+    # the fixes the message names work: a fixed num_steps, checked by BDMC on pairs drawn by hand
     assert pyrolik.ais(rescaled, torch.zeros(4, 2), num_steps=5, num_chains=2,
                        progress=False).log_likelihood.shape == (4,)
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(4, generator=g)
+    x = 2 * (z.unsqueeze(-1) + torch.randn(4, 2, generator=g)) + 1
+    assert pyrolik.bdmc(rescaled, (x, {"z": z}), num_steps=5, num_chains=2,
+                        progress=False).num_examples == 4
 
 
 def test_autoguide_fitted_on_x_is_refused():
