@@ -370,7 +370,7 @@ def run(method: str, model: Callable[..., Any], x: Tensor, *, directions: tuple[
     (:func:`pyrolik.checkpoint`, :func:`pyrolik.distributed`; refused unless ``scoped``) or the
     caller's ``execution``, warn of failed examples; the problem described and the results per leg
     (``None`` off rank 0)."""
-    require_steps(num_steps, problem.get("schedule"))
+    require_steps(num_steps, problem.get("schedule"), searches=method == "ais")
     described = describe(model, x, directions=directions, num_steps=num_steps, **problem)
     if execution is None:
         execution = Execution.create(seed=seed, batch_size=batch_size, progress=progress,

@@ -67,6 +67,10 @@ class HMC:
     def __post_init__(self):
         n, j, a = self.num_leapfrog, self.step_jitter, self.momentum_persistence
         check_count("num_leapfrog", n)
+        e = self.max_energy_error
+        if isinstance(e, bool) or not isinstance(e, int | float) or not e > 0:
+            raise ValueError(f"max_energy_error must be a positive number (energy errors above it "
+                             f"count as divergences; inf: none do), got {e!r}")
         if isinstance(j, bool) or not isinstance(j, int | float) or not 0 <= j < 1:
             raise ValueError(f"step_jitter must be a number in [0, 1) (0: no jitter), got {j!r}")
         if isinstance(a, bool) or not isinstance(a, int | float) or not 0 <= a < 1:

@@ -214,12 +214,15 @@ class Recording:
 
 
 def require_steps(num_steps: int | None, schedule: str | Tensor | None,
-                  steps: str = "annealing steps, e.g. 200") -> None:
+                  steps: str = "annealing steps, e.g. 200", searches: bool = True) -> None:
     """Refuse a named schedule without ``num_steps`` (a tensor fixes them), and a ``Tolerance`` that
-    reached an estimator which does not search (one that does has replaced it by then)."""
+    reached an estimator which does not search (one that does has replaced it by then);
+    ``searches``: the caller takes a Tolerance."""
     if num_steps is None and isinstance(schedule, str):
+        search = ("num_steps=pyrolik.Tolerance(nats) to choose them by BDMC on simulated data, "
+                  if searches else "")
         raise ValueError(f"num_steps is required with a named schedule: pass num_steps= ({steps}), "
-                         "or a schedule tensor")
+                         f"{search}or a schedule tensor")
     if type(num_steps).__name__ == "Tolerance":
         raise ValueError(f"num_steps must be a number of annealing steps here, got {num_steps!r}: "
                          "only ais, evidence, sigma_curve and rate_distortion choose the steps for "

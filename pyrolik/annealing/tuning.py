@@ -339,8 +339,11 @@ def from_settings(adapt: str | Adaptation | None = "pilot", *, step_size: float 
     """The checked strategy of :class:`pyrolik.HMC`'s arguments (``target_accept=None``: own)."""
     if isinstance(adapt, Adaptation):
         return adapt
-    if not step_size > 0:
-        raise ValueError(f"step_size must be positive, got {step_size}")
+    for name, value in (("step_size", step_size), ("adapt_gain", adapt_gain)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+            raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    if not isinstance(mass_matrix, bool):
+        raise TypeError(f"mass_matrix must be True or False, got {mass_matrix!r}")
     if target_accept is None:
         target_accept = Online.target_accept if adapt == "online" else Pilot.target_accept
     if not 0 < target_accept < 1:

@@ -203,7 +203,12 @@ def train_valid_split(x, y, *, valid_size: float | int = 0.2, seed: int = 0
     x, y = _as_tensor(x, "x"), _as_tensor(y, "y")
     if len(x) != len(y):
         raise ValueError(f"x has {len(x)} examples but y has {len(y)}; pass one label per example")
-    num_valid = int(round(valid_size * len(x))) if 0 < valid_size < 1 else int(valid_size)
+    v = valid_size
+    if isinstance(v, bool) or not isinstance(v, int | np.integer | float) or (
+            not isinstance(v, int | np.integer) and not 0 < v < 1):
+        raise ValueError(f"valid_size must be a fraction in (0, 1) or a whole number of examples, "
+                         f"got {v!r}")
+    num_valid = int(round(v * len(x))) if isinstance(v, float) else int(v)
     if not 1 <= num_valid < len(x):
         raise ValueError(f"valid_size={valid_size} leaves no training or no validation examples "
                          f"out of {len(x)}")
@@ -253,7 +258,7 @@ def loss_data_curve(features, labels, valid_features, valid_labels, *, sizes=Non
         raise ValueError(f"probe must be one of {PROBES}; got {probe!r}")
     for key, value in {"num_seeds": num_seeds, "hidden": hidden, "num_steps": num_steps,
                        "batch_size": batch_size}.items():
-        if not isinstance(value, int | np.integer) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
             raise ValueError(f"{key} must be a positive integer; got {value!r}")
     lr = default_lr(probe, x.shape[1]) if lr is None else lr
     if not lr > 0 or not weight_decay >= 0:

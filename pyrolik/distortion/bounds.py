@@ -195,9 +195,6 @@ def distortion_bdmc(model: Callable[..., Any], data: int | Mapping[float, tuple[
         grid = grid_from_betas(betas)
     mode = "gaussian" if distortion is None else "user"
     beta_max = float(grid[-1])
-    if mode == "gaussian":
-        grid[-1] = distortion_model(model, sigma=(0.5 / beta_max) ** 0.5).beta_max
-        beta_max = float(grid[-1])
     grid_b = grid / beta_max
     grid_b[-1] = 1.0
     path, steps = merge_grid(grid_b, schedule, num_steps)

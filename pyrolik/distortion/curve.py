@@ -374,7 +374,6 @@ def gaussian_curve(model: Callable[..., Any], x: Tensor, *, sigmas: Sequence[flo
     if sigmas is not None:
         grid, sigma_min = grid_from_sigmas(sigmas)
         return run_curve(distortion_model(model, sigma=sigma_min), x, grid, "gaussian", **run)
-    grid = grid_from_betas(betas).clone()  # type: ignore[arg-type]
-    dm = distortion_model(model, sigma=(0.5 / float(grid[-1])) ** 0.5)
-    grid[-1] = dm.beta_max  # the same number as the wrapper's, so that b = 1 exactly
-    return run_curve(dm, x, grid, "gaussian", **run)
+    grid = grid_from_betas(betas)  # type: ignore[arg-type]
+    return run_curve(distortion_model(model, sigma=(0.5 / float(grid[-1])) ** 0.5), x, grid,
+                     "gaussian", **run)

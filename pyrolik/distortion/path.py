@@ -275,7 +275,7 @@ def merge_grid(grid_b: Tensor, schedule: str | Tensor, num_steps: int | None
 
 def sigma_of(beta: Tensor) -> Tensor:
     r""":math:`\sigma = 1/\sqrt{2\beta}` of positive inverse temperatures."""
-    return 1.0 / torch.sqrt(2.0 * beta)
+    return torch.sqrt(0.5 / beta)  # as written: sigmas given as 0.1, 0.7 come back as typed
 
 
 def log_normal_constant(beta: Tensor, num_values: int) -> Tensor:

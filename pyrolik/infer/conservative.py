@@ -295,6 +295,9 @@ def _chunks(latents: Latents | Iterable[Latents], chunk_size: int):
 
 
 def _lead(h: Latents) -> Tensor:
+    if isinstance(h, Mapping) and not h:
+        raise ValueError("latents is an empty dict: give the model's latent sites by name, each "
+                         "a tensor of samples along dim 0 (e.g. {'z': z})")
     return next(iter(h.values())) if isinstance(h, Mapping) else h
 
 

@@ -177,8 +177,9 @@ def evidence_bdmc(model: Callable[..., Any], num_datasets: int, *,
     check_model(model)
     check_count("num_datasets", num_datasets)
     _one_process("evidence_bdmc")
-    data_shape = tuple(data_shape)
-    if not data_shape or not all(isinstance(d, int) and d > 0 for d in data_shape):
+    data_shape = (data_shape,) if isinstance(data_shape, int) else tuple(data_shape)
+    if not data_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0
+                                 for d in data_shape):
         raise ValueError(f"data_shape must be the shape of one data set, (N, *event_shape), a tuple "
                          f"of positive ints; got {data_shape!r}")
     seed = resolve_seed(seed)

@@ -29,7 +29,9 @@ def kde_log_density(samples: Tensor, x: Tensor, bandwidths: Tensor, *, chunk_siz
                     progress: bool = False) -> Tensor:
     """Gaussian Parzen log-density of each ``x`` for each bandwidth, ``(len(bandwidths), N)``, streamed."""
     s = samples.reshape(samples.shape[0], -1).to(x.dtype)
-    xf = x.reshape(x.shape[0], -1)
+    # centred: |x - s|^2 expanded as |x|^2 + |s|^2 - 2 x.s loses the digits of a common offset
+    centre = s.mean(0)
+    s, xf = s - centre, x.reshape(x.shape[0], -1) - centre
     d = xf.shape[1]
     h = bandwidths.to(x.dtype).reshape(-1, 1, 1)
     x_sq = (xf * xf).sum(-1, keepdim=True)
@@ -89,14 +91,17 @@ def kde(samples: Tensor, x: Tensor, *, bandwidth: float | Tensor | list[float],
     samples = _like_x("samples", samples, x)
     check_count("chunk_size", chunk_size)
     grid = torch.as_tensor(bandwidth, dtype=x.dtype).reshape(-1)
-    if not (grid > 0).all() or not torch.isfinite(grid).all():
-        raise ValueError(f"bandwidths must be positive and finite, got {grid.tolist()}")
+    if isinstance(bandwidth, bool) or len(grid) == 0 or not (grid > 0).all() \
+            or not torch.isfinite(grid).all():
+        raise ValueError("bandwidth must be a positive finite number or a non-empty list of them, "
+                         f"got {bandwidth!r}")
     start_time = time.perf_counter()
     scores = None
     if len(grid) > 1:
         if validation is None:
-            raise ValueError("a bandwidth grid needs validation= data to choose from; choosing it on "
-                             "the evaluated data inflates the estimate")
+            raise ValueError("a bandwidth grid needs validation= data (--validation on the command "
+                             "line) to choose from; choosing it on the evaluated data inflates the "
+                             "estimate")
         validation = _like_x("validation", validation, x)
         if validation is x or (validation.shape == x.shape and torch.equal(validation, x)):
             raise ValueError("validation= must be held-out data, not the evaluated x: choosing the "

@@ -60,8 +60,8 @@ def simulate(model: Callable[..., Any], num_examples: int, *,
     (torch.Size([3, 5]), torch.Size([3, 2]))
     """
     check_count("num_examples", num_examples)
-    data_shape = tuple(data_shape)
-    if not all(isinstance(d, int) and d > 0 for d in data_shape):
+    data_shape = (data_shape,) if isinstance(data_shape, int) else tuple(data_shape)
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in data_shape):
         raise ValueError(f"data_shape must be a tuple of positive ints, got {data_shape!r}")
     placeholder = torch.zeros((num_examples, *data_shape), dtype=dtype or torch.get_default_dtype(),
                               device=device)

@@ -158,6 +158,17 @@ def test_kernel_parameters_are_validated():
     for bad in (-0.1, 1.0, True, "0.5"):
         with pytest.raises(ValueError, match=r"step_jitter must be a number in \[0, 1\)"):
             HMC(step_jitter=bad)
+    # each of these ran, with every proposal divergent or the step sizes collapsed, and no error
+    for bad in (0.0, -1.0, True):
+        with pytest.raises(ValueError, match="max_energy_error must be a positive number"):
+            HMC(max_energy_error=bad)
+    for name in ("adapt_gain", "step_size"):
+        for bad in (-5.0, 0.0, float("inf"), float("nan"), True):
+            with pytest.raises(ValueError, match=f"{name} must be a positive finite number"):
+                HMC(**{name: bad})
+    with pytest.raises(TypeError, match="mass_matrix must be True or False"):
+        HMC(mass_matrix="no")
+    assert HMC(max_energy_error=float("inf")).transition.max_energy_error == float("inf")
 
 
 def test_state_gradient_mixes_the_two_cached_terms():

@@ -146,6 +146,11 @@ def test_split_and_evaluate_bad_input():
     x, y = _task()
     with pytest.raises(ValueError, match="valid_size"):
         curves.train_valid_split(x, y, valid_size=40)
+    for bad in (2.5, 1.0, True, "0.2"):  # 2.5 and 1.0 were counts of 2 and 1, True of 1
+        with pytest.raises(ValueError, match=r"valid_size must be a fraction in \(0, 1\)"):
+            curves.train_valid_split(x, y, valid_size=bad)
+    with pytest.raises(ValueError, match="num_seeds must be a positive integer"):
+        curves.loss_data_curve(x, y, x[:10], y[:10], sizes=[10, 20], num_seeds=True)
     with pytest.raises(ValueError, match="one label per example|examples"):
         curves.train_valid_split(x, y[:5])
     (xt, yt), (xv, yv) = curves.train_valid_split(x, y, valid_size=0.25)

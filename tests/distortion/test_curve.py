@@ -245,7 +245,9 @@ def test_export_round_trip_and_plots(curve, tmp_path):
     ds = curve.to_dataset()  # the curve group, its one draw squeezed
     assert ds["log_z"].dims == ("beta", "example") and ds["sigma"].dims == ("beta",)
     assert tree["curve"]["log_z"].dims == ("chain", "draw", "beta", "example")
-    assert list(ds["sigma"].values) == pytest.approx(curve.sigmas.tolist())
+    # the grid comes back as typed, so that selecting a given value works without method=
+    assert sorted(ds["sigma"].values.tolist()) == SIGMAS
+    assert ds["log_z"].swap_dims(beta="sigma").sel(sigma=0.1).shape == (3,)
     assert "sigma" in ds.coords  # a coordinate along beta: select a sigma by value (docs/sigma_and_rd.md)
     by_sigma = ds["log_likelihood_mean"].swap_dims(beta="sigma")
     assert by_sigma.sel(sigma=float(curve.sigmas[0]), method="nearest").item() == \
@@ -292,6 +294,15 @@ def test_log_axes_are_labelled_with_plain_numbers_thinned_by_span():
         plt.close(fig)
     assert sorted(shown[0.3], key=float) == ["0.3", "0.5", "1", "2", "3", "5"]
     assert sorted(shown[0.01], key=float) == ["0.01", "0.1", "1", "10", "100", "1000"]
+
+
+def test_a_beta_grid_comes_back_as_typed(lg, x):
+    betas = [0.5, 2.0, 12.5, 50.0]  # 50.0 came back as 49.99999999999999 (through a sigma)
+    rd = rate_distortion(lg, x, betas, num_steps=4, num_chains=2, seed=0, progress=False)
+    assert rd.betas.tolist() == betas and rd.to_dataset()["rate"].sel(beta=50.0).shape == (3,)
+    check = distortion_bdmc(lg, 2, betas=betas, data_shape=(lg.data_dim,), num_steps=4,
+                            num_chains=2, seed=0, progress=False)
+    assert check.betas.tolist() == betas
 
 
 def test_refusals(lg, x):

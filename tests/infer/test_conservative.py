@@ -243,6 +243,8 @@ def test_bad_input_raises_with_a_fix():
     lg = LinearGaussian.random()
     with pytest.raises(ValueError, match="exactly the model's latent sites"):
         csl(lg, torch.zeros(2, 5), {"w": torch.zeros(3, 2)})
+    with pytest.raises(ValueError, match="latents is an empty dict"):
+        csl(lg, torch.zeros(2, 5), {})
     with pytest.raises(TypeError, match="latents as"):
         csl(lg, torch.zeros(2, 5), torch.zeros(3, 2))  # a Pyro model with a bare tensor
     with pytest.raises(ValueError, match="thin"):

@@ -20,6 +20,18 @@ def test_single_sample_kde_is_a_gaussian_density():
         torch.testing.assert_close(out[i], ref)
 
 
+def test_a_common_offset_does_not_change_the_value():
+    """A KDE is translation invariant: float32 data far from the origin next to the bandwidth (raw
+    grey levels) lost the digits of the offset when distances were expanded around the origin."""
+    g = torch.Generator().manual_seed(0)
+    s, x = (200.0 + 0.3 * torch.randn(n, 64, generator=g) for n in (200, 5))
+    for h in (0.3, 0.1):
+        exact = (torch.distributions.Normal(s.double().unsqueeze(0), h).log_prob(x.double().unsqueeze(1))
+                 .sum(-1).logsumexp(1) - math.log(200))
+        got = pyrolik.kde(s, x, bandwidth=h, progress=False).log_likelihood
+        torch.testing.assert_close(got.double(), exact, atol=1e-3 * exact.abs().max().item(), rtol=0)
+
+
 def test_chunking_does_not_change_the_value():
     s, x = torch.randn(50, 3), torch.randn(4, 3)
     a = kde_log_density(s, x, torch.tensor([0.5]), chunk_size=7)
@@ -52,8 +64,9 @@ def test_bandwidth_grid_is_chosen_on_validation_data():
         pyrolik.kde(s, x, bandwidth=[0.1, 1.0])
     with pytest.raises(ValueError, match="not the evaluated x"):
         pyrolik.kde(s, x, bandwidth=[0.1, 1.0], validation=x)
-    with pytest.raises(ValueError, match="positive"):
-        pyrolik.kde(s, x, bandwidth=-1.0)
+    for bad in (-1.0, [], True, [0.1, float("inf")]):
+        with pytest.raises(ValueError, match="bandwidth must be a positive finite number"):
+            pyrolik.kde(s, x, bandwidth=bad)
     with pytest.raises(ValueError, match="event shape"):
         pyrolik.kde(s, torch.randn(3, 5), bandwidth=1.0)
 

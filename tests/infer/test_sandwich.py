@@ -25,8 +25,10 @@ def test_simulate_draws_from_the_joint(lg, seed):
     # marginal mean of x is b
     se = (lg.marginal().covariance_matrix.diagonal() / 4000).sqrt()
     assert ((sim.x.mean(0) - lg.b).abs() <= 4 * se).all()
-    again = pyrolik.simulate(lg, 4000, data_shape=(5,), seed=seed)
+    again = pyrolik.simulate(lg, 4000, data_shape=5, seed=seed)  # an int, as torch.zeros takes it
     assert torch.equal(sim.x, again.x)
+    with pytest.raises(ValueError, match="data_shape must be a tuple of positive ints"):
+        pyrolik.simulate(lg, 4, data_shape=True)
 
 
 def test_simulate_constrained_latents():
