@@ -30,6 +30,7 @@ from pyrolik.results.layout import (
     EX,
     LAYOUT,
     NESTED,
+    SUBTREES,
     Stored,
     _tree,
     declared,
@@ -54,14 +55,19 @@ def _group(tree: xr.DataTree, path: str) -> xr.Dataset | None:
 
 
 def _unflatten(tree: xr.DataTree) -> xr.DataTree:
-    """Undo :func:`~pyrolik.results.convert.flatten` for a BDMC tree."""
+    """Undo :func:`~pyrolik.results.convert.flatten`: the subtrees it recorded (a BDMC file written
+    before the record: ``lower`` and ``upper``, their attrs on each of their groups)."""
+    record = tree.attrs.get(SUBTREES)
+    subtrees = (json.loads(record) if record else
+                {name: dict(tree[f"{name}_evidence"].attrs) for name in NESTED})
+    paths = sorted(subtrees, key=len, reverse=True)  # beta_0/lower before beta_0
     groups: dict[str, Any] = {}
     for name, node in tree.children.items():
-        head, _, rest = name.partition("_")
-        groups[f"{head}/{rest}" if head in NESTED and rest else name] = node.to_dataset()
-    out = _tree(groups, {str(k): v for k, v in tree.attrs.items()})
-    for name in NESTED:  # each flattened group carries its run's attrs
-        out[name].attrs = dict(tree[f"{name}_evidence"].attrs)
+        path = next((p for p in paths if name.startswith(p.replace("/", "_") + "_")), None)
+        groups[name if path is None else f"{path}/{name[len(path) + 1:]}"] = node.to_dataset()
+    out = _tree(groups, {str(k): v for k, v in tree.attrs.items() if k != SUBTREES})
+    for path, attrs in subtrees.items():
+        out[path].attrs = attrs
     return out
 
 
@@ -96,7 +102,7 @@ def from_datatree(tree: Any) -> Any:
     if tree.attrs.get("layout") != LAYOUT:
         raise ValueError(f"this {kind} tree has layout {tree.attrs.get('layout')}, not {LAYOUT}: it "
                          "was written by another pyrolik version; load it with that version")
-    if kind == "BDMCResult" and "lower" not in tree.children:
+    if SUBTREES in tree.attrs or (kind == "BDMCResult" and "lower" not in tree.children):
         tree = _unflatten(tree)
     cls = Exported.class_named(kind) or EstimateResult  # a newer estimator's: the common fields
     specs = declared(cls)
@@ -217,9 +223,7 @@ def save(result: Result | xr.DataTree, path: str | os.PathLike, *, engine: str |
     ('EstimateResult', True)
     """
     path = Path(path)
-    tree = result if isinstance(result, xr.DataTree) else to_datatree(result)
-    if tree.attrs.get("pyrolik_result") == "BDMCResult":
-        tree = flatten(tree)
+    tree = flatten(result if isinstance(result, xr.DataTree) else to_datatree(result))
     engine = _engine(path, engine)
     tmp, old = (path.with_name(f".{path.name}.{uuid.uuid4().hex}.{s}") for s in ("tmp", "old"))
     try:

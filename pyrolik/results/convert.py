@@ -5,6 +5,7 @@ Modelled on ArviZ's ``io_numpyro.py``; the layout of every group is in ``docs/ex
 
 from __future__ import annotations
 
+import json
 import platform
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -29,6 +30,7 @@ from pyrolik.results.layout import (
     DERIVED,
     EX,
     LAYOUT,
+    SUBTREES,
     Variables,
     _attr,
     _dataset,
@@ -389,7 +391,8 @@ def to_datatree(result: Any, *, num_blocks: int = DEFAULT_BLOCKS) -> xr.DataTree
 def flatten(tree: xr.DataTree) -> xr.DataTree:
     """One level of groups: ``lower/posterior`` becomes ``lower_posterior`` (``ais/...``,
     ``beta_0/lower/...`` likewise), the layout ArviZ 0.x reads; a subtree's attrs go onto each of
-    its groups. A flat tree is returned as it is.
+    its groups, and into the root's ``pyrolik_subtrees`` for the reader. A flat tree is returned as
+    it is.
 
     Parameters
     ----------
@@ -399,14 +402,21 @@ def flatten(tree: xr.DataTree) -> xr.DataTree:
     if not any(node.children for node in tree.children.values()):
         return tree
     groups: dict[str, xr.Dataset] = {}
+    subtrees: dict[str, dict] = {}  # each subtree's own attrs, for the reader (SUBTREES)
     for name, node in tree.children.items():
         if node.children:
-            for group, leaf in flatten(node).children.items():
+            flat = flatten(node)
+            subtrees[name] = {str(k): v.item() if isinstance(v, np.generic) else v
+                              for k, v in node.attrs.items()}
+            subtrees.update({f"{name}/{path}": attrs for path, attrs
+                             in json.loads(flat.attrs.get(SUBTREES, "{}")).items()})
+            for group, leaf in flat.children.items():
                 ds = leaf.to_dataset()
                 groups[f"{name}_{group}"] = ds.assign_attrs({**ds.attrs, **node.attrs})
         else:
             groups[name] = node.to_dataset()
-    return _tree(dict(groups), {str(k): v for k, v in tree.attrs.items()})
+    return _tree(dict(groups), {**{str(k): v for k, v in tree.attrs.items()},
+                                SUBTREES: json.dumps(subtrees)})
 
 
 def to_inference_data(result: Any, *, num_blocks: int = DEFAULT_BLOCKS):

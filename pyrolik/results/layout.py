@@ -20,7 +20,7 @@ from pyrolik._version import __version__
 from pyrolik.ops.stats import effective_sample_size, khat_threshold, log_mean_exp
 
 __all__ = ["Stored", "stored", "declared", "example_dim", "blocked", "kish_ess", "khat_attrs", "pit",
-           "EX", "BLOCK", "DERIVED", "NESTED", "LAYOUT", "DEFAULT_EXAMPLE_DIM", "CONVERTER"]
+           "EX", "BLOCK", "DERIVED", "NESTED", "SUBTREES", "LAYOUT", "DEFAULT_EXAMPLE_DIM", "CONVERTER"]
 
 EX = "<example>"  # in a declaration's dims: the example dim (the model's plate)
 BLOCK = "<block>"  # in a declaration's dims: K chains as (chain, particle), C blocks of M
@@ -28,6 +28,7 @@ BLOCK = "<block>"  # in a declaration's dims: K chains as (chain, particle), C b
 DERIVED = {"particles": ("log_marginal_likelihood", "ess"),
            "annealing": ("log_marginal_likelihood", "ess")}
 NESTED = ("lower", "upper")  # the subtrees of a BDMC export
+SUBTREES = "pyrolik_subtrees"  # a flattened tree's root attr: JSON {subtree path: its attrs}
 LAYOUT = 3  # the version of the layout, a root attr
 DEFAULT_EXAMPLE_DIM = "example"
 # dims the layout uses for something else: a plate with one of these names is exported as "example"

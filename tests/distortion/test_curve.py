@@ -277,6 +277,29 @@ def test_export_round_trip_and_plots(curve, tmp_path):
     assert plot_rate_distortion(curve, analytic=([1.0, 2.0], [3.0, 1.0])).lines
 
 
+def test_saved_distortion_results_open_whole_in_arviz(curve, lg, tmp_path):
+    """``pyrolik.save`` flattens every nested export (the curve's ``ais`` run, each point's BDMC),
+    so ``az.from_netcdf`` sees every group; the flat tree and ``to_inference_data()`` read back
+    whole (they lost ``ais`` and the points without a word)."""
+    import arviz as az
+    import xarray as xr
+
+    from pyrolik.io.export import from_datatree
+
+    check = distortion_bdmc(lg, 2, sigmas=[0.2, 0.5], data_shape=(lg.data_dim,), num_steps=4,
+                            num_chains=2, seed=0, progress=False)
+    check = dataclasses.replace(check, step_sizes=None)  # the one pass's pilot table: not saved
+    for r in (curve, check):
+        idata = r.to_inference_data()
+        assert_same_result(from_datatree(idata), r)
+        path = pyrolik.save(r, tmp_path / f"{type(r).__name__}.nc")
+        with az.rc_context({"data.load": "eager"}):
+            assert set(az.from_netcdf(str(path)).groups()) == set(idata.groups())
+        with xr.open_datatree(path) as tree:
+            assert_same_result(from_datatree(tree.load()), r)
+    assert {"beta_0_lower_posterior", "beta_1_upper_evidence"} <= set(check.to_inference_data().groups())
+
+
 def test_log_axes_are_labelled_with_plain_numbers_thinned_by_span():
     """matplotlib's minor labels (3 x 10^-1, 4 x 10^-1, ...) overlapped on 1-2 decade axes."""
     import matplotlib.pyplot as plt

@@ -390,6 +390,15 @@ def test_saved_files_open_in_arviz_and_xarray(results, name, tmp_path):
         assert set(tree.children) == set(expected.groups())
 
 
+def test_a_flat_bdmc_file_from_before_the_subtree_record_still_loads(results, tmp_path):
+    from pyrolik.results.layout import SUBTREES
+
+    r = results["bdmc"]
+    flat = export.flatten(r.to_datatree())
+    flat.attrs = {k: v for k, v in flat.attrs.items() if k != SUBTREES}
+    assert_same_result(export.from_datatree(flat), r)
+
+
 def test_arviz_sees_both_bdmc_bounds(results, tmp_path):
     import arviz as az
 
