@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
 
@@ -347,6 +347,8 @@ def run_curve(dm: DistortionModel, x: Tensor, betas: Tensor, mode: str, *, num_s
                      scoped=False)
     assert results is not None  # one process
     result = results[0]
+    if mode != "gaussian":  # its estimate is log Z at beta_max of exp(-beta d): no density of x
+        result = replace(result, bound=None, quantity="log Z at beta_max (not log p(x))")
     assert result.trace is not None and result.trace_steps is not None
     assert torch.equal(result.trace_steps, steps.cpu())
     b = path[steps].unsqueeze(-1).unsqueeze(-1)

@@ -108,6 +108,8 @@ class EstimateResult(Exported):
     # IWAE / likelihood weighting: draws resampled by weight per block of samples (C, D, N, ...):
     # "draw_index" (the sample each copies), "draw_log_weight", and the sites by name
     draws: dict[str, Tensor] | None = stored("sample_stats", codec="draws", default=None)
+    # what log_likelihood estimates: log p(x), or on a user distortion's path log Z (no bits/dim)
+    quantity: str = stored("attrs", "quantity", default="log p(x)")
 
     @property
     def num_examples(self) -> int:
@@ -259,11 +261,11 @@ class EstimateResult(Exported):
 
     def _summary_row(self) -> dict[str, Any]:
         row: dict[str, Any] = {"method": self.method, "bound": self.bound or "none",
-                               "examples": self.num_examples, "log p(x) [nats]": self.mean,
+                               "examples": self.num_examples, f"{self.quantity} [nats]": self.mean,
                                "stderr": self.stderr}
         if self.failed.any():
             row["failed"] = int(self.failed.sum())
-        if self.observed_dims is not None:
+        if self.observed_dims is not None and self.quantity == "log p(x)":
             row["NLL [bits/dim]"] = self.bits_per_dim
         if self.mcse is not None:
             k = self.num_weights

@@ -196,6 +196,12 @@ def test_squared_error_as_a_user_distortion_is_the_same_path(lg, x, seed):
                         seed=seed, progress=False)
     assert a.mode == "gaussian" and b.mode == "user" and b.sigmas is None
     torch.testing.assert_close(a.log_z, b.log_z, rtol=1e-6, atol=1e-6)
+    # the user mode's run estimates log Z, not log p(x): its result says so, with no bound on
+    # log p(x) and no bits/dim (it read as a lower bound on log p(x) above the exact value)
+    assert (a.ais.bound, a.ais.quantity) == ("lower", "log p(x)")
+    assert b.ais.bound is None and b.ais.quantity == "log Z at beta_max (not log p(x))"
+    row = b.ais.summary()
+    assert "log Z at beta_max (not log p(x)) [nats]" in row and "NLL [bits/dim]" not in row
     torch.testing.assert_close(a.rate, b.rate, rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="needs the Gaussian mode"):
         b.best_sigma()
