@@ -137,6 +137,10 @@ class SMC:
         if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
             raise ValueError(f"islands must be a positive integer (a divisor of num_chains) or "
                              f"None for the default, got {b!r}")
+        if b is not None and t is None:
+            raise ValueError(f"islands={b} groups an example's chains for resampling, and "
+                             "resample=None (plain AIS) never resamples: drop islands, or give "
+                             "resample a fraction")
 
     def islands_for(self, num_chains: int) -> int | None:
         """Islands per example with ``num_chains`` chains; ``None``: no resampling (plain AIS)."""
@@ -160,6 +164,7 @@ class SMC:
         ``resample`` when it had one, else plain AIS)."""
         settings = dict(settings)
         smc = {"resample": settings.pop("resample", None), "islands": settings.pop("islands", None)}
+        smc["islands"] = None if smc["resample"] is None else smc["islands"]  # it never acted
         return cls(HMC(**settings), **smc)
 
     def __repr__(self) -> str:

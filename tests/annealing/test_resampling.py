@@ -81,6 +81,10 @@ def test_the_settings_are_validated_recorded_and_read_back():
             pyrolik.SMC(islands=bad)
     with pytest.raises(TypeError, match="move must be a pyrolik.HMC"):
         pyrolik.SMC(move=3)
+    with pytest.raises(ValueError, match="islands=2 groups an example's chains for resampling"):
+        pyrolik.SMC(resample=None, islands=2)  # was accepted and ignored
+    assert pyrolik.SMC.from_dict({**pyrolik.HMC().to_dict(), "resample": None, "islands": 2}) == \
+        pyrolik.SMC(resample=None)
     with pytest.raises(ValueError, match="does not split num_chains=10 into equal islands"):
         pyrolik.SMC(islands=3).islands_for(10)
     kernel = pyrolik.SMC(pyrolik.HMC(num_leapfrog=5), resample=0.5, islands=2)
