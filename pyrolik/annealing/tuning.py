@@ -339,6 +339,14 @@ def from_settings(adapt: str | Adaptation | None = "pilot", *, step_size: float 
     """The checked strategy of :class:`pyrolik.HMC`'s arguments (``target_accept=None``: own)."""
     if isinstance(adapt, Adaptation):
         return adapt
+    uses = {None: (), "online": ("target_accept", "adapt_gain")}.get(adapt)
+    given = dict(target_accept=target_accept, pilot_fraction=pilot_fraction,
+                 min_pilot_steps=min_pilot_steps, pilot_chains=pilot_chains, adapt_gain=adapt_gain)
+    unused = [k for k, v in given.items() if uses is not None and k not in uses
+              and v != (from_settings.__kwdefaults__ or {})[k]]
+    if unused:
+        raise ValueError(f"adapt={adapt!r} does not use {', '.join(unused)}: drop "
+                         f"{'it' if len(unused) == 1 else 'them'}, or use adapt='pilot'")
     for name, value in (("step_size", step_size), ("adapt_gain", adapt_gain)):
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
             raise ValueError(f"{name} must be a positive finite number, got {value!r}")

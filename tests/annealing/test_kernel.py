@@ -168,6 +168,12 @@ def test_kernel_parameters_are_validated():
                 HMC(**{name: bad})
     with pytest.raises(TypeError, match="mass_matrix must be True or False"):
         HMC(mass_matrix="no")
+    # options the chosen adaptation does not use were accepted and ignored
+    with pytest.raises(ValueError, match="adapt=None does not use target_accept, pilot_fraction"):
+        HMC(adapt=None, target_accept=0.8, pilot_fraction=0.5)
+    with pytest.raises(ValueError, match="adapt='online' does not use pilot_chains: drop it"):
+        HMC(adapt="online", pilot_chains=2)
+    assert HMC(adapt="online", target_accept=0.7, adapt_gain=2.0).to_dict()["adapt_gain"] == 2.0
     assert HMC(max_energy_error=float("inf")).transition.max_energy_error == float("inf")
 
 
