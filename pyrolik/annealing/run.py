@@ -328,20 +328,23 @@ def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_exam
         if tuple(v.shape) != (k, n) + per_example:
             raise ValueError(f"latents[{s.name!r}] has shape {tuple(v.shape)}; expected "
                              f"{(n,) + per_example} or {(k, n) + per_example}")
-        support = target.layout.supports[s.name]
-        if not bool(support.check(v).all()):
-            raise ValueError(f"latents[{s.name!r}] lie outside the site's support {support}")
-        if not bool(torch.isfinite(biject_to(support).inv(v)).all()):
-            raise ValueError(f"latents[{s.name!r}] lie on the edge of the site's support {support}"
-                             " (e.g. exactly 0 for a positive site), where its map to the real "
-                             "line is infinite: pass values inside the support")
         out[s.name] = v
     return out
 
 
 def latents_to_flat(target: Target, latents: dict[str, Tensor]) -> Tensor:
-    """``{site: (K, N, *site)}`` constrained values -> flat unconstrained ``u`` ``(K * N, d)``."""
+    """``{site: (K, N, *site)}`` constrained values -> flat unconstrained ``u`` ``(K * N, d)``,
+    refused outside or on the edge of a site's support (its bounds may differ by example)."""
     k, n = target.layout.num_chains, target.layout.num_examples
-    values = {s.name: latents[s.name].reshape(k * n, *latents[s.name].shape[2:])
-              .movedim(0, s.plate_index) for s in target.layout.sites}
-    return target.layout.unconstrain(values)
+    flat = {}
+    for s in target.layout.sites:
+        v = latents[s.name].reshape(k * n, *latents[s.name].shape[2:]).movedim(0, s.plate_index)
+        support = target.layout.supports[s.name]
+        if not bool(support.check(v).all()):
+            raise ValueError(f"latents[{s.name!r}] lie outside the site's support {support}")
+        flat[s.name] = biject_to(support).inv(v)
+        if not bool(torch.isfinite(flat[s.name]).all()):
+            raise ValueError(f"latents[{s.name!r}] lie on the edge of the site's support {support}"
+                             " (e.g. exactly 0 for a positive site), where its map to the real "
+                             "line is infinite: pass values inside the support")
+    return target.layout.join(flat)

@@ -170,6 +170,13 @@ def _event_shape(err: BaseException, x: Tensor, n: int, copies: int) -> str | No
     plate, site, dim, plate_size, site_size = m.groups()
     if int(plate_size) != x.shape[0]:
         return None
+    if copies > 1 and int(site_size) == n and n not in x.shape[1:]:  # a row per example, unstacked
+        return (f"site {site!r} has {n} rows, one per example of x, where pyro.plate({plate!r}) "
+                f"runs over the {plate_size} rows of {copies} stacked copies of x: a per-example "
+                "tensor the program reads itself (a pyro.param of shape (N, ...), a global tensor) "
+                "does not follow the copies. Pass such a tensor in model_args/model_kwargs; for a "
+                "guide fitted per example, use a Pyro AutoGuide (AutoNormal) fitted on x, or an "
+                "amortised encoder (docs/idioms.md)")
     event = x.dim() - 1
     return (f"site {site!r} has {site_size} values along dim {dim}, where pyro.plate({plate!r}) runs "
             f"over the {n} examples of x: the data dimensions of a site are event dimensions, so "

@@ -183,6 +183,25 @@ def test_bad_input(lg):
         pyrolik.reverse_ais(positive, x, torch.zeros_like(x), num_steps=3, num_chains=2)
 
 
+def test_reverse_ais_checks_a_support_bounded_by_each_example_against_its_own_bounds():
+    """u ~ Uniform(0, h_n): the support check ran with example 0's bounds on every example (a raw
+    broadcasting error); it runs per batch, in the model's layout."""
+    h = torch.tensor([1.0, 3.0, 0.5])
+
+    def model(x, h):
+        with pyro.plate("data", x.shape[0]):
+            u = pyro.sample("u", dist.Uniform(torch.zeros_like(h), h))
+            pyro.sample("x", dist.Normal(u.unsqueeze(-1).expand(x.shape), 0.3).to_event(1), obs=x)
+
+    x = torch.tensor([[0.4, 0.5], [2.5, 2.9], [0.1, 0.3]])
+    u = torch.tensor([0.5, 2.5, 0.2])  # the second is outside example 0's support, inside its own
+    r = pyrolik.reverse_ais(model, x, u, num_steps=3, num_chains=2, model_args=(h,), progress=False)
+    assert r.log_likelihood.shape == (3,) and not r.failed.any()
+    with pytest.raises(ValueError, match=r"latents\['u'\] lie outside the site's support"):
+        pyrolik.reverse_ais(model, x, torch.tensor([0.5, 2.5, 0.7]), num_steps=3, num_chains=2,
+                            model_args=(h,), progress=False)
+
+
 @pytest.mark.statistical
 def test_a_pilot_on_fewer_chains_keeps_ais_exact(lg, seed):
     """pilot_chains only changes which chains tune the step sizes: the estimator stays unbiased."""

@@ -37,3 +37,42 @@ def test_errors_name_the_cause(lg, x):
     with pytest.raises(ValueError, match=r"site 'x' has 3 values along dim -1, where "
                        r"pyro.plate\('data'\) runs over the 4 examples of x.*\.to_event\(1\)"):
         make_target(no_event, x, 6)
+
+
+def test_a_per_example_tensor_the_program_reads_itself_is_named_with_fixes_that_work(lg):
+    """A guide of Pyro's SVI tutorials, pyro.param of shape (N, 2) fitted on x: the message said to
+    add .to_event, which the site has. Its fixes: the tensor through model_kwargs, or an AutoGuide."""
+    from pyro.infer.autoguide import AutoNormal
+
+    import pyrolik
+
+    x = lg.sample(5, torch.Generator().manual_seed(0))
+    off = x.new_zeros(5, 2)
+
+    def model(x, off=None):
+        loc = (OFF if off is None else off)
+        with pyro.plate("data", x.shape[0]):
+            z = pyro.sample("z", dist.Normal(loc, 1.0).to_event(1))
+            pyro.sample("x", dist.Normal(z @ lg.W.T + lg.b, 1.0).to_event(1), obs=x)
+
+    def guide(x, off=None):
+        loc = pyro.param("q_loc", x.new_zeros(x.shape[0], 2))
+        with pyro.plate("data", x.shape[0]):
+            pyro.sample("z", dist.Normal(loc, 1.0).to_event(1))
+
+    OFF = off
+    message = (r"site 'z' has 5 rows, one per example of x, where pyro.plate\('data'\) runs over "
+               r"the \d+ rows of \d+ stacked copies of x.*Pass such a tensor in model_args/model_kwargs")
+    pyro.clear_param_store()
+    for call in (lambda: pyrolik.ais(model, x, num_steps=2, num_chains=4, progress=False),
+                 lambda: pyrolik.iwae(model, x, guide, num_samples=4, progress=False)):
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert pyrolik.ais(model, x, num_steps=2, num_chains=4, model_kwargs={"off": off},
+                       progress=False).log_likelihood.shape == (5,)
+    pyro.clear_param_store()
+    auto = AutoNormal(model)
+    auto(x, off=off)  # fitted on x (no steps needed for the check)
+    assert pyrolik.iwae(model, x, auto, num_samples=4, model_kwargs={"off": off},
+                        progress=False).log_likelihood.shape == (5,)
+    pyro.clear_param_store()
