@@ -226,8 +226,8 @@ def require_steps(num_steps: int | None, schedule: str | Tensor | None,
     if type(num_steps).__name__ == "Tolerance":
         raise ValueError(f"num_steps must be a number of annealing steps here, got {num_steps!r}: "
                          "only ais, evidence, sigma_curve and rate_distortion choose the steps for "
-                         "a Tolerance; pass num_steps=pyrolik.budget(model, x, tolerance).num_steps "
-                         "(or the result.budget.num_steps of one of them)")
+                         "a Tolerance; pass the result.budget.num_steps of one of them (for ais, "
+                         "pyrolik.budget(model, x, tolerance).num_steps chooses them alone)")
 
 
 def as_recording(record: int | Recording | None) -> Recording:

@@ -72,7 +72,8 @@ def _wrap(text: str, width: int, mark: str) -> list[str]:
 def stderr_lines(messages: Iterable[str], *, where: str, show_all: bool = False) -> list[str]:
     """``pyrolik: warning:`` lines, then one ``note:`` for the remarks (each with ``show_all``)."""
     grouped = group(("", m) for m in messages
-                    if not any(s.endswith(" ".join(str(m).split())) for s in SHOWN))
+                    if not any(s == line or s.endswith(": " + line) for s in SHOWN
+                               for line in [" ".join(str(m).split())]))
     lines = [f"pyrolik: warning: {_one_line(m, labels)}" for m, labels in grouped.act.items()]
     if show_all:
         lines += [f"pyrolik: remark: {_one_line(m, labels)}" for m, labels in grouped.remarks.items()]

@@ -181,6 +181,10 @@ def _entries(models: tuple, names: Sequence[str] | None, y: Any, rules: Sequence
         raise ValueError(f"{len(names)} names for {len(objs)} models")
     if len(set(names)) != len(names):
         raise ValueError(f"model names must be unique; got {names}: pass names= or a dict")
+    quantities = {getattr(o, "quantity", "log p(x)") for o in objs}
+    if len(quantities) > 1:
+        raise ValueError(f"the results estimate different quantities {sorted(quantities)}: a log Z "
+                         "of a distortion path is not a log-likelihood of x, so they do not compare")
     out = []
     for name, obj in zip(names, objs, strict=True):
         scores = _as_scores(obj, y, rules)
@@ -348,7 +352,7 @@ def compare(*models: Any, names: Sequence[str] | None = None, y: Any = None,
         ``(N, K)`` predicted class probabilities.
     names : sequence of str, optional
         Names for positional models (default: each one's ``.name``, ``.method`` or ``model_i``;
-        alike ones suffixed with their position ``_i``).
+        when two are alike, every name suffixed with its position ``_i``).
     y : array of int, optional
         Observed classes, scored by ``scores``.
     scores : sequence of str, optional

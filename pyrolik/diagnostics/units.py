@@ -153,6 +153,9 @@ def rescale_log_density(log_p_scaled: Any, scale: Any, num_dims: Any = None) -> 
             raise ValueError("give num_dims (k) with a scalar scale: the correction is k log scale")
         correction = _dims("num_dims", num_dims) * math.log(float(scale_t))
     elif scale_t.dim() == 1:
+        if num_dims is not None and not isinstance(num_dims, int | np.integer):
+            raise ValueError("a scale per dimension needs every example to observe all of them: pass "
+                             "num_dims as one int (or None), not per example")
         if num_dims is not None and num_dims != scale_t.numel():
             raise ValueError(f"num_dims={num_dims} but scale has {scale_t.numel()} entries")
         correction = float(scale_t.log().sum())

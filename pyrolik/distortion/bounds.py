@@ -16,12 +16,13 @@ from pyrolik._random import resolve_seed
 from pyrolik._validate import check_count, shared_params
 from pyrolik.annealing.driver import run
 from pyrolik.annealing.kernel import Kernel
-from pyrolik.annealing.run import expand_latents, latents_to_flat
+from pyrolik.annealing.run import expand_latents, latents_to_flat, require_steps
 from pyrolik.annealing.step_sizes import StepSizes
 from pyrolik.distortion.curve import se_over_examples
 from pyrolik.distortion.path import (
     DistortionFn,
     DistortionModel,
+    as_log_z,
     distortion_model,
     grid_from_betas,
     grid_from_sigmas,
@@ -65,6 +66,11 @@ class DistortionBDMC(Exported):
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
     # the one pass's pilot table (a later call on the same data and points may reuse it); not saved
     step_sizes: Any = None
+
+    def __post_init__(self) -> None:
+        if self.mode == "user":  # each point's runs estimate log Z at its beta
+            object.__setattr__(self, "results", [dataclasses.replace(
+                r, lower=as_log_z(r.lower), upper=as_log_z(r.upper)) for r in self.results])
 
     @property
     def x(self) -> list[Tensor]:
@@ -197,6 +203,7 @@ def distortion_bdmc(model: Callable[..., Any], data: int | Mapping[float, tuple[
     beta_max = float(grid[-1])
     grid_b = grid / beta_max
     grid_b[-1] = 1.0
+    require_steps(num_steps, schedule, "base annealing steps, e.g. 1000", searches=False)
     path, steps = merge_grid(grid_b, schedule, num_steps)
     key = sigma_of(grid) if (mode == "gaussian" and sigmas is not None) else grid
     chosen = list(range(len(grid))) if check is None else [_find(key, c, "check") for c in check]

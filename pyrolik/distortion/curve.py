@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
 
@@ -20,6 +20,7 @@ from pyrolik.annealing.kernel import Kernel
 from pyrolik.annealing.run import Recording
 from pyrolik.distortion.path import (
     DistortionModel,
+    as_log_z,
     distortion_model,
     grid_from_betas,
     grid_from_sigmas,
@@ -117,6 +118,10 @@ class DistortionCurve(Exported):
     settings: dict[str, Any] = stored("attrs", "settings", codec="json", default_factory=dict)
     wall_time: float = stored("attrs", "wall_time", default=float("nan"))
     budget: Any = stored("attrs", "budget", codec="budget", default=None)  # how Tolerance chose
+
+    def __post_init__(self) -> None:
+        if self.mode == "user":  # its run's estimate is log Z at beta_max of exp(-beta d)
+            object.__setattr__(self, "ais", as_log_z(self.ais))
 
     # -- per example ----------------------------------------------------------------------------
     @property
@@ -347,8 +352,6 @@ def run_curve(dm: DistortionModel, x: Tensor, betas: Tensor, mode: str, *, num_s
                      scoped=False)
     assert results is not None  # one process
     result = results[0]
-    if mode != "gaussian":  # its estimate is log Z at beta_max of exp(-beta d): no density of x
-        result = replace(result, bound=None, quantity="log Z at beta_max (not log p(x))")
     assert result.trace is not None and result.trace_steps is not None
     assert torch.equal(result.trace_steps, steps.cpu())
     b = path[steps].unsqueeze(-1).unsqueeze(-1)

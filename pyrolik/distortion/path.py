@@ -5,6 +5,7 @@ The derivation (Huang et al. 2020; Wu et al. 2017, figure 2(a)) is in ``docs/sig
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,7 +25,7 @@ from pyrolik.model.hints import Refusal
 from pyrolik.model.messenger import is_subsample
 from pyrolik.schedules import PILOT_NAMES, geometric, resolve
 
-__all__ = ["DistortionModel", "distortion_model", "squared_error", "grid_from_sigmas",
+__all__ = ["DistortionModel", "distortion_model", "squared_error", "as_log_z", "grid_from_sigmas",
            "grid_from_betas", "merge_grid", "sigma_of", "log_normal_constant"]
 
 DistortionFn = Callable[[Tensor, Tensor], Tensor]
@@ -273,9 +274,20 @@ def merge_grid(grid_b: Tensor, schedule: str | Tensor, num_steps: int | None
     return merged, steps
 
 
+def as_log_z(result: Any) -> Any:
+    """A run along a user distortion's path as what it estimates: log Z, not log p(x) (its bound
+    stays, on log Z; a file saved before ``quantity`` existed reads back the same way)."""
+    return (dataclasses.replace(result, quantity="log Z at its beta (not log p(x))")
+            if getattr(result, "quantity", None) == "log p(x)" else result)
+
+
 def sigma_of(beta: Tensor) -> Tensor:
     r""":math:`\sigma = 1/\sqrt{2\beta}` of positive inverse temperatures."""
-    return torch.sqrt(0.5 / beta)  # as written: sigmas given as 0.1, 0.7 come back as typed
+    s = torch.sqrt(0.5 / beta)
+    # the sigma as typed (0.062, not 0.06199999999999999) where it gives exactly this beta
+    typed = torch.tensor([float(f"{v:.15g}") for v in s.reshape(-1).tolist()],
+                         dtype=s.dtype, device=s.device).reshape(s.shape)
+    return torch.where(0.5 / typed**2 == beta, typed, s)
 
 
 def log_normal_constant(beta: Tensor, num_values: int) -> Tensor:

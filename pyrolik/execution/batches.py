@@ -23,7 +23,8 @@ from pyrolik.execution.checkpoint import Checkpoint
 from pyrolik.execution.distributed import Shard, broadcast_seed, current_shard, gather_batches
 
 __all__ = ["Batch", "progress_bar", "Execution", "run_batches", "Work", "checkpoint",
-           "distributed", "local", "scope", "refuse_scope", "Scope", "warn_failed", "oom_advice", "is_out_of_memory"]
+           "distributed", "local", "scope", "refuse_scope", "Scope", "warn_failed", "failed_message",
+           "oom_advice", "is_out_of_memory"]
 
 
 class Batch(NamedTuple):
@@ -189,25 +190,25 @@ def run_batches(num_examples: int, batch_size: int | None, seed: int, device: to
     return gather_batches(parts, shard, device)
 
 
-def warn_failed(result, what: str | None = None, stacklevel: int = 3) -> None:
-    """Warn when ``result`` has failed examples (see :attr:`EstimateResult.failed`)."""
-    failed = result.failed
+def failed_message(failed: torch.Tensor) -> str:
+    """The warning for the ``failed`` examples (a bool ``(N,)``, some true): also a result's own."""
     num = int(failed.sum())
-    if not num:
-        return
     if num == len(failed):
-        warnings.warn(f"{what or result.method}: all {num} examples failed (their estimate is NaN "
-                      "or inf): the model's log-density is not finite; check the model, e.g. run "
-                      "it once under pyro.validation_enabled() on a few examples",
-                      FailedExamplesWarning, stacklevel=stacklevel)
-        return
+        return (f"all {num} examples failed (their estimate is NaN or inf): the model's "
+                "log-density is not finite; check the model, e.g. run it once under "
+                "pyro.validation_enabled() on a few examples")
     idx = failed.nonzero().flatten().tolist()
     shown = ", ".join(map(str, idx[:10])) + (", ..." if num > 10 else "")
-    warnings.warn(f"{what or result.method}: {num} of {len(failed)} examples failed (their "
-                  f"estimate is NaN or inf: the model's log-density was not finite for them): "
-                  f"examples [{shown}]. They are marked in result.failed and left out of mean and "
-                  "stderr; check the model and these examples", FailedExamplesWarning,
-                  stacklevel=stacklevel)
+    return (f"{num} of {len(failed)} examples failed (their estimate is NaN or inf: the model's "
+            f"log-density was not finite for them): examples [{shown}]. They are marked in "
+            "result.failed and left out of mean and stderr; check the model and these examples")
+
+
+def warn_failed(result, what: str | None = None, stacklevel: int = 3) -> None:
+    """Warn when ``result`` has failed examples (see :attr:`EstimateResult.failed`)."""
+    if result.failed.any():
+        warnings.warn(f"{what or result.method}: {failed_message(result.failed)}",
+                      FailedExamplesWarning, stacklevel=stacklevel)
 
 
 def is_out_of_memory(err: BaseException) -> bool:

@@ -28,17 +28,18 @@ def _like_x(name: str, t: Any, x: Tensor) -> Tensor:
 def kde_log_density(samples: Tensor, x: Tensor, bandwidths: Tensor, *, chunk_size: int = 1024,
                     progress: bool = False) -> Tensor:
     """Gaussian Parzen log-density of each ``x`` for each bandwidth, ``(len(bandwidths), N)``, streamed."""
-    s = samples.reshape(samples.shape[0], -1).to(x.dtype)
-    # centred: |x - s|^2 expanded as |x|^2 + |s|^2 - 2 x.s loses the digits of a common offset
-    centre = s.mean(0)
-    s, xf = s - centre, x.reshape(x.shape[0], -1) - centre
+    # |x - s|^2 expanded as |x|^2 + |s|^2 - 2 x.s, in float64 about the samples' mean: in float32
+    # it lost the digits of data far from the origin next to h (grey levels 0..255: tens of nats)
+    s = samples.reshape(samples.shape[0], -1)
+    centre = s.double().mean(0)
+    xf = x.reshape(x.shape[0], -1).double() - centre
     d = xf.shape[1]
-    h = bandwidths.to(x.dtype).reshape(-1, 1, 1)
+    h = bandwidths.double().reshape(-1, 1, 1)
     x_sq = (xf * xf).sum(-1, keepdim=True)
     acc = None
     bar = progress_bar(-(-s.shape[0] // chunk_size), "kde", progress)
     for start in range(0, s.shape[0], chunk_size):
-        sc = s[start : start + chunk_size]
+        sc = s[start : start + chunk_size].double() - centre
         sq = (x_sq + (sc * sc).sum(-1) - 2 * xf @ sc.T).clamp_min(0.0)  # (N, S_c)
         lse = torch.logsumexp(-sq / (2 * h**2), dim=-1)  # (H, N)
         acc = lse if acc is None else torch.logaddexp(acc, lse)
@@ -47,7 +48,7 @@ def kde_log_density(samples: Tensor, x: Tensor, bandwidths: Tensor, *, chunk_siz
     if acc is None:
         raise ValueError("a kernel density estimate needs at least one sample")
     norm = math.log(s.shape[0]) + 0.5 * d * torch.log(2 * math.pi * h.reshape(-1, 1) ** 2)
-    return acc - norm
+    return (acc - norm).to(x.dtype)
 
 
 def kde(samples: Tensor, x: Tensor, *, bandwidth: float | Tensor | list[float],

@@ -317,6 +317,9 @@ def _check(a: EstimateResult, b: EstimateResult) -> tuple[torch.Tensor, torch.Te
     """Refuse runs that cannot be joined; the weights of both runs."""
     if type(a) is not type(b) or a.method != b.method:
         raise TypeError(f"cannot concat a {a.method} result with a {b.method} result; {_FIX}")
+    if (a.quantity, a.bound) != (b.quantity, b.bound):
+        raise ValueError(f"cannot concat an estimate of {a.quantity} ({a.bound} bound) with one of "
+                         f"{b.quantity} ({b.bound} bound): they average different weights; {_FIX}")
     if a.x is None or b.x is None or a.x.shape != b.x.shape or not torch.equal(a.x, b.x):
         raise ValueError(f"the results were computed on different data x; {_FIX}")
     if a.log_weights is None or b.log_weights is None:

@@ -20,6 +20,7 @@ from pyrolik.advice import (
     acceptance_fix,
 )
 from pyrolik.exceptions import Message, remark
+from pyrolik.execution.batches import failed_message
 from pyrolik.ops.stats import khat_threshold, lognormal_bias
 from pyrolik.results.convert import AISConverter, EstimateConverter, to_datatree, to_inference_data
 from pyrolik.results.layout import BLOCK, EX, stored
@@ -182,12 +183,7 @@ class EstimateResult(Exported):
 
     def warnings(self) -> list[str]:
         """Plain-words warnings about this estimate (empty when nothing looks wrong)."""
-        out = []
-        num_failed = int(self.failed.sum())
-        if num_failed:
-            out.append(f"{num_failed} of {self.num_examples} examples failed (NaN or inf estimate: "
-                       "the model's density was not finite for them); they are left out of the mean "
-                       "(see result.failed)")
+        out = [failed_message(self.failed)] if self.failed.any() else []
         blind = 0 if self.num_observed is None else int((self.num_observed == 0).sum())
         if blind:
             out.append(f"{blind} of {self.num_examples} examples observe nothing (every entry "

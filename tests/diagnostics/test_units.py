@@ -130,6 +130,8 @@ def test_nll_bits_per_dim_composes_scale_and_levels():
     assert got[0].item() == pytest.approx(expected)
     assert got[1].item() == pytest.approx(-(ll_scaled - 4 * math.log(sigma) - 4 * math.log(256))
                                           / (4 * math.log(2)))
+    with pytest.raises(ValueError, match="a scale per dimension needs every example"):
+        units.rescale_log_density(torch.zeros(2), torch.ones(10), dims)
 
 
 def test_bad_input_raises():

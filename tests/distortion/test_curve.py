@@ -199,9 +199,22 @@ def test_squared_error_as_a_user_distortion_is_the_same_path(lg, x, seed):
     # the user mode's run estimates log Z, not log p(x): its result says so, with no bound on
     # log p(x) and no bits/dim (it read as a lower bound on log p(x) above the exact value)
     assert (a.ais.bound, a.ais.quantity) == ("lower", "log p(x)")
-    assert b.ais.bound is None and b.ais.quantity == "log Z at beta_max (not log p(x))"
+    log_z = "log Z at its beta (not log p(x))"
+    assert (b.ais.bound, b.ais.quantity) == ("lower", log_z)  # a lower bound on log Z
     row = b.ais.summary()
-    assert "log Z at beta_max (not log p(x)) [nats]" in row and "NLL [bits/dim]" not in row
+    assert f"{log_z} [nats]" in row and "NLL [bits/dim]" not in row
+    # so are distortion_bdmc's runs, and a file saved before quantity existed reads back so
+    draws = {k: v[0] for k, v in b.ais.latents.items()}  # a chain's final states: any draws do here
+    check = distortion_bdmc(lg, {12.5: (x, draws)}, betas=betas, check=[12.5],
+                            distortion=squared_error, num_steps=4, num_chains=2, progress=False)
+    assert {(r.lower.quantity, r.upper.quantity) for r in check.results} == {(log_z, log_z)}
+    old = b.to_datatree()
+    del old["ais"].attrs["quantity"]
+    assert pyrolik.io.export.from_datatree(old).ais.quantity == log_z
+    with pytest.raises(ValueError, match="cannot concat an estimate of log Z at its beta"):
+        pyrolik.concat(b.ais, a.ais)
+    with pytest.raises(ValueError, match="the results estimate different quantities"):
+        pyrolik.compare(a.ais, b.ais)
     torch.testing.assert_close(a.rate, b.rate, rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="needs the Gaussian mode"):
         b.best_sigma()
@@ -325,13 +338,17 @@ def test_log_axes_are_labelled_with_plain_numbers_thinned_by_span():
     assert sorted(shown[0.01], key=float) == ["0.01", "0.1", "1", "10", "100", "1000"]
 
 
-def test_a_beta_grid_comes_back_as_typed(lg, x):
+def test_a_grid_comes_back_as_typed(lg, x):
     betas = [0.5, 2.0, 12.5, 50.0]  # 50.0 came back as 49.99999999999999 (through a sigma)
     rd = rate_distortion(lg, x, betas, num_steps=4, num_chains=2, seed=0, progress=False)
     assert rd.betas.tolist() == betas and rd.to_dataset()["rate"].sel(beta=50.0).shape == (3,)
     check = distortion_bdmc(lg, 2, betas=betas, data_shape=(lg.data_dim,), num_steps=4,
                             num_chains=2, seed=0, progress=False)
     assert check.betas.tolist() == betas
+    sigmas = [0.5, 0.315, 0.062]  # 0.31500000000000006 and 0.06199999999999999 before
+    sc = sigma_curve(lg, x, sigmas, num_steps=4, num_chains=2, seed=0, progress=False)
+    assert sc.sigmas.tolist() == sigmas and sc.to_dataset()["log_z"].swap_dims(beta="sigma").sel(
+        sigma=0.062).shape == (3,)
 
 
 def test_refusals(lg, x):

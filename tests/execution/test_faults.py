@@ -228,10 +228,12 @@ def test_schedule_length_and_type_errors():
 def test_a_tolerance_where_no_search_runs_is_refused_with_the_way_to_one():
     tol, kw = pyrolik.Tolerance(0.5), dict(num_chains=2, progress=False)
     for call in (lambda: pyrolik.reverse_ais(sm.model, X, Z, num_steps=tol, **kw),
-                 lambda: pyrolik.bdmc(sm.model, 3, data_shape=(5,), num_steps=tol, **kw)):
+                 lambda: pyrolik.bdmc(sm.model, 3, data_shape=(5,), num_steps=tol, **kw),
+                 lambda: pyrolik.distortion_bdmc(sm.model, 3, sigmas=[0.5, 1.0], data_shape=(5,),
+                                                 num_steps=tol, **kw),
+                 lambda: pyrolik.evidence_bdmc(sm.model, 2, data_shape=(3, 5), num_steps=tol, **kw)):
         with pytest.raises(ValueError, match=r"only ais, evidence, sigma_curve and rate_distortion "
-                                             r"choose the steps for a Tolerance; pass num_steps=pyrolik"
-                                             r"\.budget"):
+                                             r"choose the steps for a Tolerance; pass the result\.budget"):
             call()
     # the fix it names works
     b = pyrolik.budget(sm.model, X, tol, num_chains=2, seed=0, progress=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -20,16 +21,19 @@ def test_single_sample_kde_is_a_gaussian_density():
         torch.testing.assert_close(out[i], ref)
 
 
-def test_a_common_offset_does_not_change_the_value():
-    """A KDE is translation invariant: float32 data far from the origin next to the bandwidth (raw
-    grey levels) lost the digits of the offset when distances were expanded around the origin."""
+def test_data_far_from_the_origin_next_to_the_bandwidth_keep_their_digits():
+    """float32 data far from the origin next to h (raw grey levels) lost the digits of the offset
+    when distances were expanded as |x|^2 + |s|^2 - 2 x.s: one shared offset, then two groups far
+    apart (background 0, strokes 255), where no one offset is common to the samples."""
     g = torch.Generator().manual_seed(0)
-    s, x = (200.0 + 0.3 * torch.randn(n, 64, generator=g) for n in (200, 5))
-    for h in (0.3, 0.1):
+    one = [200 + 0.3 * torch.randn(n, 64, generator=g) for n in (200, 5)]
+    two = [torch.cat([0.3 * torch.randn(100, 64, generator=g), 255 + 0.3 * torch.randn(100, 64, generator=g)]),
+           255 + 0.3 * torch.randn(5, 64, generator=g)]
+    for (s, x), h in itertools.product((one, two), (0.3, 0.1)):
         exact = (torch.distributions.Normal(s.double().unsqueeze(0), h).log_prob(x.double().unsqueeze(1))
                  .sum(-1).logsumexp(1) - math.log(200))
         got = pyrolik.kde(s, x, bandwidth=h, progress=False).log_likelihood
-        torch.testing.assert_close(got.double(), exact, atol=1e-3 * exact.abs().max().item(), rtol=0)
+        torch.testing.assert_close(got.double(), exact, atol=1e-4 * exact.abs().max().item(), rtol=0)
 
 
 def test_chunking_does_not_change_the_value():
