@@ -318,8 +318,8 @@ def check_sites(tr, what: str) -> None:
                 scaled.append((name, factor))
             if site["is_observed"]:
                 _warn_outside_support(name, site)
-    if scaled:
-        names = ", ".join(f"{n!r} (x{f})" for n, f in scaled[:4])
+    if scaled:  # named without the factor: on the stacked rows it is not the one at the user's x
+        names = ", ".join(repr(n) for n, _ in scaled[:4])
         warnings.warn(
             f"pyrolik evaluates the model unscaled: site(s) {names} carry a scale from "
             "poutine.scale or another scale messenger (KL annealing, a 1/N normaliser of the ELBO); "

@@ -78,8 +78,9 @@ def test_poutine_scale_is_left_out_with_a_warning(lg, x):
                     z = pyro.sample("z", dist.Normal(x.new_zeros(d), 1.0).to_event(1))
                 pyro.sample("x", dist.Normal(z @ lg.W.T + lg.b, lg.s).to_event(1), obs=x)
 
-    with pytest.warns(pyrolik.IdiomWarning, match=r"evaluates the model unscaled: site\(s\) 'z' "
-                      r"\(x0.00\d+\), 'x' \(x0.0\d+\).*poutine.scale"):
+    # the sites without their factors: on pyrolik's stacked rows a 1/N factor is not the user's
+    with pytest.warns(pyrolik.IdiomWarning, match=r"evaluates the model unscaled: site\(s\) 'z', "
+                      r"'x' carry a scale from poutine.scale"):
         same_density(kl_annealed, lg, x)
     with pytest.warns(pyrolik.IdiomWarning):
         exact_iwae(kl_annealed, x, exact_guide(lg), lg.exact_log_marginal(x))
