@@ -5,6 +5,7 @@ holds chain ``k`` of example ``n``."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
@@ -99,6 +100,20 @@ class SiteLayout(NamedTuple):
     plate_index: int  # position of the data-plate dim in the site's value
 
 
+def _first_rows(c: constraints.Constraint, rows: int, keep: int, dim: int) -> constraints.Constraint:
+    """``c`` with each bound that has ``rows`` rows at ``dim`` from the right cut to ``keep``."""
+    if isinstance(c, constraints.independent):
+        return constraints.independent(_first_rows(c.base_constraint, rows, keep, dim),
+                                       c.reinterpreted_batch_ndims)
+    bounds = {k: v.narrow(v.dim() - dim, 0, keep) for k, v in vars(c).items()
+              if isinstance(v, Tensor) and v.dim() >= dim and v.shape[v.dim() - dim] == rows}
+    if not bounds:
+        return c
+    cut = copy.copy(c)
+    vars(cut).update(bounds)
+    return cut
+
+
 @dataclass(frozen=True)
 class Layout:
     """The latent sites, observed sites and data plate of a model run on ``num_chains`` copies of x."""
@@ -125,8 +140,12 @@ class Layout:
         return sum(s.size for s in self.sites)
 
     def first_chains(self, k: int) -> Layout:
-        """The same layout with ``k`` chains (rows are chain-major, so the first ``k * N`` rows)."""
-        return replace(self, num_chains=k)
+        """The same layout with ``k`` chains (rows are chain-major, so the first ``k * N`` rows);
+        supports bounded per row (``Uniform(0, h_n)``) keep the bounds of those rows."""
+        keep = k * self.num_examples
+        return replace(self, num_chains=k, supports={
+            s.name: _first_rows(self.supports[s.name], self.rows, keep, 1 + len(s.shape) -
+                                s.plate_index) for s in self.sites})
 
     def split(self, u: Tensor) -> dict[str, Tensor]:
         """Flat ``(rows, d)`` -> per-site tensors in the model's own layout (unconstrained)."""
