@@ -328,23 +328,32 @@ def expand_latents(target: Target, latents: Tensor | dict[str, Tensor], num_exam
         if tuple(v.shape) != (k, n) + per_example:
             raise ValueError(f"latents[{s.name!r}] has shape {tuple(v.shape)}; expected "
                              f"{(n,) + per_example} or {(k, n) + per_example}")
+        support = target.layout.supports[s.name]
+        base = getattr(support, "base_constraint", support)
+        if not any(isinstance(b, Tensor) and b.numel() > 1 for b in vars(base).values()):
+            _unconstrained(s.name, support, v)  # checked before any run; else per batch, below
         out[s.name] = v
     return out
 
 
+def _unconstrained(name: str, support: Any, v: Tensor) -> Tensor:
+    """``v`` mapped to the real line, refused outside or on the edge of ``support``."""
+    if not bool(support.check(v).all()):
+        raise ValueError(f"latents[{name!r}] lie outside the site's support {support}")
+    u = biject_to(support).inv(v)
+    if not bool(torch.isfinite(u).all()):
+        raise ValueError(f"latents[{name!r}] lie on the edge of the site's support {support} (e.g. "
+                         "exactly 0 for a positive site), where its map to the real line is "
+                         "infinite: pass values inside the support")
+    return u
+
+
 def latents_to_flat(target: Target, latents: dict[str, Tensor]) -> Tensor:
     """``{site: (K, N, *site)}`` constrained values -> flat unconstrained ``u`` ``(K * N, d)``,
-    refused outside or on the edge of a site's support (its bounds may differ by example)."""
+    checked against each example's own support (its bounds may differ by example)."""
     k, n = target.layout.num_chains, target.layout.num_examples
     flat = {}
     for s in target.layout.sites:
         v = latents[s.name].reshape(k * n, *latents[s.name].shape[2:]).movedim(0, s.plate_index)
-        support = target.layout.supports[s.name]
-        if not bool(support.check(v).all()):
-            raise ValueError(f"latents[{s.name!r}] lie outside the site's support {support}")
-        flat[s.name] = biject_to(support).inv(v)
-        if not bool(torch.isfinite(flat[s.name]).all()):
-            raise ValueError(f"latents[{s.name!r}] lie on the edge of the site's support {support}"
-                             " (e.g. exactly 0 for a positive site), where its map to the real "
-                             "line is infinite: pass values inside the support")
+        flat[s.name] = _unconstrained(s.name, target.layout.supports[s.name], v)
     return target.layout.join(flat)

@@ -339,11 +339,17 @@ def from_settings(adapt: str | Adaptation | None = "pilot", *, step_size: float 
     """The checked strategy of :class:`pyrolik.HMC`'s arguments (``target_accept=None``: own)."""
     if isinstance(adapt, Adaptation):
         return adapt
+    if not isinstance(adapt, str | None) or adapt not in ADAPT_MODES:
+        raise ValueError(f"adapt must be one of {ADAPT_MODES} or an adaptation strategy, got "
+                         f"{adapt!r}")
     uses = {None: (), "online": ("target_accept", "adapt_gain")}.get(adapt)
     given = dict(target_accept=target_accept, pilot_fraction=pilot_fraction,
                  min_pilot_steps=min_pilot_steps, pilot_chains=pilot_chains, adapt_gain=adapt_gain)
+    # a kernel's fields hold what its strategy resolved (replace(HMC(), adapt=None) carries 0.9)
+    unset = {**(from_settings.__kwdefaults__ or {}),
+             "target_accept": (None, Pilot.target_accept, Online.target_accept)}
     unused = [k for k, v in given.items() if uses is not None and k not in uses
-              and v != (from_settings.__kwdefaults__ or {})[k]]
+              and v not in (unset[k] if isinstance(unset[k], tuple) else (unset[k],))]
     if unused:
         raise ValueError(f"adapt={adapt!r} does not use {', '.join(unused)}: drop "
                          f"{'it' if len(unused) == 1 else 'them'}, or use adapt='pilot'")
@@ -356,9 +362,6 @@ def from_settings(adapt: str | Adaptation | None = "pilot", *, step_size: float 
         target_accept = Online.target_accept if adapt == "online" else Pilot.target_accept
     if not 0 < target_accept < 1:
         raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
-    if adapt not in ADAPT_MODES:
-        raise ValueError(f"adapt must be one of {ADAPT_MODES} or an adaptation strategy, got "
-                         f"{adapt!r}")
     if not 0 < pilot_fraction <= 1:
         raise ValueError(f"pilot_fraction must be in (0, 1], got {pilot_fraction}")
     if pilot_chains is not None and (isinstance(pilot_chains, bool) or not isinstance(

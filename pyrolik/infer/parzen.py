@@ -31,7 +31,7 @@ def kde_log_density(samples: Tensor, x: Tensor, bandwidths: Tensor, *, chunk_siz
     # |x - s|^2 expanded as |x|^2 + |s|^2 - 2 x.s, in float64 about the samples' mean: in float32
     # it lost the digits of data far from the origin next to h (grey levels 0..255: tens of nats)
     s = samples.reshape(samples.shape[0], -1)
-    centre = s.double().mean(0)
+    centre = sum(s[i : i + chunk_size].double().sum(0) for i in range(0, len(s), chunk_size)) / len(s)
     xf = x.reshape(x.shape[0], -1).double() - centre
     d = xf.shape[1]
     h = bandwidths.double().reshape(-1, 1, 1)
@@ -69,7 +69,7 @@ def kde(samples: Tensor, x: Tensor, *, bandwidth: float | Tensor | list[float],
     validation : torch.Tensor, optional
         Held-out examples to choose a grid's bandwidth on (never ``x``).
     chunk_size : int
-        Samples per pass (memory: ``N x chunk_size`` distances).
+        Samples per pass (memory: ``bandwidths x N x chunk_size`` float64 terms).
     progress : bool
         Show a progress bar on stderr.
 

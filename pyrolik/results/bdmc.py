@@ -207,7 +207,7 @@ class BDMCResult(Exported):
         df = pd.concat([self.lower.summary(), self.upper.summary()])
         df.index = ["forward AIS (lower)", "reverse AIS (upper)"]
         df.index.name = "estimate"
-        gap = {"log p(x) [nats]": self.gap, "stderr": self.gap_stderr,
+        gap = {f"{self.lower.quantity} [nats]": self.gap, "stderr": self.gap_stderr,
                "examples": len(self.x), "bound": "gap", "gap MCSE": self.gap_mcse}
         inverted = self.inverted_gap()
         if inverted is not None:

@@ -3,6 +3,7 @@ cache across temperatures, divergences handled."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pyro
@@ -174,6 +175,11 @@ def test_kernel_parameters_are_validated():
     with pytest.raises(ValueError, match="adapt='online' does not use pilot_chains: drop it"):
         HMC(adapt="online", pilot_chains=2)
     assert HMC(adapt="online", target_accept=0.7, adapt_gain=2.0).to_dict()["adapt_gain"] == 2.0
+    # a kernel rebuilt from another's fields (which hold the resolved target_accept) is not refused
+    assert dataclasses.replace(HMC(), adapt=None).adaptation.settings()["adapt"] is None
+    assert dataclasses.replace(HMC(adapt="online"), adapt=None).to_dict()["adapt"] is None
+    with pytest.raises(ValueError, match="adapt must be one of"):
+        HMC(adapt=["pilot"])
     assert HMC(max_energy_error=float("inf")).transition.max_energy_error == float("inf")
 
 

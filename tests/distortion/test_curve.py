@@ -208,6 +208,7 @@ def test_squared_error_as_a_user_distortion_is_the_same_path(lg, x, seed):
     check = distortion_bdmc(lg, {12.5: (x, draws)}, betas=betas, check=[12.5],
                             distortion=squared_error, num_steps=4, num_chains=2, progress=False)
     assert {(r.lower.quantity, r.upper.quantity) for r in check.results} == {(log_z, log_z)}
+    assert "log p(x) [nats]" not in check.results[0].summary()  # the gap row too
     old = b.to_datatree()
     del old["ais"].attrs["quantity"]
     assert pyrolik.io.export.from_datatree(old).ais.quantity == log_z
