@@ -345,16 +345,18 @@ def from_settings(adapt: str | Adaptation | None = "pilot", *, step_size: float 
     uses = {None: (), "online": ("target_accept", "adapt_gain")}.get(adapt)
     given = dict(target_accept=target_accept, pilot_fraction=pilot_fraction,
                  min_pilot_steps=min_pilot_steps, pilot_chains=pilot_chains, adapt_gain=adapt_gain)
+    defaults = from_settings.__kwdefaults__ or {}
     # a kernel's fields hold what its strategy resolved (replace(HMC(), adapt=None) carries 0.9)
-    unset = {**(from_settings.__kwdefaults__ or {}),
-             "target_accept": (None, Pilot.target_accept, Online.target_accept)}
-    unused = [k for k, v in given.items() if uses is not None and k not in uses
-              and v not in (unset[k] if isinstance(unset[k], tuple) else (unset[k],))]
+    resolved = (Pilot.target_accept, Online.target_accept)
+    unused = [] if uses is None else [
+        k for k, v in given.items() if k not in uses and v != defaults[k]
+        and not (k == "target_accept" and v in resolved)]
     if unused:
         raise ValueError(f"adapt={adapt!r} does not use {', '.join(unused)}: drop "
                          f"{'it' if len(unused) == 1 else 'them'}, or use adapt='pilot'")
     for name, value in (("step_size", step_size), ("adapt_gain", adapt_gain)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not 0 < value < math.inf:
             raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     if not isinstance(mass_matrix, bool):
         raise TypeError(f"mass_matrix must be True or False, got {mass_matrix!r}")

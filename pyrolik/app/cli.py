@@ -134,7 +134,8 @@ def _annealing_options(g: argparse._ArgumentGroup, steps: str, schedules: tuple[
                         f"{SMC.resample}: at every step; pyrolik.SMC)")
     g.add_argument("--islands", type=int, default=None, metavar="B",
                    help="islands per example, a divisor of --num-chains (default: 2 to 4 islands "
-                        "of at least 4 chains; plain AIS where there is no such split, as below 8 chains)")
+                        "of at least 4 chains; plain AIS where there is no such split, as below 8 "
+                        "chains)")
 
 
 def _ais_options(p: argparse.ArgumentParser) -> None:
@@ -172,7 +173,8 @@ def _data_options(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
                    help="evaluate the first N examples only (default: all)")
     d.add_argument("--dtype", choices=("auto", "float32", "float64"), default="auto",
                    help="convert the data to this dtype (default auto: keep floating data, make "
-                        "integers/booleans the dtype of the model's parameters, float32 if it has none; auto refuses floating data whose dtype "
+                        "integers/booleans the dtype of the model's parameters, float32 if it has "
+                        "none; auto refuses floating data whose dtype "
                         "differs from the model's parameters and names the --dtype to pass)")
     return d
 

@@ -174,8 +174,8 @@ def _run_importance(method, model, guide, x, log_weights_fn, num_samples, model_
     bar.close()
     if parts is None:
         return None
-    cat: dict[str, Any] = {name: torch.cat([p[name] for p in parts]) for name in ("log_likelihood", "ess", "mcse",
-                                                                  "khat")}
+    cat: dict[str, Any] = {name: torch.cat([p[name] for p in parts])
+                           for name in ("log_likelihood", "ess", "mcse", "khat")}
     if all(p.get("num_observed") is not None for p in parts):
         cat["num_observed"] = torch.cat([p["num_observed"] for p in parts])
     kept = torch.cat([p["log_weights"] for p in parts], dim=1) if keep_weights else None

@@ -30,23 +30,25 @@ def kde_log_density(samples: Tensor, x: Tensor, bandwidths: Tensor, *, chunk_siz
     """Gaussian Parzen log-density of each ``x`` for each bandwidth, ``(len(bandwidths), N)``, streamed."""
     # |x - s|^2 expanded as |x|^2 + |s|^2 - 2 x.s, in float64 about the samples' mean: in float32
     # it lost the digits of data far from the origin next to h (grey levels 0..255: tens of nats)
+    if not len(samples):
+        raise ValueError("a kernel density estimate needs at least one sample")
     s = samples.reshape(samples.shape[0], -1)
-    centre = sum(s[i : i + chunk_size].double().sum(0) for i in range(0, len(s), chunk_size)) / len(s)
+    chunks = range(0, len(s), chunk_size)
+    centre = sum(s[i : i + chunk_size].double().sum(0) for i in chunks) / len(s)
     xf = x.reshape(x.shape[0], -1).double() - centre
     d = xf.shape[1]
     h = bandwidths.double().reshape(-1, 1, 1)
     x_sq = (xf * xf).sum(-1, keepdim=True)
     acc = None
-    bar = progress_bar(-(-s.shape[0] // chunk_size), "kde", progress)
-    for start in range(0, s.shape[0], chunk_size):
+    bar = progress_bar(len(chunks), "kde", progress)
+    for start in chunks:
         sc = s[start : start + chunk_size].double() - centre
         sq = (x_sq + (sc * sc).sum(-1) - 2 * xf @ sc.T).clamp_min(0.0)  # (N, S_c)
         lse = torch.logsumexp(-sq / (2 * h**2), dim=-1)  # (H, N)
         acc = lse if acc is None else torch.logaddexp(acc, lse)
         bar.update(1)
     bar.close()
-    if acc is None:
-        raise ValueError("a kernel density estimate needs at least one sample")
+    assert acc is not None  # at least one chunk
     norm = math.log(s.shape[0]) + 0.5 * d * torch.log(2 * math.pi * h.reshape(-1, 1) ** 2)
     return (acc - norm).to(x.dtype)
 

@@ -96,8 +96,9 @@ def choose_budget(tolerance: Tolerance, *, bdmc_at: Callable[[int], Round],
                   min_steps: int = MIN_STEPS, progress: bool = True, what: str = "ais",
                   stacklevel: int = 3, cap_fix: str | None = None) -> Budget:
     """Double the steps from ``min_steps`` until ``bdmc_at(num_steps) -> Round`` is within the
-    tolerance, or the cap (the last round runs at the cap); then ``check_at(num_steps)`` on the real data. Warns
-    (:class:`BudgetWarning`) when the cap came first (``cap_fix``: what to do) or the check disagrees.
+    tolerance, or the cap (the last round runs at the cap); then ``check_at(num_steps)`` on the real
+    data. Warns (:class:`BudgetWarning`) when the cap came first (``cap_fix``: what to do) or the
+    check disagrees.
     """
     cap_fix = cap_fix or "raise max_steps, use more chains, or start from an encoder (init=guide)"
     max_steps, nats = tolerance.max_steps, tolerance.nats

@@ -19,6 +19,8 @@ def test_single_sample_kde_is_a_gaussian_density():
     for i, h in enumerate((0.3, 2.0)):
         ref = torch.distributions.Normal(s[0], h).log_prob(x).sum(-1)
         torch.testing.assert_close(out[i], ref)
+    with pytest.raises(ValueError, match="needs at least one sample"):  # a reshape error before
+        kde_log_density(s[:0], x, torch.tensor([1.0]))
 
 
 def test_data_far_from_the_origin_next_to_the_bandwidth_keep_their_digits():
